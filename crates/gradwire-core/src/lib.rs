@@ -1,0 +1,16 @@
+//! gradwire-core: every gradwire mechanism as a sans-IO state machine.
+//!
+//! Nothing in this crate owns a socket, a clock or a thread. A state machine is fed
+//! events (`now`, a received [`Packet`], a fired timer) and answers with actions
+//! (packets to send via `poll_transmit`, its next deadline via `poll_timeout`, and
+//! application events via `poll_event`). The simulator (`gradwire-sim`), the real
+//! socket runtime and the emulated testbed all drive the same code.
+
+pub mod packet;
+pub mod switch;
+pub mod time;
+pub mod transport;
+pub mod wire;
+
+pub use packet::{Ecn, FlowId, HostId, Packet, PacketKind};
+pub use time::Time;

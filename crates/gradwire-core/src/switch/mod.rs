@@ -1,0 +1,297 @@
+//! A switch egress port: strict-priority queues over a byte buffer, with per-queue ECN
+//! marking and drop thresholds.
+//!
+//! The port is generic over what it queues (`T`: a packet handle in the simulator, a packet
+//! in the emulator) and does no I/O: the driver calls [`EgressPort::enqueue`] when a packet
+//! arrives and [`EgressPort::dequeue`] when the link is free.
+//!
+//! Buffer space lives in a [`BufferPool`] passed in by the driver, so a pool can be private
+//! to one port or shared by every port of a switch (with the dynamic-threshold policy of
+//! Choudhury & Hahne: a queue may grow while it holds less than `alpha * free`).
+
+use std::collections::VecDeque;
+
+/// Most priority queues a port can have (3 bits of DSCP-derived priority).
+pub const MAX_QUEUES: usize = 8;
+
+/// Why a packet was dropped. The simulator adds world-level reasons to the same counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// The buffer pool had no room for the packet.
+    BufferFull,
+    /// Shared buffer: the queue exceeded its dynamic threshold `alpha * free`.
+    DynamicThreshold,
+    /// The queue held its configured maximum of packets.
+    QueueThreshold,
+    /// The link or node was down.
+    LinkDown,
+    /// No route to the destination (e.g. after failures).
+    NoRoute,
+    /// Random non-congestion loss configured on a link.
+    RandomLoss,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 6] = [
+        DropReason::BufferFull,
+        DropReason::DynamicThreshold,
+        DropReason::QueueThreshold,
+        DropReason::LinkDown,
+        DropReason::NoRoute,
+        DropReason::RandomLoss,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::BufferFull => "buffer_full",
+            DropReason::DynamicThreshold => "dynamic_threshold",
+            DropReason::QueueThreshold => "queue_threshold",
+            DropReason::LinkDown => "link_down",
+            DropReason::NoRoute => "no_route",
+            DropReason::RandomLoss => "random_loss",
+        }
+    }
+}
+
+/// Byte budget shared by one or more ports.
+#[derive(Clone, Debug)]
+pub struct BufferPool {
+    pub capacity_bytes: u64,
+    pub used_bytes: u64,
+    /// `Some(alpha)`: dynamic threshold per queue; `None`: first come, first served.
+    pub dt_alpha: Option<f64>,
+}
+
+impl BufferPool {
+    pub fn new(capacity_bytes: u64, dt_alpha: Option<f64>) -> Self {
+        BufferPool { capacity_bytes, used_bytes: 0, dt_alpha }
+    }
+
+    pub fn unbounded() -> Self {
+        BufferPool::new(u64::MAX, None)
+    }
+
+    fn free(&self) -> u64 {
+        self.capacity_bytes - self.used_bytes
+    }
+}
+
+/// Per-queue thresholds, in packets; 0 disables one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortConfig {
+    pub queues: u8,
+    /// Mark an ECN-capable packet CE when its queue already holds at least this many.
+    pub ecn_threshold: [u32; MAX_QUEUES],
+    /// Drop a packet when its queue already holds this many.
+    pub drop_threshold: [u32; MAX_QUEUES],
+}
+
+impl PortConfig {
+    /// Same thresholds on every queue.
+    pub fn uniform(queues: u8, ecn_threshold: u32, drop_threshold: u32) -> Self {
+        assert!((1..=MAX_QUEUES as u8).contains(&queues), "1..=8 queues");
+        PortConfig { queues, ecn_threshold: [ecn_threshold; MAX_QUEUES], drop_threshold: [drop_threshold; MAX_QUEUES] }
+    }
+}
+
+/// Outcome of offering a packet to a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    Queued { marked: bool },
+    Dropped(DropReason),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub enqueued: u64,
+    pub dequeued: u64,
+    pub ecn_marked: u64,
+    pub dropped: [u64; DropReason::ALL.len()],
+    pub max_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct EgressPort<T> {
+    cfg: PortConfig,
+    queues: [VecDeque<(T, u32)>; MAX_QUEUES],
+    queue_bytes: [u64; MAX_QUEUES],
+    bytes: u64,
+    pub counters: PortCounters,
+}
+
+impl<T> EgressPort<T> {
+    pub fn new(cfg: PortConfig) -> Self {
+        EgressPort {
+            cfg,
+            queues: Default::default(),
+            queue_bytes: [0; MAX_QUEUES],
+            bytes: 0,
+            counters: PortCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &PortConfig {
+        &self.cfg
+    }
+
+    /// Offer a packet of `bytes` on the wire at `priority` (clamped to the lowest queue).
+    /// `ect` says whether the packet may be CE-marked instead of only queued.
+    pub fn enqueue(&mut self, item: T, bytes: u32, priority: u8, ect: bool, pool: &mut BufferPool) -> Admit {
+        let q = (priority as usize).min(self.cfg.queues as usize - 1);
+        let held = self.queues[q].len() as u32;
+        let verdict = self.admit(q, held, bytes, pool);
+        if let Admit::Dropped(reason) = verdict {
+            self.counters.dropped[reason as usize] += 1;
+            return verdict;
+        }
+        let ecn_th = self.cfg.ecn_threshold[q];
+        let marked = ect && ecn_th > 0 && held >= ecn_th;
+        pool.used_bytes += bytes as u64;
+        self.queue_bytes[q] += bytes as u64;
+        self.bytes += bytes as u64;
+        self.queues[q].push_back((item, bytes));
+        self.counters.enqueued += 1;
+        self.counters.ecn_marked += marked as u64;
+        self.counters.max_bytes = self.counters.max_bytes.max(self.bytes);
+        Admit::Queued { marked }
+    }
+
+    fn admit(&self, q: usize, held: u32, bytes: u32, pool: &BufferPool) -> Admit {
+        let drop_th = self.cfg.drop_threshold[q];
+        if drop_th > 0 && held >= drop_th {
+            return Admit::Dropped(DropReason::QueueThreshold);
+        }
+        if (bytes as u64) > pool.free() {
+            return Admit::Dropped(DropReason::BufferFull);
+        }
+        if let Some(alpha) = pool.dt_alpha {
+            if (self.queue_bytes[q] + bytes as u64) as f64 > alpha * pool.free() as f64 {
+                return Admit::Dropped(DropReason::DynamicThreshold);
+            }
+        }
+        Admit::Queued { marked: false }
+    }
+
+    /// Take the next packet: the head of the highest-priority (lowest-numbered) non-empty queue.
+    pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
+        let q = (0..self.cfg.queues as usize).find(|&q| !self.queues[q].is_empty())?;
+        let (item, bytes) = self.queues[q].pop_front()?;
+        pool.used_bytes -= bytes as u64;
+        self.queue_bytes[q] -= bytes as u64;
+        self.bytes -= bytes as u64;
+        self.counters.dequeued += 1;
+        Some(item)
+    }
+
+    /// Remove everything (a link went down); returns what was queued, for drop accounting.
+    pub fn drain(&mut self, pool: &mut BufferPool) -> Vec<T> {
+        let mut out = Vec::new();
+        while let Some(item) = self.dequeue(pool) {
+            out.push(item);
+        }
+        out
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn packets(&self) -> usize {
+        self.queues.iter().map(VecDeque::len).sum()
+    }
+
+    pub fn queue_packets(&self, q: usize) -> usize {
+        self.queues[q].len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0 && self.packets() == 0
+    }
+
+    /// Total drops over all reasons.
+    pub fn drops(&self) -> u64 {
+        self.counters.dropped.iter().sum()
+    }
+
+    /// Record a drop that happened outside admission (link down, random loss).
+    pub fn count_drop(&mut self, reason: DropReason) {
+        self.counters.dropped[reason as usize] += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port(ecn: u32, drop: u32) -> EgressPort<u32> {
+        EgressPort::new(PortConfig::uniform(8, ecn, drop))
+    }
+
+    #[test]
+    fn marks_only_ect_at_or_above_threshold() {
+        let mut pool = BufferPool::unbounded();
+        let mut p = port(2, 0);
+        assert_eq!(p.enqueue(0, 1500, 0, true, &mut pool), Admit::Queued { marked: false });
+        assert_eq!(p.enqueue(1, 1500, 0, true, &mut pool), Admit::Queued { marked: false });
+        assert_eq!(p.enqueue(2, 1500, 0, true, &mut pool), Admit::Queued { marked: true });
+        assert_eq!(p.enqueue(3, 1500, 0, false, &mut pool), Admit::Queued { marked: false });
+        // another queue has its own occupancy
+        assert_eq!(p.enqueue(4, 1500, 1, true, &mut pool), Admit::Queued { marked: false });
+        assert_eq!(p.counters.ecn_marked, 1);
+    }
+
+    #[test]
+    fn drops_above_queue_threshold_and_buffer() {
+        let mut pool = BufferPool::new(4000, None);
+        let mut p = port(0, 2);
+        assert!(matches!(p.enqueue(0, 1500, 3, false, &mut pool), Admit::Queued { .. }));
+        assert!(matches!(p.enqueue(1, 1500, 3, false, &mut pool), Admit::Queued { .. }));
+        assert_eq!(p.enqueue(2, 100, 3, false, &mut pool), Admit::Dropped(DropReason::QueueThreshold));
+        assert_eq!(p.enqueue(3, 1500, 4, false, &mut pool), Admit::Dropped(DropReason::BufferFull));
+        assert!(matches!(p.enqueue(4, 1000, 4, false, &mut pool), Admit::Queued { .. }));
+        assert_eq!(pool.used_bytes, 4000);
+        assert_eq!(p.drops(), 2);
+        assert_eq!(p.counters.dropped[DropReason::QueueThreshold as usize], 1);
+    }
+
+    #[test]
+    fn serves_strict_priority_fifo_within_queue() {
+        let mut pool = BufferPool::unbounded();
+        let mut p = port(0, 0);
+        for (item, prio) in [(10, 5), (11, 5), (20, 1), (30, 7), (21, 1), (0, 0)] {
+            p.enqueue(item, 100, prio, false, &mut pool);
+        }
+        let order: Vec<u32> = std::iter::from_fn(|| p.dequeue(&mut pool)).collect();
+        assert_eq!(order, vec![0, 20, 21, 10, 11, 30]);
+        assert_eq!(pool.used_bytes, 0);
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn priority_beyond_configured_queues_goes_to_lowest() {
+        let mut pool = BufferPool::unbounded();
+        let mut p: EgressPort<u32> = EgressPort::new(PortConfig::uniform(2, 0, 0));
+        p.enqueue(1, 100, 7, false, &mut pool);
+        p.enqueue(0, 100, 0, false, &mut pool);
+        assert_eq!(p.queue_packets(1), 1);
+        assert_eq!(p.dequeue(&mut pool), Some(0));
+    }
+
+    #[test]
+    fn shared_buffer_dynamic_threshold_limits_one_queue() {
+        // alpha = 1: a queue may hold at most as much as remains free.
+        let mut pool = BufferPool::new(10_000, Some(1.0));
+        let mut a = port(0, 0);
+        let mut b = port(0, 0);
+        let mut queued = 0;
+        while let Admit::Queued { .. } = a.enqueue(0, 1000, 0, false, &mut pool) {
+            queued += 1;
+        }
+        assert_eq!(queued, 5, "alpha=1 lets one queue take half the buffer");
+        assert_eq!(a.counters.dropped[DropReason::DynamicThreshold as usize], 1);
+        // the other port still gets room, a smaller share of what is left
+        assert!(matches!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Queued { .. }));
+        assert!(matches!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Queued { .. }));
+        assert_eq!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Dropped(DropReason::DynamicThreshold));
+    }
+}

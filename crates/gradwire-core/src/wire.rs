@@ -1,0 +1,202 @@
+//! The gradwire datagram header: versioned, fixed layout, checked decode.
+//!
+//! Used by the socket runtime; the simulator passes [`crate::Packet`] structs and never
+//! serializes. Decoding never trusts a length from the network: every field is checked
+//! against the datagram actually received, and a bad datagram is an error, never a panic.
+//!
+//! Layout (big endian, 32 bytes):
+//! ```text
+//!  0  magic "GW" (2)   2 version (1)   3 kind (1)
+//!  4  flags (1)        5 priority (1)  6 reserved, must be 0 (2)
+//!  8  session id (8)
+//! 16  flow id (4)     20 payload length (4)
+//! 24  sequence / offset (8)
+//! 32  payload
+//! ```
+
+use crate::packet::{FlowId, PacketKind};
+
+pub const MAGIC: [u8; 2] = *b"GW";
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 32;
+
+const FLAG_ECT: u8 = 1 << 0;
+const FLAG_CE: u8 = 1 << 1;
+const FLAG_ECE: u8 = 1 << 2;
+const KNOWN_FLAGS: u8 = FLAG_ECT | FLAG_CE | FLAG_ECE;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: PacketKind,
+    pub ect: bool,
+    pub ce: bool,
+    pub ece: bool,
+    pub priority: u8,
+    /// Random per job: datagrams of another job are rejected by the runtime.
+    pub session: u64,
+    pub flow: FlowId,
+    pub payload_len: u32,
+    pub seq: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    TooShort { got: usize },
+    BadMagic,
+    UnsupportedVersion(u8),
+    UnknownKind(u8),
+    UnknownFlags(u8),
+    BadPriority(u8),
+    NonZeroReserved,
+    /// The header claims more (or fewer) payload bytes than the datagram holds.
+    LengthMismatch { claimed: u32, actual: usize },
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::TooShort { got } => write!(f, "datagram of {got} bytes is shorter than the {HEADER_LEN}-byte header"),
+            WireError::BadMagic => write!(f, "not a gradwire datagram (bad magic)"),
+            WireError::UnsupportedVersion(v) => write!(f, "unsupported header version {v} (this build speaks {VERSION})"),
+            WireError::UnknownKind(k) => write!(f, "unknown packet kind {k}"),
+            WireError::UnknownFlags(fl) => write!(f, "unknown flag bits {fl:#04x}"),
+            WireError::BadPriority(p) => write!(f, "priority {p} is out of range 0..=7"),
+            WireError::NonZeroReserved => write!(f, "reserved header bytes are not zero"),
+            WireError::LengthMismatch { claimed, actual } => {
+                write!(f, "header claims {claimed} payload bytes but {actual} arrived")
+            }
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+fn kind_code(kind: PacketKind) -> u8 {
+    match kind {
+        PacketKind::Data => 1,
+        PacketKind::Ack => 2,
+    }
+}
+
+impl Header {
+    pub fn encode(&self, out: &mut [u8; HEADER_LEN]) {
+        out[0..2].copy_from_slice(&MAGIC);
+        out[2] = VERSION;
+        out[3] = kind_code(self.kind);
+        out[4] = (self.ect as u8 * FLAG_ECT) | (self.ce as u8 * FLAG_CE) | (self.ece as u8 * FLAG_ECE);
+        out[5] = self.priority;
+        out[6..8].copy_from_slice(&[0, 0]);
+        out[8..16].copy_from_slice(&self.session.to_be_bytes());
+        out[16..20].copy_from_slice(&self.flow.to_be_bytes());
+        out[20..24].copy_from_slice(&self.payload_len.to_be_bytes());
+        out[24..32].copy_from_slice(&self.seq.to_be_bytes());
+    }
+
+    /// Decode a whole datagram into its header and payload.
+    pub fn decode(datagram: &[u8]) -> Result<(Header, &[u8]), WireError> {
+        let Some((h, payload)) = datagram.split_first_chunk::<HEADER_LEN>() else {
+            return Err(WireError::TooShort { got: datagram.len() });
+        };
+        if h[0..2] != MAGIC {
+            return Err(WireError::BadMagic);
+        }
+        if h[2] != VERSION {
+            return Err(WireError::UnsupportedVersion(h[2]));
+        }
+        let kind = match h[3] {
+            1 => PacketKind::Data,
+            2 => PacketKind::Ack,
+            k => return Err(WireError::UnknownKind(k)),
+        };
+        let flags = h[4];
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(WireError::UnknownFlags(flags));
+        }
+        if h[5] > 7 {
+            return Err(WireError::BadPriority(h[5]));
+        }
+        if h[6] != 0 || h[7] != 0 {
+            return Err(WireError::NonZeroReserved);
+        }
+        let be32 = |r: std::ops::Range<usize>| u32::from_be_bytes(h[r].try_into().expect("4 bytes"));
+        let be64 = |r: std::ops::Range<usize>| u64::from_be_bytes(h[r].try_into().expect("8 bytes"));
+        let payload_len = be32(20..24);
+        if payload_len as usize != payload.len() {
+            return Err(WireError::LengthMismatch { claimed: payload_len, actual: payload.len() });
+        }
+        let header = Header {
+            kind,
+            ect: flags & FLAG_ECT != 0,
+            ce: flags & FLAG_CE != 0,
+            ece: flags & FLAG_ECE != 0,
+            priority: h[5],
+            session: be64(8..16),
+            flow: be32(16..20),
+            payload_len,
+            seq: be64(24..32),
+        };
+        Ok((header, payload))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> Header {
+        Header {
+            kind: PacketKind::Data,
+            ect: true,
+            ce: false,
+            ece: true,
+            priority: 3,
+            session: 0xDEAD_BEEF_0123_4567,
+            flow: 42,
+            payload_len: 5,
+            seq: 1 << 40,
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let mut buf = [0u8; HEADER_LEN];
+        sample().encode(&mut buf);
+        let mut dgram = buf.to_vec();
+        dgram.extend_from_slice(b"hello");
+        let (h, p) = Header::decode(&dgram).unwrap();
+        assert_eq!(h, sample());
+        assert_eq!(p, b"hello");
+    }
+
+    #[test]
+    fn rejects_lies_about_length() {
+        let mut buf = [0u8; HEADER_LEN];
+        sample().encode(&mut buf);
+        let mut dgram = buf.to_vec();
+        dgram.extend_from_slice(b"hi");
+        assert_eq!(Header::decode(&dgram), Err(WireError::LengthMismatch { claimed: 5, actual: 2 }));
+        assert_eq!(Header::decode(&dgram[..10]), Err(WireError::TooShort { got: 10 }));
+    }
+
+    proptest! {
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..128)) {
+            let _ = Header::decode(&bytes);
+        }
+
+        #[test]
+        fn decode_inverts_encode(seq: u64, flow: u32, session: u64, prio in 0u8..8, ect: bool, ce: bool, ece: bool,
+                                 payload in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let h = Header { kind: PacketKind::Ack, ect, ce, ece, priority: prio, session, flow,
+                             payload_len: payload.len() as u32, seq };
+            let mut buf = [0u8; HEADER_LEN];
+            h.encode(&mut buf);
+            let mut d = buf.to_vec();
+            d.extend_from_slice(&payload);
+            let (got, p) = Header::decode(&d).unwrap();
+            prop_assert_eq!(got, h);
+            prop_assert_eq!(p, &payload[..]);
+        }
+    }
+}

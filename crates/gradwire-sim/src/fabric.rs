@@ -1,0 +1,158 @@
+//! The physical network at run time: egress ports with their links, buffer pools and the
+//! packet pool.
+
+use crate::routing::{Hop, PortId};
+use crate::scenario::{BufferMode, Scenario};
+use crate::topology::{NodeId, NodeKind, Topology};
+use gradwire_core::switch::{BufferPool, EgressPort, PortConfig};
+use gradwire_core::time::{serialization, Time};
+use gradwire_core::Packet;
+use std::collections::VecDeque;
+
+pub type PktId = u32;
+
+/// Packets live here while in the network; a handle is an index, freed on delivery or drop.
+#[derive(Default)]
+pub struct PacketPool {
+    slots: Vec<Packet>,
+    free: Vec<PktId>,
+    live: u64,
+}
+
+impl PacketPool {
+    pub fn alloc(&mut self, p: Packet) -> PktId {
+        self.live += 1;
+        match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = p;
+                id
+            }
+            None => {
+                self.slots.push(p);
+                (self.slots.len() - 1) as PktId
+            }
+        }
+    }
+
+    pub fn release(&mut self, id: PktId) -> Packet {
+        self.live -= 1;
+        self.free.push(id);
+        self.slots[id as usize]
+    }
+
+    pub fn get(&self, id: PktId) -> &Packet {
+        &self.slots[id as usize]
+    }
+
+    pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
+        &mut self.slots[id as usize]
+    }
+
+    /// Packets currently in the network (queued, in service or on a wire).
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Slots ever allocated: the pool's high-water mark.
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}
+
+/// One direction of a link: the egress queue at `from` and the wire to `to`.
+pub struct Port {
+    pub name: String,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub bits_per_sec: u64,
+    pub delay: Time,
+    pub queue: EgressPort<PktId>,
+    pub pool: u32,
+    pub up: bool,
+    /// The packet being serialized, if any.
+    pub in_service: Option<PktId>,
+    /// Packets propagating, in arrival order (the link is FIFO with a fixed delay).
+    pub wire: VecDeque<(Time, PktId)>,
+}
+
+impl Port {
+    pub fn tx_time(&self, bytes: u32) -> Time {
+        serialization(bytes, self.bits_per_sec)
+    }
+
+    pub fn hop(&self) -> Hop {
+        Hop { from: self.from, to: self.to, up: self.up }
+    }
+}
+
+pub struct Fabric {
+    pub ports: Vec<Port>,
+    pub pools: Vec<BufferPool>,
+    /// Egress ports of each node.
+    pub node_ports: Vec<Vec<PortId>>,
+    pub packets: PacketPool,
+}
+
+impl Fabric {
+    pub fn build(s: &Scenario, topo: &Topology) -> Fabric {
+        let sw = &s.switch;
+        let switch_port = PortConfig::uniform(sw.queues, sw.ecn_threshold_packets, sw.drop_threshold_packets);
+        let nic_port = PortConfig::uniform(sw.queues, 0, 0);
+        let mut pools = Vec::new();
+        // one shared pool per switch, created on demand
+        let mut switch_pool: Vec<Option<u32>> = vec![None; topo.nodes.len()];
+        let mut ports = Vec::new();
+        let mut node_ports = vec![Vec::new(); topo.nodes.len()];
+        let mut names: std::collections::HashMap<String, u32> = Default::default();
+        for link in &topo.links {
+            for (a, b) in [(link.a, link.b), (link.b, link.a)] {
+                let is_host = topo.nodes[a as usize].kind == NodeKind::Host;
+                let pool = if is_host {
+                    pools.push(match s.host.nic_queue_bytes {
+                        0 => BufferPool::unbounded(),
+                        cap => BufferPool::new(cap, None),
+                    });
+                    (pools.len() - 1) as u32
+                } else {
+                    match sw.buffer {
+                        BufferMode::PerPort => {
+                            pools.push(BufferPool::new(sw.buffer_bytes, None));
+                            (pools.len() - 1) as u32
+                        }
+                        BufferMode::Shared => *switch_pool[a as usize].get_or_insert_with(|| {
+                            pools.push(BufferPool::new(sw.buffer_bytes, Some(sw.dt_alpha)));
+                            (pools.len() - 1) as u32
+                        }),
+                    }
+                };
+                let base = format!("{}->{}", topo.nodes[a as usize].name, topo.nodes[b as usize].name);
+                // parallel links get #1, #2, ... after the first
+                let n = names.entry(base.clone()).or_insert(0);
+                let name = if *n == 0 { base } else { format!("{base}#{n}") };
+                *n += 1;
+                node_ports[a as usize].push(ports.len() as PortId);
+                ports.push(Port {
+                    name,
+                    from: a,
+                    to: b,
+                    bits_per_sec: link.bits_per_sec,
+                    delay: link.delay,
+                    queue: EgressPort::new(if is_host { nic_port } else { switch_port }),
+                    pool,
+                    up: true,
+                    in_service: None,
+                    wire: VecDeque::new(),
+                });
+            }
+        }
+        Fabric { ports, pools, node_ports, packets: PacketPool::default() }
+    }
+
+    pub fn hops(&self) -> Vec<Hop> {
+        self.ports.iter().map(Port::hop).collect()
+    }
+
+    pub fn port_by_name(&self, name: &str) -> Option<PortId> {
+        self.ports.iter().position(|p| p.name == name).map(|i| i as PortId)
+    }
+}

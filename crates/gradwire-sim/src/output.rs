@@ -1,0 +1,166 @@
+//! Results: `flows.csv`, `summary.json` and `queues.csv`, all readable by pandas.
+
+use crate::routing::PortId;
+use crate::sim::{Conservation, Simulation};
+use gradwire_core::switch::DropReason;
+use gradwire_core::time::NS;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+#[derive(Clone, Copy, Debug)]
+pub struct QueueSample {
+    pub time_ns: u64,
+    pub port: PortId,
+    pub bytes: u64,
+    pub packets: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PacketCounts {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+    /// `sent == delivered + dropped + in_flight`.
+    pub conserved: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub name: String,
+    pub seed: u64,
+    pub transport: String,
+    pub flows: u64,
+    pub flows_finished: u64,
+    pub fct_mean_ns: Option<f64>,
+    pub fct_p50_ns: Option<u64>,
+    pub fct_p99_ns: Option<u64>,
+    pub fct_max_ns: Option<u64>,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub ecn_marks: u64,
+    pub stray_packets: u64,
+    pub packets: PacketCounts,
+    pub sim_time_ns: u64,
+    pub events: u64,
+    pub wall_seconds: f64,
+    pub events_per_second: f64,
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q / 100.0 * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+impl Summary {
+    pub fn of(sim: &Simulation) -> Summary {
+        let mut fcts: Vec<u64> = sim
+            .flows
+            .iter()
+            .filter_map(|f| Some((f.finished? - f.started?) / NS))
+            .collect();
+        fcts.sort_unstable();
+        let c: Conservation = sim.conservation();
+        let wall = sim.wall.as_secs_f64();
+        let s = sim.scenario();
+        Summary {
+            name: s.name.clone(),
+            seed: s.seed,
+            transport: format!("{:?}", s.transport.kind).to_lowercase(),
+            flows: sim.flows.len() as u64,
+            flows_finished: fcts.len() as u64,
+            fct_mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),
+            fct_p50_ns: percentile(&fcts, 50.0),
+            fct_p99_ns: percentile(&fcts, 99.0),
+            fct_max_ns: fcts.last().copied(),
+            retransmits: sim.flows.iter().map(|f| f.stats.retransmits).sum(),
+            timeouts: sim.flows.iter().map(|f| f.stats.timeouts).sum(),
+            drops: DropReason::ALL
+                .iter()
+                .map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize]))
+                .collect(),
+            ecn_marks: sim.fabric.ports.iter().map(|p| p.queue.counters.ecn_marked).sum(),
+            stray_packets: sim.strays,
+            packets: PacketCounts {
+                sent: c.sent,
+                delivered: c.delivered,
+                dropped: c.dropped,
+                in_flight: c.in_flight,
+                conserved: c.holds(),
+            },
+            sim_time_ns: sim.now / NS,
+            events: sim.events_processed,
+            wall_seconds: wall,
+            events_per_second: if wall > 0.0 { sim.events_processed as f64 / wall } else { 0.0 },
+        }
+    }
+}
+
+/// `flows.csv`: one row per flow; unfinished flows have empty finish and FCT.
+pub fn flows_csv(sim: &Simulation) -> String {
+    let mut out = String::from("flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts\n");
+    for (i, (spec, st)) in sim.workload.flows.iter().zip(&sim.flows).enumerate() {
+        let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
+        let start = st.started.map(|t| t / NS);
+        let finish = st.finished.map(|t| t / NS);
+        let fct = st.finished.zip(st.started).map(|(f, s)| (f - s) / NS);
+        let _ = writeln!(
+            out,
+            "{i},{},{},{},{},{},{},{},{}",
+            spec.src,
+            spec.dst,
+            spec.bytes,
+            opt(start),
+            opt(finish),
+            opt(fct),
+            st.stats.retransmits,
+            st.stats.timeouts
+        );
+    }
+    out
+}
+
+pub fn queues_csv(sim: &Simulation) -> String {
+    let mut out = String::from("time_ns,port,bytes,packets\n");
+    for q in &sim.queue_samples {
+        let _ = writeln!(out, "{},{},{},{}", q.time_ns, sim.fabric.ports[q.port as usize].name, q.bytes, q.packets);
+    }
+    out
+}
+
+impl Simulation {
+    /// Write `flows.csv`, `summary.json` and (if ports were sampled) `queues.csv` into `dir`.
+    pub fn write_outputs(&self, dir: &Path) -> io::Result<Summary> {
+        std::fs::create_dir_all(dir)?;
+        let summary = self.summary();
+        std::fs::write(dir.join("flows.csv"), flows_csv(self))?;
+        let json = serde_json::to_string_pretty(&summary).map_err(io::Error::other)?;
+        std::fs::write(dir.join("summary.json"), json + "\n")?;
+        if !self.queue_samples.is_empty() {
+            std::fs::write(dir.join("queues.csv"), queues_csv(self))?;
+        }
+        Ok(summary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50.0), Some(50));
+        assert_eq!(percentile(&v, 99.0), Some(99));
+        assert_eq!(percentile(&[7], 99.0), Some(7));
+        assert_eq!(percentile(&[], 50.0), None);
+    }
+}

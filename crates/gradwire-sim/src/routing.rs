@@ -1,0 +1,118 @@
+//! Equal-cost shortest-path next hops from every node to every host, over the links
+//! that are up. Recomputed when a failure changes the graph.
+
+use crate::topology::{NodeId, NodeKind, Topology};
+use std::collections::VecDeque;
+
+pub type PortId = u32;
+
+/// One direction of a link, as the fabric sees it for routing.
+#[derive(Clone, Copy, Debug)]
+pub struct Hop {
+    pub from: NodeId,
+    pub to: NodeId,
+    pub up: bool,
+}
+
+/// `next_hops(node, host)` is a slice of egress ports, flattened in one allocation.
+pub struct Routes {
+    nodes: u32,
+    offsets: Vec<u32>,
+    ports: Vec<PortId>,
+}
+
+impl Routes {
+    /// `node_ports[n]` lists the egress ports of node `n`; `hops[p]` describes port `p`.
+    pub fn compute(topo: &Topology, node_ports: &[Vec<PortId>], hops: &[Hop]) -> Routes {
+        let n = topo.nodes.len();
+        let hosts = topo.hosts as usize;
+        // ingress adjacency for a backward BFS from each destination
+        let mut ingress: Vec<Vec<PortId>> = vec![Vec::new(); n];
+        for (p, h) in hops.iter().enumerate() {
+            if h.up {
+                ingress[h.to as usize].push(p as PortId);
+            }
+        }
+        let mut offsets = Vec::with_capacity(n * hosts + 1);
+        let mut ports = Vec::new();
+        offsets.push(0);
+        let mut d = vec![u32::MAX; n];
+        let mut frontier = VecDeque::new();
+        for dst in 0..hosts {
+            d.fill(u32::MAX);
+            d[dst] = 0;
+            frontier.push_back(dst as NodeId);
+            while let Some(v) = frontier.pop_front() {
+                // hosts do not forward: only the destination itself is expanded
+                if topo.nodes[v as usize].kind == NodeKind::Host && v as usize != dst {
+                    continue;
+                }
+                for &p in &ingress[v as usize] {
+                    let u = hops[p as usize].from as usize;
+                    if d[u] == u32::MAX {
+                        d[u] = d[v as usize] + 1;
+                        frontier.push_back(u as NodeId);
+                    }
+                }
+            }
+            for node in 0..n {
+                if d[node] != u32::MAX && d[node] > 0 {
+                    for &p in &node_ports[node] {
+                        let h = hops[p as usize];
+                        if h.up && d[h.to as usize] == d[node] - 1 {
+                            ports.push(p);
+                        }
+                    }
+                }
+                offsets.push(ports.len() as u32);
+            }
+        }
+        Routes { nodes: n as u32, offsets, ports }
+    }
+
+    pub fn next_hops(&self, node: NodeId, host: u32) -> &[PortId] {
+        let i = host as usize * self.nodes as usize + node as usize;
+        &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::TopologyCfg;
+    use crate::topology::leaf_spine;
+
+    fn ports_of(t: &Topology) -> (Vec<Vec<PortId>>, Vec<Hop>) {
+        let mut node_ports = vec![Vec::new(); t.nodes.len()];
+        let mut hops = Vec::new();
+        for l in &t.links {
+            for (a, b) in [(l.a, l.b), (l.b, l.a)] {
+                node_ports[a as usize].push(hops.len() as PortId);
+                hops.push(Hop { from: a, to: b, up: true });
+            }
+        }
+        (node_ports, hops)
+    }
+
+    #[test]
+    fn leaf_spine_has_one_path_in_rack_and_spines_across() {
+        let t = leaf_spine(&TopologyCfg::default());
+        let (np, mut hops) = ports_of(&t);
+        let r = Routes::compute(&t, &np, &hops);
+        let leaf0 = t.node_by_name("leaf0").unwrap();
+        assert_eq!(r.next_hops(leaf0, 3).len(), 1, "in-rack: straight down");
+        assert_eq!(r.next_hops(leaf0, 20).len(), 4, "cross-rack: all four spines");
+        assert_eq!(r.next_hops(0, 20).len(), 1, "a host has one NIC");
+        // take spine0 down: cross-rack traffic uses the other three
+        let spine0 = t.node_by_name("spine0").unwrap();
+        for h in hops.iter_mut() {
+            if h.from == spine0 || h.to == spine0 {
+                h.up = false;
+            }
+        }
+        let r = Routes::compute(&t, &np, &hops);
+        assert_eq!(r.next_hops(leaf0, 20).len(), 3);
+        // hosts never forward: no route from host 0 to host 1 via host 2 etc.
+        assert!(r.next_hops(leaf0, 0).iter().all(|&p| hops[p as usize].to == 0));
+    }
+}

@@ -1,0 +1,516 @@
+//! The simulated world: fabric + routes + endpoints + workload, advanced by the event queue.
+
+use crate::engine::{EventQueue, Target};
+use crate::fabric::{Fabric, PktId};
+use crate::output::{QueueSample, Summary};
+use crate::routing::{PortId, Routes};
+use crate::scenario::{RoutingMode, Scenario, ScenarioError, TransportKind};
+use crate::topology::{NodeId, NodeKind, Topology};
+use crate::workload::{self, Workload};
+use gradwire_core::switch::{Admit, DropReason};
+use gradwire_core::time::{from_us, Time, MS, NS};
+use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
+use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
+use gradwire_core::{Packet, PacketKind};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::time::Instant;
+
+/// Run-time state of one flow.
+#[derive(Clone, Debug, Default)]
+pub struct FlowState {
+    pub started: Option<Time>,
+    pub finished: Option<Time>,
+    pub stats: EndpointStats,
+}
+
+/// How far a run has got; cheap to call between `step`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub now_ns: u64,
+    pub stop_ns: u64,
+    pub flows_done: u64,
+    pub flows_total: u64,
+    pub events: u64,
+    pub finished: bool,
+}
+
+/// Packet accounting: every packet is delivered, dropped or still in the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conservation {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+}
+
+impl Conservation {
+    pub fn holds(&self) -> bool {
+        self.sent == self.delivered + self.dropped + self.in_flight
+    }
+}
+
+pub struct Simulation {
+    pub(crate) scenario: Scenario,
+    pub(crate) topo: Topology,
+    pub(crate) fabric: Fabric,
+    routes: Routes,
+    pub(crate) workload: Workload,
+    barrier_left: Vec<u32>,
+    pub(crate) flows: Vec<FlowState>,
+    /// Endpoint `2f` is flow f's sender, `2f + 1` its receiver.
+    endpoints: Vec<Option<Box<dyn Endpoint>>>,
+    timer_at: Vec<Time>,
+    events: EventQueue,
+    rng: Xoshiro256PlusPlus,
+    tcp: TcpConfig,
+    pub(crate) now: Time,
+    stop: Time,
+    pub(crate) events_processed: u64,
+    pub(crate) flows_done: u64,
+    pub(crate) counts: Conservation,
+    /// Packets that reached a host with no live endpoint for them (late, or misrouted).
+    pub(crate) strays: u64,
+    pub(crate) drops_by_reason: [u64; DropReason::ALL.len()],
+    sampled_ports: Vec<PortId>,
+    pub(crate) queue_samples: Vec<QueueSample>,
+    failures: Vec<Vec<PortId>>,
+    scratch: Vec<Packet>,
+    pub(crate) wall: std::time::Duration,
+    finished: bool,
+}
+
+impl Simulation {
+    pub fn new(scenario: &Scenario) -> Result<Simulation, ScenarioError> {
+        scenario.validate()?;
+        let s = scenario.clone();
+        let topo = Topology::build(&s.topology);
+        let fabric = Fabric::build(&s, &topo);
+        let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
+        let workload = workload::build(&s, &topo, &mut rng);
+
+        let sampled_ports = s
+            .output
+            .queue_ports
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                fabric.port_by_name(name).map(|p| p as PortId).ok_or_else(|| {
+                    ScenarioError::new(
+                        format!("output.queue_ports.{i}"),
+                        format!("no port named `{name}` (ports are named like `leaf0->host3` or `host0->leaf0`)"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let failures = s
+            .failures
+            .iter()
+            .enumerate()
+            .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let tr = &s.transport;
+        let tcp = TcpConfig {
+            mss: tr.mss_bytes,
+            header_bytes: tr.header_bytes,
+            ack_bytes: tr.ack_bytes,
+            init_cwnd_packets: tr.init_cwnd_packets,
+            rto_min: from_us(tr.rto_min_us),
+            rto_max: from_us(tr.rto_max_us),
+            rto_initial: from_us(tr.rto_initial_us.unwrap_or(tr.rto_min_us)),
+            dupack_threshold: tr.dupack_threshold,
+            cc: match tr.kind {
+                TransportKind::Newreno => CongestionControl::NewReno,
+                TransportKind::Dctcp => CongestionControl::Dctcp { g: tr.dctcp_g },
+            },
+            priority: tr.priority,
+        };
+
+        let nflows = workload.flows.len();
+        let mut sim = Simulation {
+            stop: (s.stop_ms * MS as f64).round() as Time,
+            barrier_left: workload.barriers.iter().map(|b| b.waiting_for).collect(),
+            flows: vec![FlowState::default(); nflows],
+            endpoints: (0..2 * nflows).map(|_| None).collect(),
+            timer_at: vec![Time::MAX; 2 * nflows],
+            events: EventQueue::new(),
+            rng,
+            tcp,
+            now: 0,
+            events_processed: 0,
+            flows_done: 0,
+            counts: Conservation::default(),
+            strays: 0,
+            drops_by_reason: [0; DropReason::ALL.len()],
+            sampled_ports,
+            queue_samples: Vec::new(),
+            failures,
+            scratch: Vec::new(),
+            wall: Default::default(),
+            finished: false,
+            scenario: s,
+            topo,
+            fabric,
+            routes,
+            workload,
+        };
+        for (f, spec) in sim.workload.flows.iter().enumerate() {
+            let gated = spec.gate.is_some_and(|b| sim.barrier_left[b as usize] > 0);
+            if !gated {
+                sim.events.push(spec.start, Target::FlowStart(f as u32));
+            }
+        }
+        for (i, f) in sim.scenario.failures.iter().enumerate() {
+            sim.events.push(from_us(f.at_us), Target::Failure(i as u32));
+        }
+        if !sim.sampled_ports.is_empty() {
+            sim.events.push(0, Target::Sample);
+        }
+        Ok(sim)
+    }
+
+    /// Process up to `max_events` events; returns `true` once the run is over (every flow
+    /// finished, nothing left to do, or the stop time reached).
+    pub fn step(&mut self, max_events: u64) -> bool {
+        if self.finished {
+            return true;
+        }
+        let t0 = Instant::now();
+        for _ in 0..max_events {
+            if self.flows_done == self.flows.len() as u64 {
+                self.finished = true;
+                break;
+            }
+            let Some((t, target)) = self.events.pop() else {
+                self.finished = true;
+                break;
+            };
+            if t > self.stop {
+                self.now = self.stop;
+                self.finished = true;
+                break;
+            }
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            self.events_processed += 1;
+            self.dispatch(target);
+        }
+        self.wall += t0.elapsed();
+        self.finished
+    }
+
+    /// Run to the end.
+    pub fn run(&mut self) {
+        while !self.step(1 << 20) {}
+    }
+
+    pub fn progress(&self) -> Progress {
+        Progress {
+            now_ns: self.now / NS,
+            stop_ns: self.stop / NS,
+            flows_done: self.flows_done,
+            flows_total: self.flows.len() as u64,
+            events: self.events_processed,
+            finished: self.finished,
+        }
+    }
+
+    pub fn conservation(&self) -> Conservation {
+        Conservation { in_flight: self.fabric.packets.live(), ..self.counts }
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary::of(self)
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn dispatch(&mut self, target: Target) {
+        match target {
+            Target::TxDone(p) => self.tx_done(p),
+            Target::Arrive(p) => self.arrive(p),
+            Target::Timer(e) => self.timer(e),
+            Target::FlowStart(f) => self.start_flow(f),
+            Target::Failure(i) => self.fail(i),
+            Target::Sample => self.sample(),
+        }
+    }
+
+    // ---- flows and endpoints -------------------------------------------------------
+
+    fn start_flow(&mut self, f: u32) {
+        let spec = &self.workload.flows[f as usize];
+        let (src, dst, bytes) = (spec.src, spec.dst, spec.bytes);
+        self.flows[f as usize].started = Some(self.now);
+        let sender = TcpSender::new(self.tcp, f, src, dst, bytes, self.now);
+        let receiver = TcpReceiver::new(self.tcp, f, dst, src, bytes);
+        self.endpoints[2 * f as usize] = Some(Box::new(sender));
+        self.endpoints[2 * f as usize + 1] = Some(Box::new(receiver));
+        self.drive(2 * f);
+        self.drive(2 * f + 1);
+    }
+
+    fn timer(&mut self, ep: u32) {
+        if self.timer_at[ep as usize] == self.now {
+            self.timer_at[ep as usize] = Time::MAX;
+        }
+        let Some(e) = self.endpoints[ep as usize].as_mut() else { return };
+        if e.poll_timeout().is_some_and(|t| t <= self.now) {
+            e.handle_timeout(self.now);
+        }
+        self.drive(ep);
+    }
+
+    /// Collect what an endpoint wants to do after being fed: send, report, re-arm.
+    fn drive(&mut self, ep: u32) {
+        let now = self.now;
+        let Some(e) = self.endpoints[ep as usize].as_mut() else { return };
+        let mut out = std::mem::take(&mut self.scratch);
+        while let Some(p) = e.poll_transmit(now) {
+            out.push(p);
+        }
+        let mut delivered = false;
+        let mut sender_done = false;
+        while let Some(ev) = e.poll_event() {
+            match ev {
+                EndpointEvent::Delivered { .. } => delivered = true,
+                EndpointEvent::SenderDone => sender_done = true,
+            }
+        }
+        let deadline = e.poll_timeout();
+        let stats = e.stats();
+        if let Some(t) = deadline {
+            if t < self.timer_at[ep as usize] {
+                self.timer_at[ep as usize] = t;
+                self.events.push(t.max(now), Target::Timer(ep));
+            }
+        }
+        let flow = ep / 2;
+        if ep % 2 == 0 {
+            self.flows[flow as usize].stats = stats;
+        }
+        for p in out.drain(..) {
+            self.send_from_host(p);
+        }
+        self.scratch = out;
+        if delivered {
+            self.finish_flow(flow);
+        }
+        if sender_done {
+            // keep the receiver: a late retransmission still gets its ACK
+            self.endpoints[ep as usize] = None;
+        }
+    }
+
+    fn finish_flow(&mut self, f: u32) {
+        let st = &mut self.flows[f as usize];
+        if st.finished.is_some() {
+            return;
+        }
+        st.finished = Some(self.now);
+        self.flows_done += 1;
+        for i in 0..self.workload.flows[f as usize].feeds.len() {
+            let b = self.workload.flows[f as usize].feeds[i] as usize;
+            self.barrier_left[b] -= 1;
+            if self.barrier_left[b] == 0 {
+                for j in 0..self.workload.barriers[b].releases.len() {
+                    let g = self.workload.barriers[b].releases[j];
+                    let at = self.workload.flows[g as usize].start.max(self.now);
+                    self.events.push(at, Target::FlowStart(g));
+                }
+            }
+        }
+    }
+
+    // ---- packets through the fabric ------------------------------------------------
+
+    fn send_from_host(&mut self, mut p: Packet) {
+        p.sent_at = self.now;
+        self.counts.sent += 1;
+        let id = self.fabric.packets.alloc(p);
+        self.forward(p.src, id);
+    }
+
+    /// Pick the egress port at `node` toward the packet's destination and queue it there.
+    fn forward(&mut self, node: NodeId, id: PktId) {
+        let p = *self.fabric.packets.get(id);
+        let hops = self.routes.next_hops(node, p.dst);
+        let port = match hops.len() {
+            0 => return self.drop(id, DropReason::NoRoute),
+            1 => hops[0],
+            n => match self.scenario.routing.mode {
+                RoutingMode::Ecmp => hops[(flow_hash(p.flow, node, self.scenario.seed) % n as u64) as usize],
+                RoutingMode::Spray => hops[self.rng.gen_range(0..n)],
+            },
+        };
+        self.enqueue(port, id);
+    }
+
+    fn enqueue(&mut self, port: PortId, id: PktId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        if !pr.up {
+            pr.queue.count_drop(DropReason::LinkDown);
+            return self.drop(id, DropReason::LinkDown);
+        }
+        let p = *self.fabric.packets.get(id);
+        let pool = &mut self.fabric.pools[pr.pool as usize];
+        match pr.queue.enqueue(id, p.wire_bytes, p.priority, p.ecn.ect, pool) {
+            Admit::Dropped(reason) => self.drop(id, reason),
+            Admit::Queued { marked } => {
+                if marked {
+                    self.fabric.packets.get_mut(id).ecn.ce = true;
+                }
+                if pr.in_service.is_none() {
+                    self.start_tx(port);
+                }
+            }
+        }
+    }
+
+    fn start_tx(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        let pool = &mut self.fabric.pools[pr.pool as usize];
+        if let Some(id) = pr.queue.dequeue(pool) {
+            pr.in_service = Some(id);
+            let done = self.now + pr.tx_time(self.fabric.packets.get(id).wire_bytes);
+            self.events.push(done, Target::TxDone(port));
+        }
+    }
+
+    fn tx_done(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        let Some(id) = pr.in_service.take() else { return };
+        if pr.up {
+            let at = self.now + pr.delay;
+            pr.wire.push_back((at, id));
+            if pr.wire.len() == 1 {
+                self.events.push(at, Target::Arrive(port));
+            }
+        } else {
+            pr.queue.count_drop(DropReason::LinkDown);
+            self.drop(id, DropReason::LinkDown);
+        }
+        self.start_tx(port);
+    }
+
+    fn arrive(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        // a wire emptied by a failure leaves a stale event behind
+        let Some(&(at, id)) = pr.wire.front() else { return };
+        if at != self.now {
+            return;
+        }
+        pr.wire.pop_front();
+        if let Some(&(next, _)) = pr.wire.front() {
+            self.events.push(next, Target::Arrive(port));
+        }
+        let to = pr.to;
+        match self.topo.nodes[to as usize].kind {
+            NodeKind::Switch => self.forward(to, id),
+            NodeKind::Host => self.receive(to, id),
+        }
+    }
+
+    fn receive(&mut self, host: NodeId, id: PktId) {
+        let p = self.fabric.packets.release(id);
+        self.counts.delivered += 1;
+        let ep = 2 * p.flow + (p.kind == PacketKind::Data) as u32;
+        let live = p.dst == host && self.endpoints.get(ep as usize).is_some_and(Option::is_some);
+        if !live {
+            self.strays += 1;
+            return;
+        }
+        if let Some(e) = self.endpoints[ep as usize].as_mut() {
+            e.handle_packet(self.now, &p);
+        }
+        self.drive(ep);
+    }
+
+    fn drop(&mut self, id: PktId, reason: DropReason) {
+        self.fabric.packets.release(id);
+        self.counts.dropped += 1;
+        self.drops_by_reason[reason as usize] += 1;
+    }
+
+    // ---- failures and sampling -----------------------------------------------------
+
+    fn fail(&mut self, i: u32) {
+        let ports = self.failures[i as usize].clone();
+        for port in ports {
+            let pr = &mut self.fabric.ports[port as usize];
+            if !pr.up {
+                continue;
+            }
+            pr.up = false;
+            let pool = &mut self.fabric.pools[pr.pool as usize];
+            let mut lost = pr.queue.drain(pool);
+            lost.extend(pr.wire.drain(..).map(|(_, id)| id));
+            for id in lost {
+                self.fabric.ports[port as usize].queue.count_drop(DropReason::LinkDown);
+                self.drop(id, DropReason::LinkDown);
+            }
+        }
+        self.routes = Routes::compute(&self.topo, &self.fabric.node_ports, &self.fabric.hops());
+    }
+
+    fn sample(&mut self) {
+        let t = self.now / NS;
+        for &port in &self.sampled_ports {
+            let q = &self.fabric.ports[port as usize].queue;
+            self.queue_samples.push(QueueSample { time_ns: t, port, bytes: q.bytes(), packets: q.packets() as u32 });
+        }
+        let next = self.now + self.scenario.output.queue_sample_ns * NS;
+        self.events.push(next, Target::Sample);
+    }
+}
+
+/// Deterministic per-(flow, switch) ECMP choice: splitmix64 of the pair and the seed.
+fn flow_hash(flow: u32, node: NodeId, seed: u64) -> u64 {
+    let mut z = ((flow as u64) << 32 | node as u64) ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn resolve_failure(
+    topo: &Topology,
+    fabric: &Fabric,
+    i: usize,
+    link: Option<&str>,
+    node: Option<&str>,
+) -> Result<Vec<PortId>, ScenarioError> {
+    let node_id = |key: &str, name: &str| {
+        topo.node_by_name(name)
+            .ok_or_else(|| ScenarioError::new(format!("failures.{i}.{key}"), format!("no node named `{name}`")))
+    };
+    let ports: Vec<PortId> = if let Some(l) = link {
+        let (a, b) = l.split_once('-').ok_or_else(|| {
+            ScenarioError::new(format!("failures.{i}.link"), format!("`{l}` is not of the form `leaf0-spine1`"))
+        })?;
+        let (a, b) = (node_id("link", a)?, node_id("link", b)?);
+        let found: Vec<PortId> = (0..fabric.ports.len() as PortId)
+            .filter(|&p| {
+                let pr = &fabric.ports[p as usize];
+                (pr.from, pr.to) == (a, b) || (pr.from, pr.to) == (b, a)
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(ScenarioError::new(format!("failures.{i}.link"), format!("no link between `{l}`'s ends")));
+        }
+        found
+    } else {
+        let n = node_id("node", node.unwrap_or_default())?;
+        (0..fabric.ports.len() as PortId)
+            .filter(|&p| fabric.ports[p as usize].from == n || fabric.ports[p as usize].to == n)
+            .collect()
+    };
+    Ok(ports)
+}

@@ -1,0 +1,140 @@
+//! Workloads expand into flows and barriers. A barrier counts finished flows and starts
+//! its dependants when the count reaches zero: a PS server's pulls wait on one barrier
+//! fed by every push to it, instead of one edge per (push, pull) pair.
+
+use crate::scenario::{Scenario, WorkloadKind};
+use crate::topology::Topology;
+use gradwire_core::time::{from_us, Time};
+use rand::Rng;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowSpec {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    /// Earliest start; a flow gated by a barrier starts at max(start, barrier release).
+    pub start: Time,
+    /// Barrier this flow waits for, if any.
+    pub gate: Option<u32>,
+    /// Barriers this flow's completion counts toward.
+    pub feeds: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Barrier {
+    pub waiting_for: u32,
+    pub releases: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Workload {
+    pub flows: Vec<FlowSpec>,
+    pub barriers: Vec<Barrier>,
+}
+
+impl Workload {
+    fn flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time) -> u32 {
+        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new() });
+        (self.flows.len() - 1) as u32
+    }
+
+    /// A barrier released when every flow in `after` finishes, gating every flow in `then`.
+    fn barrier(&mut self, after: &[u32], then: &[u32]) {
+        let id = self.barriers.len() as u32;
+        for &f in after {
+            self.flows[f as usize].feeds.push(id);
+        }
+        for &f in then {
+            self.flows[f as usize].gate = Some(id);
+        }
+        self.barriers.push(Barrier { waiting_for: after.len() as u32, releases: then.to_vec() });
+    }
+}
+
+/// PS placement: worker `i` (and the rest of the round-robin order) is spread over racks.
+pub fn round_robin_host(topo: &Topology, i: u32) -> u32 {
+    (i % topo.racks) * topo.hosts_per_rack + i / topo.racks
+}
+
+pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Workload {
+    let w = &s.workload;
+    let start = from_us(w.start_us);
+    let n = topo.hosts;
+    let mut out = Workload::default();
+    match w.kind {
+        WorkloadKind::Flows => {
+            for f in &w.flows {
+                out.flow(f.src, f.dst, f.bytes, from_us(f.start_us));
+            }
+            for (i, f) in w.flows.iter().enumerate() {
+                if !f.after.is_empty() {
+                    out.barrier(&f.after, &[i as u32]);
+                }
+            }
+        }
+        WorkloadKind::Incast => {
+            let senders: Vec<u32> = match (&w.sender_list, w.senders) {
+                (Some(list), _) => list.clone(),
+                (None, Some(c)) => (1..=c).map(|k| (w.receiver + k) % n).collect(),
+                (None, None) => Vec::new(),
+            };
+            for src in senders {
+                out.flow(src, w.receiver, w.flow_bytes, start);
+            }
+        }
+        WorkloadKind::Permutation => {
+            // Sattolo's shuffle: a single cycle, so nobody sends to itself.
+            let mut perm: Vec<u32> = (0..n).collect();
+            for i in (1..n as usize).rev() {
+                let j = rng.gen_range(0..i);
+                perm.swap(i, j);
+            }
+            for (src, &dst) in perm.iter().enumerate() {
+                out.flow(src as u32, dst, w.flow_bytes, start);
+            }
+        }
+        WorkloadKind::AllToAll => {
+            let hosts: Vec<u32> = w.hosts.clone().unwrap_or_else(|| (0..n).collect());
+            for &a in &hosts {
+                for &b in &hosts {
+                    if a != b {
+                        out.flow(a, b, w.flow_bytes, start);
+                    }
+                }
+            }
+        }
+        WorkloadKind::Ps => ps(&mut out, s, topo, start),
+    }
+    out
+}
+
+/// Workers push `push_bytes / servers` to every server; a server that has every push
+/// sends `pull_bytes / servers` back to every worker. Local (same-host) parts skip the network.
+fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
+    let w = &s.workload;
+    let workers: Vec<u32> = (0..w.workers).map(|i| round_robin_host(topo, i)).collect();
+    let servers: Vec<u32> = (0..w.servers)
+        .map(|j| {
+            if w.colocated {
+                workers[(j as u64 * w.workers as u64 / w.servers as u64) as usize]
+            } else {
+                round_robin_host(topo, w.workers + j)
+            }
+        })
+        .collect();
+    let share = |total: u64, j: usize| total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64;
+    let pull_total = w.pull_bytes.unwrap_or(w.push_bytes);
+    for (j, &srv) in servers.iter().enumerate() {
+        let pushes: Vec<u32> = workers
+            .iter()
+            .filter(|&&wk| wk != srv)
+            .map(|&wk| out.flow(wk, srv, share(w.push_bytes, j), start))
+            .collect();
+        let pulls: Vec<u32> = workers
+            .iter()
+            .filter(|&&wk| wk != srv && share(pull_total, j) > 0)
+            .map(|&wk| out.flow(srv, wk, share(pull_total, j), start))
+            .collect();
+        out.barrier(&pushes, &pulls);
+    }
+}
