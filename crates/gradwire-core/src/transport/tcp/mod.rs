@@ -1,0 +1,63 @@
+//! TCP NewReno and DCTCP (simulator baselines) as sans-IO endpoints.
+//!
+//! The model follows ns-3.37's `TcpSocketBase` + `TcpNewReno` / `TcpDctcp` closely
+//! enough to cross-validate flow completion times, restricted to what a datacenter
+//! simulation needs: no handshake, no FIN, no SACK, no delayed ACKs, no receive window.
+//! Sequence numbers are plain `u64` byte offsets starting at 0.
+//!
+//! * [`TcpSender`]: congestion control (slow start, congestion avoidance, NewReno
+//!   fast retransmit / fast recovery, RTO with backoff, DCTCP ECN reaction).
+//! * [`TcpReceiver`]: cumulative ACKs, one per data packet, echoing CE as ECE.
+
+mod receiver;
+mod rtt;
+mod sender;
+#[cfg(test)]
+mod tests;
+
+pub use receiver::TcpReceiver;
+pub use sender::TcpSender;
+
+use crate::time::{Time, MS};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CongestionControl {
+    NewReno,
+    /// DCTCP with EWMA gain `g` (1/16 in the paper).
+    Dctcp { g: f64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TcpConfig {
+    pub mss: u32,
+    /// IP + TCP header bytes added to each data segment on the wire.
+    pub header_bytes: u32,
+    /// Wire size of a pure ACK.
+    pub ack_bytes: u32,
+    pub init_cwnd_packets: u32,
+    pub rto_min: Time,
+    pub rto_max: Time,
+    /// RTO before the first RTT sample.
+    pub rto_initial: Time,
+    pub dupack_threshold: u32,
+    pub cc: CongestionControl,
+    /// Priority queue the flow's packets use (0 = highest).
+    pub priority: u8,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            header_bytes: 40,
+            ack_bytes: 40,
+            init_cwnd_packets: 10,
+            rto_min: 10 * MS,
+            rto_max: 1000 * MS,
+            rto_initial: 10 * MS,
+            dupack_threshold: 3,
+            cc: CongestionControl::NewReno,
+            priority: 0,
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Retransmission timeout estimation (RFC 6298).
+
+use super::TcpConfig;
+use crate::time::Time;
+
+#[derive(Clone, Debug)]
+pub(super) struct RttEstimator {
+    srtt: Option<Time>,
+    rttvar: Time,
+    /// Current RTO, backoff included.
+    rto: Time,
+    rto_min: Time,
+    rto_max: Time,
+}
+
+impl RttEstimator {
+    pub(super) fn new(cfg: &TcpConfig) -> Self {
+        RttEstimator {
+            srtt: None,
+            rttvar: 0,
+            rto: cfg.rto_initial,
+            rto_min: cfg.rto_min,
+            rto_max: cfg.rto_max,
+        }
+    }
+
+    pub(super) fn rto(&self) -> Time {
+        self.rto
+    }
+
+    #[cfg(test)]
+    pub(super) fn srtt(&self) -> Option<Time> {
+        self.srtt
+    }
+
+    /// Feed one valid (Karn) sample; this also clears any backoff (RFC 6298 5.7).
+    pub(super) fn sample(&mut self, r: Time) {
+        let srtt = match self.srtt {
+            None => {
+                self.rttvar = r / 2;
+                r
+            }
+            Some(s) => {
+                // beta = 1/4, alpha = 1/8; rttvar uses the old srtt.
+                self.rttvar = (3 * self.rttvar + s.abs_diff(r)) / 4;
+                (7 * s + r) / 8
+            }
+        };
+        self.srtt = Some(srtt);
+        let rto = srtt.saturating_add(self.rttvar.saturating_mul(4));
+        // max/min rather than clamp: clamp panics on a nonsensical config (min > max).
+        self.rto = rto.max(self.rto_min).min(self.rto_max);
+    }
+
+    /// Exponential backoff on a timeout (RFC 6298 5.5).
+    pub(super) fn backoff(&mut self) {
+        self.rto = self.rto.saturating_mul(2).min(self.rto_max);
+    }
+}
