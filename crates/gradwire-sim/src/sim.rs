@@ -11,7 +11,7 @@ use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
 use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
-use gradwire_core::{Packet, PacketKind};
+use gradwire_core::Packet;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use std::time::Instant;
@@ -422,8 +422,13 @@ impl Simulation {
     fn receive(&mut self, host: NodeId, id: PktId) {
         let p = self.fabric.packets.release(id);
         self.counts.delivered += 1;
-        let ep = 2 * p.flow + (p.kind == PacketKind::Data) as u32;
-        let live = p.dst == host && self.endpoints.get(ep as usize).is_some_and(Option::is_some);
+        // direction, not packet kind, picks the endpoint: control packets flow both ways
+        let Some(spec) = self.workload.flows.get(p.flow as usize) else {
+            self.strays += 1;
+            return;
+        };
+        let ep = 2 * p.flow + (host == spec.dst) as u32;
+        let live = p.dst == host && self.endpoints[ep as usize].is_some();
         if !live {
             self.strays += 1;
             return;
