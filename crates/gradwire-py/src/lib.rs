@@ -1,8 +1,178 @@
 //! `gradwire._core`: the Rust engine behind the `gradwire` Python package.
+//!
+//! A thin layer over `gradwire-sim`: scenarios are loaded and validated in Rust (so the
+//! Python CLI reports exactly the same errors as the `gradwire-sim` binary), each run's
+//! typed scenario travels to Python as a JSON string, and a [`PySimulation`] is stepped
+//! from Python in slices so a progress bar can be drawn between them.
+
+use gradwire_sim::{load, Scenario, ScenarioError as SimError, Simulation};
+use pyo3::create_exception;
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+
+create_exception!(
+    _core,
+    ScenarioError,
+    PyValueError,
+    "A scenario is invalid. `key` is the dotted key at fault (empty for file-level errors), \
+     `message` says what is wrong; str(e) names both and the bad value."
+);
+
+/// Build a Python `ScenarioError` with `args == (str(e), key, message)` and `key`/`message`
+/// attributes.
+fn scenario_err(py: Python<'_>, e: &SimError) -> PyErr {
+    let err = ScenarioError::new_err((e.to_string(), e.key.clone(), e.message.clone()));
+    let value = err.value(py);
+    let _ = value.setattr("key", e.key.clone());
+    let _ = value.setattr("message", e.message.clone());
+    err
+}
+
+fn json_loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+fn to_py_json<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    json_loads(py, &text)
+}
+
+/// Parse a scenario (TOML text), apply `key=value` overrides, expand its `[sweep]`, and
+/// validate every run. Returns one dict per run: `name` (directory-safe run name),
+/// `params` (the sweep point, dotted key -> value as a string) and `config` (the typed
+/// scenario as a JSON string, to pass to `Simulation`).
+#[pyfunction]
+#[pyo3(signature = (text, overrides = Vec::new()))]
+fn load_scenario<'py>(py: Python<'py>, text: &str, overrides: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+    let runs = load(text, &overrides).map_err(|e| scenario_err(py, &e))?;
+    let out = PyList::empty(py);
+    for run in runs {
+        let d = PyDict::new(py);
+        d.set_item("name", &run.name)?;
+        let params = PyDict::new(py);
+        for (k, v) in &run.params {
+            params.set_item(k, v)?;
+        }
+        d.set_item("params", params)?;
+        let config = serde_json::to_string(&run.scenario).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        d.set_item("config", config)?;
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// Lets the simulation cross into `allow_threads`. The simulation holds `Box<dyn Endpoint>`
+/// (not `Send`), but `allow_threads` runs the closure on the calling thread, the class is
+/// `unsendable` (PyO3 refuses access from any other thread), and the simulation holds no
+/// Python objects, so nothing is shared with another thread while the GIL is released.
+struct AssertSend<T>(T);
+unsafe impl<T> Send for AssertSend<T> {}
+impl<T> AssertSend<T> {
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+/// One simulation run. `config_json` is a run's `config` from `load_scenario` (or any
+/// JSON-serialized scenario).
+#[pyclass(name = "Simulation", module = "gradwire._core", unsendable)]
+struct PySimulation {
+    sim: Simulation,
+}
+
+#[pymethods]
+impl PySimulation {
+    #[new]
+    fn new(py: Python<'_>, config_json: &str) -> PyResult<Self> {
+        let de = &mut serde_json::Deserializer::from_str(config_json);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let key = if key == "." { String::new() } else { key };
+            scenario_err(py, &SimError::new(key, e.inner().to_string()))
+        })?;
+        let sim = Simulation::new(&scenario).map_err(|e| scenario_err(py, &e))?;
+        Ok(PySimulation { sim })
+    }
+
+    /// Process up to `max_events` events (without holding the GIL); returns True once the
+    /// run is over.
+    #[pyo3(signature = (max_events = 200_000))]
+    fn step(&mut self, py: Python<'_>, max_events: u64) -> bool {
+        let sim = AssertSend(&mut self.sim);
+        py.allow_threads(move || sim.into_inner().step(max_events))
+    }
+
+    /// Run to the end (without holding the GIL).
+    fn run(&mut self, py: Python<'_>) {
+        let sim = AssertSend(&mut self.sim);
+        py.allow_threads(move || sim.into_inner().run())
+    }
+
+    /// `now_ns, stop_ns, flows_done, flows_total, events, finished`.
+    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.sim.progress();
+        let d = PyDict::new(py);
+        d.set_item("now_ns", p.now_ns)?;
+        d.set_item("stop_ns", p.stop_ns)?;
+        d.set_item("flows_done", p.flows_done)?;
+        d.set_item("flows_total", p.flows_total)?;
+        d.set_item("events", p.events)?;
+        d.set_item("finished", p.finished)?;
+        Ok(d)
+    }
+
+    /// The run's summary (the same dict as `summary.json`).
+    fn summary<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py_json(py, &self.sim.summary())
+    }
+
+    /// Packet accounting: `sent, delivered, dropped, in_flight, holds`.
+    fn conservation<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.sim.conservation();
+        let d = PyDict::new(py);
+        d.set_item("sent", c.sent)?;
+        d.set_item("delivered", c.delivered)?;
+        d.set_item("dropped", c.dropped)?;
+        d.set_item("in_flight", c.in_flight)?;
+        d.set_item("holds", c.holds())?;
+        Ok(d)
+    }
+
+    /// Write `flows.csv`, `summary.json` and (if ports were sampled) `queues.csv` into
+    /// `dir` (created if needed); returns the summary.
+    fn write_outputs<'py>(&self, py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyAny>> {
+        let summary = self
+            .sim
+            .write_outputs(&dir)
+            .map_err(|e| PyOSError::new_err(format!("writing {}: {e}", dir.display())))?;
+        to_py_json(py, &summary)
+    }
+
+    /// The typed scenario of this run, as JSON.
+    fn config_json(&self) -> PyResult<String> {
+        serde_json::to_string(self.sim.scenario()).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    fn __repr__(&self) -> String {
+        let p = self.sim.progress();
+        format!(
+            "Simulation(name={:?}, now_ns={}, flows={}/{}, finished={})",
+            self.sim.scenario().name,
+            p.now_ns,
+            p.flows_done,
+            p.flows_total,
+            p.finished
+        )
+    }
+}
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_class::<PySimulation>()?;
     Ok(())
 }

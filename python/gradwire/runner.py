@@ -1,0 +1,158 @@
+"""Running every run of a scenario, with a progress bar for the slow ones."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from gradwire._core import Simulation, load_scenario
+from gradwire.scenarios import ScenarioSource
+
+#: Events processed per call into Rust; a few tens of milliseconds in a release build.
+STEP_EVENTS = 200_000
+#: The progress bar appears only once a run has lasted this long (seconds).
+SHOW_PROGRESS_AFTER = 1.0
+#: Written next to the run directories: run names, sweep parameters and typed configs.
+MANIFEST = "runs.json"
+
+
+@dataclass
+class RunSpec:
+    """One run of a scenario (a point of its sweep), validated but not yet simulated."""
+
+    name: str
+    params: dict[str, str]
+    config: str
+    """The typed scenario as JSON, as accepted by :class:`gradwire._core.Simulation`."""
+
+    @property
+    def scenario(self) -> dict:
+        return json.loads(self.config)
+
+
+@dataclass
+class RunResult:
+    name: str
+    params: dict[str, str]
+    dir: Path
+    summary: dict
+    wall_seconds: float = 0.0
+    """Wall time of the whole run as seen from Python (construction + stepping)."""
+
+
+@dataclass
+class ScenarioRuns:
+    source: ScenarioSource
+    overrides: list[str]
+    runs: list[RunSpec] = field(default_factory=list)
+
+
+def plan(source: ScenarioSource, overrides: Sequence[str] = ()) -> ScenarioRuns:
+    """Load, override, sweep and validate a scenario; raises ScenarioError on bad input."""
+    overrides = list(overrides)
+    runs = [RunSpec(r["name"], dict(r["params"]), r["config"]) for r in load_scenario(source.text, overrides)]
+    return ScenarioRuns(source, overrides, runs)
+
+
+def _progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("flows"),
+        TextColumn("[cyan]{task.fields[sim]}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def simulate(
+    spec: RunSpec,
+    out_dir: Path,
+    console: Console | None = None,
+    show_progress: bool = True,
+    step_events: int = STEP_EVENTS,
+) -> RunResult:
+    """Simulate one run to completion and write its files into ``out_dir``."""
+    t0 = time.perf_counter()
+    sim = Simulation(spec.config)
+    bar: Progress | None = None
+    task = None
+    try:
+        while not sim.step(step_events):
+            if not show_progress or console is None:
+                continue
+            elapsed = time.perf_counter() - t0
+            if bar is None and elapsed < SHOW_PROGRESS_AFTER:
+                continue
+            p = sim.progress()
+            fields = {
+                "sim": f"t = {p['now_ns'] / 1e6:,.3f} / {p['stop_ns'] / 1e6:,.0f} ms",
+                "rate": f"{p['events'] / max(elapsed, 1e-9) / 1e6:.1f} M ev/s",
+            }
+            if bar is None:
+                bar = _progress_bar(console)
+                bar.start()
+                task = bar.add_task(spec.name, total=max(p["flows_total"], 1), **fields)
+            bar.update(task, completed=p["flows_done"], **fields)
+    finally:
+        if bar is not None:
+            bar.stop()
+    summary = sim.write_outputs(str(out_dir))
+    return RunResult(spec.name, spec.params, out_dir, summary, time.perf_counter() - t0)
+
+
+def write_manifest(out_dir: Path, plan_: ScenarioRuns) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "scenario": plan_.source.name,
+        "origin": plan_.source.origin,
+        "overrides": plan_.overrides,
+        "runs": [{"name": r.name, "params": r.params, "config": r.scenario} for r in plan_.runs],
+    }
+    path = out_dir / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def read_manifest(out_dir: Path) -> dict | None:
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def run_all(
+    plan_: ScenarioRuns,
+    out_dir: Path,
+    console: Console | None = None,
+    show_progress: bool = True,
+    on_done=None,
+) -> list[RunResult]:
+    """Run every run of ``plan_`` into ``out_dir/<run>/`` (and write ``out_dir/runs.json``)."""
+    out_dir = Path(out_dir)
+    write_manifest(out_dir, plan_)
+    results = []
+    for spec in plan_.runs:
+        res = simulate(spec, out_dir / spec.name, console=console, show_progress=show_progress)
+        results.append(res)
+        if on_done is not None:
+            on_done(res)
+    return results
