@@ -6,8 +6,10 @@
 //! application events via `poll_event`). The simulator (`gradwire-sim`), the real
 //! socket runtime and the emulated testbed all drive the same code.
 
+pub mod cc;
 pub mod packet;
 pub mod switch;
+pub mod tensor;
 pub mod time;
 pub mod transport;
 pub mod wire;
