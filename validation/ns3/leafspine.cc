@@ -1,0 +1,744 @@
+// leafspine.cc -- ns-3 (3.37) reference model of gradwire's leaf-spine scenarios.
+//
+// Builds the same leaf-spine fabric as gradwire's `topology.kind = "leaf_spine"`, runs
+// either the `incast` or the `ps` (parameter-server push/pull) workload with TCP NewReno
+// or DCTCP, and writes one CSV row per flow:
+//
+//   flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts
+//
+// `start_ns` is when the sender's connection is established (or, for pull flows whose
+// connection was opened in advance, when the pull is triggered); `finish_ns` is when the
+// receiving application has read the flow's last byte. See docs/validation.md for the
+// full parameter mapping and the places where ns-3 cannot match gradwire exactly.
+//
+// Build: validation/ns3/build.sh      Run: build/leafspine --help
+
+#include "ns3/applications-module.h"
+#include "ns3/core-module.h"
+#include "ns3/internet-module.h"
+#include "ns3/network-module.h"
+#include "ns3/point-to-point-module.h"
+#include "ns3/traffic-control-module.h"
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace ns3;
+
+NS_LOG_COMPONENT_DEFINE("GradwireLeafSpine");
+
+// ---------------------------------------------------------------------------------------
+// Switch egress queue: byte-limited drop-tail FIFO with optional step ECN marking.
+//
+// gradwire marks CE when the instantaneous queue length in packets, seen by the arriving
+// packet, is above K (no averaging, no probabilistic region). This is DCTCP's recommended
+// switch configuration; ns-3's RED can only approximate it (MinTh = MaxTh, QW = 1, bytes
+// vs packets), so we model it directly. `--aqm=red` selects the RED approximation instead.
+// ---------------------------------------------------------------------------------------
+namespace ns3
+{
+class StepEcnQueueDisc : public QueueDisc
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid =
+            TypeId("ns3::StepEcnQueueDisc")
+                .SetParent<QueueDisc>()
+                .SetGroupName("TrafficControl")
+                .AddConstructor<StepEcnQueueDisc>()
+                .AddAttribute("MaxSize",
+                              "Buffer size of this egress port",
+                              QueueSizeValue(QueueSize("512000B")),
+                              MakeQueueSizeAccessor(&QueueDisc::SetMaxSize, &QueueDisc::GetMaxSize),
+                              MakeQueueSizeChecker())
+                .AddAttribute("MarkThreshold",
+                              "Mark CE when more than this many packets are queued (0 = never)",
+                              UintegerValue(0),
+                              MakeUintegerAccessor(&StepEcnQueueDisc::m_k),
+                              MakeUintegerChecker<uint32_t>());
+        return tid;
+    }
+
+    StepEcnQueueDisc()
+        : QueueDisc(QueueDiscSizePolicy::SINGLE_INTERNAL_QUEUE, QueueSizeUnit::BYTES)
+    {
+    }
+
+  private:
+    bool DoEnqueue(Ptr<QueueDiscItem> item) override
+    {
+        if (GetCurrentSize() + item > GetMaxSize())
+        {
+            DropBeforeEnqueue(item, "buffer full");
+            return false;
+        }
+        if (m_k > 0 && GetInternalQueue(0)->GetNPackets() > m_k)
+        {
+            Mark(item, "step threshold"); // no-op for non-ECT packets
+        }
+        bool ok = GetInternalQueue(0)->Enqueue(item);
+        m_peakBytes = std::max(m_peakBytes, GetInternalQueue(0)->GetNBytes());
+        return ok;
+    }
+
+    Ptr<QueueDiscItem> DoDequeue() override
+    {
+        return GetInternalQueue(0)->Dequeue();
+    }
+
+    Ptr<const QueueDiscItem> DoPeek() override
+    {
+        return GetInternalQueue(0)->Peek();
+    }
+
+    bool CheckConfig() override
+    {
+        if (GetNInternalQueues() == 0)
+        {
+            // DoEnqueue enforces the byte budget before the internal queue sees a packet.
+            AddInternalQueue(CreateObjectWithAttributes<DropTailQueue<QueueDiscItem>>(
+                "MaxSize",
+                QueueSizeValue(GetMaxSize())));
+        }
+        return GetNInternalQueues() == 1;
+    }
+
+    void InitializeParams() override
+    {
+    }
+
+    uint32_t m_k{0};
+
+  public:
+    uint32_t m_peakBytes{0};
+};
+
+NS_OBJECT_ENSURE_REGISTERED(StepEcnQueueDisc);
+} // namespace ns3
+
+// ---------------------------------------------------------------------------------------
+// Flows and the applications that drive them.
+// ---------------------------------------------------------------------------------------
+struct Flow
+{
+    uint32_t id;
+    uint32_t src;
+    uint32_t dst;
+    uint64_t size;
+    bool isPush{false};
+    bool isPull{false};
+    uint32_t server{0}; // ps: index of the server this push goes to / this pull comes from
+    int64_t startNs{-1};
+    int64_t finishNs{-1};
+    uint64_t sent{0};     // bytes handed to the socket
+    uint64_t received{0}; // bytes read by the receiving application
+    bool triggered{false};
+    bool connected{false};
+    uint32_t highTx{0}; // highest sequence number + 1 sent (relative to ISN)
+    bool haveIsn{false};
+    uint32_t isn{0};
+    uint64_t retransmits{0};
+    uint64_t timeouts{0};
+    Ptr<Socket> sock;
+};
+
+static std::vector<Flow> g_flows;
+static std::vector<Ptr<Node>> g_hosts;
+static std::vector<Ipv4Address> g_hostAddr;
+static std::map<std::pair<uint32_t, uint16_t>, uint32_t> g_flowByPeer; // (src ip, port) -> id
+static std::map<Socket*, uint32_t> g_flowBySocket;                      // receiver socket -> id
+static uint64_t g_done = 0;
+static const uint16_t kPort = 5000;
+
+// ps bookkeeping
+static std::vector<std::vector<uint32_t>> g_pullsOfServer;
+static std::vector<uint32_t> g_pushesLeft;
+
+static int64_t
+NowNs()
+{
+    return Simulator::Now().GetNanoSeconds();
+}
+
+static void
+PumpSend(Flow& f)
+{
+    while (f.sent < f.size)
+    {
+        uint32_t avail = f.sock->GetTxAvailable();
+        if (avail == 0)
+        {
+            return; // SetSendCallback resumes us
+        }
+        uint64_t chunk = std::min<uint64_t>({f.size - f.sent, avail, 1u << 26});
+        int n = f.sock->Send(Create<Packet>(static_cast<uint32_t>(chunk)));
+        if (n <= 0)
+        {
+            return;
+        }
+        f.sent += static_cast<uint64_t>(n);
+    }
+}
+
+static void
+StartSending(uint32_t id)
+{
+    Flow& f = g_flows[id];
+    if (f.startNs < 0)
+    {
+        f.startNs = NowNs();
+    }
+    PumpSend(f);
+}
+
+static void
+OnSendSpace(uint32_t id, Ptr<Socket>, uint32_t)
+{
+    Flow& f = g_flows[id];
+    if (f.startNs >= 0)
+    {
+        PumpSend(f);
+    }
+}
+
+static void
+OnConnected(uint32_t id, Ptr<Socket>)
+{
+    Flow& f = g_flows[id];
+    f.connected = true;
+    if (!f.isPull || f.triggered)
+    {
+        StartSending(id);
+    }
+}
+
+static void
+OnConnectFailed(uint32_t id, Ptr<Socket>)
+{
+    NS_FATAL_ERROR("flow " << id << ": connection failed");
+}
+
+static void
+OnTx(uint32_t id, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    Flow& f = g_flows[id];
+    if (h.GetFlags() & TcpHeader::SYN)
+    {
+        f.isn = h.GetSequenceNumber().GetValue() + 1;
+        f.haveIsn = true;
+        return;
+    }
+    if (p->GetSize() == 0 || !f.haveIsn)
+    {
+        return;
+    }
+    uint32_t seq = h.GetSequenceNumber().GetValue() - f.isn;
+    uint32_t end = seq + p->GetSize();
+    if (seq < f.highTx)
+    {
+        f.retransmits++;
+    }
+    if (end > f.highTx)
+    {
+        f.highTx = end;
+    }
+}
+
+static void
+OnCongState(uint32_t id,
+            TcpSocketState::TcpCongState_t,
+            TcpSocketState::TcpCongState_t now)
+{
+    if (now == TcpSocketState::CA_LOSS)
+    {
+        g_flows[id].timeouts++;
+    }
+}
+
+static void
+OpenConnection(uint32_t id)
+{
+    Flow& f = g_flows[id];
+    Ptr<Socket> s = Socket::CreateSocket(g_hosts[f.src], TcpSocketFactory::GetTypeId());
+    f.sock = s;
+    s->Bind();
+    Address local;
+    s->GetSockName(local);
+    uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
+    g_flowByPeer[{g_hostAddr[f.src].Get(), port}] = id;
+    s->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
+    s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnCongState, id));
+    s->SetConnectCallback(MakeBoundCallback(&OnConnected, id),
+                          MakeBoundCallback(&OnConnectFailed, id));
+    s->SetSendCallback(MakeBoundCallback(&OnSendSpace, id));
+    s->Connect(InetSocketAddress(g_hostAddr[f.dst], kPort));
+}
+
+static void
+TriggerPull(uint32_t id)
+{
+    Flow& f = g_flows[id];
+    f.triggered = true;
+    if (f.connected)
+    {
+        StartSending(id);
+    }
+    else
+    {
+        // The pre-opened connection is not up yet: the pull starts when it is.
+        NS_LOG_WARN("pull flow " << id << " triggered before its connection was established");
+    }
+}
+
+static void
+OnFlowFinished(uint32_t id)
+{
+    Flow& f = g_flows[id];
+    f.finishNs = NowNs();
+    g_done++;
+    if (f.isPush)
+    {
+        if (--g_pushesLeft[f.server] == 0)
+        {
+            for (uint32_t pid : g_pullsOfServer[f.server])
+            {
+                TriggerPull(pid);
+            }
+        }
+    }
+    if (g_done == g_flows.size())
+    {
+        Simulator::Stop();
+    }
+}
+
+static void
+OnRecv(Ptr<Socket> s)
+{
+    auto it = g_flowBySocket.find(PeekPointer(s));
+    NS_ABORT_MSG_IF(it == g_flowBySocket.end(), "data on an unknown connection");
+    Flow& f = g_flows[it->second];
+    Ptr<Packet> p;
+    while ((p = s->Recv()))
+    {
+        f.received += p->GetSize();
+    }
+    if (f.finishNs < 0 && f.received >= f.size)
+    {
+        OnFlowFinished(f.id);
+    }
+}
+
+static bool
+OnConnectionRequest(Ptr<Socket>, const Address&)
+{
+    return true;
+}
+
+static void
+OnAccept(Ptr<Socket> s, const Address& from)
+{
+    InetSocketAddress a = InetSocketAddress::ConvertFrom(from);
+    auto it = g_flowByPeer.find({a.GetIpv4().Get(), a.GetPort()});
+    NS_ABORT_MSG_IF(it == g_flowByPeer.end(), "connection from an unknown flow");
+    g_flowBySocket[PeekPointer(s)] = it->second;
+    s->SetRecvCallback(MakeCallback(&OnRecv));
+}
+
+static std::vector<uint32_t>
+ParseList(const std::string& s)
+{
+    std::vector<uint32_t> v;
+    std::stringstream ss(s);
+    std::string tok;
+    while (std::getline(ss, tok, ','))
+    {
+        if (!tok.empty())
+        {
+            v.push_back(static_cast<uint32_t>(std::stoul(tok)));
+        }
+    }
+    return v;
+}
+
+int
+main(int argc, char* argv[])
+{
+    // Topology
+    uint32_t spines = 4;
+    uint32_t leaves = 9;
+    uint32_t hostsPerLeaf = 16;
+    double hostGbps = 100.0;
+    uint32_t uplinksPerLeaf = 4;
+    double uplinkGbps = 100.0;
+    uint64_t linkDelayNs = 10650;
+    // Switch
+    uint64_t bufferBytes = 512000;
+    uint32_t ecnThresholdPackets = 65;
+    std::string aqm = "step";
+    // Transport
+    std::string transport = "dctcp";
+    uint32_t mss = 1460;
+    uint32_t initCwnd = 10;
+    double rtoMinUs = 10000.0;
+    double rtoInitialUs = 10000.0;
+    bool limitedTransmit = false;
+    // Routing
+    std::string ecmp = "spray";
+    // Workload
+    std::string workload = "incast";
+    uint32_t receiver = 0;
+    uint32_t senders = 32;
+    std::string senderList;
+    uint64_t flowBytes = 1000000;
+    uint32_t workers = 144;
+    uint32_t servers = 36;
+    uint64_t pushBytes = 4000000;
+    uint64_t pullBytes = 4000000;
+    double startUs = 0.0;
+    // Run
+    uint32_t seed = 1;
+    double stopMs = 2000.0;
+    std::string out = "flows.csv";
+
+    CommandLine cmd(__FILE__);
+    cmd.AddValue("spines", "number of spine switches", spines);
+    cmd.AddValue("leaves", "number of leaf switches", leaves);
+    cmd.AddValue("hostsPerLeaf", "hosts under each leaf", hostsPerLeaf);
+    cmd.AddValue("hostGbps", "host link rate (Gb/s)", hostGbps);
+    cmd.AddValue("uplinksPerLeaf", "uplinks per leaf; uplink j goes to spine j % spines",
+                 uplinksPerLeaf);
+    cmd.AddValue("uplinkGbps", "leaf-spine link rate (Gb/s)", uplinkGbps);
+    cmd.AddValue("linkDelayNs", "propagation delay of every link (ns)", linkDelayNs);
+    cmd.AddValue("bufferBytes", "switch egress buffer per port (bytes)", bufferBytes);
+    cmd.AddValue("ecnThresholdPackets", "step ECN threshold K in packets (0 = no marking)",
+                 ecnThresholdPackets);
+    cmd.AddValue("aqm", "switch queue: step (exact step marking) or red (RED approximation)",
+                 aqm);
+    cmd.AddValue("transport", "newreno or dctcp", transport);
+    cmd.AddValue("mss", "TCP MSS (bytes)", mss);
+    cmd.AddValue("initCwnd", "initial congestion window (segments)", initCwnd);
+    cmd.AddValue("rtoMinUs", "minimum RTO (us)", rtoMinUs);
+    cmd.AddValue("rtoInitialUs", "RTO before the first RTT sample (us)", rtoInitialUs);
+    cmd.AddValue("limitedTransmit", "RFC 3042 limited transmit", limitedTransmit);
+    cmd.AddValue("ecmp", "spray (per-packet random ECMP; the only kind ns-3.37 has)", ecmp);
+    cmd.AddValue("workload", "incast or ps", workload);
+    cmd.AddValue("receiver", "incast: receiving host", receiver);
+    cmd.AddValue("senders", "incast: senders are receiver+1 .. receiver+N (mod hosts)", senders);
+    cmd.AddValue("senderList", "incast: explicit comma-separated sender hosts", senderList);
+    cmd.AddValue("flowBytes", "incast: bytes per sender", flowBytes);
+    cmd.AddValue("workers", "ps: number of workers", workers);
+    cmd.AddValue("servers", "ps: number of (colocated) parameter servers", servers);
+    cmd.AddValue("pushBytes", "ps: bytes each worker pushes (split over servers)", pushBytes);
+    cmd.AddValue("pullBytes", "ps: bytes each worker pulls (split over servers)", pullBytes);
+    cmd.AddValue("startUs", "workload start time (us)", startUs);
+    cmd.AddValue("seed", "RNG seed", seed);
+    cmd.AddValue("stopMs", "hard stop of simulated time (ms)", stopMs);
+    cmd.AddValue("out", "output CSV path", out);
+    cmd.Parse(argc, argv);
+
+    NS_ABORT_MSG_IF(transport != "newreno" && transport != "dctcp",
+                    "--transport must be newreno or dctcp");
+    NS_ABORT_MSG_IF(ecmp != "spray",
+                    "ns-3.37 global routing has no per-flow ECMP; use --ecmp=spray");
+    NS_ABORT_MSG_IF(aqm != "step" && aqm != "red", "--aqm must be step or red");
+    const bool dctcp = transport == "dctcp";
+    const uint32_t nHosts = leaves * hostsPerLeaf;
+
+    RngSeedManager::SetSeed(seed);
+    RngSeedManager::SetRun(1);
+
+    // ----- TCP ------------------------------------------------------------------------
+    Config::SetDefault("ns3::TcpL4Protocol::SocketType",
+                       TypeIdValue(dctcp ? TcpDctcp::GetTypeId() : TcpNewReno::GetTypeId()));
+    Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
+                       TypeIdValue(TcpClassicRecovery::GetTypeId()));
+    Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(mss));
+    Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(initCwnd));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
+    Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1u << 30));
+    Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1u << 30));
+    Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(MicroSeconds(rtoInitialUs)));
+    Config::SetDefault("ns3::TcpSocket::ConnCount", UintegerValue(1000));
+    Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(1000));
+    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(false));
+    Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(false));
+    Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));
+    Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MicroSeconds(rtoMinUs)));
+    Config::SetDefault("ns3::TcpSocketBase::ClockGranularity", TimeValue(NanoSeconds(1)));
+    Config::SetDefault("ns3::TcpSocketBase::ReTxThreshold", UintegerValue(3));
+    Config::SetDefault("ns3::TcpSocketBase::LimitedTransmit", BooleanValue(limitedTransmit));
+    Config::SetDefault("ns3::RttEstimator::InitialEstimation",
+                       TimeValue(MicroSeconds(rtoInitialUs)));
+    if (dctcp)
+    {
+        // TcpDctcp turns ECN on for its sockets itself; g = 1/16, alpha starts at 1.
+        Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(1.0 / 16));
+    }
+
+    // ----- Topology ---------------------------------------------------------------------
+    NodeContainer hosts, leafSw, spineSw;
+    hosts.Create(nHosts);
+    leafSw.Create(leaves);
+    spineSw.Create(spines);
+    InternetStackHelper stack;
+    stack.Install(hosts);
+    stack.Install(leafSw);
+    stack.Install(spineSw);
+
+    // Switch ports: the queue disc is where packets wait; the device queue holds 1 packet.
+    TrafficControlHelper switchTc;
+    if (aqm == "step")
+    {
+        switchTc.SetRootQueueDisc(
+            "ns3::StepEcnQueueDisc",
+            "MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::BYTES, bufferBytes)),
+            "MarkThreshold", UintegerValue(dctcp ? ecnThresholdPackets : 0));
+    }
+    else
+    {
+        // RED approximation of step marking: thresholds in bytes (MaxSize is in bytes),
+        // instantaneous queue (QW = 1), no gentle region, mark instead of drop.
+        double th = static_cast<double>(ecnThresholdPackets) * (mss + 40);
+        bool mark = dctcp && ecnThresholdPackets > 0;
+        switchTc.SetRootQueueDisc(
+            "ns3::RedQueueDisc",
+            "MaxSize", QueueSizeValue(QueueSize(QueueSizeUnit::BYTES, bufferBytes)),
+            "MeanPktSize", UintegerValue(mss + 40),
+            "MinTh", DoubleValue(mark ? th : 1e12),
+            "MaxTh", DoubleValue(mark ? th : 1e12),
+            "QW", DoubleValue(1.0),
+            "Gentle", BooleanValue(false),
+            "UseEcn", BooleanValue(mark),
+            "UseHardDrop", BooleanValue(false));
+    }
+    // Host NICs: effectively unbounded.
+    TrafficControlHelper hostTc;
+    hostTc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000000p"));
+
+    PointToPointHelper hostLink;
+    hostLink.SetDeviceAttribute("DataRate", DataRateValue(DataRate(hostGbps * 1e9)));
+    hostLink.SetChannelAttribute("Delay", TimeValue(NanoSeconds(linkDelayNs)));
+    hostLink.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
+    PointToPointHelper upLink;
+    upLink.SetDeviceAttribute("DataRate", DataRateValue(DataRate(uplinkGbps * 1e9)));
+    upLink.SetChannelAttribute("Delay", TimeValue(NanoSeconds(linkDelayNs)));
+    upLink.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
+
+    if (aqm == "red")
+    {
+        Config::SetDefault("ns3::RedQueueDisc::LinkBandwidth",
+                           DataRateValue(DataRate(hostGbps * 1e9)));
+        Config::SetDefault("ns3::RedQueueDisc::LinkDelay", TimeValue(NanoSeconds(linkDelayNs)));
+    }
+
+    Ipv4AddressHelper addr;
+    addr.SetBase("10.0.0.0", "255.255.255.252");
+    g_hostAddr.resize(nHosts);
+    for (uint32_t h = 0; h < nHosts; ++h)
+    {
+        uint32_t l = h / hostsPerLeaf;
+        NetDeviceContainer d = hostLink.Install(hosts.Get(h), leafSw.Get(l));
+        // Install our queue discs before addresses are assigned (Ipv4AddressHelper would
+        // otherwise install its default fq_codel).
+        hostTc.Install(d.Get(0));
+        switchTc.Install(d.Get(1));
+        Ipv4InterfaceContainer ifc = addr.Assign(d);
+        addr.NewNetwork();
+        g_hostAddr[h] = ifc.GetAddress(0);
+    }
+    for (uint32_t l = 0; l < leaves; ++l)
+    {
+        for (uint32_t j = 0; j < uplinksPerLeaf; ++j)
+        {
+            NetDeviceContainer d = upLink.Install(leafSw.Get(l), spineSw.Get(j % spines));
+            switchTc.Install(d);
+            addr.Assign(d);
+            addr.NewNetwork();
+        }
+    }
+    Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
+    Ipv4GlobalRoutingHelper::PopulateRoutingTables();
+
+    for (uint32_t h = 0; h < nHosts; ++h)
+    {
+        g_hosts.push_back(hosts.Get(h));
+        Ptr<Socket> listener = Socket::CreateSocket(hosts.Get(h), TcpSocketFactory::GetTypeId());
+        listener->Bind(InetSocketAddress(Ipv4Address::GetAny(), kPort));
+        listener->Listen();
+        listener->SetAcceptCallback(MakeCallback(&OnConnectionRequest), MakeCallback(&OnAccept));
+    }
+
+    // ----- Workload ---------------------------------------------------------------------
+    Time start = MicroSeconds(startUs);
+    if (workload == "incast")
+    {
+        std::vector<uint32_t> src = ParseList(senderList);
+        if (src.empty())
+        {
+            for (uint32_t k = 1; k <= senders; ++k)
+            {
+                src.push_back((receiver + k) % nHosts);
+            }
+        }
+        for (uint32_t s : src)
+        {
+            NS_ABORT_MSG_IF(s >= nHosts || s == receiver, "bad incast sender " << s);
+            Flow f;
+            f.id = g_flows.size();
+            f.src = s;
+            f.dst = receiver;
+            f.size = flowBytes;
+            g_flows.push_back(f);
+        }
+        for (auto& f : g_flows)
+        {
+            Simulator::Schedule(start, &OpenConnection, f.id);
+        }
+    }
+    else if (workload == "ps")
+    {
+        NS_ABORT_MSG_IF(servers == 0 || workers < servers, "need 0 < servers <= workers");
+        NS_ABORT_MSG_IF(workers > nHosts, "more workers than hosts");
+        auto workerHost = [&](uint32_t i) { return (i % leaves) * hostsPerLeaf + i / leaves; };
+        std::vector<uint32_t> serverHost(servers);
+        for (uint32_t j = 0; j < servers; ++j)
+        {
+            serverHost[j] = workerHost(j * (workers / servers));
+        }
+        g_pullsOfServer.assign(servers, {});
+        g_pushesLeft.assign(servers, 0);
+        for (uint32_t i = 0; i < workers; ++i)
+        {
+            for (uint32_t j = 0; j < servers; ++j)
+            {
+                if (workerHost(i) == serverHost[j])
+                {
+                    continue;
+                }
+                Flow f;
+                f.id = g_flows.size();
+                f.src = workerHost(i);
+                f.dst = serverHost[j];
+                f.size = pushBytes / servers;
+                f.isPush = true;
+                f.server = j;
+                g_pushesLeft[j]++;
+                g_flows.push_back(f);
+            }
+        }
+        for (uint32_t j = 0; j < servers; ++j)
+        {
+            for (uint32_t i = 0; i < workers; ++i)
+            {
+                if (workerHost(i) == serverHost[j])
+                {
+                    continue;
+                }
+                Flow f;
+                f.id = g_flows.size();
+                f.src = serverHost[j];
+                f.dst = workerHost(i);
+                f.size = pullBytes / servers;
+                f.isPull = true;
+                f.server = j;
+                g_pullsOfServer[j].push_back(f.id);
+                g_flows.push_back(f);
+            }
+        }
+        for (auto& f : g_flows)
+        {
+            // Pull connections are opened at time 0 so that a pull, like in gradwire, starts
+            // sending the moment its server has all pushes (no handshake on the critical path).
+            Simulator::Schedule(f.isPull ? Seconds(0) : start, &OpenConnection, f.id);
+        }
+        for (uint32_t j = 0; j < servers; ++j)
+        {
+            if (g_pushesLeft[j] == 0)
+            {
+                Simulator::Schedule(start, [j]() {
+                    for (uint32_t pid : g_pullsOfServer[j])
+                    {
+                        TriggerPull(pid);
+                    }
+                });
+            }
+        }
+    }
+    else
+    {
+        NS_FATAL_ERROR("--workload must be incast or ps");
+    }
+
+    Simulator::Stop(MilliSeconds(stopMs));
+    Simulator::Run();
+
+    // Switch-side counters, for the log (not part of the CSV).
+    uint64_t drops = 0, marks = 0;
+    uint32_t peak = 0;
+    for (NodeContainer* sw : {&leafSw, &spineSw})
+    {
+        for (uint32_t n = 0; n < sw->GetN(); ++n)
+        {
+            Ptr<Node> node = sw->Get(n);
+            Ptr<TrafficControlLayer> tc = node->GetObject<TrafficControlLayer>();
+            for (uint32_t d = 0; d < node->GetNDevices(); ++d)
+            {
+                Ptr<QueueDisc> q = tc->GetRootQueueDiscOnDevice(node->GetDevice(d));
+                if (!q)
+                {
+                    continue;
+                }
+                const QueueDisc::Stats& st = q->GetStats();
+                drops += st.nTotalDroppedPackets;
+                marks += st.nTotalMarkedPackets;
+                if (auto step = DynamicCast<StepEcnQueueDisc>(q))
+                {
+                    peak = std::max(peak, step->m_peakBytes);
+                }
+            }
+        }
+    }
+
+    std::ofstream os(out);
+    NS_ABORT_MSG_IF(!os, "cannot write " << out);
+    os << "flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts\n";
+    uint64_t unfinished = 0;
+    for (const auto& f : g_flows)
+    {
+        os << f.id << ',' << f.src << ',' << f.dst << ',' << f.size << ',';
+        if (f.startNs >= 0)
+        {
+            os << f.startNs;
+        }
+        os << ',';
+        if (f.finishNs >= 0)
+        {
+            os << f.finishNs << ',' << (f.finishNs - f.startNs);
+        }
+        else
+        {
+            os << ',';
+            unfinished++;
+        }
+        os << ',' << f.retransmits << ',' << f.timeouts << '\n';
+    }
+    os.close();
+    std::fprintf(stderr,
+                 "leafspine: %zu flows, %lu unfinished, simulated %.3f ms, switch drops %lu, "
+                 "CE marks %lu, peak port queue %u B -> %s\n",
+                 g_flows.size(),
+                 static_cast<unsigned long>(unfinished),
+                 Simulator::Now().GetSeconds() * 1e3,
+                 static_cast<unsigned long>(drops),
+                 static_cast<unsigned long>(marks),
+                 peak,
+                 out.c_str());
+    Simulator::Destroy();
+    return unfinished == 0 ? 0 : 3;
+}
