@@ -14,5 +14,5 @@ pub mod time;
 pub mod transport;
 pub mod wire;
 
-pub use packet::{Ecn, FlowId, HostId, Packet, PacketKind};
+pub use packet::{CtrlOp, Ecn, FlowId, HostId, Packet, PacketKind};
 pub use time::Time;

@@ -16,6 +16,31 @@ pub enum PacketKind {
     Data,
     /// Acknowledgement; `seq` is the cumulative ACK (next byte expected).
     Ack,
+    /// A control message (DLCP); its one argument is in `seq`, `len` is 0.
+    Ctrl(CtrlOp),
+    /// Acknowledges the control message with the same op and `seq`.
+    CtrlAck(CtrlOp),
+}
+
+/// Control messages of DLCP's reliable signal channel (DLCP §3.2.1, §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CtrlOp {
+    /// Sender -> receiver rendezvous; `seq` = transfer size in bytes.
+    Start,
+    /// Sender -> receiver: round `seq` of data is all sent.
+    Stop,
+    /// Receiver -> sender: resend a run of segments (packed, see `transport::dlcp`).
+    Retx,
+    /// Receiver -> sender: the loss bound is met; `seq` = bytes delivered.
+    Finish,
+    /// Sender -> receiver: FINISH seen, no more data will be sent.
+    Confirm,
+    /// Receiver -> sender, unreliable: measured receive rate, `seq` in bit/s.
+    Rate,
+}
+
+impl CtrlOp {
+    pub const ALL: [CtrlOp; 6] = [CtrlOp::Start, CtrlOp::Stop, CtrlOp::Retx, CtrlOp::Finish, CtrlOp::Confirm, CtrlOp::Rate];
 }
 
 /// ECN bits as carried in the IP header.
@@ -63,6 +88,11 @@ impl Packet {
             ece: false,
             sent_at: 0,
         }
+    }
+
+    /// A control message (`PacketKind::Ctrl` or `CtrlAck`) carrying `arg` in `seq`.
+    pub fn ctrl(kind: PacketKind, flow: FlowId, src: HostId, dst: HostId, arg: u64, wire_bytes: u32) -> Self {
+        Packet { kind, seq: arg, ..Packet::ack(flow, src, dst, 0, wire_bytes) }
     }
 
     pub fn ack(flow: FlowId, src: HostId, dst: HostId, cum_ack: u64, wire_bytes: u32) -> Self {

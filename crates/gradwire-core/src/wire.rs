@@ -14,7 +14,7 @@
 //! 32  payload
 //! ```
 
-use crate::packet::{FlowId, PacketKind};
+use crate::packet::{CtrlOp, FlowId, PacketKind};
 
 pub const MAGIC: [u8; 2] = *b"GW";
 pub const VERSION: u8 = 1;
@@ -71,10 +71,36 @@ impl std::fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
+const CTRL_BASE: u8 = 0x10;
+const CTRL_ACK_BASE: u8 = 0x20;
+
+fn op_code(op: CtrlOp) -> u8 {
+    match op {
+        CtrlOp::Start => 0,
+        CtrlOp::Stop => 1,
+        CtrlOp::Retx => 2,
+        CtrlOp::Finish => 3,
+        CtrlOp::Confirm => 4,
+        CtrlOp::Rate => 5,
+    }
+}
+
+/// Kind codes: 1 data, 2 ack, 0x10 + op control, 0x20 + op control ack.
 fn kind_code(kind: PacketKind) -> u8 {
     match kind {
         PacketKind::Data => 1,
         PacketKind::Ack => 2,
+        PacketKind::Ctrl(op) => CTRL_BASE + op_code(op),
+        PacketKind::CtrlAck(op) => CTRL_ACK_BASE + op_code(op),
+    }
+}
+
+fn kind_from_code(code: u8) -> Option<PacketKind> {
+    let op = |base: u8| CtrlOp::ALL.get(code.checked_sub(base)? as usize).copied();
+    match code {
+        1 => Some(PacketKind::Data),
+        2 => Some(PacketKind::Ack),
+        _ => op(CTRL_BASE).map(PacketKind::Ctrl).or_else(|| op(CTRL_ACK_BASE).map(PacketKind::CtrlAck)),
     }
 }
 
@@ -103,11 +129,7 @@ impl Header {
         if h[2] != VERSION {
             return Err(WireError::UnsupportedVersion(h[2]));
         }
-        let kind = match h[3] {
-            1 => PacketKind::Data,
-            2 => PacketKind::Ack,
-            k => return Err(WireError::UnknownKind(k)),
-        };
+        let kind = kind_from_code(h[3]).ok_or(WireError::UnknownKind(h[3]))?;
         let flags = h[4];
         if flags & !KNOWN_FLAGS != 0 {
             return Err(WireError::UnknownFlags(flags));
@@ -177,6 +199,30 @@ mod tests {
         dgram.extend_from_slice(b"hi");
         assert_eq!(Header::decode(&dgram), Err(WireError::LengthMismatch { claimed: 5, actual: 2 }));
         assert_eq!(Header::decode(&dgram[..10]), Err(WireError::TooShort { got: 10 }));
+    }
+
+    #[test]
+    fn every_kind_round_trips_and_unknown_codes_are_rejected() {
+        let ops = CtrlOp::ALL.iter();
+        let kinds: Vec<PacketKind> = [PacketKind::Data, PacketKind::Ack]
+            .into_iter()
+            .chain(ops.clone().map(|&o| PacketKind::Ctrl(o)))
+            .chain(ops.map(|&o| PacketKind::CtrlAck(o)))
+            .collect();
+        let mut codes = std::collections::HashSet::new();
+        for kind in kinds {
+            assert!(codes.insert(kind_code(kind)), "{kind:?} shares a code");
+            let h = Header { kind, payload_len: 0, ..sample() };
+            let mut buf = [0u8; HEADER_LEN];
+            h.encode(&mut buf);
+            assert_eq!(Header::decode(&buf), Ok((h, &[][..])));
+        }
+        for code in (0..=255u8).filter(|c| !codes.contains(c)) {
+            let mut buf = [0u8; HEADER_LEN];
+            Header { payload_len: 0, ..sample() }.encode(&mut buf);
+            buf[3] = code;
+            assert_eq!(Header::decode(&buf), Err(WireError::UnknownKind(code)));
+        }
     }
 
     proptest! {
