@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -27,12 +29,20 @@ app = typer.Typer(
 EXIT_BAD_INPUT = 2
 
 
+def _width(stream) -> int | None:
+    """Full width on a terminal; 160 columns when piped, so tables are not cut in logs."""
+    try:
+        return None if stream.isatty() else 160
+    except (AttributeError, ValueError):
+        return 160
+
+
 def _out() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, width=_width(sys.stdout))
 
 
 def _err() -> Console:
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
 
 def _fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
@@ -60,20 +70,30 @@ def _fmt_us(v) -> str:
     try:
         if v is None or v != v:  # None or NaN
             return "-"
+        return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
     except TypeError:
         return "-"
-    return f"{v:,.1f}"
 
 
 def _results_table(df) -> Table:
-    t = Table(title="results", title_style="bold", header_style="bold")
-    t.add_column("run", style="bold")
-    for col in ("flows", "mean FCT µs", "p50 µs", "p99 µs", "max µs", "retx", "timeouts", "drops", "ECN marks", "wall s"):
-        t.add_column(col, justify="right")
+    t = Table(
+        title="FCT in µs",
+        title_style="bold",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+        padding=(0, 1),
+    )
+    t.add_column("run", style="bold", no_wrap=True)
+    for col in ("flows", "mean", "p50", "p99", "max", "retx", "RTOs", "drops", "ECN", "wall"):
+        t.add_column(col, justify="right", no_wrap=True)
     for r in df.to_dict("records"):
-        flows = f"{r['flows_finished']}/{r['flows']}"
+        # All finished: just the count; else finished/total in yellow.
+        flows = f"{r['flows']}"
         if r["flows_finished"] != r["flows"]:
-            flows = f"[yellow]{flows}[/]"
+            flows = f"[yellow]{r['flows_finished']}/{r['flows']}[/]"
         t.add_row(
             escape(str(r["run"])),
             flows,
@@ -81,11 +101,11 @@ def _results_table(df) -> Table:
             _fmt_us(r["fct_p50_us"]),
             _fmt_us(r["fct_p99_us"]),
             _fmt_us(r["fct_max_us"]),
-            str(r["retransmits"]),
-            str(r["timeouts"]),
-            str(r["drops_total"]),
-            str(r["ecn_marks"]),
-            f"{r['wall_seconds']:.2f}",
+            f"{r['retransmits']:,}",
+            f"{r['timeouts']:,}",
+            f"{r['drops_total']:,}",
+            f"{r['ecn_marks']:,}",
+            f"{r['wall_seconds']:.2f}s",
         )
     return t
 

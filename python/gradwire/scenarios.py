@@ -30,7 +30,7 @@ class ScenarioSource:
 def scenario_error(message: str, key: str = "") -> ScenarioError:
     """A :class:`ScenarioError` shaped like the ones raised by the Rust loader."""
     text = f"`{key}`: {message}" if key else message
-    err = ScenarioError(text, key, message)
+    err = ScenarioError(text)
     err.key = key
     err.message = message
     return err

@@ -20,13 +20,29 @@ create_exception!(
      `message` says what is wrong; str(e) names both and the bad value."
 );
 
-/// Build a Python `ScenarioError` with `args == (str(e), key, message)` and `key`/`message`
-/// attributes.
+/// The message of a keyed error on one line: the TOML deserializer appends its own
+/// "in `key`" context on separate lines, which only repeats the key.
+fn one_line(key: &str, message: &str) -> String {
+    if key.is_empty() {
+        return message.trim_end().to_string();
+    }
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !(l.starts_with("in `") && l.ends_with('`')))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Build a Python `ScenarioError`: `str(e)` is "`key`: message" (naming the key and the bad
+/// value), `e.args == (str(e),)`, and `e.key` / `e.message` hold the two parts.
 fn scenario_err(py: Python<'_>, e: &SimError) -> PyErr {
-    let err = ScenarioError::new_err((e.to_string(), e.key.clone(), e.message.clone()));
+    let message = one_line(&e.key, &e.message);
+    let text = SimError::new(e.key.clone(), message.clone()).to_string();
+    let err = ScenarioError::new_err(text);
     let value = err.value(py);
     let _ = value.setattr("key", e.key.clone());
-    let _ = value.setattr("message", e.message.clone());
+    let _ = value.setattr("message", message);
     err
 }
 
