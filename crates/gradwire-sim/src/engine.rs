@@ -3,7 +3,6 @@
 //! is a pure function of its inputs and seed.
 
 use gradwire_core::Time;
-use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// What an event wakes up. Each variant names a component by index; the component
@@ -24,9 +23,30 @@ pub enum Target {
     Sample,
 }
 
+/// Heap entry: `key` packs (time, insertion sequence) so one integer comparison orders
+/// events; reversed so the max-heap pops the earliest.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    key: u128,
+    target: Target,
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.key.cmp(&self.key)
+    }
+}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Min-ordered by `Entry`'s reversed `Ord`.
 #[derive(Default)]
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<(Time, u64, Target)>>,
+    heap: BinaryHeap<Entry>,
     next_seq: u64,
 }
 
@@ -36,16 +56,16 @@ impl EventQueue {
     }
 
     pub fn push(&mut self, at: Time, target: Target) {
-        self.heap.push(Reverse((at, self.next_seq, target)));
+        self.heap.push(Entry { key: (at as u128) << 64 | self.next_seq as u128, target });
         self.next_seq += 1;
     }
 
     pub fn pop(&mut self) -> Option<(Time, Target)> {
-        self.heap.pop().map(|Reverse((t, _, target))| (t, target))
+        self.heap.pop().map(|e| ((e.key >> 64) as Time, e.target))
     }
 
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse((t, _, _))| *t)
+        self.heap.peek().map(|e| (e.key >> 64) as Time)
     }
 
     pub fn len(&self) -> usize {
