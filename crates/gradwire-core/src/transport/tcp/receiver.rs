@@ -55,13 +55,8 @@ impl TcpReceiver {
     /// Record `[start, end)`, merging with overlapping or adjacent ranges.
     fn insert(&mut self, mut start: u64, mut end: u64) {
         // Ranges starting at or before `end` may touch the new one; walk them backwards.
-        let touching: Vec<(u64, u64)> = self
-            .ooo
-            .range(..=end)
-            .rev()
-            .take_while(|&(_, &e)| e >= start)
-            .map(|(&s, &e)| (s, e))
-            .collect();
+        let touching: Vec<(u64, u64)> =
+            self.ooo.range(..=end).rev().take_while(|&(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
         for (s, e) in touching {
             self.ooo.remove(&s);
             start = start.min(s);

@@ -250,7 +250,7 @@ impl TcpSender {
             Phase::Loss { .. } => {}
             Phase::Recovery { .. } => self.cwnd += self.mss(),
             Phase::Open | Phase::Cwr { .. } => {
-                self.dupacks += 1;
+                self.dupacks = self.dupacks.saturating_add(1);
                 if self.dupacks == self.cfg.dupack_threshold {
                     self.enter_recovery();
                 }

@@ -1,4 +1,4 @@
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
@@ -73,7 +73,7 @@ fn newreno_fast_retransmit_partial_and_full_ack() {
     assert_eq!(w.len(), 10);
 
     // Segments 0 and 1 arrive: slow start grows cwnd by one mss per ACK.
-    let mut out: Vec<Packet> = w[..2].iter().flat_map(|p| exchange(&mut s, &mut r, p, 1)).collect();
+    let out: Vec<Packet> = w[..2].iter().flat_map(|p| exchange(&mut s, &mut r, p, 1)).collect();
     assert_eq!(s.cwnd_bytes(), 12 * MSS);
     assert_eq!(out.len(), 4); // segments 10..14, flight = 12 segments
 
@@ -91,7 +91,7 @@ fn newreno_fast_retransmit_partial_and_full_ack() {
     assert_eq!(s.stats().retransmits, 1);
 
     // Seven more dupACKs inflate cwnd; only new data is sent, no second retransmit.
-    let later: Vec<Packet> = w[7..].iter().chain(out.drain(..).collect::<Vec<_>>().iter()).copied().collect();
+    let later: Vec<Packet> = w[7..].iter().chain(&out).copied().collect();
     let sent: Vec<Packet> = later.iter().flat_map(|p| exchange(&mut s, &mut r, p, 4)).collect();
     assert_eq!(s.cwnd_bytes(), 16 * MSS);
     assert!(sent.iter().all(|p| p.seq >= 14 * MSS));
@@ -320,11 +320,15 @@ fn sender_ignores_bogus_acks_and_zero_size_flows_finish() {
 struct XorShift(u64);
 
 impl XorShift {
-    fn chance(&mut self, p: f64) -> bool {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) < p
+        self.0
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 }
 
@@ -335,26 +339,43 @@ struct Outcome {
     sender: TcpSender,
 }
 
-/// Sender and receiver joined by a fixed-delay link losing packets both ways; switches
-/// would set CE, here a coin does (`ce` probability, ECT packets only).
-fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, seed: u64) -> Outcome {
+/// Sender and receiver joined by a link with `delay` plus up to `jitter` (which reorders)
+/// and losses both ways; switches would set CE, here a coin does (`ce`, ECT packets only).
+struct Pipe {
+    rng: XorShift,
+    loss: f64,
+    ce: f64,
+    jitter: Time,
+    /// (arrival, tie-break) -> (towards the receiver?, packet)
+    wire: BTreeMap<(Time, u64), (bool, Packet)>,
+    sent: u64,
+}
+
+impl Pipe {
     const DELAY: Time = 5 * US;
-    let mut rng = XorShift(seed | 1);
+
+    fn put(&mut self, now: Time, to_receiver: bool, mut p: Packet) {
+        p.ecn.ce |= p.ecn.ect && self.rng.chance(self.ce);
+        if self.rng.chance(self.loss) {
+            return;
+        }
+        let jitter = if self.jitter > 0 { self.rng.next() % self.jitter } else { 0 };
+        self.sent += 1;
+        self.wire.insert((now + Self::DELAY + jitter, self.sent), (to_receiver, p));
+    }
+}
+
+fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, jitter: Time, seed: u64) -> Outcome {
+    let mut net = Pipe { rng: XorShift(seed | 1), loss, ce, jitter, wire: BTreeMap::new(), sent: 0 };
     let (mut s, mut r) = (sender(cfg, size), receiver(cfg, size));
-    let (mut to_r, mut to_s) = (VecDeque::<(Time, Packet)>::new(), VecDeque::<(Time, Packet)>::new());
     let mut out = Outcome { delivered: vec![], done: 0, received: 0, sender: sender(cfg, 0) };
     let mut now = 0;
     for _ in 0..1_000_000 {
-        while let Some(mut p) = s.poll_transmit(now) {
-            p.ecn.ce = p.ecn.ect && rng.chance(ce);
-            if !rng.chance(loss) {
-                to_r.push_back((now + DELAY, p));
-            }
+        while let Some(p) = s.poll_transmit(now) {
+            net.put(now, true, p);
         }
         while let Some(p) = r.poll_transmit(now) {
-            if !rng.chance(loss) {
-                to_s.push_back((now + DELAY, p));
-            }
+            net.put(now, false, p);
         }
         while let Some(EndpointEvent::Delivered { bytes }) = r.poll_event() {
             out.delivered.push(bytes);
@@ -363,14 +384,14 @@ fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, seed: u64) -> Outcome {
             assert_eq!(e, EndpointEvent::SenderDone);
             out.done += 1;
         }
-        let next = [to_r.front().map(|x| x.0), to_s.front().map(|x| x.0), s.poll_timeout(), r.poll_timeout()];
+        let next = [net.wire.first_key_value().map(|(k, _)| k.0), s.poll_timeout(), r.poll_timeout()];
         let Some(t) = next.into_iter().flatten().min() else { break };
         now = t;
-        while to_r.front().is_some_and(|x| x.0 <= now) {
-            r.handle_packet(now, &to_r.pop_front().unwrap().1);
-        }
-        while to_s.front().is_some_and(|x| x.0 <= now) {
-            s.handle_packet(now, &to_s.pop_front().unwrap().1);
+        while net.wire.first_key_value().is_some_and(|(k, _)| k.0 <= now) {
+            match net.wire.pop_first().unwrap().1 {
+                (true, p) => r.handle_packet(now, &p),
+                (false, p) => s.handle_packet(now, &p),
+            }
         }
         if s.poll_timeout().is_some_and(|d| d <= now) {
             s.handle_timeout(now);
@@ -383,7 +404,7 @@ fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, seed: u64) -> Outcome {
 
 #[test]
 fn pipe_lossless_transfer_is_clean() {
-    let o = pipe(TcpConfig::default(), 1_000_000, 0.0, 0.0, 1);
+    let o = pipe(TcpConfig::default(), 1_000_000, 0.0, 0.0, 0, 1);
     assert_eq!((o.delivered, o.done), (vec![1_000_000], 1));
     let st = o.sender.stats();
     assert_eq!((st.retransmits, st.timeouts), (0, 0));
@@ -399,9 +420,10 @@ proptest! {
         loss in 0.0f64..0.2,
         seed in any::<u64>(),
         dctcp in any::<bool>(),
+        jitter in prop_oneof![Just(0), 0..20 * US],
     ) {
         let cfg = if dctcp { dctcp_cfg() } else { TcpConfig::default() };
-        let o = pipe(cfg, size, loss, 0.3, seed);
+        let o = pipe(cfg, size, loss, 0.3, jitter, seed);
         prop_assert_eq!(o.delivered, vec![size]);
         prop_assert_eq!(o.done, 1);
         prop_assert!(o.sender.poll_timeout().is_none());
