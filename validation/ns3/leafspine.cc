@@ -34,10 +34,15 @@ NS_LOG_COMPONENT_DEFINE("GradwireLeafSpine");
 // ---------------------------------------------------------------------------------------
 // Switch egress queue: byte-limited drop-tail FIFO with optional step ECN marking.
 //
-// gradwire marks CE when the instantaneous queue length in packets, seen by the arriving
-// packet, is above K (no averaging, no probabilistic region). This is DCTCP's recommended
-// switch configuration; ns-3's RED can only approximate it (MinTh = MaxTh, QW = 1, bytes
-// vs packets), so we model it directly. `--aqm=red` selects the RED approximation instead.
+// gradwire marks an ECT packet CE when the port already holds at least K packets (not
+// counting the one being serialized): instantaneous, no averaging, no probabilistic region.
+// That is DCTCP's recommended switch configuration; ns-3's RED can only approximate it
+// (MinTh = MaxTh, QW = 1, thresholds in bytes), so we model it directly. `--aqm=red`
+// selects the RED approximation instead.
+//
+// In ns-3 a port's packets wait in two places: this queue disc and the NetDevice's
+// transmit queue (1 packet here). Both count toward the buffer and the ECN threshold, so
+// the port behaves like gradwire's single egress queue.
 // ---------------------------------------------------------------------------------------
 namespace ns3
 {
@@ -57,7 +62,7 @@ class StepEcnQueueDisc : public QueueDisc
                               MakeQueueSizeAccessor(&QueueDisc::SetMaxSize, &QueueDisc::GetMaxSize),
                               MakeQueueSizeChecker())
                 .AddAttribute("MarkThreshold",
-                              "Mark CE when more than this many packets are queued (0 = never)",
+                              "Mark CE when at least this many packets are queued (0 = never)",
                               UintegerValue(0),
                               MakeUintegerAccessor(&StepEcnQueueDisc::m_k),
                               MakeUintegerChecker<uint32_t>());
@@ -70,14 +75,30 @@ class StepEcnQueueDisc : public QueueDisc
     }
 
   private:
+  public:
+    /// The device transmit queue behind this queue disc (set after installation).
+    void SetDeviceQueue(Ptr<Queue<Packet>> q)
+    {
+        m_devQueue = q;
+    }
+
+  private:
     bool DoEnqueue(Ptr<QueueDiscItem> item) override
     {
-        if (GetCurrentSize() + item > GetMaxSize())
+        uint64_t heldPkts = GetInternalQueue(0)->GetNPackets();
+        uint64_t heldBytes = GetInternalQueue(0)->GetNBytes();
+        if (m_devQueue)
+        {
+            // device-queue packets carry a 2-byte PPP header the queue disc never sees
+            heldPkts += m_devQueue->GetNPackets();
+            heldBytes += m_devQueue->GetNBytes() - 2 * m_devQueue->GetNPackets();
+        }
+        if (heldBytes + item->GetSize() > GetMaxSize().GetValue())
         {
             DropBeforeEnqueue(item, "buffer full");
             return false;
         }
-        if (m_k > 0 && GetInternalQueue(0)->GetNPackets() > m_k)
+        if (m_k > 0 && heldPkts >= m_k)
         {
             Mark(item, "step threshold"); // no-op for non-ECT packets
         }
@@ -113,6 +134,7 @@ class StepEcnQueueDisc : public QueueDisc
     }
 
     uint32_t m_k{0};
+    Ptr<Queue<Packet>> m_devQueue;
 
   public:
     uint32_t m_peakBytes{0};
@@ -130,9 +152,7 @@ struct Flow
     uint32_t src;
     uint32_t dst;
     uint64_t size;
-    bool isPush{false};
-    bool isPull{false};
-    uint32_t server{0}; // ps: index of the server this push goes to / this pull comes from
+    int32_t feeds{-1}; // barrier this flow's completion counts toward (ps: a push)
     int64_t startNs{-1};
     int64_t finishNs{-1};
     uint64_t sent{0};     // bytes handed to the socket
@@ -155,9 +175,17 @@ static std::map<Socket*, uint32_t> g_flowBySocket;                      // recei
 static uint64_t g_done = 0;
 static const uint16_t kPort = 5000;
 
-// ps bookkeeping
-static std::vector<std::vector<uint32_t>> g_pullsOfServer;
-static std::vector<uint32_t> g_pushesLeft;
+// Barriers (ps): released when every flow feeding them is done; start their flows.
+struct Barrier
+{
+    uint32_t waitingFor{0};
+    std::vector<uint32_t> releases;
+};
+
+static std::vector<Barrier> g_barriers;
+static bool g_preconnect = true;
+static Time g_shift = Seconds(0); // preconnect: time reserved for the handshakes
+static Time g_start = Seconds(0); // workload start (shift included)
 
 static int64_t
 NowNs()
@@ -211,8 +239,13 @@ OnConnected(uint32_t id, Ptr<Socket>)
 {
     Flow& f = g_flows[id];
     f.connected = true;
-    if (!f.isPull || f.triggered)
+    if (f.triggered)
     {
+        if (g_preconnect)
+        {
+            NS_LOG_WARN("flow " << id << " started before its connection was up; "
+                                << "raise --preconnectUs");
+        }
         StartSending(id);
     }
 }
@@ -279,19 +312,20 @@ OpenConnection(uint32_t id)
     s->Connect(InetSocketAddress(g_hostAddr[f.dst], kPort));
 }
 
+/// The flow may start now. With --handshake=inline its connection is opened now and data
+/// flows once it is established; with preconnect the connection is (normally) already up.
 static void
-TriggerPull(uint32_t id)
+Trigger(uint32_t id)
 {
     Flow& f = g_flows[id];
     f.triggered = true;
-    if (f.connected)
+    if (!g_preconnect)
+    {
+        OpenConnection(id);
+    }
+    else if (f.connected)
     {
         StartSending(id);
-    }
-    else
-    {
-        // The pre-opened connection is not up yet: the pull starts when it is.
-        NS_LOG_WARN("pull flow " << id << " triggered before its connection was established");
     }
 }
 
@@ -301,14 +335,11 @@ OnFlowFinished(uint32_t id)
     Flow& f = g_flows[id];
     f.finishNs = NowNs();
     g_done++;
-    if (f.isPush)
+    if (f.feeds >= 0 && --g_barriers[f.feeds].waitingFor == 0)
     {
-        if (--g_pushesLeft[f.server] == 0)
+        for (uint32_t g : g_barriers[f.feeds].releases)
         {
-            for (uint32_t pid : g_pullsOfServer[f.server])
-            {
-                TriggerPull(pid);
-            }
+            Simulator::Schedule(Max(g_start - Simulator::Now(), Seconds(0)), &Trigger, g);
         }
     }
     if (g_done == g_flows.size())
@@ -388,6 +419,9 @@ main(int argc, char* argv[])
     double rtoMinUs = 10000.0;
     double rtoInitialUs = 10000.0;
     bool limitedTransmit = false;
+    double dctcpG = 1.0 / 16;
+    std::string handshake = "preconnect";
+    double preconnectUs = 1000.0;
     // Routing
     std::string ecmp = "spray";
     // Workload
@@ -398,6 +432,7 @@ main(int argc, char* argv[])
     uint64_t flowBytes = 1000000;
     uint32_t workers = 144;
     uint32_t servers = 36;
+    bool colocated = true;
     uint64_t pushBytes = 4000000;
     uint64_t pullBytes = 4000000;
     double startUs = 0.0;
@@ -426,6 +461,14 @@ main(int argc, char* argv[])
     cmd.AddValue("rtoMinUs", "minimum RTO (us)", rtoMinUs);
     cmd.AddValue("rtoInitialUs", "RTO before the first RTT sample (us)", rtoInitialUs);
     cmd.AddValue("limitedTransmit", "RFC 3042 limited transmit", limitedTransmit);
+    cmd.AddValue("dctcpG", "DCTCP EWMA gain g", dctcpG);
+    cmd.AddValue("handshake",
+                 "preconnect: open every connection at t=0 and start all flows "
+                 "--preconnectUs later (times in the CSV are shifted back); inline: "
+                 "connect when the flow starts, FCT counted from connection establishment",
+                 handshake);
+    cmd.AddValue("preconnectUs", "preconnect: simulated time reserved for handshakes (us)",
+                 preconnectUs);
     cmd.AddValue("ecmp", "spray (per-packet random ECMP; the only kind ns-3.37 has)", ecmp);
     cmd.AddValue("workload", "incast or ps", workload);
     cmd.AddValue("receiver", "incast: receiving host", receiver);
@@ -433,7 +476,9 @@ main(int argc, char* argv[])
     cmd.AddValue("senderList", "incast: explicit comma-separated sender hosts", senderList);
     cmd.AddValue("flowBytes", "incast: bytes per sender", flowBytes);
     cmd.AddValue("workers", "ps: number of workers", workers);
-    cmd.AddValue("servers", "ps: number of (colocated) parameter servers", servers);
+    cmd.AddValue("servers", "ps: number of parameter servers", servers);
+    cmd.AddValue("colocated", "ps: server j runs on worker j*workers/servers's host (else on "
+                 "the hosts after the workers')", colocated);
     cmd.AddValue("pushBytes", "ps: bytes each worker pushes (split over servers)", pushBytes);
     cmd.AddValue("pullBytes", "ps: bytes each worker pulls (split over servers)", pullBytes);
     cmd.AddValue("startUs", "workload start time (us)", startUs);
@@ -447,6 +492,11 @@ main(int argc, char* argv[])
     NS_ABORT_MSG_IF(ecmp != "spray",
                     "ns-3.37 global routing has no per-flow ECMP; use --ecmp=spray");
     NS_ABORT_MSG_IF(aqm != "step" && aqm != "red", "--aqm must be step or red");
+    NS_ABORT_MSG_IF(handshake != "preconnect" && handshake != "inline",
+                    "--handshake must be preconnect or inline");
+    g_preconnect = handshake == "preconnect";
+    g_shift = g_preconnect ? MicroSeconds(preconnectUs) : Seconds(0);
+    g_start = g_shift + MicroSeconds(startUs);
     const bool dctcp = transport == "dctcp";
     const uint32_t nHosts = leaves * hostsPerLeaf;
 
@@ -478,7 +528,7 @@ main(int argc, char* argv[])
     if (dctcp)
     {
         // TcpDctcp turns ECN on for its sockets itself; g = 1/16, alpha starts at 1.
-        Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(1.0 / 16));
+        Config::SetDefault("ns3::TcpDctcp::DctcpShiftG", DoubleValue(dctcpG));
     }
 
     // ----- Topology ---------------------------------------------------------------------
@@ -537,6 +587,14 @@ main(int argc, char* argv[])
         Config::SetDefault("ns3::RedQueueDisc::LinkDelay", TimeValue(NanoSeconds(linkDelayNs)));
     }
 
+    auto installSwitchPort = [&switchTc](Ptr<NetDevice> dev) {
+        QueueDiscContainer qd = switchTc.Install(dev);
+        if (auto step = DynamicCast<StepEcnQueueDisc>(qd.Get(0)))
+        {
+            step->SetDeviceQueue(DynamicCast<PointToPointNetDevice>(dev)->GetQueue());
+        }
+    };
+
     Ipv4AddressHelper addr;
     addr.SetBase("10.0.0.0", "255.255.255.252");
     g_hostAddr.resize(nHosts);
@@ -547,7 +605,7 @@ main(int argc, char* argv[])
         // Install our queue discs before addresses are assigned (Ipv4AddressHelper would
         // otherwise install its default fq_codel).
         hostTc.Install(d.Get(0));
-        switchTc.Install(d.Get(1));
+        installSwitchPort(d.Get(1));
         Ipv4InterfaceContainer ifc = addr.Assign(d);
         addr.NewNetwork();
         g_hostAddr[h] = ifc.GetAddress(0);
@@ -557,7 +615,8 @@ main(int argc, char* argv[])
         for (uint32_t j = 0; j < uplinksPerLeaf; ++j)
         {
             NetDeviceContainer d = upLink.Install(leafSw.Get(l), spineSw.Get(j % spines));
-            switchTc.Install(d);
+            installSwitchPort(d.Get(0));
+            installSwitchPort(d.Get(1));
             addr.Assign(d);
             addr.NewNetwork();
         }
@@ -574,8 +633,17 @@ main(int argc, char* argv[])
         listener->SetAcceptCallback(MakeCallback(&OnConnectionRequest), MakeCallback(&OnAccept));
     }
 
-    // ----- Workload ---------------------------------------------------------------------
-    Time start = MicroSeconds(startUs);
+    // ----- Workload (same flows, in the same order, as gradwire's workload.rs) --------
+    auto addFlow = [](uint32_t src, uint32_t dst, uint64_t size) {
+        Flow f;
+        f.id = g_flows.size();
+        f.src = src;
+        f.dst = dst;
+        f.size = size;
+        g_flows.push_back(f);
+        return f.id;
+    };
+    std::vector<bool> gated;
     if (workload == "incast")
     {
         std::vector<uint32_t> src = ParseList(senderList);
@@ -589,93 +657,73 @@ main(int argc, char* argv[])
         for (uint32_t s : src)
         {
             NS_ABORT_MSG_IF(s >= nHosts || s == receiver, "bad incast sender " << s);
-            Flow f;
-            f.id = g_flows.size();
-            f.src = s;
-            f.dst = receiver;
-            f.size = flowBytes;
-            g_flows.push_back(f);
-        }
-        for (auto& f : g_flows)
-        {
-            Simulator::Schedule(start, &OpenConnection, f.id);
+            addFlow(s, receiver, flowBytes);
         }
     }
     else if (workload == "ps")
     {
-        NS_ABORT_MSG_IF(servers == 0 || workers < servers, "need 0 < servers <= workers");
-        NS_ABORT_MSG_IF(workers > nHosts, "more workers than hosts");
-        auto workerHost = [&](uint32_t i) { return (i % leaves) * hostsPerLeaf + i / leaves; };
+        NS_ABORT_MSG_IF(servers == 0 || workers == 0, "need workers and servers");
+        // worker i sits in rack i % leaves, slot i / leaves
+        auto rr = [&](uint32_t i) { return (i % leaves) * hostsPerLeaf + i / leaves; };
+        NS_ABORT_MSG_IF(workers + (colocated ? 0 : servers) > nHosts, "not enough hosts");
         std::vector<uint32_t> serverHost(servers);
         for (uint32_t j = 0; j < servers; ++j)
         {
-            serverHost[j] = workerHost(j * (workers / servers));
+            serverHost[j] = colocated ? rr(static_cast<uint32_t>(uint64_t(j) * workers / servers))
+                                      : rr(workers + j);
         }
-        g_pullsOfServer.assign(servers, {});
-        g_pushesLeft.assign(servers, 0);
-        for (uint32_t i = 0; i < workers; ++i)
-        {
-            for (uint32_t j = 0; j < servers; ++j)
-            {
-                if (workerHost(i) == serverHost[j])
-                {
-                    continue;
-                }
-                Flow f;
-                f.id = g_flows.size();
-                f.src = workerHost(i);
-                f.dst = serverHost[j];
-                f.size = pushBytes / servers;
-                f.isPush = true;
-                f.server = j;
-                g_pushesLeft[j]++;
-                g_flows.push_back(f);
-            }
-        }
+        // server j gets total / servers bytes, the first (total % servers) servers one more
+        auto share = [&](uint64_t total, uint32_t j) {
+            return total / servers + (j < total % servers ? 1 : 0);
+        };
         for (uint32_t j = 0; j < servers; ++j)
         {
+            Barrier b;
+            uint32_t bid = g_barriers.size();
             for (uint32_t i = 0; i < workers; ++i)
             {
-                if (workerHost(i) == serverHost[j])
+                if (rr(i) != serverHost[j])
                 {
-                    continue;
+                    uint32_t id = addFlow(rr(i), serverHost[j], share(pushBytes, j));
+                    g_flows[id].feeds = bid;
+                    b.waitingFor++;
                 }
-                Flow f;
-                f.id = g_flows.size();
-                f.src = serverHost[j];
-                f.dst = workerHost(i);
-                f.size = pullBytes / servers;
-                f.isPull = true;
-                f.server = j;
-                g_pullsOfServer[j].push_back(f.id);
-                g_flows.push_back(f);
             }
-        }
-        for (auto& f : g_flows)
-        {
-            // Pull connections are opened at time 0 so that a pull, like in gradwire, starts
-            // sending the moment its server has all pushes (no handshake on the critical path).
-            Simulator::Schedule(f.isPull ? Seconds(0) : start, &OpenConnection, f.id);
-        }
-        for (uint32_t j = 0; j < servers; ++j)
-        {
-            if (g_pushesLeft[j] == 0)
+            for (uint32_t i = 0; i < workers; ++i)
             {
-                Simulator::Schedule(start, [j]() {
-                    for (uint32_t pid : g_pullsOfServer[j])
-                    {
-                        TriggerPull(pid);
-                    }
-                });
+                if (rr(i) != serverHost[j] && share(pullBytes, j) > 0)
+                {
+                    b.releases.push_back(addFlow(serverHost[j], rr(i), share(pullBytes, j)));
+                }
             }
+            g_barriers.push_back(b);
         }
     }
     else
     {
         NS_FATAL_ERROR("--workload must be incast or ps");
     }
+    gated.assign(g_flows.size(), false);
+    for (const Barrier& b : g_barriers)
+    {
+        for (uint32_t g : b.releases)
+        {
+            gated[g] = b.waitingFor > 0;
+        }
+    }
+    for (const Flow& f : g_flows)
+    {
+        if (g_preconnect)
+        {
+            Simulator::Schedule(Seconds(0), &OpenConnection, f.id);
+        }
+        if (!gated[f.id])
+        {
+            Simulator::Schedule(g_start, &Trigger, f.id);
+        }
+    }
 
-    Simulator::Stop(MilliSeconds(stopMs));
+    Simulator::Stop(g_shift + MilliSeconds(stopMs));
     Simulator::Run();
 
     // Switch-side counters, for the log (not part of the CSV).
@@ -712,14 +760,15 @@ main(int argc, char* argv[])
     for (const auto& f : g_flows)
     {
         os << f.id << ',' << f.src << ',' << f.dst << ',' << f.size << ',';
+        const int64_t shift = g_shift.GetNanoSeconds();
         if (f.startNs >= 0)
         {
-            os << f.startNs;
+            os << f.startNs - shift;
         }
         os << ',';
         if (f.finishNs >= 0)
         {
-            os << f.finishNs << ',' << (f.finishNs - f.startNs);
+            os << f.finishNs - shift << ',' << (f.finishNs - f.startNs);
         }
         else
         {
@@ -734,7 +783,7 @@ main(int argc, char* argv[])
                  "CE marks %lu, peak port queue %u B -> %s\n",
                  g_flows.size(),
                  static_cast<unsigned long>(unfinished),
-                 Simulator::Now().GetSeconds() * 1e3,
+                 (Simulator::Now() - g_shift).GetSeconds() * 1e3,
                  static_cast<unsigned long>(drops),
                  static_cast<unsigned long>(marks),
                  peak,
