@@ -29,16 +29,19 @@ pub enum DropReason {
     NoRoute,
     /// Random non-congestion loss configured on a link.
     RandomLoss,
+    /// DLCP selective dropping: an unimportant (non-ECT) packet above its queue's threshold.
+    Selective,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::BufferFull,
         DropReason::DynamicThreshold,
         DropReason::QueueThreshold,
         DropReason::LinkDown,
         DropReason::NoRoute,
         DropReason::RandomLoss,
+        DropReason::Selective,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +52,7 @@ impl DropReason {
             DropReason::LinkDown => "link_down",
             DropReason::NoRoute => "no_route",
             DropReason::RandomLoss => "random_loss",
+            DropReason::Selective => "selective",
         }
     }
 }
@@ -84,13 +88,33 @@ pub struct PortConfig {
     pub ecn_threshold: [u32; MAX_QUEUES],
     /// Drop a packet when its queue already holds this many.
     pub drop_threshold: [u32; MAX_QUEUES],
+    /// DLCP: at or above the ECN threshold, mark ECN-capable (important) packets and drop
+    /// the others, instead of queueing the others unmarked.
+    pub selective_drop: bool,
 }
 
 impl PortConfig {
     /// Same thresholds on every queue.
     pub fn uniform(queues: u8, ecn_threshold: u32, drop_threshold: u32) -> Self {
         assert!((1..=MAX_QUEUES as u8).contains(&queues), "1..=8 queues");
-        PortConfig { queues, ecn_threshold: [ecn_threshold; MAX_QUEUES], drop_threshold: [drop_threshold; MAX_QUEUES] }
+        PortConfig {
+            queues,
+            ecn_threshold: [ecn_threshold; MAX_QUEUES],
+            drop_threshold: [drop_threshold; MAX_QUEUES],
+            selective_drop: false,
+        }
+    }
+
+    /// DLCP's switch (dlcp.md §3.2.2, Appendix B): queue 0 carries control and is never
+    /// selectively dropped; data queue `i` (1..queues) marks/drops at `T * (1 + (i-1) * d)`,
+    /// so the front layers, which ride the highest-priority (lowest) queues, lose packets first.
+    pub fn dlcp(queues: u8, t_packets: u32, d: f64, drop_threshold: u32) -> Self {
+        let mut cfg = PortConfig::uniform(queues, 0, drop_threshold);
+        for q in 1..queues as usize {
+            cfg.ecn_threshold[q] = (t_packets as f64 * (1.0 + (q - 1) as f64 * d)).round() as u32;
+        }
+        cfg.selective_drop = true;
+        cfg
     }
 }
 
@@ -145,7 +169,12 @@ impl<T> EgressPort<T> {
             return verdict;
         }
         let ecn_th = self.cfg.ecn_threshold[q];
-        let marked = ect && ecn_th > 0 && held >= ecn_th;
+        let congested = ecn_th > 0 && held >= ecn_th;
+        if congested && !ect && self.cfg.selective_drop {
+            self.counters.dropped[DropReason::Selective as usize] += 1;
+            return Admit::Dropped(DropReason::Selective);
+        }
+        let marked = ect && congested;
         pool.used_bytes += bytes as u64;
         self.queue_bytes[q] += bytes as u64;
         self.bytes += bytes as u64;
@@ -278,6 +307,26 @@ mod tests {
     }
 
     #[test]
+    fn dlcp_thresholds_grow_by_d_and_drop_only_unimportant_packets() {
+        let cfg = PortConfig::dlcp(8, 10, 0.5, 0);
+        assert_eq!(cfg.ecn_threshold, [0, 10, 15, 20, 25, 30, 35, 40]);
+        let mut pool = BufferPool::unbounded();
+        let mut p: EgressPort<u32> = EgressPort::new(cfg);
+        for i in 0..10 {
+            assert_eq!(p.enqueue(i, 1500, 1, i % 2 == 0, &mut pool), Admit::Queued { marked: false });
+        }
+        // queue 1 is at its threshold: important packets are marked, unimportant dropped
+        assert_eq!(p.enqueue(10, 1500, 1, true, &mut pool), Admit::Queued { marked: true });
+        assert_eq!(p.enqueue(11, 1500, 1, false, &mut pool), Admit::Dropped(DropReason::Selective));
+        // queue 2's threshold is higher, and control (queue 0) is never selectively dropped
+        assert_eq!(p.enqueue(12, 1500, 2, false, &mut pool), Admit::Queued { marked: false });
+        for i in 0..50 {
+            assert_eq!(p.enqueue(100 + i, 64, 0, false, &mut pool), Admit::Queued { marked: false });
+        }
+        assert_eq!(p.counters.dropped[DropReason::Selective as usize], 1);
+    }
+
+    #[test]
     fn shared_buffer_dynamic_threshold_limits_one_queue() {
         // alpha = 1: a queue may hold at most as much as remains free.
         let mut pool = BufferPool::new(10_000, Some(1.0));
@@ -290,8 +339,10 @@ mod tests {
         assert_eq!(queued, 5, "alpha=1 lets one queue take half the buffer");
         assert_eq!(a.counters.dropped[DropReason::DynamicThreshold as usize], 1);
         // the other port still gets room, a smaller share of what is left
-        assert!(matches!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Queued { .. }));
-        assert!(matches!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Queued { .. }));
+        // (q + 1000 <= free: 1000 <= 5000, 2000 <= 4000, 3000 <= 3000, then 4000 > 2000)
+        for _ in 0..3 {
+            assert!(matches!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Queued { .. }));
+        }
         assert_eq!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Dropped(DropReason::DynamicThreshold));
     }
 }
