@@ -1,0 +1,176 @@
+"""gradwire._core: load_scenario, ScenarioError, Simulation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import gradwire
+from gradwire import ScenarioError, Simulation, load_scenario
+from gradwire.scenarios import builtin_names, scenario_text
+
+from conftest import SMALL
+
+
+def test_version():
+    assert gradwire.__version__ == gradwire._core.__version__
+    assert gradwire.__version__.count(".") == 2
+
+
+def test_load_single_run(incast_text):
+    runs = load_scenario(incast_text, [])
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["name"] == "incast-small"
+    assert run["params"] == {}
+    cfg = json.loads(run["config"])
+    assert cfg["topology"]["leaves"] == 2
+    assert cfg["workload"]["kind"] == "incast"
+    # Defaults are filled in by the typed loader.
+    assert cfg["transport"]["mss_bytes"] == 1460
+    assert cfg["routing"]["mode"] == "ecmp"
+
+
+def test_overrides_apply(incast_text):
+    runs = load_scenario(incast_text, ["seed=42", "transport.kind=newreno", "topology.spines=1"])
+    cfg = json.loads(runs[0]["config"])
+    assert cfg["seed"] == 42
+    assert cfg["transport"]["kind"] == "newreno"
+    assert cfg["topology"]["spines"] == 1
+
+
+def test_sweep_expands(incast_text):
+    text = incast_text + '\n[sweep]\n"transport.kind" = ["newreno", "dctcp"]\n"workload.senders" = [2, 5]\n'
+    runs = load_scenario(text, ["seed=9"])
+    assert [r["name"] for r in runs] == [
+        "kind=newreno,senders=2",
+        "kind=newreno,senders=5",
+        "kind=dctcp,senders=2",
+        "kind=dctcp,senders=5",
+    ]
+    assert runs[1]["params"] == {"transport.kind": "newreno", "workload.senders": "5"}
+    cfgs = [json.loads(r["config"]) for r in runs]
+    assert all(c["seed"] == 9 for c in cfgs)
+    assert [c["workload"]["senders"] for c in cfgs] == [2, 5, 2, 5]
+
+
+def _err(text, overrides) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(text, overrides)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "override, key, shown",
+    [
+        ("topology.spinez=3", "topology.spinez", "spinez"),  # unknown key
+        ("bogus=1", "bogus", "bogus"),  # unknown top-level key
+        ('topology.spines="four"', "topology.spines", "four"),  # wrong type
+        ("transport.kind=cubic", "transport.kind", "cubic"),  # unknown variant
+        ("topology.host_link_gbps=-100", "topology.host_link_gbps", "-100"),  # negative rate
+        ("topology.uplink_gbps=-1.5", "topology.uplink_gbps", "-1.5"),  # negative rate
+        ("workload.receiver=8", "workload.receiver", "8"),  # host out of range (8 hosts)
+        ("workload.senders=99", "workload.senders", "99"),  # too many senders
+        ("switch.queues=9", "switch.queues", "9"),
+    ],
+)
+def test_scenario_error_names_key_and_value(incast_text, override, key, shown):
+    e = _err(incast_text, [override])
+    assert isinstance(e, ValueError)
+    assert e.key == key
+    assert key in str(e) and shown in str(e)
+    assert e.args == (str(e),)
+    assert "\n" not in str(e)
+
+
+def test_scenario_error_in_file(incast_text):
+    e = _err(incast_text.replace("spines = 2", "spines = -2"), [])
+    assert e.key == "topology.spines" and "-2" in str(e)
+    e = _err(incast_text.replace("[workload]", "[workload]\nsender_list = [1, 2]"), [])
+    assert e.key == "workload.senders"
+
+
+def test_not_toml_and_bad_override():
+    e = _err("x = ", [])
+    assert e.key == "" and "TOML" in str(e)
+    e = _err("[workload]\nkind='incast'\nsenders=1\nflow_bytes=1\n", ["noequals"])
+    assert "noequals" in str(e)
+
+
+def test_simulation_runs_and_reports(incast_text, tmp_path):
+    cfg = load_scenario(incast_text, [])[0]["config"]
+    sim = Simulation(cfg)
+    p = sim.progress()
+    assert p == {
+        "now_ns": 0,
+        "stop_ns": 500_000_000,
+        "flows_done": 0,
+        "flows_total": 6,
+        "events": 0,
+        "finished": False,
+    }
+    steps = 0
+    while not sim.step(500):
+        steps += 1
+        q = sim.progress()
+        assert q["events"] >= p["events"] and q["now_ns"] >= p["now_ns"]
+        p = q
+    assert steps > 1
+    p = sim.progress()
+    assert p["finished"] and p["flows_done"] == 6
+    assert sim.step(10) is True  # stepping a finished run is a no-op
+
+    c = sim.conservation()
+    assert c["holds"] and c["sent"] == c["delivered"] + c["dropped"] + c["in_flight"]
+    s = sim.summary()
+    assert s["flows"] == s["flows_finished"] == 6
+    assert s["packets"]["conserved"] is True
+    assert s["fct_p50_ns"] <= s["fct_p99_ns"] <= s["fct_max_ns"]
+    assert s["transport"] == "dctcp"
+
+    written = sim.write_outputs(str(tmp_path / "run"))
+    assert written["flows"] == 6
+    assert {f.name for f in (tmp_path / "run").iterdir()} == {"flows.csv", "summary.json", "queues.csv"}
+    on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert on_disk["flows_finished"] == 6
+    assert json.loads(sim.config_json())["name"] == "incast-small"
+
+
+def test_run_releases_and_finishes(incast_text):
+    sim = Simulation(load_scenario(incast_text, ["transport.kind=newreno"])[0]["config"])
+    sim.run()
+    assert sim.progress()["finished"]
+    assert sim.summary()["transport"] == "newreno"
+
+
+def test_simulation_rejects_bad_config(incast_text):
+    cfg = json.loads(load_scenario(incast_text, [])[0]["config"])
+    cfg["topology"]["spines"] = "x"
+    with pytest.raises(ScenarioError) as info:
+        Simulation(json.dumps(cfg))
+    assert info.value.key == "topology.spines"
+
+    cfg = json.loads(load_scenario(incast_text, [])[0]["config"])
+    cfg["topology"]["host_link_gbps"] = -1.0
+    with pytest.raises(ScenarioError) as info:
+        Simulation(json.dumps(cfg))
+    assert info.value.key == "topology.host_link_gbps"
+
+    # Errors only the built topology can find: a sampled port that does not exist.
+    cfg = load_scenario(incast_text, ['output.queue_ports=["leaf7->host0"]'])[0]["config"]
+    with pytest.raises(ScenarioError) as info:
+        Simulation(cfg)
+    assert info.value.key == "output.queue_ports.0" and "leaf7->host0" in str(info.value)
+
+
+def test_builtin_scenarios_are_shipped_and_valid():
+    names = builtin_names()
+    assert "leafspine-compare" in names
+    for name in names:
+        runs = load_scenario(scenario_text(name), [])
+        assert runs, name
+        # and every run builds at the small size
+        for r in load_scenario(scenario_text(name), SMALL + ["workload.workers=8", "workload.servers=2", "workload.senders=4"]
+                               if "ps" in json.loads(runs[0]["config"])["workload"]["kind"] else SMALL + ["workload.senders=4"]):
+            Simulation(r["config"])
