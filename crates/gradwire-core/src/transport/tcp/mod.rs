@@ -8,6 +8,17 @@
 //! * [`TcpSender`]: congestion control (slow start, congestion avoidance, NewReno
 //!   fast retransmit / fast recovery, RTO with backoff, DCTCP ECN reaction).
 //! * [`TcpReceiver`]: cumulative ACKs, one per data packet, echoing CE as ECE.
+//!
+//! Where ns-3 and the RFCs disagree we follow the RFCs (configure ns-3 to match for
+//! cross-validation: `DelAckCount=1`, `Sack=false`, `LimitedTransmit=false`,
+//! `Timestamp=false`, `RecoveryType=TcpClassicRecovery`):
+//! * loss response of DCTCP is NewReno's (RFC 8257 3.5); ns-3's `TcpDctcp::GetSsThresh`
+//!   cuts by alpha/2 on loss too;
+//! * a DCTCP sender in CWR still enters fast recovery on 3 dupACKs (ns-3 only does so
+//!   from CA_OPEN/CA_DISORDER and would wait for the RTO);
+//! * the CWR cut is applied at once (ns-3 with PRR reaches the same cwnd gradually);
+//! * a full ACK sets cwnd = ssthresh without the extra congestion-avoidance step ns-3
+//!   takes on the same ACK; RTT samples follow Karn's rule (ns-3 uses timestamps).
 
 mod receiver;
 mod rtt;

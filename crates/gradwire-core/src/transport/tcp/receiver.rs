@@ -14,6 +14,7 @@ struct PendingAck {
     ece: bool,
 }
 
+/// Receiving side of one flow; reports `Delivered` once all `size` bytes are in.
 pub struct TcpReceiver {
     cfg: TcpConfig,
     flow: FlowId,

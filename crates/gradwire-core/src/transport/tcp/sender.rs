@@ -63,6 +63,7 @@ impl Dctcp {
     }
 }
 
+/// Sending side of one flow of `size` bytes; done when every byte is acknowledged.
 pub struct TcpSender {
     cfg: TcpConfig,
     flow: FlowId,
@@ -96,6 +97,7 @@ pub struct TcpSender {
 }
 
 impl TcpSender {
+    /// A flow starting at `now`: the next `poll_transmit` releases the initial window.
     pub fn new(cfg: TcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, _now: Time) -> Self {
         let mss = cfg.mss.max(1) as u64;
         let dctcp = match cfg.cc {
