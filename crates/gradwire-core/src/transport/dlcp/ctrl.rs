@@ -1,0 +1,109 @@
+//! The reliable control channel both DLCP endpoints use.
+//!
+//! A reliable message is retransmitted every `rto` until a `CtrlAck` with the same op and
+//! argument arrives (or the endpoint cancels it because it became moot). Messages are
+//! idempotent, so duplicates only cost an ACK. No backoff: control traffic is a handful of
+//! small packets in its own queue, and the paper finds it is rarely dropped.
+
+use std::collections::VecDeque;
+
+use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
+use crate::time::Time;
+
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    op: CtrlOp,
+    arg: u64,
+    deadline: Time,
+}
+
+pub(super) struct CtrlChannel {
+    flow: FlowId,
+    local: HostId,
+    remote: HostId,
+    wire_bytes: u32,
+    priority: u8,
+    rto: Time,
+    tx: VecDeque<Packet>,
+    /// Unacknowledged reliable messages, by deadline (all share one rto).
+    pending: VecDeque<Pending>,
+    pub(super) sent: u64,
+    pub(super) retransmits: u64,
+}
+
+impl CtrlChannel {
+    pub(super) fn new(flow: FlowId, local: HostId, remote: HostId, wire_bytes: u32, priority: u8, rto: Time) -> Self {
+        CtrlChannel {
+            flow,
+            local,
+            remote,
+            wire_bytes,
+            priority,
+            rto: rto.max(1),
+            tx: VecDeque::new(),
+            pending: VecDeque::new(),
+            sent: 0,
+            retransmits: 0,
+        }
+    }
+
+    fn queue(&mut self, kind: PacketKind, arg: u64) {
+        let mut p = Packet::ctrl(kind, self.flow, self.local, self.remote, arg, self.wire_bytes);
+        p.priority = self.priority;
+        self.tx.push_back(p);
+    }
+
+    /// Send `op(arg)` until acknowledged; a message already pending is not doubled.
+    pub(super) fn send(&mut self, now: Time, op: CtrlOp, arg: u64) {
+        if self.pending.iter().any(|p| p.op == op && p.arg == arg) {
+            return;
+        }
+        self.queue(PacketKind::Ctrl(op), arg);
+        self.pending.push_back(Pending { op, arg, deadline: now.saturating_add(self.rto) });
+    }
+
+    /// Send once, no acknowledgement expected.
+    pub(super) fn send_unreliable(&mut self, op: CtrlOp, arg: u64) {
+        self.queue(PacketKind::Ctrl(op), arg);
+    }
+
+    pub(super) fn ack(&mut self, op: CtrlOp, arg: u64) {
+        self.queue(PacketKind::CtrlAck(op), arg);
+    }
+
+    /// The peer acknowledged `op(arg)`; true if it was pending.
+    pub(super) fn on_ack(&mut self, op: CtrlOp, arg: u64) -> bool {
+        let before = self.pending.len();
+        self.pending.retain(|p| !(p.op == op && p.arg == arg));
+        self.pending.len() != before
+    }
+
+    /// Stop retransmitting every pending `op` message.
+    pub(super) fn cancel(&mut self, op: CtrlOp) {
+        self.pending.retain(|p| p.op != op);
+    }
+
+    /// Retransmit everything whose deadline passed; returns whether any did.
+    pub(super) fn on_timeout(&mut self, now: Time) -> bool {
+        let mut fired = false;
+        while let Some(p) = self.pending.front().copied().filter(|p| p.deadline <= now) {
+            self.pending.pop_front();
+            self.queue(PacketKind::Ctrl(p.op), p.arg);
+            self.pending.push_back(Pending { deadline: now.saturating_add(self.rto), ..p });
+            self.retransmits += 1;
+            fired = true;
+        }
+        fired
+    }
+
+    pub(super) fn deadline(&self) -> Option<Time> {
+        self.pending.front().map(|p| p.deadline)
+    }
+
+    pub(super) fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        let mut p = self.tx.pop_front()?;
+        p.sent_at = now;
+        self.sent += 1;
+        Some(p)
+    }
+}

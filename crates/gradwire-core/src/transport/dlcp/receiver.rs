@@ -1,0 +1,255 @@
+//! DLCP receiver: places segments by address, checks the loss bound on every data
+//! packet, requests what is missing after each STOP, finishes at `1 - loss_bound`.
+
+use std::ops::Range;
+
+use super::ctrl::CtrlChannel;
+use super::{DlcpConfig, RetxReq};
+use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
+use crate::tensor::{Placed, Reassembly};
+use crate::time::Time;
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// No START yet: data is discarded (the buffer is not ours to write yet).
+    Waiting,
+    /// Bound not met yet.
+    Receiving,
+    /// FINISH sent; still placing in-flight data until CONFIRM.
+    Finishing,
+    /// CONFIRM received: nothing more will be placed.
+    Closed,
+}
+
+pub struct DlcpReceiver {
+    cfg: DlcpConfig,
+    flow: FlowId,
+    local: HostId,
+    remote: HostId,
+    reasm: Reassembly,
+    allowed_missing: u64,
+    state: State,
+    ctrl: CtrlChannel,
+    /// Highest STOP round handled.
+    last_stop: Option<u64>,
+    delivered_at_finish: Option<u64>,
+    period_end: Time,
+    recv_in_period: u64,
+    early_discards: u64,
+    late_discards: u64,
+    bad_starts: u64,
+    stats: EndpointStats,
+    event: Option<EndpointEvent>,
+}
+
+impl DlcpReceiver {
+    pub fn new(cfg: DlcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
+        DlcpReceiver {
+            cfg,
+            flow,
+            local,
+            remote,
+            reasm: Reassembly::new(cfg.segmentation(flow, size_bytes)),
+            allowed_missing: cfg.allowed_missing(size_bytes),
+            state: State::Waiting,
+            ctrl: CtrlChannel::new(flow, local, remote, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
+            last_stop: None,
+            delivered_at_finish: None,
+            period_end: Time::MAX,
+            recv_in_period: 0,
+            early_discards: 0,
+            late_discards: 0,
+            bad_starts: 0,
+            stats: EndpointStats::default(),
+            event: None,
+        }
+    }
+
+    /// Bytes received so far (in-flight data after FINISH included).
+    pub fn delivered_bytes(&self) -> u64 {
+        self.reasm.received_bytes()
+    }
+
+    /// Bytes delivered when the bound was met (the `Delivered` event's count).
+    pub fn delivered_at_finish(&self) -> Option<u64> {
+        self.delivered_at_finish
+    }
+
+    pub fn delivered_fraction(&self) -> f64 {
+        self.reasm.delivered_fraction()
+    }
+
+    /// The exact byte ranges still missing: the bubbles the application fills with zeros.
+    /// Final once the transfer is closed ([`Self::is_closed`]).
+    pub fn bubbles(&self) -> Vec<Range<u64>> {
+        self.reasm.bubbles()
+    }
+
+    pub fn reassembly(&self) -> &Reassembly {
+        &self.reasm
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// Data that arrived before START (zero-RTT data the receiver could not accept).
+    pub fn early_discards(&self) -> u64 {
+        self.early_discards
+    }
+
+    /// Data that arrived after CONFIRM.
+    pub fn late_discards(&self) -> u64 {
+        self.late_discards
+    }
+
+    /// Data packets that were not one of the tensor's segments, plus STARTs of another size.
+    pub fn rejected(&self) -> u64 {
+        self.reasm.rejected() + self.bad_starts
+    }
+
+    pub fn ctrl_retransmits(&self) -> u64 {
+        self.ctrl.retransmits
+    }
+
+    /// Handle a packet and, for data, say which byte range the application should copy
+    /// from its payload into the tensor buffer (`None`: discard the payload). The range
+    /// always lies inside the tensor and is returned at most once per segment.
+    pub fn receive(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
+        if pkt.flow != self.flow || pkt.src != self.remote || pkt.dst != self.local {
+            return None;
+        }
+        match pkt.kind {
+            PacketKind::Data => return self.on_data(now, pkt),
+            PacketKind::Ctrl(op) => self.on_ctrl(now, op, pkt.seq),
+            PacketKind::CtrlAck(op) => {
+                self.ctrl.on_ack(op, pkt.seq);
+            }
+            PacketKind::Ack => {}
+        }
+        None
+    }
+
+    fn on_data(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
+        match self.state {
+            State::Waiting => {
+                self.early_discards += 1;
+                return None;
+            }
+            State::Closed => {
+                self.late_discards += 1;
+                return None;
+            }
+            State::Receiving | State::Finishing => {}
+        }
+        let placed = self.reasm.insert(pkt.seq, pkt.len).ok()?;
+        self.recv_in_period += pkt.wire_bytes as u64;
+        self.check_bound(now);
+        match placed {
+            Placed::New(_) => Some(pkt.seq..pkt.seq + pkt.len as u64),
+            Placed::Duplicate(_) => None,
+        }
+    }
+
+    fn on_ctrl(&mut self, now: Time, op: CtrlOp, arg: u64) {
+        match op {
+            CtrlOp::Start => {
+                if arg != self.reasm.segmentation().total_bytes() {
+                    // Not the transfer we prepared a buffer for: refuse, don't ack.
+                    self.bad_starts += 1;
+                    return;
+                }
+                self.ctrl.ack(op, arg);
+                if self.state == State::Waiting {
+                    self.state = State::Receiving;
+                    self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
+                    self.check_bound(now);
+                }
+            }
+            CtrlOp::Stop => {
+                // A STOP before START is left unacknowledged: the sender will repeat both.
+                if self.state == State::Waiting {
+                    return;
+                }
+                self.ctrl.ack(op, arg);
+                if self.state == State::Receiving && self.last_stop.map_or(true, |r| arg > r) {
+                    self.last_stop = Some(arg);
+                    self.request_missing(now, arg);
+                }
+            }
+            CtrlOp::Confirm => {
+                self.ctrl.ack(op, arg);
+                if self.state == State::Finishing {
+                    self.state = State::Closed;
+                    self.ctrl.cancel(CtrlOp::Finish);
+                }
+            }
+            CtrlOp::Retx | CtrlOp::Finish | CtrlOp::Rate => {}
+        }
+    }
+
+    /// After STOP(round): one RETX per missing run of segments, replacing older requests.
+    fn request_missing(&mut self, now: Time, round: u64) {
+        self.ctrl.cancel(CtrlOp::Retx);
+        for run in self.reasm.missing_runs() {
+            let mut first = run.start;
+            while first < run.end {
+                let count = (run.end - first).min(u16::MAX as u64);
+                let req = RetxReq { round: round as u16, first: first as u32, count: count as u16 };
+                self.ctrl.send(now, CtrlOp::Retx, req.pack());
+                first += count;
+            }
+        }
+    }
+
+    fn check_bound(&mut self, now: Time) {
+        if self.state != State::Receiving || self.reasm.missing_bytes() > self.allowed_missing {
+            return;
+        }
+        let delivered = self.reasm.received_bytes();
+        self.state = State::Finishing;
+        self.delivered_at_finish = Some(delivered);
+        self.event = Some(EndpointEvent::Delivered { bytes: delivered });
+        self.period_end = Time::MAX;
+        self.ctrl.cancel(CtrlOp::Retx);
+        self.ctrl.send(now, CtrlOp::Finish, delivered);
+    }
+}
+
+impl Endpoint for DlcpReceiver {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        self.receive(now, pkt);
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.ctrl.on_timeout(now) {
+            self.stats.timeouts += 1;
+        }
+        if self.state == State::Receiving && now >= self.period_end {
+            // Unreliable: a lost report only delays one rate decision.
+            self.ctrl.send_unreliable(CtrlOp::Rate, self.cfg.bps(self.recv_in_period));
+            self.recv_in_period = 0;
+            self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        let p = self.ctrl.poll_transmit(now)?;
+        self.stats.packets_sent += 1;
+        Some(p)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        let report = (self.state == State::Receiving).then_some(self.period_end);
+        [self.ctrl.deadline(), report].into_iter().flatten().min()
+    }
+
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        self.event.take()
+    }
+
+    fn stats(&self) -> EndpointStats {
+        EndpointStats { retransmits: self.ctrl.retransmits, ..self.stats }
+    }
+}

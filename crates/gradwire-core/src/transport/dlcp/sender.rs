@@ -1,0 +1,266 @@
+//! DLCP sender: zero-RTT start, paced unreliable data, resend rounds on request.
+
+use std::collections::{HashSet, VecDeque};
+use std::ops::Range;
+
+use super::ctrl::CtrlChannel;
+use super::{DlcpConfig, RetxReq};
+use crate::cc::MinimalRate;
+use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
+use crate::tensor::Segmentation;
+use crate::time::{serialization, Time};
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Sending rounds of data until FINISH.
+    Sending,
+    /// FINISH received; CONFIRM not yet acknowledged.
+    Confirming,
+    Done,
+}
+
+pub struct DlcpSender {
+    cfg: DlcpConfig,
+    flow: FlowId,
+    src: HostId,
+    dst: HostId,
+    seg: Segmentation,
+    state: State,
+    ctrl: CtrlChannel,
+    cc: MinimalRate,
+
+    /// Segment runs still to send in the current round.
+    queue: VecDeque<Range<u64>>,
+    /// RETX arguments accepted since the last STOP (duplicates are acked, not resent).
+    accepted: HashSet<u64>,
+    /// STOPs sent so far; the next STOP carries this number.
+    round: u64,
+    /// Earliest time the next data packet may leave (pacing).
+    next_slot: Time,
+    importance_mask: Option<Vec<bool>>,
+
+    period_end: Time,
+    sent_in_period: u64,
+    /// Latest receive rate reported during the current period.
+    report: Option<u64>,
+
+    stats: EndpointStats,
+    retx_ignored: u64,
+    done_pending: bool,
+}
+
+impl DlcpSender {
+    pub fn new(cfg: DlcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time) -> Self {
+        let seg = cfg.segmentation(flow, size_bytes);
+        let min_rate = cfg.bps((cfg.mss + cfg.header_bytes) as u64); // one packet per period
+        let mut s = DlcpSender {
+            cfg,
+            flow,
+            src,
+            dst,
+            seg,
+            state: State::Sending,
+            ctrl: CtrlChannel::new(flow, src, dst, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
+            cc: MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate),
+            queue: VecDeque::new(),
+            accepted: HashSet::new(),
+            round: 0,
+            next_slot: now,
+            importance_mask: None,
+            period_end: now.saturating_add(cfg.rate_period.max(1)),
+            sent_in_period: 0,
+            report: None,
+            stats: EndpointStats::default(),
+            retx_ignored: 0,
+            done_pending: false,
+        };
+        // Rendezvous and data leave together: START is simply first in line.
+        s.ctrl.send(now, CtrlOp::Start, size_bytes);
+        if seg.count() > 0 {
+            s.queue.push_back(0..seg.count());
+        } else {
+            s.send_stop(now);
+        }
+        s
+    }
+
+    /// Importance per segment from real gradients ([`crate::tensor::importance_mask`]);
+    /// overrides `cfg.importance`. Segments beyond the mask are not important.
+    pub fn set_importance_mask(&mut self, mask: Vec<bool>) {
+        self.importance_mask = Some(mask);
+    }
+
+    pub fn segmentation(&self) -> &Segmentation {
+        &self.seg
+    }
+
+    /// Current pacing rate.
+    pub fn rate_bps(&self) -> u64 {
+        self.cc.rate_bps()
+    }
+
+    pub fn rate_control(&self) -> &MinimalRate {
+        &self.cc
+    }
+
+    /// STOPs sent: 1 for a transfer that needed no resend round.
+    pub fn rounds(&self) -> u64 {
+        self.round
+    }
+
+    pub fn ctrl_retransmits(&self) -> u64 {
+        self.ctrl.retransmits
+    }
+
+    /// RETX requests acknowledged but not acted on (stale round, duplicate, malformed).
+    pub fn retx_ignored(&self) -> u64 {
+        self.retx_ignored
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == State::Done
+    }
+
+    fn send_stop(&mut self, now: Time) {
+        self.ctrl.send(now, CtrlOp::Stop, self.round);
+        self.round += 1;
+        self.accepted.clear();
+    }
+
+    fn on_retx(&mut self, arg: u64) {
+        let req = RetxReq::unpack(arg);
+        let (first, end) = (req.first as u64, req.first as u64 + req.count as u64);
+        // Only requests answering the latest STOP count: an older round's requests were
+        // superseded by the receiver's view at that STOP.
+        let latest = self.round.checked_sub(1).map(|r| r as u16);
+        let valid = self.state == State::Sending && latest == Some(req.round) && req.count > 0 && end <= self.seg.count();
+        if !valid || !self.accepted.insert(arg) {
+            self.retx_ignored += 1;
+            return;
+        }
+        self.queue.push_back(first..end);
+        self.cc.on_retransmit_request();
+    }
+
+    fn on_finish(&mut self, now: Time) {
+        if self.state != State::Sending {
+            return;
+        }
+        self.state = State::Confirming;
+        self.queue.clear();
+        self.ctrl.cancel(CtrlOp::Start);
+        self.ctrl.cancel(CtrlOp::Stop);
+        self.ctrl.send(now, CtrlOp::Confirm, 0);
+    }
+
+    /// Rate decision at the end of each period, on the latest report if one came.
+    fn on_period(&mut self, now: Time) {
+        let send_bps = self.cfg.bps(self.sent_in_period);
+        if let Some(recv_bps) = self.report.take() {
+            self.cc.on_period(send_bps, recv_bps);
+        }
+        self.sent_in_period = 0;
+        self.period_end = self.period_end.saturating_add(self.cfg.rate_period.max(1));
+        if self.period_end <= now {
+            self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
+        }
+    }
+
+    fn next_data(&mut self, now: Time) -> Option<Packet> {
+        if self.state != State::Sending || now < self.next_slot {
+            return None;
+        }
+        let run = self.queue.front_mut()?;
+        let index = run.start;
+        run.start += 1;
+        if run.is_empty() {
+            self.queue.pop_front();
+        }
+        let g = self.seg.segment(index)?;
+        let mut p = Packet::data(self.flow, self.src, self.dst, g.offset, g.len, self.cfg.header_bytes);
+        p.priority = self.cfg.data_priority;
+        p.ecn.ect = match &self.importance_mask {
+            Some(m) => m.get(index as usize).copied().unwrap_or(false),
+            None => self.cfg.importance.of(self.flow, index),
+        };
+        p.sent_at = now;
+        self.next_slot = self.next_slot.max(now) + serialization(p.wire_bytes, self.cc.rate_bps());
+        self.sent_in_period += p.wire_bytes as u64;
+        if self.round > 0 {
+            self.stats.retransmits += 1;
+        }
+        if self.queue.is_empty() {
+            // Out of data: tell the receiver right behind the last packet.
+            self.send_stop(now);
+        }
+        Some(p)
+    }
+}
+
+impl Endpoint for DlcpSender {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        if pkt.flow != self.flow || pkt.src != self.dst || pkt.dst != self.src {
+            return;
+        }
+        match pkt.kind {
+            PacketKind::CtrlAck(op) => {
+                if self.ctrl.on_ack(op, pkt.seq) && op == CtrlOp::Confirm && self.state == State::Confirming {
+                    self.state = State::Done;
+                    self.done_pending = true;
+                }
+            }
+            PacketKind::Ctrl(op) => {
+                // Anything from the receiver proves START arrived.
+                self.ctrl.cancel(CtrlOp::Start);
+                match op {
+                    CtrlOp::Rate => self.report = Some(pkt.seq),
+                    CtrlOp::Retx => {
+                        self.ctrl.ack(op, pkt.seq);
+                        self.on_retx(pkt.seq);
+                    }
+                    CtrlOp::Finish => {
+                        self.ctrl.ack(op, pkt.seq);
+                        self.on_finish(now);
+                    }
+                    CtrlOp::Start | CtrlOp::Stop | CtrlOp::Confirm => {}
+                }
+            }
+            PacketKind::Data | PacketKind::Ack => {}
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.state == State::Done {
+            return;
+        }
+        if self.ctrl.on_timeout(now) {
+            self.stats.timeouts += 1;
+        }
+        if now >= self.period_end {
+            self.on_period(now);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        let p = self.ctrl.poll_transmit(now).or_else(|| self.next_data(now))?;
+        self.stats.packets_sent += 1;
+        Some(p)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        if self.state == State::Done {
+            return None;
+        }
+        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.next_slot);
+        [self.ctrl.deadline(), slot, Some(self.period_end)].into_iter().flatten().min()
+    }
+
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
+    }
+
+    fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+}

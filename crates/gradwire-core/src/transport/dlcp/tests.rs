@@ -1,0 +1,350 @@
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::packet::{CtrlOp, Packet, PacketKind};
+use crate::time::{serialization, Time, MS, US};
+use crate::transport::{Endpoint, EndpointEvent};
+
+const FLOW: u32 = 11;
+const SRC: u32 = 1;
+const DST: u32 = 2;
+const DELAY: Time = 5 * US;
+const RTT: Time = 2 * DELAY;
+
+/// Tiny deterministic generator for loss patterns.
+struct XorShift(u64);
+
+impl XorShift {
+    fn unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn cfg(loss_bound: f64) -> DlcpConfig {
+    DlcpConfig { loss_bound, line_rate_bps: 10_000_000_000, ctrl_rto: MS, ..DlcpConfig::default() }
+}
+
+/// Decides whether a packet is lost (and may corrupt it); `to_receiver` gives the direction.
+type LossFn<'a> = Box<dyn FnMut(&mut Packet, bool) -> bool + 'a>;
+
+fn random_loss<'a>(seed: u64, data: f64, ctrl: f64) -> LossFn<'a> {
+    let mut rng = XorShift(seed | 1);
+    Box::new(move |p, _| rng.unit() < if p.kind == PacketKind::Data { data } else { ctrl })
+}
+
+struct Outcome {
+    delivered_at: Option<Time>,
+    delivered_bytes: Option<u64>,
+    sender_done_at: Option<Time>,
+    /// Complement of the byte ranges the receiver told the application to copy.
+    missing: Vec<Range<u64>>,
+    bubbles: Vec<Range<u64>>,
+    receiver_quiet: bool,
+    sender: DlcpSender,
+    receiver: DlcpReceiver,
+}
+
+/// Run one transfer over a pipe with fixed one-way `DELAY` and the given losses.
+/// Every data range the receiver hands out is written into a buffer of exactly `size`
+/// bytes (slicing panics on any write outside the tensor).
+fn run(cfg: DlcpConfig, size: u64, mut lose: LossFn, limit: Time) -> Outcome {
+    let mut s = DlcpSender::new(cfg, FLOW, SRC, DST, size, 0);
+    let mut r = DlcpReceiver::new(cfg, FLOW, DST, SRC, size);
+    let mut wire: BTreeMap<(Time, u64), (bool, Packet)> = BTreeMap::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; size as usize];
+    let mut written = vec![false; size as usize];
+    let (mut delivered_at, mut delivered_bytes, mut sender_done_at) = (None, None, None);
+    let mut t: Time = 0;
+    loop {
+        if sender_done_at.is_none() {
+            while let Some(mut p) = s.poll_transmit(t) {
+                assert!(p.sent_at == t && p.flow == FLOW && (p.src, p.dst) == (SRC, DST));
+                if p.kind == PacketKind::Data {
+                    assert!(p.seq + p.len as u64 <= size, "sender sent outside the tensor");
+                    assert_eq!(p.priority, cfg.data_priority);
+                } else {
+                    assert_eq!(p.priority, cfg.ctrl_priority);
+                }
+                if !lose(&mut p, true) {
+                    n += 1;
+                    wire.insert((t + DELAY, n), (true, p));
+                }
+            }
+            while let Some(ev) = s.poll_event() {
+                assert_eq!(ev, EndpointEvent::SenderDone);
+                assert!(sender_done_at.is_none());
+                sender_done_at = Some(t);
+            }
+        }
+        while let Some(mut p) = r.poll_transmit(t) {
+            assert!((p.src, p.dst) == (DST, SRC) && p.kind != PacketKind::Data);
+            if !lose(&mut p, false) {
+                n += 1;
+                wire.insert((t + DELAY, n), (false, p));
+            }
+        }
+        while let Some(ev) = r.poll_event() {
+            let EndpointEvent::Delivered { bytes } = ev else { panic!("{ev:?}") };
+            assert!(delivered_at.is_none(), "Delivered twice");
+            delivered_at = Some(t);
+            delivered_bytes = Some(bytes);
+        }
+        let s_timer = if sender_done_at.is_none() { s.poll_timeout() } else { None };
+        let next = [wire.keys().next().map(|k| k.0), s_timer, r.poll_timeout()].into_iter().flatten().min();
+        let Some(next) = next else { break };
+        if next > limit || (sender_done_at.is_some() && wire.is_empty() && r.is_closed() && r.poll_timeout().is_none()) {
+            break;
+        }
+        assert!(next >= t, "time went backwards");
+        t = next;
+        while let Some(entry) = wire.first_entry().filter(|e| e.key().0 <= t) {
+            let (to_receiver, p) = entry.remove();
+            if to_receiver {
+                if let Some(range) = r.receive(t, &p) {
+                    let (a, b) = (range.start as usize, range.end as usize);
+                    assert!(written[a..b].iter().all(|w| !w), "range handed out twice");
+                    buf[a..b].fill(1);
+                    written[a..b].fill(true);
+                }
+            } else if sender_done_at.is_none() {
+                s.handle_packet(t, &p);
+            }
+        }
+        if s_timer.is_some_and(|d| d <= t) {
+            s.handle_timeout(t);
+        }
+        if r.poll_timeout().is_some_and(|d| d <= t) {
+            r.handle_timeout(t);
+        }
+    }
+    let mut missing: Vec<Range<u64>> = Vec::new();
+    for (i, w) in written.iter().enumerate() {
+        let i = i as u64;
+        if !w {
+            match missing.last_mut() {
+                Some(m) if m.end == i => m.end = i + 1,
+                _ => missing.push(i..i + 1),
+            }
+        }
+    }
+    Outcome {
+        delivered_at,
+        delivered_bytes,
+        sender_done_at,
+        missing,
+        bubbles: r.bubbles(),
+        receiver_quiet: r.poll_timeout().is_none(),
+        sender: s,
+        receiver: r,
+    }
+}
+
+/// Checks every completed transfer must pass.
+fn check_completed(o: &Outcome, size: u64, bound: f64) {
+    assert!(o.delivered_at.is_some(), "never delivered");
+    assert!(o.sender_done_at.is_some(), "sender never done");
+    assert!(o.receiver.is_closed() && o.receiver_quiet, "receiver not closed and quiet");
+    let at_finish = o.delivered_bytes.unwrap();
+    assert_eq!(Some(at_finish), o.receiver.delivered_at_finish());
+    assert!(at_finish as f64 >= (1.0 - bound) * size as f64 - 1e-6, "{at_finish} of {size} < 1 - {bound}");
+    assert!(o.receiver.delivered_bytes() >= at_finish);
+    assert_eq!(o.bubbles, o.missing, "reported bubbles differ from what was really missing");
+    let missing: u64 = o.missing.iter().map(|m| m.end - m.start).sum();
+    assert_eq!(missing, size - o.receiver.delivered_bytes());
+}
+
+#[test]
+fn lossless_p0_delivers_every_byte() {
+    for size in [0u64, 1, 4, 1440, 1441, 100_000, 1_000_003] {
+        let o = run(cfg(0.0), size, Box::new(|_, _| false), 100 * MS);
+        check_completed(&o, size, 0.0);
+        assert_eq!(o.delivered_bytes, Some(size));
+        assert!(o.bubbles.is_empty());
+        assert_eq!(o.sender.rounds(), 1, "one STOP, no resend round");
+        assert_eq!(o.sender.stats().retransmits, 0);
+        assert_eq!(o.receiver.early_discards(), 0);
+        // Paced at line rate: the last packet leaves after the serialization of the rest.
+        let pkts = size.div_ceil(1440);
+        let pacing = pkts.saturating_sub(1) * serialization(1500, 10_000_000_000);
+        assert!(o.delivered_at.unwrap() >= pacing + DELAY);
+        assert!(o.delivered_at.unwrap() <= pacing + 2 * RTT, "size {size}: {:?}", o.delivered_at);
+    }
+}
+
+#[test]
+fn data_is_paced_and_tagged() {
+    let c = DlcpConfig { data_priority: 3, importance: Importance::None, ..cfg(0.0) };
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10 * 1440, 0);
+    let start = s.poll_transmit(0).unwrap();
+    assert_eq!((start.kind, start.seq, start.priority), (PacketKind::Ctrl(CtrlOp::Start), 10 * 1440, 0));
+    let first = s.poll_transmit(0).unwrap();
+    assert_eq!((first.kind, first.seq, first.len, first.wire_bytes), (PacketKind::Data, 0, 1440, 1500));
+    assert!(!first.ecn.ect && first.priority == 3);
+    assert_eq!(s.poll_transmit(0), None, "next data waits for its pacing slot");
+    let gap = serialization(1500, 10_000_000_000);
+    assert_eq!(s.poll_timeout(), Some(gap));
+    assert_eq!(s.poll_transmit(gap - 1), None);
+    assert_eq!(s.poll_transmit(gap).unwrap().seq, 1440);
+    // Real-value importance overrides the configured source.
+    s.set_importance_mask(vec![true, false, true]);
+    assert!(s.poll_transmit(2 * gap).unwrap().ecn.ect);
+    let all = DlcpSender::new(cfg(0.0), FLOW, SRC, DST, 1440, 0).poll_transmit(0);
+    assert!(all.is_some());
+}
+
+#[test]
+fn random_loss_with_bound_completes_with_exact_bubbles() {
+    let size = 500_000;
+    for (i, &loss) in [0.01, 0.05, 0.1, 0.2].iter().enumerate() {
+        for &bound in &[0.01, 0.05, 0.1, 0.3] {
+            let o = run(cfg(bound), size, random_loss(7 + i as u64, loss, loss), 1_000 * MS);
+            check_completed(&o, size, bound);
+        }
+    }
+}
+
+#[test]
+fn p0_with_loss_both_ways_delivers_everything() {
+    for seed in 1..6 {
+        let o = run(cfg(0.0), 300_000, random_loss(seed, 0.2, 0.2), 1_000 * MS);
+        check_completed(&o, 300_000, 0.0);
+        assert!(o.bubbles.is_empty());
+        assert!(o.sender.stats().retransmits > 0);
+    }
+}
+
+#[test]
+fn lost_last_data_packet_costs_one_rtt_not_an_rto() {
+    let size = 200_000;
+    let base = run(cfg(0.0), size, Box::new(|_, _| false), 100 * MS).delivered_at.unwrap();
+    let last = (size - 1) / 1440 * 1440;
+    let mut dropped = false;
+    let lose = Box::new(move |p: &mut Packet, _| {
+        let hit = !dropped && p.kind == PacketKind::Data && p.seq == last;
+        dropped |= hit;
+        hit
+    });
+    let o = run(cfg(0.0), size, lose, 100 * MS);
+    check_completed(&o, size, 0.0);
+    assert_eq!(o.sender.stats().retransmits, 1);
+    let t = o.delivered_at.unwrap();
+    assert!(t <= base + 2 * RTT, "lossless {base} ps, last lost {t} ps");
+    assert!(t < cfg(0.0).ctrl_rto, "no timeout involved");
+}
+
+#[test]
+fn control_loss_is_survived() {
+    // Lose the first copy of every control message and of every control ACK, both ways.
+    let mut seen = std::collections::HashSet::new();
+    let lose = Box::new(move |p: &mut Packet, _| p.kind != PacketKind::Data && seen.insert((p.kind, p.seq)));
+    let size = 100_000;
+    let o = run(cfg(0.0), size, lose, 100 * MS);
+    check_completed(&o, size, 0.0);
+    assert_eq!(o.delivered_bytes, Some(size));
+    assert!(o.sender.ctrl_retransmits() > 0 && o.receiver.ctrl_retransmits() > 0);
+    // START was lost: the zero-RTT data sent before it arrived was discarded and resent.
+    assert!(o.receiver.early_discards() > 0);
+    assert!(o.sender.stats().retransmits > 0);
+}
+
+#[test]
+fn heavy_control_loss_still_completes() {
+    for seed in 1..4 {
+        let o = run(cfg(0.05), 200_000, random_loss(seed, 0.1, 0.5), 10_000 * MS);
+        check_completed(&o, 200_000, 0.05);
+    }
+}
+
+#[test]
+fn strays_and_malformed_data_are_ignored() {
+    let mut r = DlcpReceiver::new(cfg(0.0), FLOW, DST, SRC, 10_000);
+    let start = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), FLOW, SRC, DST, 10_000, 64);
+    let data = |seq, len| Packet::data(FLOW, SRC, DST, seq, len, 60);
+    assert_eq!(r.receive(0, &data(0, 1440)), None);
+    assert_eq!(r.early_discards(), 1);
+    // A START of another size is not ours: refused, not acknowledged.
+    r.receive(0, &Packet { seq: 99, ..start });
+    assert_eq!((r.rejected(), r.poll_transmit(0)), (1, None));
+    r.receive(0, &start);
+    assert_eq!(r.poll_transmit(0).unwrap().kind, PacketKind::CtrlAck(CtrlOp::Start));
+    assert_eq!(r.receive(1, &data(0, 1440)), Some(0..1440));
+    assert_eq!(r.receive(1, &data(0, 1440)), None, "duplicate");
+    for (seq, len) in [(10, 1440), (1440, 100), (9_000, 2000), (u64::MAX - 5, 1440), (20_000, 1)] {
+        assert_eq!(r.receive(2, &data(seq, len)), None);
+    }
+    assert_eq!(r.rejected(), 6);
+    // Another flow, or the right flow from the wrong host, is not looked at.
+    assert_eq!(r.receive(3, &Packet { flow: FLOW + 1, ..data(1440, 1440) }), None);
+    assert_eq!(r.receive(3, &Packet { src: 9, ..data(1440, 1440) }), None);
+    assert_eq!(r.delivered_bytes(), 1440);
+}
+
+#[test]
+fn rate_control_halves_on_low_receive_rate_and_resets_on_retx() {
+    let c = cfg(0.0);
+    let line = c.line_rate_bps;
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
+    let report = |bps| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, bps, 64);
+    let mut t = 0;
+    // Send one whole period at line rate while the receiver reports a tenth of it.
+    while t < c.rate_period {
+        while s.poll_transmit(t).is_some() {}
+        if t > c.rate_period / 2 {
+            s.handle_packet(t, &report(line / 10));
+        }
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.rate_bps(), line / 2);
+    assert_eq!(s.rate_control().phase(), crate::cc::RatePhase::CongestionAvoidance);
+    // A healthy report in the next period: additive increase by 5% of line rate.
+    let end = 2 * c.rate_period;
+    while t < end {
+        while s.poll_transmit(t).is_some() {}
+        s.handle_packet(t, &report(line));
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.rate_bps(), line / 2 + line / 20);
+    // Pacing follows the rate: the gap after the next data packet is 1500 B at that rate.
+    while s.poll_transmit(t).is_some() {}
+    let t = s.poll_timeout().unwrap();
+    assert_eq!(s.poll_transmit(t).map(|p| p.kind), Some(PacketKind::Data));
+    assert_eq!(s.poll_timeout().unwrap() - t, serialization(1500, line / 2 + line / 20));
+    // A retransmission request (answering STOP 0, which this sender has not sent yet) is
+    // ignored; rate resets only for a request the sender acts on.
+    let retx = |arg| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, arg, 64);
+    s.handle_packet(t, &retx(RetxReq { round: 0, first: 0, count: 1 }.pack()));
+    assert_eq!((s.retx_ignored(), s.rate_bps()), (1, line / 2 + line / 20));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn bound_holds_for_random_losses(
+        seed: u64, size in 0u64..150_000, data_loss in 0.0f64..0.5, ctrl_loss in 0.0f64..0.3,
+        bound in prop_oneof![Just(0.0), 0.0f64..0.5], mss in 100u32..1500,
+    ) {
+        let c = DlcpConfig { mss, ..cfg(bound) };
+        // Some data is corrupted in flight: random offsets and lengths, mostly near or
+        // past the end of the tensor, which must never be placed outside it.
+        let mut rng = XorShift(seed ^ 0x5eed);
+        let mut lose = random_loss(seed, data_loss, ctrl_loss);
+        let o = run(c, size, Box::new(move |p: &mut Packet, to_rx| {
+            if p.kind == PacketKind::Data && rng.unit() < 0.05 {
+                p.seq = (rng.unit() * (size + 3000) as f64) as u64;
+                p.len = (rng.unit() * 3000.0) as u32;
+            }
+            lose(p, to_rx)
+        }), 100_000 * MS);
+        check_completed(&o, size, bound);
+        prop_assert!(o.receiver.delivered_fraction() >= 1.0 - bound - 1e-9);
+    }
+}
