@@ -183,9 +183,18 @@ struct Barrier
 };
 
 static std::vector<Barrier> g_barriers;
+static std::vector<uint64_t> g_uplinkTx; // packets sent by each leaf->spine port
+
+static void
+CountTx(uint64_t* counter, Ptr<const Packet>)
+{
+    ++*counter;
+}
 static bool g_preconnect = true;
 static Time g_shift = Seconds(0); // preconnect: time reserved for the handshakes
 static Time g_start = Seconds(0); // workload start (shift included)
+
+static int64_t g_traceFlow = -1; // LEAFSPINE_TRACE_FLOW=id: log that flow's sender
 
 static int64_t
 NowNs()
@@ -275,6 +284,10 @@ OnTx(uint32_t id, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBa
     if (seq < f.highTx)
     {
         f.retransmits++;
+        if (g_traceFlow == id)
+        {
+            std::fprintf(stderr, "%ld flow %u: retransmit seq %u\n", NowNs(), id, seq);
+        }
     }
     if (end > f.highTx)
     {
@@ -284,9 +297,14 @@ OnTx(uint32_t id, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBa
 
 static void
 OnCongState(uint32_t id,
-            TcpSocketState::TcpCongState_t,
+            TcpSocketState::TcpCongState_t old,
             TcpSocketState::TcpCongState_t now)
 {
+    if (g_traceFlow == id)
+    {
+        std::fprintf(stderr, "%ld flow %u: %s -> %s\n", NowNs(), id,
+                     TcpSocketState::TcpCongStateName[old], TcpSocketState::TcpCongStateName[now]);
+    }
     if (now == TcpSocketState::CA_LOSS)
     {
         g_flows[id].timeouts++;
@@ -441,6 +459,10 @@ main(int argc, char* argv[])
     double stopMs = 2000.0;
     std::string out = "flows.csv";
 
+    if (const char* t = getenv("LEAFSPINE_TRACE_FLOW"))
+    {
+        g_traceFlow = std::atol(t);
+    }
     CommandLine cmd(__FILE__);
     cmd.AddValue("spines", "number of spine switches", spines);
     cmd.AddValue("leaves", "number of leaf switches", leaves);
@@ -532,6 +554,9 @@ main(int argc, char* argv[])
     }
 
     // ----- Topology ---------------------------------------------------------------------
+    // Per-packet random choice among equal-cost next hops. Must be set before the stack is
+    // installed: each node's Ipv4GlobalRouting reads it when it is created.
+    Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
     NodeContainer hosts, leafSw, spineSw;
     hosts.Create(nHosts);
     leafSw.Create(leaves);
@@ -610,6 +635,7 @@ main(int argc, char* argv[])
         addr.NewNetwork();
         g_hostAddr[h] = ifc.GetAddress(0);
     }
+    std::vector<Ptr<NetDevice>> uplinkDevs;
     for (uint32_t l = 0; l < leaves; ++l)
     {
         for (uint32_t j = 0; j < uplinksPerLeaf; ++j)
@@ -617,11 +643,11 @@ main(int argc, char* argv[])
             NetDeviceContainer d = upLink.Install(leafSw.Get(l), spineSw.Get(j % spines));
             installSwitchPort(d.Get(0));
             installSwitchPort(d.Get(1));
+            uplinkDevs.push_back(d.Get(0));
             addr.Assign(d);
             addr.NewNetwork();
         }
     }
-    Config::SetDefault("ns3::Ipv4GlobalRouting::RandomEcmpRouting", BooleanValue(true));
     Ipv4GlobalRoutingHelper::PopulateRoutingTables();
 
     for (uint32_t h = 0; h < nHosts; ++h)
@@ -723,6 +749,13 @@ main(int argc, char* argv[])
         }
     }
 
+    g_uplinkTx.assign(uplinkDevs.size(), 0);
+    for (size_t u = 0; u < uplinkDevs.size(); ++u)
+    {
+        uplinkDevs[u]->TraceConnectWithoutContext("PhyTxBegin",
+                                                  MakeBoundCallback(&CountTx, &g_uplinkTx[u]));
+    }
+
     Simulator::Stop(g_shift + MilliSeconds(stopMs));
     Simulator::Run();
 
@@ -788,6 +821,14 @@ main(int argc, char* argv[])
                  static_cast<unsigned long>(marks),
                  peak,
                  out.c_str());
+    if (getenv("LEAFSPINE_UPLINKS"))
+    {
+        for (size_t u = 0; u < g_uplinkTx.size(); ++u)
+        {
+            std::fprintf(stderr, "leaf%zu uplink%zu: %lu packets\n", u / uplinksPerLeaf,
+                         u % uplinksPerLeaf, static_cast<unsigned long>(g_uplinkTx[u]));
+        }
+    }
     Simulator::Destroy();
     return unfinished == 0 ? 0 : 3;
 }
