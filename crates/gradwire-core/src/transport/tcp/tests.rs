@@ -145,6 +145,21 @@ fn rto_fires_and_backs_off_exponentially_up_to_max() {
 }
 
 #[test]
+fn dupacks_after_rto_do_not_trigger_fast_retransmit() {
+    let mut s = sender(TcpConfig::default(), 100 * MSS);
+    drain(&mut s, 0);
+    s.handle_timeout(10 * MS);
+    assert_eq!(drain(&mut s, 10 * MS).len(), 1);
+    // Late dupACKs from the original flight must not start a second reduction.
+    for _ in 0..5 {
+        s.handle_packet(11 * MS, &ack(0, false));
+    }
+    assert!(!s.in_recovery());
+    assert!(drain(&mut s, 11 * MS).is_empty());
+    assert_eq!((s.cwnd_bytes(), s.stats().retransmits), (MSS, 1));
+}
+
+#[test]
 fn rtt_estimate_karn_and_backoff_reset() {
     let cfg = TcpConfig { rto_min: US, ..TcpConfig::default() };
     let mut s = sender(cfg, 100 * MSS);
@@ -211,6 +226,24 @@ fn dctcp_alpha_estimator_converges_per_window() {
         }
         assert!((d.alpha - f).abs() < 0.02, "f = {f}: alpha = {}", d.alpha);
     }
+}
+
+#[test]
+fn dctcp_alpha_is_an_ewma_with_gain_g() {
+    let mut d = sender::Dctcp::new(1.0 / 16.0);
+    // ACK-clocked: ACK i arrives with 10 + i - 1 segments sent. The first window ends at
+    // the initial 10 segments; unmarked, it gives alpha = (1 - g) * 1.
+    let nxt = |i: u64| (9 + i) * MSS;
+    for i in 1..=10 {
+        d.on_ack(MSS, false, i * MSS, nxt(i));
+        assert_eq!(d.alpha, if i < 10 { 1.0 } else { 15.0 / 16.0 });
+    }
+    // The second window ends at segment 19: 9 ACKs, 3 of them marked.
+    for i in 11..=19 {
+        d.on_ack(MSS, i % 3 == 0, i * MSS, nxt(i));
+    }
+    let want = 15.0 / 16.0 * 15.0 / 16.0 + 1.0 / 3.0 / 16.0;
+    assert!((d.alpha - want).abs() < 1e-12, "{} != {want}", d.alpha);
 }
 
 #[test]
