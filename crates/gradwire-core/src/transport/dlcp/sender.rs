@@ -44,6 +44,8 @@ pub struct DlcpSender {
     sent_in_period: u64,
     /// Latest receive rate reported during the current period.
     report: Option<u64>,
+    /// A resend round started this period: no rate decision at its end.
+    skip_decision: bool,
 
     stats: EndpointStats,
     retx_ignored: u64,
@@ -71,6 +73,7 @@ impl DlcpSender {
             period_end: now.saturating_add(cfg.rate_period.max(1)),
             sent_in_period: 0,
             report: None,
+            skip_decision: false,
             stats: EndpointStats::default(),
             retx_ignored: 0,
             done_pending: false,
@@ -141,6 +144,10 @@ impl DlcpSender {
         }
         self.queue.push_back(first..end);
         self.cc.on_retransmit_request();
+        // Reports in flight describe the idle gap before this round; judging the new
+        // line-rate burst by them would halve it at once. Skip one decision.
+        self.report = None;
+        self.skip_decision = true;
     }
 
     fn on_finish(&mut self, now: Time) {
@@ -157,9 +164,10 @@ impl DlcpSender {
     /// Rate decision at the end of each period, on the latest report if one came.
     fn on_period(&mut self, now: Time) {
         let send_bps = self.cfg.bps(self.sent_in_period);
-        if let Some(recv_bps) = self.report.take() {
+        if let Some(recv_bps) = self.report.take().filter(|_| !self.skip_decision) {
             self.cc.on_period(send_bps, recv_bps);
         }
+        self.skip_decision = false;
         self.sent_in_period = 0;
         self.period_end = self.period_end.saturating_add(self.cfg.rate_period.max(1));
         if self.period_end <= now {
