@@ -215,6 +215,18 @@ pub enum WorkloadKind {
     Permutation,
     AllToAll,
     Ps,
+    /// One iteration of DNN gradient synchronization from a model profile.
+    Dnn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DnnPattern {
+    /// Parameter server, workers push then servers pull (dlcp.md §5.2.1).
+    #[default]
+    Ps,
+    /// Ring allreduce per bucket.
+    Ring,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -256,6 +268,22 @@ pub struct WorkloadCfg {
     /// flows: explicit list.
     #[serde(default)]
     pub flows: Vec<FlowCfg>,
+    /// dnn: embedded model profile (resnet18, resnet50, inception_v3, vgg16, alexnet, transformer).
+    #[serde(default = "d_model")]
+    pub model: String,
+    /// dnn: `ps` or `ring`.
+    #[serde(default)]
+    pub pattern: DnnPattern,
+    /// dnn/ps: tensors larger than this are split evenly over all servers.
+    #[serde(default = "d_split_bytes")]
+    pub split_bytes: u64,
+    /// dnn: fuse consecutive layers into buckets of at least this many bytes (0 = per layer).
+    #[serde(default)]
+    pub bucket_bytes: u64,
+    /// dnn: start each layer's transfers when backward makes its gradient ready
+    /// (false: everything starts at `start_us`).
+    #[serde(default = "d_true")]
+    pub compute: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -308,6 +336,12 @@ fn d_stop_ms() -> f64 {
 }
 fn d_true() -> bool {
     true
+}
+fn d_model() -> String {
+    "resnet50".into()
+}
+fn d_split_bytes() -> u64 {
+    4_000_000
 }
 
 /// One concrete simulation of a scenario file: a point of its sweep.
@@ -584,6 +618,26 @@ impl Scenario {
                     for (i, &h) in hosts.iter().enumerate() {
                         host(&format!("workload.hosts.{i}"), h)?;
                     }
+                }
+            }
+            WorkloadKind::Dnn => {
+                crate::models::load(&w.model)?;
+                nonzero("workload.workers", w.workers as u64)?;
+                if w.pattern == DnnPattern::Ps {
+                    nonzero("workload.servers", w.servers as u64)?;
+                }
+                let hosts_needed = if w.colocated || w.pattern == DnnPattern::Ring { w.workers } else { w.workers + w.servers };
+                if hosts_needed > n {
+                    return Err(ScenarioError::new(
+                        "workload.workers",
+                        format!("{hosts_needed} hosts needed but the topology has {n}"),
+                    ));
+                }
+                if w.colocated && w.servers > w.workers {
+                    return Err(ScenarioError::new(
+                        "workload.servers",
+                        format!("colocated servers ({}) cannot outnumber workers ({})", w.servers, w.workers),
+                    ));
                 }
             }
             WorkloadKind::Ps => {

@@ -88,7 +88,7 @@ impl Simulation {
         let fabric = Fabric::build(&s, &topo);
         let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
-        let workload = workload::build(&s, &topo, &mut rng);
+        let workload = workload::build(&s, &topo, &mut rng)?;
 
         let sampled_ports = s
             .output

@@ -2,7 +2,10 @@
 //! its dependants when the count reaches zero: a PS server's pulls wait on one barrier
 //! fed by every push to it, instead of one edge per (push, pull) pair.
 
-use crate::scenario::{Scenario, WorkloadKind};
+pub mod dnn;
+
+use crate::models;
+use crate::scenario::{Scenario, ScenarioError, WorkloadKind};
 use crate::topology::Topology;
 use gradwire_core::time::{from_us, Time};
 use rand::Rng;
@@ -18,6 +21,10 @@ pub struct FlowSpec {
     pub gate: Option<u32>,
     /// Barriers this flow's completion counts toward.
     pub feeds: Vec<u32>,
+    /// DNN layer the data belongs to (0 = input side) and the model's layer count, for
+    /// layer-priority tagging; (0, 1) for non-DNN traffic.
+    pub layer: u32,
+    pub layers: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,7 +41,11 @@ pub struct Workload {
 
 impl Workload {
     fn flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time) -> u32 {
-        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new() });
+        self.tagged_flow(src, dst, bytes, start, 0, 1)
+    }
+
+    fn tagged_flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time, layer: u32, layers: u32) -> u32 {
+        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers });
         (self.flows.len() - 1) as u32
     }
 
@@ -56,7 +67,7 @@ pub fn round_robin_host(topo: &Topology, i: u32) -> u32 {
     (i % topo.racks) * topo.hosts_per_rack + i / topo.racks
 }
 
-pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Workload {
+pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Workload, ScenarioError> {
     let w = &s.workload;
     let start = from_us(w.start_us);
     let n = topo.hosts;
@@ -104,8 +115,9 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Workload {
             }
         }
         WorkloadKind::Ps => ps(&mut out, s, topo, start),
+        WorkloadKind::Dnn => dnn::build(&mut out, s, topo, &models::load(&w.model)?, start, rng),
     }
-    out
+    Ok(out)
 }
 
 /// Workers push `push_bytes / servers` to every server; a server that has every push
