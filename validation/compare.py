@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""Cross-check gradwire's flow completion times against ns-3.37.
+
+For every scenario and transport, run gradwire and the ns-3 reference program
+(validation/ns3/leafspine.cc) on the same topology and workload, both read from the same
+scenario TOML, and compare mean and p99 flow completion time (FCT). A row PASSes when both
+are within the tolerance (15 % by default) of ns-3.
+
+    python validation/compare.py                      # the default matrix (see below)
+    python validation/compare.py --seeds 1,2,3 --scenarios scenarios/incast-dctcp.toml
+
+ns-3.37's global routing only has per-packet random ECMP, so gradwire runs with
+`routing.mode = "spray"` (per-packet uniform random) for the comparison. FCTs of all seeds
+are pooled before taking mean and p99.
+
+Writes validation/results.csv and validation/results.md (unless --no-write). Exits 1 if
+any simulator run fails, 0 otherwise (add --strict to also exit 1 on a FAIL row).
+See docs/validation.md for the method and the parameter mapping.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VALIDATION = ROOT / "validation"
+NS3_DIR = VALIDATION / "ns3"
+NS3_BIN = NS3_DIR / "build" / "leafspine"
+OUR_BIN = ROOT / "target" / "release" / "gradwire-sim"
+
+DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctcp.toml"]
+DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
+
+# gradwire's defaults (crates/gradwire-sim/src/scenario.rs) for keys a scenario may omit.
+TOPOLOGY_DEFAULTS = dict(
+    kind="leaf_spine", spines=4, leaves=9, hosts_per_leaf=16, host_link_gbps=100.0,
+    uplinks_per_leaf=4, uplink_gbps=100.0, link_delay_ns=10_650,
+)
+SWITCH_DEFAULTS = dict(buffer="per_port", buffer_bytes=512_000, ecn_threshold_packets=65,
+                       drop_threshold_packets=0)
+TRANSPORT_DEFAULTS = dict(
+    kind="dctcp", mss_bytes=1460, header_bytes=40, ack_bytes=40, init_cwnd_packets=10,
+    rto_min_us=10_000.0, rto_initial_us=None, dupack_threshold=3, dctcp_g=1.0 / 16.0,
+)
+
+
+class Unsupported(Exception):
+    """The scenario uses something the ns-3 reference program does not model."""
+
+
+def _section(scn: dict, name: str, defaults: dict) -> dict:
+    out = dict(defaults)
+    out.update(scn.get(name, {}))
+    return out
+
+
+def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
+    """Map a gradwire scenario (parsed TOML) to leafspine.cc's command line."""
+    topo = _section(scn, "topology", TOPOLOGY_DEFAULTS)
+    sw = _section(scn, "switch", SWITCH_DEFAULTS)
+    tr = _section(scn, "transport", TRANSPORT_DEFAULTS)
+    wl = scn["workload"]
+    if topo["kind"] != "leaf_spine":
+        raise Unsupported(f"topology.kind = {topo['kind']!r} (only leaf_spine)")
+    if sw["buffer"] != "per_port":
+        raise Unsupported(f"switch.buffer = {sw['buffer']!r} (only per_port)")
+    if sw["drop_threshold_packets"]:
+        raise Unsupported("switch.drop_threshold_packets")
+    if scn.get("failures"):
+        raise Unsupported("failures")
+    if scn.get("host", {}).get("nic_queue_bytes", 0):
+        raise Unsupported("host.nic_queue_bytes (ns-3 side models an unbounded NIC queue)")
+    if tr["header_bytes"] != 40 or tr["ack_bytes"] != 40:
+        raise Unsupported("header_bytes/ack_bytes other than 40 (ns-3 sends real IPv4+TCP headers)")
+    if tr["dupack_threshold"] != 3:
+        raise Unsupported("transport.dupack_threshold other than 3")
+    args = [
+        f"--spines={topo['spines']}",
+        f"--leaves={topo['leaves']}",
+        f"--hostsPerLeaf={topo['hosts_per_leaf']}",
+        f"--hostGbps={topo['host_link_gbps']}",
+        f"--uplinksPerLeaf={topo['uplinks_per_leaf']}",
+        f"--uplinkGbps={topo['uplink_gbps']}",
+        f"--linkDelayNs={topo['link_delay_ns']}",
+        f"--bufferBytes={sw['buffer_bytes']}",
+        f"--ecnThresholdPackets={sw['ecn_threshold_packets']}",
+        f"--transport={transport}",
+        f"--mss={tr['mss_bytes']}",
+        f"--initCwnd={tr['init_cwnd_packets']}",
+        f"--rtoMinUs={tr['rto_min_us']}",
+        f"--rtoInitialUs={tr['rto_initial_us'] if tr['rto_initial_us'] is not None else tr['rto_min_us']}",
+        f"--dctcpG={tr['dctcp_g']}",
+        "--ecmp=spray",
+        f"--seed={seed}",
+        f"--stopMs={scn.get('stop_ms', 1000.0)}",
+        f"--startUs={wl.get('start_us', 0.0)}",
+    ]
+    kind = wl["kind"]
+    if kind == "incast":
+        args += ["--workload=incast", f"--receiver={wl.get('receiver', 0)}",
+                 f"--flowBytes={wl.get('flow_bytes', 0)}"]
+        if wl.get("sender_list") is not None:
+            args.append("--senderList=" + ",".join(str(h) for h in wl["sender_list"]))
+        else:
+            args.append(f"--senders={wl.get('senders', 0)}")
+    elif kind == "ps":
+        push = wl.get("push_bytes", 0)
+        pull = wl.get("pull_bytes", push)
+        args += ["--workload=ps", f"--workers={wl['workers']}", f"--servers={wl['servers']}",
+                 f"--colocated={'true' if wl.get('colocated', True) else 'false'}",
+                 f"--pushBytes={push}", f"--pullBytes={pull}"]
+    else:
+        raise Unsupported(f"workload.kind = {kind!r} (only incast and ps)")
+    return args
+
+
+# --------------------------------------------------------------------------------------
+# Running the two simulators
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class Run:
+    ok: bool
+    fcts: list[int] = field(default_factory=list)
+    unfinished: int = 0
+    wall_s: float = 0.0
+    error: str = ""
+
+
+def read_fcts(path: Path) -> tuple[list[int], int]:
+    fcts, unfinished = [], 0
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            if row.get("fct_ns"):
+                fcts.append(int(float(row["fct_ns"])))
+            else:
+                unfinished += 1
+    return fcts, unfinished
+
+
+def our_command(scenario: Path, out: Path, transport: str, seed: int) -> list[str]:
+    sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray"]
+    if OUR_BIN.exists():
+        return [str(OUR_BIN), str(scenario), "--out", str(out), "--seed", str(seed), *sets, "--quiet"]
+    cli = shutil.which("gradwire")
+    if cli:
+        return [cli, "sim", str(scenario), "--out", str(out), "--set", f"seed={seed}", *sets]
+    raise FileNotFoundError("neither target/release/gradwire-sim nor the `gradwire` CLI exists "
+                            "(cargo build --release -p gradwire-sim)")
+
+
+def find_flows_csv(out: Path) -> Path:
+    direct = out / "flows.csv"
+    if direct.exists():
+        return direct
+    found = sorted(out.glob("*/flows.csv"))  # the CLI writes DIR/<run>/flows.csv
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one flows.csv under {out}, found {len(found)}")
+    return found[0]
+
+
+def run_child(cmd: list[str], log: Path) -> tuple[int, float]:
+    t0 = time.monotonic()
+    with open(log, "w") as lf:
+        rc = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    return rc, time.monotonic() - t0
+
+
+def run_ours(scenario: Path, transport: str, seed: int, work: Path) -> Run:
+    out = work / f"ours-{transport}-s{seed}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    try:
+        cmd = our_command(scenario, out, transport, seed)
+    except FileNotFoundError as e:
+        return Run(False, error=str(e))
+    rc, wall = run_child(cmd, out / "log.txt")
+    if rc != 0:
+        return Run(False, wall_s=wall, error=f"exit {rc}: {tail(out / 'log.txt')}")
+    try:
+        fcts, unfinished = read_fcts(find_flows_csv(out))
+    except (OSError, ValueError) as e:
+        return Run(False, wall_s=wall, error=str(e))
+    return Run(True, fcts, unfinished, wall)
+
+
+def run_ns3(scn: dict, transport: str, seed: int, work: Path) -> Run:
+    out = work / f"ns3-{transport}-s{seed}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    try:
+        args = ns3_args(scn, transport, seed)
+    except Unsupported as e:
+        return Run(False, error=f"not modelled on the ns-3 side: {e}")
+    cmd = [str(NS3_BIN), *args, f"--out={out / 'flows.csv'}"]
+    (out / "cmd.txt").write_text(" ".join(cmd) + "\n")
+    rc, wall = run_child(cmd, out / "log.txt")
+    # leafspine exits 3 when some flow did not finish by stop_ms: still a result
+    if rc not in (0, 3) or not (out / "flows.csv").exists():
+        return Run(False, wall_s=wall, error=f"exit {rc}: {tail(out / 'log.txt')}")
+    fcts, unfinished = read_fcts(out / "flows.csv")
+    return Run(True, fcts, unfinished, wall)
+
+
+def tail(path: Path, n: int = 3) -> str:
+    try:
+        return " | ".join(path.read_text().strip().splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def build_ns3() -> None:
+    subprocess.run(["bash", str(NS3_DIR / "build.sh")], check=True)
+
+
+# --------------------------------------------------------------------------------------
+# Statistics and reporting
+# --------------------------------------------------------------------------------------
+
+def percentile(sorted_vals: list[int], q: float) -> float:
+    """Nearest-rank percentile, as gradwire's summary.json computes it."""
+    if not sorted_vals:
+        return math.nan
+    rank = math.ceil(q / 100.0 * len(sorted_vals))
+    return float(sorted_vals[min(max(rank, 1), len(sorted_vals)) - 1])
+
+
+def rel(ours: float, ref: float) -> float:
+    return (ours - ref) / ref if ref else math.nan
+
+
+@dataclass
+class Row:
+    scenario: str
+    transport: str
+    seeds: str
+    flows: int
+    ours_mean_us: float
+    ns3_mean_us: float
+    ours_p99_us: float
+    ns3_p99_us: float
+    mean_diff: float
+    p99_diff: float
+    ours_wall_s: float
+    ns3_wall_s: float
+    verdict: str
+    note: str = ""
+
+
+COLUMNS = ["scenario", "transport", "seeds", "flows", "ours_mean_us", "ns3_mean_us", "mean_diff",
+           "ours_p99_us", "ns3_p99_us", "p99_diff", "verdict", "ours_wall_s", "ns3_wall_s", "note"]
+
+
+def fmt(row: Row, col: str) -> str:
+    v = getattr(row, col)
+    if col.endswith("_diff"):
+        return "n/a" if math.isnan(v) else f"{v * 100:+.1f}%"
+    if col.endswith("_us"):
+        return "n/a" if math.isnan(v) else f"{v:.1f}"
+    if col.endswith("_s"):
+        return f"{v:.1f}"
+    return str(v)
+
+
+HEAD = {"scenario": "scenario", "transport": "transport", "seeds": "seeds", "flows": "flows",
+        "ours_mean_us": "mean ours (us)", "ns3_mean_us": "mean ns-3 (us)", "mean_diff": "Δ mean",
+        "ours_p99_us": "p99 ours (us)", "ns3_p99_us": "p99 ns-3 (us)", "p99_diff": "Δ p99",
+        "verdict": "verdict", "ours_wall_s": "wall ours (s)", "ns3_wall_s": "wall ns-3 (s)",
+        "note": "note"}
+TABLE_COLS = COLUMNS[:-1]
+
+
+def print_table(rows: list[Row]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        cells = [[HEAD[c] for c in TABLE_COLS]] + [[fmt(r, c) for c in TABLE_COLS] for r in rows]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(TABLE_COLS))]
+        for k, line in enumerate(cells):
+            print("  ".join(v.rjust(w) if k and i > 1 else v.ljust(w)
+                            for i, (v, w) in enumerate(zip(line, widths))))
+            if k == 0:
+                print("  ".join("-" * w for w in widths))
+        for r in rows:
+            if r.note:
+                print(f"note [{r.scenario} {r.transport}]: {r.note}")
+        return
+    table = Table(title="gradwire vs ns-3.37 (FCT)")
+    for c in TABLE_COLS:
+        table.add_column(HEAD[c], justify="left" if c in ("scenario", "transport") else "right")
+    for r in rows:
+        style = {"PASS": "green", "FAIL": "red"}.get(r.verdict, "yellow")
+        table.add_row(*[fmt(r, c) for c in TABLE_COLS], style=style)
+    Console().print(table)
+    for r in rows:
+        if r.note:
+            print(f"note [{r.scenario} {r.transport}]: {r.note}")
+
+
+def write_outputs(rows: list[Row], tol: float, command: str) -> None:
+    with open(VALIDATION / "results.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        for r in rows:
+            w.writerow([fmt(r, c) if c.endswith("_diff") else
+                        (f"{getattr(r, c):.3f}" if isinstance(getattr(r, c), float) else getattr(r, c))
+                        for c in COLUMNS])
+    md_cols = [c for c in TABLE_COLS if not c.endswith("_wall_s")]
+    lines = [
+        f"<!-- generated by `{command}` -->",
+        "| " + " | ".join(HEAD[c] for c in md_cols) + " |",
+        "|" + "|".join("---" if c in ("scenario", "transport") else "---:" for c in md_cols) + "|",
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(
+            (f"**{r.verdict}**" if c == "verdict" else fmt(r, c)) for c in md_cols) + " |")
+    lines.append("")
+    lines.append(f"PASS: mean and p99 FCT both within {tol * 100:.0f} % of ns-3. "
+                 "gradwire runs with `routing.mode = \"spray\"` (ns-3.37 has only per-packet ECMP).")
+    notes = [f"- {r.scenario} / {r.transport}: {r.note}" for r in rows if r.note]
+    if notes:
+        lines += ["", *notes]
+    (VALIDATION / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenarios", nargs="+", default=DEFAULT_SCENARIOS)
+    ap.add_argument("--transports", nargs="+", default=DEFAULT_TRANSPORTS,
+                    choices=DEFAULT_TRANSPORTS)
+    ap.add_argument("--seeds", default=None,
+                    help="comma-separated seeds, pooled (default: 1,2,3 for scenarios with "
+                         "fewer than 1000 flows, else 1)")
+    ap.add_argument("--tolerance", type=float, default=0.15)
+    ap.add_argument("--work", default=str(VALIDATION / "out"),
+                    help="directory for the runs' outputs (default validation/out, gitignored)")
+    ap.add_argument("--no-write", action="store_true",
+                    help="do not write validation/results.csv and results.md")
+    ap.add_argument("--strict", action="store_true", help="exit 1 if a row FAILs")
+    args = ap.parse_args(argv)
+
+    os.chdir(ROOT)
+    build_ns3()
+    rows: list[Row] = []
+    failed_runs = 0
+    for scen in args.scenarios:
+        path = (ROOT / scen).resolve()
+        with open(path, "rb") as f:
+            scn = tomllib.load(f)
+        name = scn.get("name", path.stem)
+        for transport in args.transports:
+            if args.seeds:
+                seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+            else:
+                seeds = None  # decided after the first run, from its flow count
+            work = Path(args.work) / name
+            ours_f, ns3_f, ours_wall, ns3_wall = [], [], 0.0, 0.0
+            errors, unfinished = [], 0
+            done_seeds = []
+            pending = list(seeds) if seeds else [1]
+            while pending:
+                seed = pending.pop(0)
+                print(f"[{name} {transport} seed {seed}] gradwire ...", flush=True)
+                a = run_ours(path, transport, seed, work)
+                print(f"[{name} {transport} seed {seed}] ns-3 ...", flush=True)
+                b = run_ns3(scn, transport, seed, work)
+                for who, r in (("gradwire", a), ("ns-3", b)):
+                    if not r.ok:
+                        errors.append(f"{who} seed {seed}: {r.error}")
+                if not (a.ok and b.ok):
+                    continue
+                done_seeds.append(seed)
+                ours_f += a.fcts
+                ns3_f += b.fcts
+                ours_wall += a.wall_s
+                ns3_wall += b.wall_s
+                unfinished += a.unfinished + b.unfinished
+                if seeds is None and seed == 1 and len(b.fcts) < 1000:
+                    pending += [2, 3]
+            if errors:
+                failed_runs += 1
+                for e in errors:
+                    print(f"ERROR [{name} {transport}] {e}", file=sys.stderr)
+            if not done_seeds:
+                rows.append(Row(name, transport, "-", 0, *([math.nan] * 6), 0.0, 0.0, "ERROR",
+                                note="; ".join(errors)))
+                continue
+            ours_f.sort()
+            ns3_f.sort()
+            om, nm = sum(ours_f) / len(ours_f) / 1e3, sum(ns3_f) / len(ns3_f) / 1e3
+            op, np_ = percentile(ours_f, 99) / 1e3, percentile(ns3_f, 99) / 1e3
+            md, pd = rel(om, nm), rel(op, np_)
+            ok = abs(md) <= args.tolerance and abs(pd) <= args.tolerance
+            note = "; ".join(errors)
+            if unfinished:
+                note = (note + "; " if note else "") + f"{unfinished} flows unfinished at stop_ms"
+            if len(ours_f) != len(ns3_f):
+                note = (note + "; " if note else "") + \
+                    f"flow counts differ: ours {len(ours_f)}, ns-3 {len(ns3_f)}"
+            rows.append(Row(name, transport, ",".join(map(str, done_seeds)), len(ns3_f),
+                            om, nm, op, np_, md, pd, ours_wall, ns3_wall,
+                            "PASS" if ok else "FAIL", note))
+    print()
+    print_table(rows)
+    if not args.no_write:
+        command = "python validation/compare.py" + (" " + " ".join(argv if argv is not None
+                                                                   else sys.argv[1:])).rstrip()
+        write_outputs(rows, args.tolerance, command.strip())
+        print(f"\nwrote {VALIDATION / 'results.csv'} and {VALIDATION / 'results.md'}")
+    if failed_runs:
+        return 1
+    if args.strict and any(r.verdict != "PASS" for r in rows):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
