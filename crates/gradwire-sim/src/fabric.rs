@@ -2,7 +2,7 @@
 //! packet pool.
 
 use crate::routing::{Hop, PortId};
-use crate::scenario::{BufferMode, Scenario};
+use crate::scenario::{BufferMode, Scenario, SwitchPolicy};
 use crate::topology::{NodeId, NodeKind, Topology};
 use gradwire_core::switch::{BufferPool, EgressPort, PortConfig};
 use gradwire_core::time::{serialization, Time};
@@ -96,7 +96,10 @@ pub struct Fabric {
 impl Fabric {
     pub fn build(s: &Scenario, topo: &Topology) -> Fabric {
         let sw = &s.switch;
-        let switch_port = PortConfig::uniform(sw.queues, sw.ecn_threshold_packets, sw.drop_threshold_packets);
+        let switch_port = match sw.policy {
+            SwitchPolicy::Plain => PortConfig::uniform(sw.queues, sw.ecn_threshold_packets, sw.drop_threshold_packets),
+            SwitchPolicy::Dlcp => PortConfig::dlcp(sw.queues, sw.ecn_threshold_packets, sw.dlcp_d, sw.drop_threshold_packets),
+        };
         let nic_port = PortConfig::uniform(sw.queues, 0, 0);
         let mut pools = Vec::new();
         // one shared pool per switch, created on demand

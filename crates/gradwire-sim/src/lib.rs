@@ -18,6 +18,7 @@ pub mod routing;
 pub mod scenario;
 pub mod sim;
 pub mod topology;
+pub mod transports;
 pub mod workload;
 
 pub use output::Summary;

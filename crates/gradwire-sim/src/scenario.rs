@@ -126,6 +126,19 @@ pub struct SwitchCfg {
     pub drop_threshold_packets: u32,
     /// Strict-priority queues per port (1..=8).
     pub queues: u8,
+    /// `plain`: ECN marking per queue. `dlcp`: queue 0 for control, data queue i marks
+    /// important and drops unimportant packets above `ecn_threshold_packets * (1 + (i-1) d)`.
+    pub policy: SwitchPolicy,
+    /// DLCP threshold step `d`.
+    pub dlcp_d: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchPolicy {
+    #[default]
+    Plain,
+    Dlcp,
 }
 
 impl Default for SwitchCfg {
@@ -137,6 +150,8 @@ impl Default for SwitchCfg {
             ecn_threshold_packets: 65,
             drop_threshold_packets: 0,
             queues: 8,
+            policy: SwitchPolicy::Plain,
+            dlcp_d: 0.5,
         }
     }
 }
@@ -169,6 +184,9 @@ pub struct RoutingCfg {
 pub enum TransportKind {
     Newreno,
     Dctcp,
+    /// DLCP bounded-loss transport (dlcp.md §3.2.1); pair with `switch.policy = "dlcp"`
+    /// and `routing.mode = "spray"` for the full design.
+    Dlcp,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -185,8 +203,21 @@ pub struct TransportCfg {
     pub rto_initial_us: Option<f64>,
     pub dupack_threshold: u32,
     pub dctcp_g: f64,
-    /// Switch queue for the flows' packets (0 = highest priority).
+    /// Switch queue for the flows' packets (0 = highest priority). DLCP ignores it: its
+    /// control uses queue 0 and data the layer queue `1 + floor(layer * (queues-1) / layers)`.
     pub priority: u8,
+    /// DLCP: share of a transfer that may be lost (push, and every non-PS flow).
+    pub loss_bound: f64,
+    /// DLCP: loss bound of PS pulls (aggregated, hence more important: tighter).
+    pub pull_loss_bound: f64,
+    /// DLCP: share of segments tagged important (ECN-capable); 0.5 mimics the median rule.
+    pub important_fraction: f64,
+    /// DLCP minimal rate control: period, halving factor delta, additive increase.
+    pub rate_period_us: f64,
+    pub rate_delta: f64,
+    pub rate_increase_frac: f64,
+    /// DLCP: retransmission timeout of control messages.
+    pub ctrl_rto_us: f64,
 }
 
 impl Default for TransportCfg {
@@ -203,6 +234,13 @@ impl Default for TransportCfg {
             dupack_threshold: 3,
             dctcp_g: 1.0 / 16.0,
             priority: 0,
+            loss_bound: 0.1,
+            pull_loss_bound: 0.01,
+            important_fraction: 0.5,
+            rate_period_us: 200.0,
+            rate_delta: 2.0,
+            rate_increase_frac: 0.05,
+            ctrl_rto_us: 1000.0,
         }
     }
 }
@@ -527,6 +565,24 @@ impl Scenario {
         }
         if !(tr.dctcp_g > 0.0 && tr.dctcp_g <= 1.0) {
             return Err(ScenarioError::new("transport.dctcp_g", format!("must be in (0, 1] (got {})", tr.dctcp_g)));
+        }
+        for (key, v) in [("transport.loss_bound", tr.loss_bound), ("transport.pull_loss_bound", tr.pull_loss_bound),
+                         ("transport.important_fraction", tr.important_fraction)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(ScenarioError::new(key, format!("must be in [0, 1] (got {v})")));
+            }
+        }
+        positive("transport.rate_period_us", tr.rate_period_us)?;
+        positive("transport.rate_delta", tr.rate_delta)?;
+        positive("transport.ctrl_rto_us", tr.ctrl_rto_us)?;
+        if !(0.0..=1.0).contains(&tr.rate_increase_frac) {
+            return Err(ScenarioError::new("transport.rate_increase_frac", format!("must be in [0, 1] (got {})", tr.rate_increase_frac)));
+        }
+        if !(s.dlcp_d.is_finite() && s.dlcp_d >= 0.0) {
+            return Err(ScenarioError::new("switch.dlcp_d", format!("must be >= 0 (got {})", s.dlcp_d)));
+        }
+        if tr.kind == TransportKind::Dlcp && s.queues < 2 {
+            return Err(ScenarioError::new("switch.queues", "DLCP needs at least 2 queues (control + data)"));
         }
         if tr.priority >= s.queues {
             return Err(ScenarioError::new(

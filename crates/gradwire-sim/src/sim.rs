@@ -4,12 +4,12 @@ use crate::engine::{EventQueue, Target};
 use crate::fabric::{Fabric, PktId};
 use crate::output::{QueueSample, Summary};
 use crate::routing::{PortId, Routes};
-use crate::scenario::{RoutingMode, Scenario, ScenarioError, TransportKind};
+use crate::scenario::{RoutingMode, Scenario, ScenarioError};
+use crate::transports::EndpointFactory;
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::{self, Workload};
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
-use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
 use rand::{Rng, SeedableRng};
@@ -63,7 +63,7 @@ pub struct Simulation {
     timer_at: Vec<Time>,
     events: EventQueue,
     rng: Xoshiro256PlusPlus,
-    tcp: TcpConfig,
+    factory: EndpointFactory,
     pub(crate) now: Time,
     stop: Time,
     pub(crate) events_processed: u64,
@@ -111,23 +111,7 @@ impl Simulation {
             .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
 
-        let tr = &s.transport;
-        let tcp = TcpConfig {
-            mss: tr.mss_bytes,
-            header_bytes: tr.header_bytes,
-            ack_bytes: tr.ack_bytes,
-            init_cwnd_packets: tr.init_cwnd_packets,
-            rto_min: from_us(tr.rto_min_us),
-            rto_max: from_us(tr.rto_max_us),
-            rto_initial: from_us(tr.rto_initial_us.unwrap_or(tr.rto_min_us)),
-            dupack_threshold: tr.dupack_threshold,
-            cc: match tr.kind {
-                TransportKind::Newreno => CongestionControl::NewReno,
-                TransportKind::Dctcp => CongestionControl::Dctcp { g: tr.dctcp_g },
-            },
-            priority: tr.priority,
-        };
-
+        let factory = EndpointFactory::new(&s);
         let nflows = workload.flows.len();
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,
@@ -137,7 +121,7 @@ impl Simulation {
             timer_at: vec![Time::MAX; 2 * nflows],
             events: EventQueue::new(),
             rng,
-            tcp,
+            factory,
             now: 0,
             events_processed: 0,
             flows_done: 0,
@@ -248,12 +232,12 @@ impl Simulation {
 
     fn start_flow(&mut self, f: u32) {
         let spec = &self.workload.flows[f as usize];
-        let (src, dst, bytes) = (spec.src, spec.dst, spec.bytes);
         self.flows[f as usize].started = Some(self.now);
-        let sender = TcpSender::new(self.tcp, f, src, dst, bytes, self.now);
-        let receiver = TcpReceiver::new(self.tcp, f, dst, src, bytes);
-        self.endpoints[2 * f as usize] = Some(Box::new(sender));
-        self.endpoints[2 * f as usize + 1] = Some(Box::new(receiver));
+        let nic = self.fabric.node_ports[spec.src as usize][0];
+        let rate = self.fabric.ports[nic as usize].bits_per_sec;
+        let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
+        self.endpoints[2 * f as usize] = Some(sender);
+        self.endpoints[2 * f as usize + 1] = Some(receiver);
         self.drive(2 * f);
         self.drive(2 * f + 1);
     }

@@ -70,7 +70,10 @@ pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelPro
                     let pushes: Vec<u32> =
                         remote.clone().map(|wk| out.tagged_flow(wk, srv, bytes, ready_at(b), b.front_layer, layers)).collect();
                     let pulls: Vec<u32> =
-                        remote.map(|wk| out.tagged_flow(srv, wk, bytes, ready_at(b), b.front_layer, layers)).collect();
+                        remote.map(|wk| {
+                            let f = out.tagged_flow(srv, wk, bytes, ready_at(b), b.front_layer, layers);
+                            out.mark_pull(f)
+                        }).collect();
                     out.barrier(&pushes, &pulls);
                 }
             }

@@ -25,6 +25,8 @@ pub struct FlowSpec {
     /// layer-priority tagging; (0, 1) for non-DNN traffic.
     pub layer: u32,
     pub layers: u32,
+    /// A PS pull (server to worker): loss-tolerant transports use the pull bound.
+    pub pull: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,8 +47,13 @@ impl Workload {
     }
 
     fn tagged_flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time, layer: u32, layers: u32) -> u32 {
-        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers });
+        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers, pull: false });
         (self.flows.len() - 1) as u32
+    }
+
+    fn mark_pull(&mut self, f: u32) -> u32 {
+        self.flows[f as usize].pull = true;
+        f
     }
 
     /// A barrier released when every flow in `after` finishes, gating every flow in `then`.
@@ -145,7 +152,10 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
         let pulls: Vec<u32> = workers
             .iter()
             .filter(|&&wk| wk != srv && share(pull_total, j) > 0)
-            .map(|&wk| out.flow(srv, wk, share(pull_total, j), start))
+            .map(|&wk| {
+                let f = out.flow(srv, wk, share(pull_total, j), start);
+                out.mark_pull(f)
+            })
             .collect();
         out.barrier(&pushes, &pulls);
     }
