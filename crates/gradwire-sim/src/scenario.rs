@@ -86,6 +86,9 @@ pub struct TopologyCfg {
     pub link_gbps: f64,
     /// Propagation delay of every link.
     pub link_delay_ns: u64,
+    /// Random non-congestion loss: each packet crossing any link is lost with this
+    /// probability (ltp.md §V-C sweeps 0 to 1%).
+    pub link_loss_rate: f64,
 }
 
 impl Default for TopologyCfg {
@@ -101,6 +104,7 @@ impl Default for TopologyCfg {
             k: 4,
             link_gbps: 100.0,
             link_delay_ns: 10_650,
+            link_loss_rate: 0.0,
         }
     }
 }
@@ -547,6 +551,9 @@ impl Scenario {
                 }
                 positive("topology.link_gbps", t.link_gbps)?;
             }
+        }
+        if !(0.0..1.0).contains(&t.link_loss_rate) {
+            return Err(ScenarioError::new("topology.link_loss_rate", format!("must be in [0, 1) (got {})", t.link_loss_rate)));
         }
         let s = &self.switch;
         nonzero("switch.buffer_bytes", s.buffer_bytes)?;

@@ -397,6 +397,11 @@ impl Simulation {
             self.events.push(next, Target::Arrive(port));
         }
         let to = pr.to;
+        let loss = self.scenario.topology.link_loss_rate;
+        if loss > 0.0 && self.rng.gen::<f64>() < loss {
+            self.fabric.ports[port as usize].queue.count_drop(DropReason::RandomLoss);
+            return self.drop(id, DropReason::RandomLoss);
+        }
         match self.topo.nodes[to as usize].kind {
             NodeKind::Switch => self.forward(to, id),
             NodeKind::Host => self.receive(to, id),

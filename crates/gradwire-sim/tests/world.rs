@@ -162,3 +162,17 @@ fn bad_queue_port_is_named() {
         .unwrap();
     assert_eq!(e.key, "output.queue_ports.0");
 }
+
+#[test]
+fn random_link_loss_is_counted_and_recovered() {
+    let s = sim(INCAST, &["topology.link_loss_rate=0.01", "transport.kind=newreno"]);
+    let sum = s.summary();
+    assert_eq!(sum.flows_finished, 11);
+    let lost = sum.drops["random_loss"];
+    // 11 x 300 KB over 3-4 links each way: ~2300 data packets x ~4 hops, ~1% lost
+    assert!(lost > 20 && lost < 400, "{lost}");
+    assert!(sum.retransmits > 0);
+    assert!(sum.packets.conserved);
+    let e = load(&format!("{SMALL}{INCAST}"), &["topology.link_loss_rate=1.5".into()]).unwrap_err();
+    assert_eq!(e.key, "topology.link_loss_rate");
+}
