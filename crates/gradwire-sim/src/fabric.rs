@@ -69,8 +69,10 @@ pub struct Port {
     pub queue: EgressPort<PktId>,
     pub pool: u32,
     pub up: bool,
-    /// The packet being serialized, if any.
-    pub in_service: Option<PktId>,
+    /// When the packet being serialized (already on `wire`) is fully sent.
+    pub busy_until: Time,
+    /// A `TxDone` event is scheduled for `busy_until`.
+    pub wake_pending: bool,
     /// Packets propagating, in arrival order (the link is FIFO with a fixed delay).
     pub wire: VecDeque<(Time, PktId)>,
 }
@@ -143,7 +145,8 @@ impl Fabric {
                     queue: EgressPort::new(if is_host { nic_port } else { switch_port }),
                     pool,
                     up: true,
-                    in_service: None,
+                    busy_until: 0,
+                    wake_pending: false,
                     wire: VecDeque::new(),
                 });
             }

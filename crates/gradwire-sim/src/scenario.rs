@@ -535,6 +535,9 @@ impl Scenario {
     /// Checks serde cannot express: ranges, cross-field requirements.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         positive("stop_ms", self.stop_ms)?;
+        if self.stop_ms > 1_000_000.0 {
+            return Err(ScenarioError::new("stop_ms", format!("must be at most 1000000 (1000 s of simulated time; got {})", self.stop_ms)));
+        }
         let t = &self.topology;
         match t.kind {
             TopologyKind::LeafSpine => {

@@ -352,37 +352,43 @@ impl Simulation {
                 if marked {
                     self.fabric.packets.get_mut(id).ecn.ce = true;
                 }
-                if pr.in_service.is_none() {
-                    self.start_tx(port);
+                if !pr.wake_pending {
+                    if self.now >= pr.busy_until {
+                        self.start_tx(port);
+                    } else {
+                        pr.wake_pending = true;
+                        self.events.push(pr.busy_until, Target::TxDone(port));
+                    }
                 }
             }
         }
     }
 
+    /// Serialize the next packet. It goes onto the wire at once with its arrival time
+    /// (the link is FIFO), so an idle port costs no event when serialization ends: a
+    /// `TxDone` wake-up is scheduled only while packets are waiting.
     fn start_tx(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
         let pool = &mut self.fabric.pools[pr.pool as usize];
-        if let Some(id) = pr.queue.dequeue(pool) {
-            pr.in_service = Some(id);
-            let done = self.now + pr.tx_time(self.fabric.packets.get(id).wire_bytes);
-            self.events.push(done, Target::TxDone(port));
+        let Some(id) = pr.queue.dequeue(pool) else { return };
+        pr.busy_until = self.now + pr.tx_time(self.fabric.packets.get(id).wire_bytes);
+        let at = pr.busy_until + pr.delay;
+        pr.wire.push_back((at, id));
+        if pr.wire.len() == 1 {
+            self.events.push(at, Target::Arrive(port));
+        }
+        if !pr.queue.is_empty() {
+            pr.wake_pending = true;
+            self.events.push(pr.busy_until, Target::TxDone(port));
         }
     }
 
     fn tx_done(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
-        let Some(id) = pr.in_service.take() else { return };
+        pr.wake_pending = false;
         if pr.up {
-            let at = self.now + pr.delay;
-            pr.wire.push_back((at, id));
-            if pr.wire.len() == 1 {
-                self.events.push(at, Target::Arrive(port));
-            }
-        } else {
-            pr.queue.count_drop(DropReason::LinkDown);
-            self.drop(id, DropReason::LinkDown);
+            self.start_tx(port);
         }
-        self.start_tx(port);
     }
 
     fn arrive(&mut self, port: PortId) {
