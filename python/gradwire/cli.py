@@ -167,6 +167,9 @@ def sim(
         raise _fail(f"in {source.origin}: {e}") from None
     except OSError as e:
         raise _fail(f"cannot write results to {out_dir}: {e}", code=1) from None
+    except KeyboardInterrupt:
+        _err().print(f"[yellow]interrupted[/]: finished runs are in {escape(str(out_dir))}")
+        raise typer.Exit(130) from None
 
     summary_csv = write_summary_csv(out_dir)
     df = collect(out_dir)

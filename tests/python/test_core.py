@@ -174,3 +174,35 @@ def test_builtin_scenarios_are_shipped_and_valid():
         for r in load_scenario(scenario_text(name), SMALL + ["workload.workers=8", "workload.servers=2", "workload.senders=4"]
                                if "ps" in json.loads(runs[0]["config"])["workload"]["kind"] else SMALL + ["workload.senders=4"]):
             Simulation(r["config"])
+
+
+def test_step_releases_the_gil(incast_text):
+    """Another Python thread keeps running while the simulation steps in Rust."""
+    import threading
+    import time
+
+    cfg = load_scenario(incast_text, ["workload.flow_bytes=20000000", "output.queue_ports=[]"])[0]["config"]
+    sim = Simulation(cfg)
+    count = 0
+    stop = threading.Event()
+
+    def spin():
+        nonlocal count
+        while not stop.is_set():
+            count += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.01)
+        before = count
+        t0 = time.perf_counter()
+        sim.run()
+        elapsed = time.perf_counter() - t0
+        during = count - before
+    finally:
+        stop.set()
+        t.join()
+    assert sim.progress()["finished"]
+    if elapsed > 0.02:  # long enough for the spinning thread to be scheduled
+        assert during > 1000, (during, elapsed)
