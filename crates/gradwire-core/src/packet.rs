@@ -71,6 +71,11 @@ pub struct Packet {
     pub ece: bool,
     /// When the sender emitted it (diagnostics; transports keep their own RTT state).
     pub sent_at: Time,
+    /// pFabric (0 for every other transport). Data: the packet's rank, the flow's bytes not
+    /// yet acknowledged when it was sent; a pFabric port serves the smallest rank first.
+    /// Ack: the first byte of the data packet this ACK answers (a one-block selective ACK).
+    /// A pFabric port ranks every non-data packet 0; see [`Packet::switch_rank`].
+    pub rank: u64,
 }
 
 impl Packet {
@@ -87,12 +92,23 @@ impl Packet {
             ecn: Ecn::default(),
             ece: false,
             sent_at: 0,
+            rank: 0,
         }
     }
 
     /// A control message (`PacketKind::Ctrl` or `CtrlAck`) carrying `arg` in `seq`.
     pub fn ctrl(kind: PacketKind, flow: FlowId, src: HostId, dst: HostId, arg: u64, wire_bytes: u32) -> Self {
         Packet { kind, seq: arg, ..Packet::ack(flow, src, dst, 0, wire_bytes) }
+    }
+
+    /// The rank a pFabric port schedules this packet by: the stamped rank for data, 0
+    /// (most urgent) for ACKs and control packets.
+    pub fn switch_rank(&self) -> u64 {
+        if self.kind == PacketKind::Data {
+            self.rank
+        } else {
+            0
+        }
     }
 
     pub fn ack(flow: FlowId, src: HostId, dst: HostId, cum_ack: u64, wire_bytes: u32) -> Self {
@@ -108,6 +124,7 @@ impl Packet {
             ecn: Ecn::default(),
             ece: false,
             sent_at: 0,
+            rank: 0,
         }
     }
 }

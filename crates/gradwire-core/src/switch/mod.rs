@@ -8,8 +8,17 @@
 //! Buffer space lives in a [`BufferPool`] passed in by the driver, so a pool can be private
 //! to one port or shared by every port of a switch (with the dynamic-threshold policy of
 //! Choudhury & Hahne: a queue may grow while it holds less than `alpha * free`).
+//!
+//! [`PFabricPort`] is the other discipline (pFabric's priority dropping and scheduling by a
+//! per-packet rank); [`SwitchPort`] holds either one behind the same calls.
+
+mod pfabric;
 
 use std::collections::VecDeque;
+
+use crate::packet::Packet;
+
+pub use pfabric::{PFabricPort, PFabricPortConfig};
 
 /// Most priority queues a port can have (3 bits of DSCP-derived priority).
 pub const MAX_QUEUES: usize = 8;
@@ -31,10 +40,12 @@ pub enum DropReason {
     RandomLoss,
     /// DLCP selective dropping: an unimportant (non-ECT) packet above its queue's threshold.
     Selective,
+    /// pFabric: a queued packet pushed out of a full buffer by an arrival of smaller rank.
+    Evicted,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 7] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::BufferFull,
         DropReason::DynamicThreshold,
         DropReason::QueueThreshold,
@@ -42,6 +53,7 @@ impl DropReason {
         DropReason::NoRoute,
         DropReason::RandomLoss,
         DropReason::Selective,
+        DropReason::Evicted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -53,6 +65,7 @@ impl DropReason {
             DropReason::NoRoute => "no_route",
             DropReason::RandomLoss => "random_loss",
             DropReason::Selective => "selective",
+            DropReason::Evicted => "evicted",
         }
     }
 }
@@ -248,6 +261,102 @@ impl<T> EgressPort<T> {
     }
 }
 
+/// A switch (or NIC) egress port of either discipline, so a driver can hold one type:
+/// strict priority with ECN/drop thresholds ([`EgressPort`]) or pFabric ([`PFabricPort`]).
+///
+/// Drive it as an `EgressPort`, plus one step: after every [`SwitchPort::enqueue`], drain
+/// [`SwitchPort::pop_evicted`] and account each packet as dropped with
+/// [`DropReason::Evicted`] (the port has counted it already). A strict-priority port never
+/// evicts.
+#[derive(Clone, Debug)]
+pub enum SwitchPort<T> {
+    Priority(EgressPort<T>),
+    PFabric(PFabricPort<T>),
+}
+
+impl<T> SwitchPort<T> {
+    pub fn priority(cfg: PortConfig) -> Self {
+        SwitchPort::Priority(EgressPort::new(cfg))
+    }
+
+    pub fn pfabric(cfg: PFabricPortConfig) -> Self {
+        SwitchPort::PFabric(PFabricPort::new(cfg))
+    }
+
+    /// Offer `item`, whose packet is `pkt`: a strict-priority port reads `wire_bytes`,
+    /// `priority` and `ecn.ect`; a pFabric port reads `wire_bytes`, `flow` and
+    /// [`Packet::switch_rank`]. On `Queued { marked: true }` the driver sets CE.
+    pub fn enqueue(&mut self, item: T, pkt: &Packet, pool: &mut BufferPool) -> Admit {
+        match self {
+            SwitchPort::Priority(p) => p.enqueue(item, pkt.wire_bytes, pkt.priority, pkt.ecn.ect, pool),
+            SwitchPort::PFabric(p) => p.enqueue(item, pkt.wire_bytes, pkt.switch_rank(), pkt.flow, pool),
+        }
+    }
+
+    /// A packet pushed out by an earlier `enqueue` (pFabric only).
+    pub fn pop_evicted(&mut self) -> Option<T> {
+        match self {
+            SwitchPort::Priority(_) => None,
+            SwitchPort::PFabric(p) => p.pop_evicted(),
+        }
+    }
+
+    pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
+        match self {
+            SwitchPort::Priority(p) => p.dequeue(pool),
+            SwitchPort::PFabric(p) => p.dequeue(pool),
+        }
+    }
+
+    /// Remove everything queued (a link went down), for drop accounting.
+    pub fn drain(&mut self, pool: &mut BufferPool) -> Vec<T> {
+        match self {
+            SwitchPort::Priority(p) => p.drain(pool),
+            SwitchPort::PFabric(p) => p.drain(pool),
+        }
+    }
+
+    pub fn counters(&self) -> &PortCounters {
+        match self {
+            SwitchPort::Priority(p) => &p.counters,
+            SwitchPort::PFabric(p) => &p.counters,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        match self {
+            SwitchPort::Priority(p) => p.bytes(),
+            SwitchPort::PFabric(p) => p.bytes(),
+        }
+    }
+
+    pub fn packets(&self) -> usize {
+        match self {
+            SwitchPort::Priority(p) => p.packets(),
+            SwitchPort::PFabric(p) => p.packets(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self {
+            SwitchPort::Priority(p) => p.is_empty(),
+            SwitchPort::PFabric(p) => p.is_empty(),
+        }
+    }
+
+    pub fn drops(&self) -> u64 {
+        self.counters().dropped.iter().sum()
+    }
+
+    /// Record a drop that happened outside admission (link down, random loss).
+    pub fn count_drop(&mut self, reason: DropReason) {
+        match self {
+            SwitchPort::Priority(p) => p.count_drop(reason),
+            SwitchPort::PFabric(p) => p.count_drop(reason),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +453,38 @@ mod tests {
             assert!(matches!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Queued { .. }));
         }
         assert_eq!(b.enqueue(0, 1000, 0, false, &mut pool), Admit::Dropped(DropReason::DynamicThreshold));
+    }
+
+    #[test]
+    fn switch_port_dispatches_by_discipline() {
+        let mut pool = BufferPool::unbounded();
+        let data = |flow, prio, rank| {
+            let mut p = Packet::data(flow, 0, 1, 0, 1460, 40);
+            p.priority = prio;
+            p.rank = rank;
+            p.ecn.ect = true;
+            p
+        };
+        // strict priority ignores the rank and marks by queue length
+        let mut sp: SwitchPort<u32> = SwitchPort::priority(PortConfig::uniform(8, 1, 0));
+        assert_eq!(sp.enqueue(0, &data(1, 3, 0), &mut pool), Admit::Queued { marked: false });
+        assert_eq!(sp.enqueue(1, &data(2, 1, 99), &mut pool), Admit::Queued { marked: false });
+        assert_eq!(sp.enqueue(2, &data(3, 1, 5), &mut pool), Admit::Queued { marked: true });
+        assert_eq!(sp.pop_evicted(), None);
+        assert_eq!(std::iter::from_fn(|| sp.dequeue(&mut pool)).collect::<Vec<_>>(), vec![1, 2, 0]);
+        // pFabric ignores the priority, ranks data by `rank` and ACKs at 0, evicts when full
+        let mut pf: SwitchPort<u32> = SwitchPort::pfabric(PFabricPortConfig { capacity_bytes: 3000 });
+        assert_eq!(pf.enqueue(0, &data(1, 0, 900), &mut pool), Admit::Queued { marked: false });
+        assert_eq!(pf.enqueue(1, &data(2, 7, 100), &mut pool), Admit::Queued { marked: false });
+        let mut ack = Packet::ack(3, 1, 0, 0, 40);
+        ack.rank = 1_000_000; // an ACK's rank field is its selective ACK, not a priority
+        assert_eq!(pf.enqueue(2, &ack, &mut pool), Admit::Queued { marked: false });
+        assert_eq!(pf.pop_evicted(), Some(0));
+        assert_eq!(pf.counters().dropped[DropReason::Evicted as usize], 1);
+        assert_eq!((pf.packets(), pf.bytes(), pool.used_bytes), (2, 1540, 1540));
+        assert_eq!(std::iter::from_fn(|| pf.dequeue(&mut pool)).collect::<Vec<_>>(), vec![2, 1]);
+        assert!(pf.is_empty() && pool.used_bytes == 0);
+        pf.count_drop(DropReason::LinkDown);
+        assert_eq!(pf.drops(), 2);
     }
 }
