@@ -415,8 +415,23 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError>
         let mut tree = root.clone();
         let mut params = Vec::new();
         for (key, value) in &point {
-            set_path(&mut tree, key, (*value).clone())?;
-            params.push((key.clone(), display_value(value)));
+            match value {
+                // a bundle: several keys that vary together, e.g. a scheme's transport,
+                // switch policy and routing; `name` labels the point
+                toml::Value::Table(bundle) => {
+                    for (k, v) in bundle.iter().filter(|(k, _)| k.as_str() != "name") {
+                        set_path(&mut tree, k, v.clone()).map_err(|e| ScenarioError::new(format!("sweep.{key}"), e.to_string()))?;
+                    }
+                    let label = bundle.get("name").map(display_value).ok_or_else(|| {
+                        ScenarioError::new(format!("sweep.{key}"), "each table in a bundled sweep needs a `name`")
+                    })?;
+                    params.push((key.clone(), label));
+                }
+                _ => {
+                    set_path(&mut tree, key, (*value).clone())?;
+                    params.push((key.clone(), display_value(value)));
+                }
+            }
         }
         let scenario = from_table(tree)?;
         let name = if params.is_empty() {
@@ -808,6 +823,22 @@ mod tests {
         assert!(runs.iter().all(|r| r.scenario.seed == 7));
         assert_eq!(runs[3].scenario.transport.kind, TransportKind::Dctcp);
         assert_eq!(runs[3].scenario.workload.senders, Some(8));
+    }
+
+    #[test]
+    fn bundled_sweep_sets_several_keys_per_point() {
+        let text = format!(
+            "{MIN}[sweep]\nscheme = [{{ name = \"reno\", \"transport.kind\" = \"newreno\" }}, \
+             {{ name = \"spray-dctcp\", \"transport.kind\" = \"dctcp\", \"routing.mode\" = \"spray\" }}]\n"
+        );
+        let runs = load(&text, &[]).unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[1].name, "scheme=spray-dctcp");
+        assert_eq!(runs[1].params, vec![("scheme".to_string(), "spray-dctcp".to_string())]);
+        assert_eq!(runs[1].scenario.routing.mode, RoutingMode::Spray);
+        assert_eq!(runs[0].scenario.transport.kind, TransportKind::Newreno);
+        let e = load(&format!("{MIN}[sweep]\nscheme = [{{ \"transport.kind\" = \"dctcp\" }}]\n"), &[]).unwrap_err();
+        assert_eq!(e.key, "sweep.scheme");
     }
 
     #[test]
