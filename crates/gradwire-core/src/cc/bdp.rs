@@ -1,0 +1,369 @@
+//! BDP-based congestion control, BBR-like (LTP §III-D; Cardwell et al., BBR, 2016).
+//!
+//! Loss is *not* a congestion signal: the controller models the path by two numbers,
+//!
+//! - **BtlBw**, the max of delivery-rate samples over the last `btlbw_window_rounds`
+//!   round trips (a windowed max filter), and
+//! - **RTprop**, the min of RTT samples over the last `rtprop_window` of time,
+//!
+//! and allows `cwnd = cwnd_gain * BDP` bytes in flight (BDP = BtlBw x RTprop), sent paced
+//! at `pacing_gain * BtlBw`. Until a sample exists, the configured initial estimates
+//! stand in (the transport's `initial_rtprop` / `initial_btlbw_bps`).
+//!
+//! Phases, simplified from BBR:
+//! - `Startup`: gains 2/ln2 (doubling per round) until BtlBw grew less than 25% for 3
+//!   rounds in a row (the pipe is full);
+//! - `Drain`: pacing gain ln2/2 until in-flight <= BDP (empty the queue Startup built);
+//! - `ProbeBw`: pacing gain cycles `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`, one RTprop each;
+//!   cwnd gain 2.
+//!
+//! No ProbeRTT: an LTP transfer is one training iteration's gradients, and the idle gap
+//! between iterations drains the queues, so fresh RTprop samples come for free. When the
+//! min filter's window expires it simply adopts the newest sample.
+//!
+//! Delivery-rate samples follow BBR's rate-sample algorithm: each sent packet remembers the
+//! connection's `delivered` count and times ([`SendState`]); when it is acknowledged the
+//! sample is `delivered bytes since / max(send interval, ack interval)`. Samples taken
+//! while the sender had nothing to send (app-limited) only raise the estimate.
+//! All byte counts are wire bytes, so BtlBw is comparable to a link rate.
+
+use std::collections::VecDeque;
+
+use crate::time::{Time, SEC};
+
+/// BBR's high gain, 2/ln 2: doubles the delivery rate every round in Startup.
+pub const HIGH_GAIN: f64 = 2.885;
+/// Pacing gains of ProbeBw, one phase per RTprop.
+pub const PROBE_BW_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BdpConfig {
+    /// Rounds (round trips) over which the max filter keeps BtlBw samples.
+    pub btlbw_window_rounds: u64,
+    /// Time after which the RTprop min filter accepts a larger sample.
+    pub rtprop_window: Time,
+    /// cwnd gain in ProbeBw.
+    pub cwnd_gain: f64,
+    /// cwnd never below this many bytes (a few packets keep the ACK clock running).
+    pub min_cwnd_bytes: u64,
+}
+
+impl Default for BdpConfig {
+    fn default() -> Self {
+        BdpConfig { btlbw_window_rounds: 10, rtprop_window: 10 * SEC, cwnd_gain: 2.0, min_cwnd_bytes: 4 * 1500 }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BdpPhase {
+    Startup,
+    Drain,
+    ProbeBw,
+}
+
+/// What a packet remembers at send time, handed back on its ACK for a rate sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendState {
+    pub delivered: u64,
+    pub delivered_time: Time,
+    pub first_sent_time: Time,
+    pub sent_at: Time,
+    pub app_limited: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct BdpCc {
+    cfg: BdpConfig,
+    phase: BdpPhase,
+    initial_rtprop: Time,
+    initial_btlbw_bps: u64,
+
+    // rate-sample state
+    delivered: u64,
+    delivered_time: Time,
+    first_sent_time: Time,
+    /// Samples of packets sent before `delivered` reaches this are app-limited.
+    app_limited_until: u64,
+
+    // round counting: a round ends when a packet sent after the last round start is acked
+    round: u64,
+    next_round_delivered: u64,
+
+    /// Monotone deque of (round, bit/s): the front is the windowed max.
+    btlbw: VecDeque<(u64, u64)>,
+    rtprop: Option<(Time, Time)>, // (value, when sampled)
+
+    // startup exit
+    full_bw: u64,
+    full_bw_rounds: u32,
+
+    // ProbeBw cycle
+    cycle_index: usize,
+    cycle_stamp: Time,
+}
+
+impl BdpCc {
+    pub fn new(cfg: BdpConfig, initial_rtprop: Time, initial_btlbw_bps: u64) -> Self {
+        BdpCc {
+            cfg,
+            phase: BdpPhase::Startup,
+            initial_rtprop: initial_rtprop.max(1),
+            initial_btlbw_bps: initial_btlbw_bps.max(1),
+            delivered: 0,
+            delivered_time: 0,
+            first_sent_time: 0,
+            app_limited_until: 0,
+            round: 0,
+            next_round_delivered: 0,
+            btlbw: VecDeque::new(),
+            rtprop: None,
+            full_bw: 0,
+            full_bw_rounds: 0,
+            cycle_index: 0,
+            cycle_stamp: 0,
+        }
+    }
+
+    /// Start from a path model measured earlier (e.g. the previous transfer on this link):
+    /// the estimates count as samples and Startup is skipped.
+    pub fn warm(cfg: BdpConfig, rtprop: Time, btlbw_bps: u64, now: Time) -> Self {
+        let mut cc = BdpCc::new(cfg, rtprop, btlbw_bps);
+        cc.btlbw.push_back((0, btlbw_bps.max(1)));
+        cc.rtprop = Some((rtprop.max(1), now));
+        cc.phase = BdpPhase::ProbeBw;
+        cc.cycle_stamp = now;
+        // Start at a gain-1 phase: the estimate is old, don't probe on top of it at once.
+        cc.cycle_index = 2;
+        cc
+    }
+
+    pub fn phase(&self) -> BdpPhase {
+        self.phase
+    }
+
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
+    /// Whether BtlBw and RTprop both come from samples (not the initial estimates).
+    pub fn measured(&self) -> bool {
+        !self.btlbw.is_empty() && self.rtprop.is_some()
+    }
+
+    pub fn btlbw_bps(&self) -> u64 {
+        self.btlbw.front().map_or(self.initial_btlbw_bps, |&(_, b)| b)
+    }
+
+    pub fn rtprop(&self) -> Time {
+        self.rtprop.map_or(self.initial_rtprop, |(r, _)| r)
+    }
+
+    /// Bandwidth-delay product in bytes.
+    pub fn bdp_bytes(&self) -> u64 {
+        (self.btlbw_bps() as u128 * self.rtprop() as u128 / 8 / SEC as u128).min(u64::MAX as u128) as u64
+    }
+
+    fn gains(&self) -> (f64, f64) {
+        match self.phase {
+            BdpPhase::Startup => (HIGH_GAIN, HIGH_GAIN),
+            BdpPhase::Drain => (1.0 / HIGH_GAIN, HIGH_GAIN),
+            BdpPhase::ProbeBw => (PROBE_BW_GAINS[self.cycle_index], self.cfg.cwnd_gain),
+        }
+    }
+
+    pub fn pacing_gain(&self) -> f64 {
+        self.gains().0
+    }
+
+    pub fn pacing_bps(&self) -> u64 {
+        ((self.btlbw_bps() as f64 * self.pacing_gain()) as u64).max(1)
+    }
+
+    pub fn cwnd_bytes(&self) -> u64 {
+        ((self.bdp_bytes() as f64 * self.gains().1) as u64).max(self.cfg.min_cwnd_bytes)
+    }
+
+    /// A packet leaves; `inflight` is the bytes in flight before it. Keep the result with
+    /// the packet and hand it back to [`Self::on_ack`].
+    pub fn on_send(&mut self, now: Time, inflight: u64) -> SendState {
+        if inflight == 0 {
+            // Restarting from idle: the idle time must not dilute the next samples.
+            self.first_sent_time = now;
+            self.delivered_time = now;
+        }
+        SendState {
+            delivered: self.delivered,
+            delivered_time: self.delivered_time,
+            first_sent_time: self.first_sent_time,
+            sent_at: now,
+            app_limited: self.app_limited_until > self.delivered,
+        }
+    }
+
+    /// The sender ran out of data with `inflight` bytes out: samples until those are
+    /// delivered measure the application, not the path.
+    pub fn on_app_limited(&mut self, inflight: u64) {
+        self.app_limited_until = (self.delivered + inflight).max(1);
+    }
+
+    /// `bytes` were acknowledged. `sent` is the packet's [`SendState`] when the ACK is
+    /// unambiguously for that transmission (else no rate sample); `rtt` likewise.
+    /// `inflight` is the bytes still in flight after this ACK.
+    pub fn on_ack(&mut self, now: Time, bytes: u64, sent: Option<SendState>, rtt: Option<Time>, inflight: u64) {
+        self.delivered += bytes;
+        self.delivered_time = now;
+        if let Some(rtt) = rtt {
+            self.on_rtt(now, rtt);
+        }
+        let Some(s) = sent else { return };
+        self.first_sent_time = s.sent_at;
+
+        let round_start = s.delivered >= self.next_round_delivered;
+        if round_start {
+            self.next_round_delivered = self.delivered;
+            self.round += 1;
+        }
+        let interval = (s.sent_at - s.first_sent_time).max(now.saturating_sub(s.delivered_time));
+        if interval > 0 {
+            let bps = ((self.delivered - s.delivered) as u128 * 8 * SEC as u128 / interval as u128) as u64;
+            if !s.app_limited || bps >= self.btlbw_bps() || self.btlbw.is_empty() {
+                self.on_bw(bps);
+            }
+        }
+        self.update_phase(now, round_start, inflight);
+    }
+
+    fn on_rtt(&mut self, now: Time, rtt: Time) {
+        let rtt = rtt.max(1);
+        match self.rtprop {
+            Some((r, at)) if rtt > r && now < at.saturating_add(self.cfg.rtprop_window) => {}
+            _ => self.rtprop = Some((rtt, now)),
+        }
+    }
+
+    fn on_bw(&mut self, bps: u64) {
+        let round = self.round;
+        while self.btlbw.back().is_some_and(|&(_, b)| b <= bps) {
+            self.btlbw.pop_back();
+        }
+        self.btlbw.push_back((round, bps));
+        let window = self.cfg.btlbw_window_rounds.max(1);
+        while self.btlbw.front().is_some_and(|&(r, _)| r + window <= round) {
+            self.btlbw.pop_front();
+        }
+    }
+
+    fn update_phase(&mut self, now: Time, round_start: bool, inflight: u64) {
+        if self.phase == BdpPhase::Startup && round_start {
+            let bw = self.btlbw_bps();
+            if bw as f64 >= self.full_bw as f64 * 1.25 {
+                self.full_bw = bw;
+                self.full_bw_rounds = 0;
+            } else {
+                self.full_bw_rounds += 1;
+                if self.full_bw_rounds >= 3 {
+                    self.phase = BdpPhase::Drain;
+                }
+            }
+        }
+        if self.phase == BdpPhase::Drain && inflight <= self.bdp_bytes() {
+            self.phase = BdpPhase::ProbeBw;
+            self.cycle_index = 0;
+            self.cycle_stamp = now;
+        }
+        if self.phase == BdpPhase::ProbeBw && now.saturating_sub(self.cycle_stamp) > self.rtprop() {
+            self.cycle_index = (self.cycle_index + 1) % PROBE_BW_GAINS.len();
+            self.cycle_stamp = now;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::{serialization, MS, US};
+
+    /// Drive the controller over a fluid bottleneck of `bps` with round-trip `rtt`:
+    /// the ACK of a packet returns at `max(sent + rtt, previous ACK + serialization)`.
+    fn run_bottleneck(cc: &mut BdpCc, bps: u64, rtt: Time, duration: Time) {
+        let pkt = 1500u32;
+        let ser = serialization(pkt, bps);
+        let mut inflight: VecDeque<(Time, SendState)> = VecDeque::new(); // (ack time, state)
+        let (mut now, mut next_send, mut last_ack) = (0, 0, 0);
+        while now < duration {
+            // deliver ACKs due
+            while inflight.front().is_some_and(|&(t, _)| t <= now) {
+                let (t, s) = inflight.pop_front().unwrap();
+                let left = inflight.len() as u64 * pkt as u64;
+                cc.on_ack(t, pkt as u64, Some(s), Some(t - s.sent_at), left);
+            }
+            let bytes_out = inflight.len() as u64 * pkt as u64;
+            if now >= next_send && bytes_out + pkt as u64 <= cc.cwnd_bytes() {
+                let s = cc.on_send(now, bytes_out);
+                let ack = (now + rtt).max(last_ack + ser);
+                last_ack = ack;
+                inflight.push_back((ack, s));
+                next_send = now + serialization(pkt, cc.pacing_bps());
+            }
+            now += ser / 4;
+        }
+    }
+
+    #[test]
+    fn converges_to_bottleneck_and_leaves_startup() {
+        let (bps, rtt) = (10_000_000_000, 20 * US);
+        let mut cc = BdpCc::new(BdpConfig::default(), 100 * US, 100_000_000_000);
+        assert_eq!((cc.btlbw_bps(), cc.rtprop()), (100_000_000_000, 100 * US), "initial estimates");
+        run_bottleneck(&mut cc, bps, rtt, 5 * MS);
+        assert!(cc.measured());
+        let bw = cc.btlbw_bps() as f64 / bps as f64;
+        assert!((0.95..=1.02).contains(&bw), "btlbw {} vs {bps}", cc.btlbw_bps());
+        assert!(cc.rtprop() >= rtt && cc.rtprop() <= rtt + 2 * serialization(1500, bps), "{}", cc.rtprop());
+        assert_eq!(cc.phase(), BdpPhase::ProbeBw);
+        // cwnd ~ 2 BDP: bounded queueing, not the unbounded growth of loss-based control
+        let bdp = cc.bdp_bytes() as f64;
+        assert!((cc.cwnd_bytes() as f64 - 2.0 * bdp).abs() <= 0.3 * bdp, "{} vs bdp {bdp}", cc.cwnd_bytes());
+    }
+
+    #[test]
+    fn max_filter_forgets_after_window_and_min_filter_expires() {
+        let cfg = BdpConfig { btlbw_window_rounds: 3, rtprop_window: MS, ..BdpConfig::default() };
+        let mut cc = BdpCc::new(cfg, 50 * US, 1);
+        cc.on_bw(1000);
+        cc.round = 1;
+        cc.on_bw(500);
+        assert_eq!(cc.btlbw_bps(), 1000);
+        cc.round = 3;
+        cc.on_bw(400);
+        assert_eq!(cc.btlbw_bps(), 500, "round-0 sample left the 3-round window");
+        cc.on_rtt(0, 30 * US);
+        cc.on_rtt(US, 40 * US);
+        assert_eq!(cc.rtprop(), 30 * US, "larger sample ignored within the window");
+        cc.on_rtt(2 * MS, 40 * US);
+        assert_eq!(cc.rtprop(), 40 * US, "window expired: newest sample adopted");
+    }
+
+    #[test]
+    fn app_limited_samples_only_raise_the_estimate() {
+        let mut cc = BdpCc::new(BdpConfig::default(), 10 * US, 1);
+        cc.on_bw(1_000_000);
+        cc.on_app_limited(3000);
+        let s = cc.on_send(0, 3000);
+        assert!(s.app_limited);
+        cc.on_ack(100 * US, 1500, Some(s), None, 0); // 1500 B in 100 us: 120 Mbit/s
+        assert_eq!(cc.btlbw_bps(), 120_000_000, "an app-limited sample above the max counts");
+        let s = cc.on_send(100 * US, 1500);
+        cc.on_ack(10 * MS, 1500, Some(s), None, 0);
+        assert_eq!(cc.btlbw_bps(), 120_000_000, "a low app-limited sample is ignored");
+    }
+
+    #[test]
+    fn warm_start_skips_startup() {
+        let cc = BdpCc::warm(BdpConfig::default(), 20 * US, 10_000_000_000, 0);
+        assert_eq!(cc.phase(), BdpPhase::ProbeBw);
+        assert!(cc.measured());
+        assert_eq!(cc.bdp_bytes(), 25_000);
+        assert_eq!(cc.cwnd_bytes(), 50_000);
+        assert_eq!(cc.pacing_bps(), 10_000_000_000);
+    }
+}
