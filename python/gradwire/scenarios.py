@@ -6,12 +6,12 @@ directory; ``leafspine-ps-dctcp`` names ``scenarios/leafspine-ps-dctcp.toml``.
 
 from __future__ import annotations
 
-import tomllib
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from gradwire._core import ScenarioError
+from gradwire._core import ScenarioError, load_scenario
 
 DEFAULT_SCENARIO = "leafspine-compare"
 
@@ -54,9 +54,10 @@ def builtin_scenarios() -> dict[str, str]:
     for name in builtin_names():
         text = _builtin_dir().joinpath(name + ".toml").read_text(encoding="utf-8")
         try:
-            out[name] = str(tomllib.loads(text).get("description", ""))
-        except tomllib.TOMLDecodeError as e:  # a broken built-in should not hide the others
-            out[name] = f"(unreadable: {e})"
+            # The Rust loader reads the description (no TOML parser needed on Python 3.10).
+            out[name] = json.loads(load_scenario(text, [])[0]["config"]).get("description", "")
+        except ScenarioError as e:  # a broken built-in should not hide the others
+            out[name] = f"(invalid: {e})"
     return out
 
 
