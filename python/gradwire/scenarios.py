@@ -7,6 +7,7 @@ directory; ``leafspine-ps-dctcp`` names ``scenarios/leafspine-ps-dctcp.toml``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -40,24 +41,38 @@ def _builtin_dir():
     return resources.files("gradwire").joinpath("scenarios")
 
 
+def _walk(d, prefix=""):
+    for p in d.iterdir():
+        if p.is_dir():
+            yield from _walk(p, f"{prefix}{p.name}/")
+        elif p.name.endswith(".toml"):
+            yield prefix + p.name[: -len(".toml")]
+
+
 def builtin_names() -> list[str]:
-    """Names of the built-in scenarios, sorted."""
+    """Names of the built-in scenarios, sorted; those in subdirectories are named
+    ``subdir/name`` (e.g. ``repro/dlcp-fig14-resnet50``)."""
     d = _builtin_dir()
     if not d.is_dir():
         return []
-    return sorted(p.name[: -len(".toml")] for p in d.iterdir() if p.name.endswith(".toml"))
+    return sorted(_walk(d), key=lambda n: (n.count("/"), n))
+
+
+def _builtin_text(name: str) -> str:
+    return _builtin_dir().joinpath(*f"{name}.toml".split("/")).read_text(encoding="utf-8")
 
 
 def builtin_scenarios() -> dict[str, str]:
     """Built-in scenario name -> its ``description`` (empty if the file has none)."""
     out = {}
     for name in builtin_names():
-        text = _builtin_dir().joinpath(name + ".toml").read_text(encoding="utf-8")
+        text = _builtin_text(name)
         try:
             # The Rust loader reads the description (no TOML parser needed on Python 3.10).
             out[name] = json.loads(load_scenario(text, [])[0]["config"]).get("description", "")
         except ScenarioError as e:  # a broken built-in should not hide the others
-            out[name] = f"(invalid: {e})"
+            m = re.search(r'^description\s*=\s*"(.*)"\s*$', text, re.M)
+            out[name] = (m.group(1) + " " if m else "") + f"(invalid: {e})"
     return out
 
 
@@ -67,17 +82,16 @@ def resolve_scenario(arg: str) -> ScenarioSource:
     Raises :class:`ScenarioError` (key ``""``) if neither exists or the file cannot be read.
     """
     path = Path(arg).expanduser()
-    if path.exists() or arg.endswith(".toml") or "/" in arg or "\\" in arg:
+    name = arg.removesuffix(".toml")
+    if not path.exists() and name in builtin_names():
+        return ScenarioSource(name=name, origin=f"builtin:{name}", text=_builtin_text(name))
+    if path.exists():
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             raise scenario_error(f"cannot read scenario file {arg}: {reason}") from None
         return ScenarioSource(name=path.stem, origin=str(path), text=text)
-    name = arg.removesuffix(".toml")
-    if name in builtin_names():
-        text = _builtin_dir().joinpath(name + ".toml").read_text(encoding="utf-8")
-        return ScenarioSource(name=name, origin=f"builtin:{name}", text=text)
     known = ", ".join(builtin_names()) or "none"
     raise scenario_error(f"no scenario file or built-in scenario named `{arg}` (built-ins: {known})")
 
