@@ -1,0 +1,46 @@
+"""Type stubs for the Rust extension ``gradwire._core`` (crates/gradwire-py)."""
+
+from typing import Any, TypedDict
+
+__version__: str
+
+class ScenarioError(ValueError):
+    """A scenario is invalid. ``str(e)`` is "`key`: message" and names the bad value."""
+
+    key: str
+    """Dotted key at fault, e.g. ``topology.spines``; empty for file-level errors."""
+    message: str
+
+class RunDict(TypedDict):
+    name: str
+    params: dict[str, str]
+    config: str
+
+class ProgressDict(TypedDict):
+    now_ns: int
+    stop_ns: int
+    flows_done: int
+    flows_total: int
+    events: int
+    finished: bool
+
+class ConservationDict(TypedDict):
+    sent: int
+    delivered: int
+    dropped: int
+    in_flight: int
+    holds: bool
+
+def load_scenario(text: str, overrides: list[str] = ...) -> list[RunDict]:
+    """Parse TOML, apply ``key=value`` overrides, expand ``[sweep]``, validate every run."""
+
+class Simulation:
+    def __init__(self, config_json: str) -> None: ...
+    def step(self, max_events: int = 200_000) -> bool:
+        """Process up to ``max_events`` events without the GIL; True once the run is over."""
+    def run(self) -> None: ...
+    def progress(self) -> ProgressDict: ...
+    def summary(self) -> dict[str, Any]: ...
+    def conservation(self) -> ConservationDict: ...
+    def write_outputs(self, dir: str) -> dict[str, Any]: ...
+    def config_json(self) -> str: ...
