@@ -178,11 +178,11 @@ def sim(
         from gradwire.plot import plot_all
 
         plots = plot_all(out_dir, df)
+    unconserved = df.loc[~df["conserved"].astype(bool), "run"].tolist()
+    if unconserved:
+        _err().print(f"[bold red]warning:[/] packet conservation violated in: {escape(', '.join(map(str, unconserved)))}")
     if not quiet:
         console.print(_results_table(df))
-        unconserved = df.loc[~df["conserved"].astype(bool), "run"].tolist()
-        if unconserved:
-            _err().print(f"[bold red]warning:[/] packet conservation violated in: {escape(', '.join(map(str, unconserved)))}")
         console.print("[bold]outputs:[/]")
         for name, _p, d in _run_dirs(out_dir):
             files = ", ".join(f for f in ("flows.csv", "summary.json", "queues.csv") if (d / f).exists())
