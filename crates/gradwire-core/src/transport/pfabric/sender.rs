@@ -167,13 +167,14 @@ impl PFabricSender {
 
     /// Cumulative ACK `cum` (clipped to a segment boundary) and selective ACK `sack`.
     fn on_ack(&mut self, now: Time, cum: u64, sack: u64) {
-        let mut newly = Vec::new();
+        let mut progress = false;
         let end = if cum >= self.size { self.nsegs() } else { cum / self.mss() };
         if end > self.base() {
             for idx in self.base()..end {
                 let was_sacked = self.state(idx) == Seg::Acked;
                 if let Some(len) = self.ack_segment(idx) {
-                    newly.push(len);
+                    self.grow(len);
+                    progress = true;
                 } else if was_sacked {
                     self.sacked -= self.seg_len(idx);
                 }
@@ -189,14 +190,12 @@ impl PFabricSender {
         if sack >= self.snd_una && sack < self.high_tx && sack % self.mss() == 0 {
             if let Some(len) = self.ack_segment(sack / self.mss()) {
                 self.sacked += len;
-                newly.push(len);
+                self.grow(len);
+                progress = true;
             }
         }
-        if !newly.is_empty() {
+        if progress {
             self.consecutive_timeouts = 0;
-        }
-        for len in newly {
-            self.grow(len);
         }
         if self.snd_una >= self.size {
             self.finished = true;
