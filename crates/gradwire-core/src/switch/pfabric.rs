@@ -88,27 +88,22 @@ impl<T> PFabricPort<T> {
         let need = bytes as u64;
         let room = self.room(pool);
         if need > room {
-            // Victims: queued packets ranked strictly worse than the arrival, worst first,
-            // latest arrival first among equals; take just enough of them.
-            let mut worse: Vec<usize> = (0..self.entries.len()).filter(|&i| self.entries[i].rank > rank).collect();
-            worse.sort_by(|&a, &b| self.entries[b].rank.cmp(&self.entries[a].rank).then(b.cmp(&a)));
-            let mut freed = 0u64;
-            let mut victims = Vec::new();
-            for i in worse {
-                if room + freed >= need {
-                    break;
-                }
-                freed += self.entries[i].bytes as u64;
-                victims.push(i);
-            }
-            if room + freed < need {
+            // Only queued packets ranked strictly worse than the arrival may make room.
+            let worse: u64 = self.entries.iter().filter(|e| e.rank > rank).map(|e| e.bytes as u64).sum();
+            if room + worse < need {
                 self.counters.dropped[DropReason::BufferFull as usize] += 1;
                 return Admit::Dropped(DropReason::BufferFull);
             }
-            // Remove from the back so earlier indices stay valid.
-            victims.sort_unstable_by(|a, b| b.cmp(a));
-            for i in victims {
-                let e = self.entries.remove(i).expect("victim index in range");
+            // Push out the worst (latest among equals) until the arrival fits.
+            while self.room(pool) < need {
+                let (mut victim, mut worst) = (0, 0);
+                for (i, e) in self.entries.iter().enumerate() {
+                    if e.rank >= worst {
+                        (victim, worst) = (i, e.rank);
+                    }
+                }
+                debug_assert!(worst > rank);
+                let e = self.entries.remove(victim).expect("a worse-ranked packet is queued");
                 self.release(e.bytes, pool);
                 self.counters.dropped[DropReason::Evicted as usize] += 1;
                 self.evicted.push(e.item);
