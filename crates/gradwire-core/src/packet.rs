@@ -73,7 +73,8 @@ pub struct Packet {
     pub sent_at: Time,
     /// pFabric (0 for every other transport). Data: the packet's rank, the flow's bytes not
     /// yet acknowledged when it was sent; a pFabric port serves the smallest rank first.
-    /// Ack: the first byte of the data packet this ACK answers (a one-block selective ACK).
+    /// Ack: the first byte of the data packet this ACK answers (a one-block selective ACK;
+    /// `u64::MAX` when it answers a header-only probe).
     /// A pFabric port ranks every non-data packet 0; see [`Packet::switch_rank`].
     pub rank: u64,
 }
