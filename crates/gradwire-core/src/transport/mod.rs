@@ -6,6 +6,7 @@
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
 pub mod dlcp;
+pub mod ltp;
 pub mod pfabric;
 pub mod pias;
 pub mod tcp;
