@@ -72,7 +72,10 @@ pub enum Critical {
     Ends(u64),
     /// Each segment with probability `fraction`, from a seeded hash of
     /// (seed, tensor, segment): both ends compute the same set.
-    Fraction { fraction: f64, seed: u64 },
+    Fraction {
+        fraction: f64,
+        seed: u64,
+    },
     /// An explicit list of segment indices (indices past the end are ignored).
     Segments(Arc<[u64]>),
 }
@@ -223,7 +226,12 @@ pub struct LtThreshold {
 
 impl LtThreshold {
     pub fn new(initial_rtprop: Time, initial_btlbw_bps: u64) -> Self {
-        LtThreshold { rtprop: initial_rtprop, btlbw_bps: initial_btlbw_bps.max(1), path_measured: false, shortest: None }
+        LtThreshold {
+            rtprop: initial_rtprop,
+            btlbw_bps: initial_btlbw_bps.max(1),
+            path_measured: false,
+            shortest: None,
+        }
     }
 
     pub fn from_config(cfg: &LtpConfig) -> Self {

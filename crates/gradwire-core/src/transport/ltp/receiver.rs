@@ -63,7 +63,14 @@ impl LtpReceiver {
     }
 
     /// Start from the LT state of earlier transfers on this link ([`Self::lt_state`]).
-    pub fn with_lt_state(cfg: LtpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64, lt: LtThreshold) -> Self {
+    pub fn with_lt_state(
+        cfg: LtpConfig,
+        flow: FlowId,
+        local: HostId,
+        remote: HostId,
+        size_bytes: u64,
+        lt: LtThreshold,
+    ) -> Self {
         let seg = cfg.segmentation(flow, size_bytes);
         let critical = cfg.critical.mask(&seg);
         let critical_missing = critical.iter().filter(|&&c| c).count() as u64;

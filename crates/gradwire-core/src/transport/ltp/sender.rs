@@ -86,7 +86,15 @@ impl LtpSender {
 
     /// Start warm from a path model measured by an earlier transfer on the same link
     /// ([`Self::path`]): no Startup phase.
-    pub fn with_path(cfg: LtpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time, path: PathModel) -> Self {
+    pub fn with_path(
+        cfg: LtpConfig,
+        flow: FlowId,
+        src: HostId,
+        dst: HostId,
+        size_bytes: u64,
+        now: Time,
+        path: PathModel,
+    ) -> Self {
         let cc = BdpCc::warm(cfg.cc, path.rtprop, path.btlbw_bps, now);
         Self::build(cfg, flow, src, dst, size_bytes, now, cc)
     }
@@ -278,8 +286,12 @@ impl LtpSender {
     /// Tail losses: nothing later gets ACKed, so only time reveals them.
     fn on_rto(&mut self, now: Time) {
         let rto = self.rto();
-        let expired: Vec<u64> =
-            self.in_flight.iter().take_while(|(_, f)| f.rs.sent_at.saturating_add(rto) <= now).map(|(&tx, _)| tx).collect();
+        let expired: Vec<u64> = self
+            .in_flight
+            .iter()
+            .take_while(|(_, f)| f.rs.sent_at.saturating_add(rto) <= now)
+            .map(|(&tx, _)| tx)
+            .collect();
         if expired.is_empty() {
             return;
         }

@@ -149,7 +149,15 @@ fn run_with(mut s: LtpSender, mut r: LtpReceiver, size: u64, pipe: Pipe, mut los
             }
         }
     }
-    Outcome { delivered_at, delivered_bytes, sender_done_at, missing, receiver_quiet: r.poll_timeout().is_none(), sender: s, receiver: r }
+    Outcome {
+        delivered_at,
+        delivered_bytes,
+        sender_done_at,
+        missing,
+        receiver_quiet: r.poll_timeout().is_none(),
+        sender: s,
+        receiver: r,
+    }
 }
 
 fn run(cfg: LtpConfig, size: u64, lose: LossFn, limit: Time) -> Outcome {
@@ -393,7 +401,11 @@ fn bdp_estimator_converges_to_the_pipe() {
     assert!((0.95..=1.01).contains(&bw), "BtlBw {} vs pipe {}", cc.btlbw_bps(), pipe.bps);
     // Minimum RTT: data serialization + ACK serialization + both delays.
     let base = 2 * pipe.delay + serialization(1500, pipe.bps) + serialization(64, pipe.bps);
-    assert!(cc.rtprop() >= base && cc.rtprop() <= base + serialization(1500, pipe.bps), "RTprop {} vs {base}", cc.rtprop());
+    assert!(
+        cc.rtprop() >= base && cc.rtprop() <= base + serialization(1500, pipe.bps),
+        "RTprop {} vs {base}",
+        cc.rtprop()
+    );
     assert_eq!(cc.phase(), crate::cc::BdpPhase::ProbeBw);
     // Queueing stays bounded by the BDP window: the whole transfer is near line rate.
     let ideal = serialization(1500, pipe.bps) * size.div_ceil(1440);
