@@ -4,7 +4,7 @@
 use crate::routing::{Hop, PortId};
 use crate::scenario::{BufferMode, Scenario, SwitchPolicy};
 use crate::topology::{NodeId, NodeKind, Topology};
-use gradwire_core::switch::{BufferPool, EgressPort, PortConfig};
+use gradwire_core::switch::{BufferPool, PFabricPortConfig, PortConfig, SwitchPort};
 use gradwire_core::time::{serialization, Time};
 use gradwire_core::Packet;
 use std::collections::VecDeque;
@@ -66,7 +66,7 @@ pub struct Port {
     pub to: NodeId,
     pub bits_per_sec: u64,
     pub delay: Time,
-    pub queue: EgressPort<PktId>,
+    pub queue: SwitchPort<PktId>,
     pub pool: u32,
     pub up: bool,
     /// When the packet being serialized (already on `wire`) is fully sent.
@@ -98,11 +98,20 @@ pub struct Fabric {
 impl Fabric {
     pub fn build(s: &Scenario, topo: &Topology) -> Fabric {
         let sw = &s.switch;
-        let switch_port = match sw.policy {
-            SwitchPolicy::Plain => PortConfig::uniform(sw.queues, sw.ecn_threshold_packets, sw.drop_threshold_packets),
-            SwitchPolicy::Dlcp => PortConfig::dlcp(sw.queues, sw.ecn_threshold_packets, sw.dlcp_d, sw.drop_threshold_packets),
+        // buffer limits come from the pools; a pFabric port needs no cap of its own
+        let make_port = |is_host: bool| match (sw.policy, is_host) {
+            (SwitchPolicy::Pfabric, _) => SwitchPort::pfabric(PFabricPortConfig::unbounded()),
+            (_, true) => SwitchPort::priority(PortConfig::uniform(sw.queues, 0, 0)),
+            (SwitchPolicy::Plain, false) => {
+                SwitchPort::priority(PortConfig::uniform(sw.queues, sw.ecn_threshold_packets, sw.drop_threshold_packets))
+            }
+            (SwitchPolicy::Dlcp, false) => SwitchPort::priority(PortConfig::dlcp(
+                sw.queues,
+                sw.ecn_threshold_packets,
+                sw.dlcp_d,
+                sw.drop_threshold_packets,
+            )),
         };
-        let nic_port = PortConfig::uniform(sw.queues, 0, 0);
         let mut pools = Vec::new();
         // one shared pool per switch, created on demand
         let mut switch_pool: Vec<Option<u32>> = vec![None; topo.nodes.len()];
@@ -142,7 +151,7 @@ impl Fabric {
                     to: b,
                     bits_per_sec: link.bits_per_sec,
                     delay: link.delay,
-                    queue: EgressPort::new(if is_host { nic_port } else { switch_port }),
+                    queue: make_port(is_host),
                     pool,
                     up: true,
                     busy_until: 0,

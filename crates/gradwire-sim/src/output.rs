@@ -87,7 +87,7 @@ impl Summary {
                 .iter()
                 .map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize]))
                 .collect(),
-            ecn_marks: sim.fabric.ports.iter().map(|p| p.queue.counters.ecn_marked).sum(),
+            ecn_marks: sim.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
             stray_packets: sim.strays,
             packets: PacketCounts {
                 sent: c.sent,

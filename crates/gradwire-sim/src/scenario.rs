@@ -143,6 +143,9 @@ pub enum SwitchPolicy {
     #[default]
     Plain,
     Dlcp,
+    /// pFabric: one queue served smallest-rank first, evicting the largest rank when full
+    /// (hosts' NICs schedule the same way).
+    Pfabric,
 }
 
 impl Default for SwitchCfg {
@@ -191,6 +194,11 @@ pub enum TransportKind {
     /// DLCP bounded-loss transport (dlcp.md §3.2.1); pair with `switch.policy = "dlcp"`
     /// and `routing.mode = "spray"` for the full design.
     Dlcp,
+    /// PIAS: DCTCP with sender-side multi-level feedback queue tagging (strict-priority switches).
+    Pias,
+    /// pFabric: line-rate start, remaining-size ranks; pair with `switch.policy = "pfabric"`
+    /// and `routing.mode = "spray"`.
+    Pfabric,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -222,6 +230,10 @@ pub struct TransportCfg {
     pub rate_increase_frac: f64,
     /// DLCP: retransmission timeout of control messages.
     pub ctrl_rto_us: f64,
+    /// PIAS: demotion thresholds in bytes sent (at most 7; empty = PIAS's web-search set).
+    pub pias_thresholds: Vec<u64>,
+    /// pFabric: fixed RTO; default 3 x the topology's base RTT.
+    pub pfabric_rto_us: Option<f64>,
 }
 
 impl Default for TransportCfg {
@@ -245,6 +257,8 @@ impl Default for TransportCfg {
             rate_delta: 2.0,
             rate_increase_frac: 0.05,
             ctrl_rto_us: 1000.0,
+            pias_thresholds: Vec::new(),
+            pfabric_rto_us: None,
         }
     }
 }
@@ -606,6 +620,15 @@ impl Scenario {
         if !(s.dlcp_d.is_finite() && s.dlcp_d >= 0.0) {
             return Err(ScenarioError::new("switch.dlcp_d", format!("must be >= 0 (got {})", s.dlcp_d)));
         }
+        if tr.pias_thresholds.len() > 7 {
+            return Err(ScenarioError::new("transport.pias_thresholds", format!("at most 7 thresholds (got {})", tr.pias_thresholds.len())));
+        }
+        if tr.pias_thresholds.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ScenarioError::new("transport.pias_thresholds", "must be strictly increasing"));
+        }
+        if let Some(v) = tr.pfabric_rto_us {
+            positive("transport.pfabric_rto_us", v)?;
+        }
         if tr.kind == TransportKind::Dlcp && s.queues < 2 {
             return Err(ScenarioError::new("switch.queues", "DLCP needs at least 2 queues (control + data)"));
         }
@@ -624,6 +647,17 @@ impl Scenario {
             }
         }
         self.validate_workload()
+    }
+
+    /// Propagation round trip across the widest path (leaf-spine: 4 links each way;
+    /// fat-tree: 6), used to default RTT-scaled parameters.
+    pub fn base_rtt_ns(&self) -> u64 {
+        let t = &self.topology;
+        let hops = match t.kind {
+            TopologyKind::LeafSpine => 4,
+            TopologyKind::FatTree => 6,
+        };
+        2 * hops * t.link_delay_ns
     }
 
     /// Hosts in the topology (needed to range-check workloads).

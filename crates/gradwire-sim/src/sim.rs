@@ -346,7 +346,12 @@ impl Simulation {
         }
         let p = *self.fabric.packets.get(id);
         let pool = &mut self.fabric.pools[pr.pool as usize];
-        match pr.queue.enqueue(id, p.wire_bytes, p.priority, p.ecn.ect, pool) {
+        let admit = pr.queue.enqueue(id, &p, pool);
+        while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
+            self.drop(victim, DropReason::Evicted);
+        }
+        let pr = &mut self.fabric.ports[port as usize];
+        match admit {
             Admit::Dropped(reason) => self.drop(id, reason),
             Admit::Queued { marked } => {
                 if marked {

@@ -5,7 +5,10 @@ use crate::scenario::{Scenario, TransportKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time};
+use gradwire_core::time::NS;
 use gradwire_core::transport::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
+use gradwire_core::transport::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
+use gradwire_core::transport::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use gradwire_core::transport::Endpoint;
 
@@ -15,6 +18,9 @@ pub struct EndpointFactory {
     dlcp: DlcpConfig,
     pull_loss_bound: f64,
     data_priorities: u8,
+    pias: PiasConfig,
+    pfabric_rto: Option<Time>,
+    base_rtt: Time,
 }
 
 pub type EndpointPair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
@@ -32,7 +38,7 @@ impl EndpointFactory {
             rto_initial: from_us(tr.rto_initial_us.unwrap_or(tr.rto_min_us)),
             dupack_threshold: tr.dupack_threshold,
             cc: match tr.kind {
-                TransportKind::Dctcp => CongestionControl::Dctcp { g: tr.dctcp_g },
+                TransportKind::Dctcp | TransportKind::Pias => CongestionControl::Dctcp { g: tr.dctcp_g },
                 _ => CongestionControl::NewReno,
             },
             priority: tr.priority,
@@ -50,8 +56,12 @@ impl EndpointFactory {
             ctrl_rto: from_us(tr.ctrl_rto_us),
             ..DlcpConfig::default()
         };
+        let thresholds: &[u64] = if tr.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &tr.pias_thresholds };
         EndpointFactory {
             kind: tr.kind,
+            pias: PiasConfig::new(tcp, thresholds),
+            pfabric_rto: tr.pfabric_rto_us.map(from_us),
+            base_rtt: s.base_rtt_ns() * NS,
             tcp,
             dlcp,
             pull_loss_bound: tr.pull_loss_bound,
@@ -77,6 +87,21 @@ impl EndpointFactory {
                 (
                     Box::new(DlcpSender::new(cfg, f, src, dst, bytes, now)),
                     Box::new(DlcpReceiver::new(cfg, f, dst, src, bytes)),
+                )
+            }
+            TransportKind::Pias => (
+                Box::new(PiasSender::new(self.pias.clone(), f, src, dst, bytes, now)),
+                Box::new(PiasSender::receiver(&self.pias, f, dst, src, bytes)),
+            ),
+            TransportKind::Pfabric => {
+                let mut cfg = PFabricConfig::for_link(line_rate_bps, self.base_rtt);
+                cfg.mss = self.tcp.mss;
+                cfg.header_bytes = self.tcp.header_bytes;
+                cfg.ack_bytes = self.tcp.ack_bytes;
+                cfg.rto = self.pfabric_rto.unwrap_or(cfg.rto);
+                (
+                    Box::new(PFabricSender::new(cfg, f, src, dst, bytes, now)),
+                    Box::new(PFabricReceiver::new(cfg, f, dst, src, bytes)),
                 )
             }
         }
