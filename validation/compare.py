@@ -40,6 +40,9 @@ OUR_BIN = ROOT / "target" / "release" / "gradwire-sim"
 
 DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctcp.toml"]
 DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
+# Small scenarios (< 1000 flows) pool this many seeds: one 10 ms RTO among 32 flows is the
+# p99 of a single run, and whether it happens is a coin toss on either simulator.
+SMALL_SEEDS = 10
 
 # gradwire's defaults (crates/gradwire-sim/src/scenario.rs) for keys a scenario may omit.
 TOPOLOGY_DEFAULTS = dict(
@@ -133,19 +136,22 @@ class Run:
     ok: bool
     fcts: list[int] = field(default_factory=list)
     unfinished: int = 0
+    timeouts: int = 0
     wall_s: float = 0.0
     error: str = ""
 
 
-def read_fcts(path: Path) -> tuple[list[int], int]:
-    fcts, unfinished = [], 0
+def read_flows(path: Path) -> tuple[list[int], int, int]:
+    """FCTs of finished flows, count of unfinished flows, total RTO count."""
+    fcts, unfinished, timeouts = [], 0, 0
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             if row.get("fct_ns"):
                 fcts.append(int(float(row["fct_ns"])))
             else:
                 unfinished += 1
-    return fcts, unfinished
+            timeouts += int(row.get("timeouts") or 0)
+    return fcts, unfinished, timeouts
 
 
 def our_command(scenario: Path, out: Path, transport: str, seed: int) -> list[str]:
@@ -188,10 +194,10 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path) -> Run:
     if rc != 0:
         return Run(False, wall_s=wall, error=f"exit {rc}: {tail(out / 'log.txt')}")
     try:
-        fcts, unfinished = read_fcts(find_flows_csv(out))
+        fcts, unfinished, rtos = read_flows(find_flows_csv(out))
     except (OSError, ValueError) as e:
         return Run(False, wall_s=wall, error=str(e))
-    return Run(True, fcts, unfinished, wall)
+    return Run(True, fcts, unfinished, rtos, wall)
 
 
 def run_ns3(scn: dict, transport: str, seed: int, work: Path) -> Run:
@@ -208,8 +214,8 @@ def run_ns3(scn: dict, transport: str, seed: int, work: Path) -> Run:
     # leafspine exits 3 when some flow did not finish by stop_ms: still a result
     if rc not in (0, 3) or not (out / "flows.csv").exists():
         return Run(False, wall_s=wall, error=f"exit {rc}: {tail(out / 'log.txt')}")
-    fcts, unfinished = read_fcts(out / "flows.csv")
-    return Run(True, fcts, unfinished, wall)
+    fcts, unfinished, rtos = read_flows(out / "flows.csv")
+    return Run(True, fcts, unfinished, rtos, wall)
 
 
 def tail(path: Path, n: int = 3) -> str:
@@ -251,6 +257,8 @@ class Row:
     ns3_p99_us: float
     mean_diff: float
     p99_diff: float
+    ours_rtos: int
+    ns3_rtos: int
     ours_wall_s: float
     ns3_wall_s: float
     verdict: str
@@ -258,7 +266,7 @@ class Row:
 
 
 COLUMNS = ["scenario", "transport", "seeds", "flows", "ours_mean_us", "ns3_mean_us", "mean_diff",
-           "ours_p99_us", "ns3_p99_us", "p99_diff", "verdict", "ours_wall_s", "ns3_wall_s", "note"]
+           "ours_p99_us", "ns3_p99_us", "p99_diff", "verdict", "ours_rtos", "ns3_rtos", "ours_wall_s", "ns3_wall_s", "note"]
 
 
 def fmt(row: Row, col: str) -> str:
@@ -275,7 +283,8 @@ def fmt(row: Row, col: str) -> str:
 HEAD = {"scenario": "scenario", "transport": "transport", "seeds": "seeds", "flows": "flows",
         "ours_mean_us": "mean ours (us)", "ns3_mean_us": "mean ns-3 (us)", "mean_diff": "Δ mean",
         "ours_p99_us": "p99 ours (us)", "ns3_p99_us": "p99 ns-3 (us)", "p99_diff": "Δ p99",
-        "verdict": "verdict", "ours_wall_s": "wall ours (s)", "ns3_wall_s": "wall ns-3 (s)",
+        "verdict": "verdict", "ours_rtos": "RTOs ours", "ns3_rtos": "RTOs ns-3",
+        "ours_wall_s": "wall ours (s)", "ns3_wall_s": "wall ns-3 (s)",
         "note": "note"}
 TABLE_COLS = COLUMNS[:-1]
 
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transports", nargs="+", default=DEFAULT_TRANSPORTS,
                     choices=DEFAULT_TRANSPORTS)
     ap.add_argument("--seeds", default=None,
-                    help="comma-separated seeds, pooled (default: 1,2,3 for scenarios with "
+                    help="comma-separated seeds, pooled (default: 1..10 for scenarios with "
                          "fewer than 1000 flows, else 1)")
     ap.add_argument("--tolerance", type=float, default=0.15)
     ap.add_argument("--work", default=str(VALIDATION / "out"),
@@ -366,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                 seeds = None  # decided after the first run, from its flow count
             work = Path(args.work) / name
             ours_f, ns3_f, ours_wall, ns3_wall = [], [], 0.0, 0.0
+            ours_rto, ns3_rto = 0, 0
             errors, unfinished = [], 0
             done_seeds = []
             pending = list(seeds) if seeds else [1]
@@ -383,17 +393,19 @@ def main(argv: list[str] | None = None) -> int:
                 done_seeds.append(seed)
                 ours_f += a.fcts
                 ns3_f += b.fcts
+                ours_rto += a.timeouts
+                ns3_rto += b.timeouts
                 ours_wall += a.wall_s
                 ns3_wall += b.wall_s
                 unfinished += a.unfinished + b.unfinished
                 if seeds is None and seed == 1 and len(b.fcts) < 1000:
-                    pending += [2, 3]
+                    pending += list(range(2, SMALL_SEEDS + 1))
             if errors:
                 failed_runs += 1
                 for e in errors:
                     print(f"ERROR [{name} {transport}] {e}", file=sys.stderr)
             if not done_seeds:
-                rows.append(Row(name, transport, "-", 0, *([math.nan] * 6), 0.0, 0.0, "ERROR",
+                rows.append(Row(name, transport, "-", 0, *([math.nan] * 6), 0, 0, 0.0, 0.0, "ERROR",
                                 note="; ".join(errors)))
                 continue
             ours_f.sort()
@@ -409,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                 note = (note + "; " if note else "") + \
                     f"flow counts differ: ours {len(ours_f)}, ns-3 {len(ns3_f)}"
             rows.append(Row(name, transport, ",".join(map(str, done_seeds)), len(ns3_f),
-                            om, nm, op, np_, md, pd, ours_wall, ns3_wall,
+                            om, nm, op, np_, md, pd, ours_rto, ns3_rto, ours_wall, ns3_wall,
                             "PASS" if ok else "FAIL", note))
     print()
     print_table(rows)
