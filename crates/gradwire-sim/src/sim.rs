@@ -14,6 +14,7 @@ use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Run-time state of one flow.
@@ -75,7 +76,11 @@ pub struct Simulation {
     sampled_ports: Vec<PortId>,
     pub(crate) queue_samples: Vec<QueueSample>,
     failures: Vec<Vec<PortId>>,
-    scratch: Vec<Packet>,
+    /// Per host, per class: endpoints that may have a packet for the NIC.
+    ready: Vec<Vec<VecDeque<u32>>>,
+    ready_count: Vec<u32>,
+    in_ready: Vec<bool>,
+    ep_class: Vec<u8>,
     pub(crate) wall: std::time::Duration,
     finished: bool,
 }
@@ -131,7 +136,10 @@ impl Simulation {
             sampled_ports,
             queue_samples: Vec::new(),
             failures,
-            scratch: Vec::new(),
+            ready: vec![vec![VecDeque::new(); s.switch.queues as usize]; topo.hosts as usize],
+            ready_count: vec![0; topo.hosts as usize],
+            in_ready: vec![false; 2 * nflows],
+            ep_class: vec![0; 2 * nflows],
             wall: Default::default(),
             finished: false,
             scenario: s,
@@ -236,6 +244,8 @@ impl Simulation {
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
         let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
+        // receivers send ACKs and control: they go first
+        self.ep_class[2 * f as usize] = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
         self.endpoints[2 * f as usize] = Some(sender);
         self.endpoints[2 * f as usize + 1] = Some(receiver);
         self.drive(2 * f);
@@ -253,14 +263,27 @@ impl Simulation {
         self.drive(ep);
     }
 
-    /// Collect what an endpoint wants to do after being fed: send, report, re-arm.
+    /// After an endpoint was fed: settle its events and timer, and offer it to its host's
+    /// NIC, which pulls packets one at a time when the link is free (see `pull_nic`).
     fn drive(&mut self, ep: u32) {
+        if self.endpoints[ep as usize].is_none() {
+            return;
+        }
+        let host = self.host_of(ep);
+        if !self.in_ready[ep as usize] {
+            self.in_ready[ep as usize] = true;
+            let class = self.ep_class[ep as usize] as usize;
+            self.ready[host as usize][class].push_back(ep);
+            self.ready_count[host as usize] += 1;
+        }
+        self.settle(ep);
+        self.pull_nic(host);
+    }
+
+    /// Drain an endpoint's events and re-arm its timer.
+    fn settle(&mut self, ep: u32) {
         let now = self.now;
         let Some(e) = self.endpoints[ep as usize].as_mut() else { return };
-        let mut out = std::mem::take(&mut self.scratch);
-        while let Some(p) = e.poll_transmit(now) {
-            out.push(p);
-        }
         let mut delivered = false;
         let mut sender_done = false;
         while let Some(ev) = e.poll_event() {
@@ -271,7 +294,10 @@ impl Simulation {
         }
         let deadline = e.poll_timeout();
         let stats = e.stats();
-        if let Some(t) = deadline {
+        // A due deadline of an endpoint waiting for the NIC is served when the NIC polls it
+        // (`pull_nic` runs due timeouts first); arming it again now would spin in place.
+        let waiting = self.in_ready[ep as usize];
+        if let Some(t) = deadline.filter(|&t| t > now || !waiting) {
             if t < self.timer_at[ep as usize] {
                 self.timer_at[ep as usize] = t;
                 self.events.push(t.max(now), Target::Timer(ep));
@@ -281,16 +307,63 @@ impl Simulation {
         if ep % 2 == 0 {
             self.flows[flow as usize].stats = stats;
         }
-        for p in out.drain(..) {
-            self.send_from_host(p);
-        }
-        self.scratch = out;
         if delivered {
             self.finish_flow(flow);
         }
         if sender_done {
             // keep the receiver: a late retransmission still gets its ACK
             self.endpoints[ep as usize] = None;
+        }
+    }
+
+    fn host_of(&self, ep: u32) -> u32 {
+        let spec = &self.workload.flows[(ep / 2) as usize];
+        if ep % 2 == 0 {
+            spec.src
+        } else {
+            spec.dst
+        }
+    }
+
+    /// The host NIC as a scheduler, like a qdisc with per-flow queues and socket
+    /// backpressure: when the link is free it asks ready endpoints, highest class first and
+    /// round-robin within a class, for one packet. A host therefore never sends faster than
+    /// its line rate however many flows pace themselves at line rate, and nothing piles up.
+    fn pull_nic(&mut self, host: u32) {
+        let port = self.fabric.node_ports[host as usize][0];
+        let pr = &mut self.fabric.ports[port as usize];
+        if !pr.up || pr.wake_pending || !pr.queue.is_empty() {
+            return;
+        }
+        if self.now < pr.busy_until {
+            pr.wake_pending = true;
+            self.events.push(pr.busy_until, Target::TxDone(port));
+            return;
+        }
+        let now = self.now;
+        for class in 0..self.ready[host as usize].len() {
+            while let Some(ep) = self.ready[host as usize][class].pop_front() {
+                let packet = self.endpoints[ep as usize].as_mut().and_then(|e| {
+                    if e.poll_timeout().is_some_and(|t| t <= now) {
+                        e.handle_timeout(now);
+                    }
+                    e.poll_transmit(now)
+                });
+                match packet {
+                    Some(p) => {
+                        // it may have more: back of its class
+                        self.ready[host as usize][class].push_back(ep);
+                        self.send_from_host(p);
+                        self.settle(ep);
+                        return;
+                    }
+                    None => {
+                        self.in_ready[ep as usize] = false;
+                        self.ready_count[host as usize] -= 1;
+                        self.settle(ep);
+                    }
+                }
+            }
         }
     }
 
@@ -382,7 +455,8 @@ impl Simulation {
         if pr.wire.len() == 1 {
             self.events.push(at, Target::Arrive(port));
         }
-        if !pr.queue.is_empty() {
+        let host_waiting = (pr.from as usize) < self.ready_count.len() && self.ready_count[pr.from as usize] > 0;
+        if !pr.queue.is_empty() || host_waiting {
             pr.wake_pending = true;
             self.events.push(pr.busy_until, Target::TxDone(port));
         }
@@ -391,8 +465,14 @@ impl Simulation {
     fn tx_done(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
         pr.wake_pending = false;
-        if pr.up {
+        if !pr.up {
+            return;
+        }
+        if !pr.queue.is_empty() {
             self.start_tx(port);
+        } else if self.topo.nodes[pr.from as usize].kind == NodeKind::Host {
+            let host = pr.from;
+            self.pull_nic(host);
         }
     }
 

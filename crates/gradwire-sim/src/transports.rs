@@ -69,6 +69,14 @@ impl EndpointFactory {
         }
     }
 
+    /// The class a flow's sender gets at its host NIC (0 = served first): its data queue.
+    pub fn data_class(&self, spec: &FlowSpec) -> u8 {
+        match self.kind {
+            TransportKind::Dlcp => layer_queue(spec.layer, spec.layers.max(1), self.data_priorities),
+            _ => self.tcp.priority,
+        }
+    }
+
     /// Sender and receiver of flow `f`; `line_rate_bps` is the sender's NIC rate.
     pub fn make(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> EndpointPair {
         let (src, dst, bytes) = (spec.src, spec.dst, spec.bytes);
