@@ -15,8 +15,10 @@ pub enum Target {
     Arrive(u32),
     /// An endpoint's timer.
     Timer(u32),
-    /// A flow's start time.
+    /// A flow released by a barrier starts.
     FlowStart(u32),
+    /// The next batch of flows from the time-sorted start list begins.
+    Starts,
     /// A scheduled failure (index into the scenario's failures).
     Failure(u32),
     /// Periodic queue-length sampling.
@@ -38,6 +40,7 @@ impl Target {
             Target::FlowStart(i) => (3, i),
             Target::Failure(i) => (4, i),
             Target::Sample => (5, 0),
+            Target::Starts => (6, 0),
         };
         debug_assert!(index < 1 << 29, "component index overflows the event key");
         kind << 29 | index
@@ -51,7 +54,8 @@ impl Target {
             2 => Target::Timer(index),
             3 => Target::FlowStart(index),
             4 => Target::Failure(index),
-            _ => Target::Sample,
+            5 => Target::Sample,
+            _ => Target::Starts,
         }
     }
 }
@@ -116,7 +120,7 @@ mod tests {
     #[test]
     fn targets_round_trip_through_the_key() {
         let all = [Target::TxDone(0), Target::Arrive(7), Target::Timer((1 << 29) - 1), Target::FlowStart(3),
-                   Target::Failure(2), Target::Sample];
+                   Target::Failure(2), Target::Sample, Target::Starts];
         let mut q = EventQueue::new();
         for (i, &t) in all.iter().enumerate() {
             q.push(MAX_TIME - i as u64, t);

@@ -76,6 +76,9 @@ pub struct Simulation {
     sampled_ports: Vec<PortId>,
     pub(crate) queue_samples: Vec<QueueSample>,
     failures: Vec<Vec<PortId>>,
+    /// Ungated flows by (start time, id); `next_start` is the first not yet started.
+    starts: Vec<(Time, u32)>,
+    next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: Vec<Vec<VecDeque<u32>>>,
     ready_count: Vec<u32>,
@@ -136,6 +139,8 @@ impl Simulation {
             sampled_ports,
             queue_samples: Vec::new(),
             failures,
+            starts: Vec::new(),
+            next_start: 0,
             ready: vec![vec![VecDeque::new(); s.switch.queues as usize]; topo.hosts as usize],
             ready_count: vec![0; topo.hosts as usize],
             in_ready: vec![false; 2 * nflows],
@@ -148,11 +153,15 @@ impl Simulation {
             routes,
             workload,
         };
-        for (f, spec) in sim.workload.flows.iter().enumerate() {
-            let gated = spec.gate.is_some_and(|b| sim.barrier_left[b as usize] > 0);
-            if !gated {
-                sim.events.push(spec.start, Target::FlowStart(f as u32));
-            }
+        // Ungated flows wait in a time-sorted list rather than in the event heap, which
+        // stays small: a DNN iteration schedules ~10^5 starts up front.
+        sim.starts = (0..nflows as u32)
+            .filter(|&f| sim.workload.flows[f as usize].gate.is_none_or(|b| sim.barrier_left[b as usize] == 0))
+            .map(|f| (sim.workload.flows[f as usize].start, f))
+            .collect();
+        sim.starts.sort_unstable();
+        if let Some(&(t, _)) = sim.starts.first() {
+            sim.events.push(t, Target::Starts);
         }
         for (i, f) in sim.scenario.failures.iter().enumerate() {
             sim.events.push(from_us(f.at_us), Target::Failure(i as u32));
@@ -231,6 +240,7 @@ impl Simulation {
             Target::Arrive(p) => self.arrive(p),
             Target::Timer(e) => self.timer(e),
             Target::FlowStart(f) => self.start_flow(f),
+            Target::Starts => self.start_batch(),
             Target::Failure(i) => self.fail(i),
             Target::Sample => self.sample(),
         }
@@ -250,6 +260,17 @@ impl Simulation {
         self.endpoints[2 * f as usize + 1] = Some(receiver);
         self.drive(2 * f);
         self.drive(2 * f + 1);
+    }
+
+    fn start_batch(&mut self) {
+        while let Some(&(t, f)) = self.starts.get(self.next_start) {
+            if t > self.now {
+                self.events.push(t, Target::Starts);
+                break;
+            }
+            self.next_start += 1;
+            self.start_flow(f);
+        }
     }
 
     fn timer(&mut self, ep: u32) {
