@@ -336,6 +336,10 @@ pub struct WorkloadCfg {
     /// dnn: fuse consecutive layers into buckets of at least this many bytes (0 = per layer).
     #[serde(default)]
     pub bucket_bytes: u64,
+    /// dnn: training iterations; iteration k+1 of a worker starts (forward, then backward)
+    /// once it has all of iteration k's aggregated gradients.
+    #[serde(default = "d_one")]
+    pub iterations: u32,
     /// dnn: start each layer's transfers when backward makes its gradient ready
     /// (false: everything starts at `start_us`).
     #[serde(default = "d_true")]
@@ -392,6 +396,9 @@ fn d_stop_ms() -> f64 {
 }
 fn d_true() -> bool {
     true
+}
+fn d_one() -> u32 {
+    1
 }
 fn d_model() -> String {
     "resnet50".into()
@@ -737,6 +744,7 @@ impl Scenario {
             }
             WorkloadKind::Dnn => {
                 crate::models::load(&w.model)?;
+                nonzero("workload.iterations", w.iterations as u64)?;
                 nonzero("workload.workers", w.workers as u64)?;
                 if w.pattern == DnnPattern::Ps {
                     nonzero("workload.servers", w.servers as u64)?;

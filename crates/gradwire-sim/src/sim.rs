@@ -401,7 +401,8 @@ impl Simulation {
             if self.barrier_left[b] == 0 {
                 for j in 0..self.workload.barriers[b].releases.len() {
                     let g = self.workload.barriers[b].releases[j];
-                    let at = self.workload.flows[g as usize].start.max(self.now);
+                    let spec = &self.workload.flows[g as usize];
+                    let at = spec.start.max(self.now + spec.gate_delay);
                     self.events.push(at, Target::FlowStart(g));
                 }
             }

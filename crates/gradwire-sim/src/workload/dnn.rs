@@ -43,63 +43,128 @@ fn buckets(model: &ModelProfile, bucket_bytes: u64) -> Vec<Bucket> {
 
 pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelProfile, start: Time, rng: &mut impl Rng) {
     let w = &s.workload;
-    let layers = model.layers.len() as u32;
     let workers: Vec<u32> = (0..w.workers).map(|i| round_robin_host(topo, i)).collect();
-    let bucket_list = buckets(model, w.bucket_bytes);
-    let ready_at = |b: &Bucket| start + if w.compute { b.ready } else { 0 };
-    match w.pattern {
-        DnnPattern::Ps => {
-            let servers: Vec<u32> = (0..w.servers)
-                .map(|j| {
-                    if w.colocated {
-                        workers[(j as u64 * w.workers as u64 / w.servers as u64) as usize]
-                    } else {
-                        round_robin_host(topo, w.workers + j)
-                    }
-                })
-                .collect();
-            for b in &bucket_list {
-                let parts: Vec<(u32, u64)> = if b.bytes > w.split_bytes {
-                    let n = servers.len() as u64;
-                    servers.iter().enumerate().map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64)).collect()
-                } else {
-                    vec![(servers[rng.gen_range(0..servers.len())], b.bytes)]
-                };
-                for (srv, bytes) in parts {
-                    let remote = workers.iter().copied().filter(|&wk| wk != srv);
-                    let pushes: Vec<u32> =
-                        remote.clone().map(|wk| out.tagged_flow(wk, srv, bytes, ready_at(b), b.front_layer, layers)).collect();
-                    let pulls: Vec<u32> =
-                        remote.map(|wk| {
-                            let f = out.tagged_flow(srv, wk, bytes, ready_at(b), b.front_layer, layers);
-                            out.mark_pull(f)
-                        }).collect();
-                    out.barrier(&pushes, &pulls);
-                }
+    let servers: Vec<u32> = (0..w.servers)
+        .map(|j| {
+            if w.colocated {
+                workers[(j as u64 * w.workers as u64 / w.servers as u64) as usize]
+            } else {
+                round_robin_host(topo, w.workers + j)
+            }
+        })
+        .collect();
+    let plan = Plan {
+        layers: model.layers.len() as u32,
+        buckets: buckets(model, w.bucket_bytes),
+        forward: (model.forward_time_s * SEC as f64).round() as Time,
+        compute: w.compute,
+        start,
+    };
+    // flows of worker i that its iteration barrier gates, and flows that finish its iteration
+    let mut done_prev: Vec<Vec<u32>> = Vec::new();
+    for k in 0..w.iterations {
+        let mut first: Vec<Vec<u32>> = vec![Vec::new(); workers.len()];
+        let mut done: Vec<Vec<u32>> = vec![Vec::new(); workers.len()];
+        match w.pattern {
+            DnnPattern::Ps => plan.ps(out, k, &workers, &servers, w.split_bytes, rng, &mut first, &mut done),
+            DnnPattern::Ring => plan.ring(out, k, &workers, &mut first, &mut done),
+        }
+        if k > 0 {
+            // worker i computes iteration k once it holds all of iteration k-1's results
+            for (i, gated) in first.iter().enumerate() {
+                out.barrier(&done_prev[i], gated);
             }
         }
-        DnnPattern::Ring => {
-            let n = workers.len();
-            if n < 2 {
-                return;
+        done_prev = done;
+    }
+}
+
+struct Plan {
+    layers: u32,
+    buckets: Vec<Bucket>,
+    forward: Time,
+    compute: bool,
+    start: Time,
+}
+
+impl Plan {
+    /// A flow of bucket `b` in iteration `k`: iteration 0 starts at an absolute time, later
+    /// ones a compute delay after their worker's iteration barrier releases them.
+    fn flow(&self, out: &mut Workload, k: u32, b: &Bucket, src: u32, dst: u32, bytes: u64, first: bool) -> u32 {
+        let ready = if self.compute { b.ready } else { 0 };
+        let (start, delay) = match (k, first) {
+            (0, _) => (self.start + ready, 0),
+            (_, true) => (0, self.forward + ready),
+            (_, false) => (0, 0),
+        };
+        let f = out.tagged_flow(src, dst, bytes, start, b.front_layer, self.layers);
+        let spec = &mut out.flows[f as usize];
+        spec.iteration = k;
+        spec.gate_delay = delay;
+        f
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn ps(
+        &self,
+        out: &mut Workload,
+        k: u32,
+        workers: &[u32],
+        servers: &[u32],
+        split_bytes: u64,
+        rng: &mut impl Rng,
+        first: &mut [Vec<u32>],
+        done: &mut [Vec<u32>],
+    ) {
+        for b in &self.buckets {
+            let parts: Vec<(u32, u64)> = if b.bytes > split_bytes {
+                let n = servers.len() as u64;
+                servers.iter().enumerate().map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64)).collect()
+            } else {
+                vec![(servers[rng.gen_range(0..servers.len())], b.bytes)]
+            };
+            for (srv, bytes) in parts {
+                let mut pushes = Vec::new();
+                let mut pulls = Vec::new();
+                for (i, &wk) in workers.iter().enumerate().filter(|(_, &wk)| wk != srv) {
+                    let push = self.flow(out, k, b, wk, srv, bytes, true);
+                    first[i].push(push);
+                    pushes.push(push);
+                    let pull = self.flow(out, k, b, srv, wk, bytes, false);
+                    out.mark_pull(pull);
+                    done[i].push(pull);
+                    pulls.push(pull);
+                }
+                out.barrier(&pushes, &pulls);
             }
-            for b in &bucket_list {
-                let chunk = b.bytes.div_ceil(n as u64);
-                // prev[i]: the flow into worker i in the previous step
-                let mut prev: Vec<Option<u32>> = vec![None; n];
-                for _step in 0..2 * (n - 1) {
-                    let cur: Vec<u32> = (0..n)
-                        .map(|i| out.tagged_flow(workers[i], workers[(i + 1) % n], chunk, ready_at(b), b.front_layer, layers))
-                        .collect();
-                    for i in 0..n {
-                        if let Some(p) = prev[i] {
-                            out.barrier(&[p], &[cur[i]]);
-                        }
-                    }
-                    for i in 0..n {
-                        prev[(i + 1) % n] = Some(cur[i]);
+        }
+    }
+
+    fn ring(&self, out: &mut Workload, k: u32, workers: &[u32], first: &mut [Vec<u32>], done: &mut [Vec<u32>]) {
+        let n = workers.len();
+        if n < 2 {
+            return;
+        }
+        for b in &self.buckets {
+            let chunk = b.bytes.div_ceil(n as u64);
+            // prev[i]: the flow into worker i in the previous step
+            let mut prev: Vec<Option<u32>> = vec![None; n];
+            for step in 0..2 * (n - 1) {
+                let cur: Vec<u32> = (0..n)
+                    .map(|i| self.flow(out, k, b, workers[i], workers[(i + 1) % n], chunk, step == 0))
+                    .collect();
+                for i in 0..n {
+                    match prev[i] {
+                        Some(p) => out.barrier(&[p], &[cur[i]]),
+                        None => first[i].push(cur[i]),
                     }
                 }
+                for i in 0..n {
+                    prev[(i + 1) % n] = Some(cur[i]);
+                }
+            }
+            for (i, p) in prev.into_iter().enumerate() {
+                done[i].extend(p);
             }
         }
     }
@@ -109,6 +174,24 @@ pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelPro
 mod tests {
     use super::*;
     use crate::models;
+
+    #[test]
+    fn iterations_chain_through_worker_barriers() {
+        use crate::scenario::load;
+        let text = "[topology]\nleaves = 2\nhosts_per_leaf = 4\nspines = 2\nuplinks_per_leaf = 2\n\
+                    [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\nworkers = 4\nservers = 1\niterations = 3\n";
+        let s = &load(text, &[]).unwrap()[0].scenario;
+        let topo = Topology::build(&s.topology);
+        let mut rng = <rand_xoshiro::Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(1);
+        let wl = crate::workload::build(s, &topo, &mut rng).unwrap();
+        let per_iter = wl.flows.iter().filter(|f| f.iteration == 0).count();
+        assert_eq!(wl.flows.len(), 3 * per_iter);
+        // later iterations' pushes are gated and wait forward + backward-readiness after release
+        let pushes_1: Vec<_> = wl.flows.iter().filter(|f| f.iteration == 1 && !f.pull).collect();
+        assert!(pushes_1.iter().all(|f| f.gate.is_some() && f.gate_delay > 0));
+        // 3 remote workers x 41 layers, each pushed and pulled, per iteration
+        assert_eq!(per_iter, 2 * 3 * 41);
+    }
 
     #[test]
     fn buckets_cover_the_model_in_backward_order() {

@@ -27,6 +27,10 @@ pub struct FlowSpec {
     pub layers: u32,
     /// A PS pull (server to worker): loss-tolerant transports use the pull bound.
     pub pull: bool,
+    /// Training iteration the flow belongs to (0 outside DNN workloads).
+    pub iteration: u32,
+    /// A gated flow starts this long after its barrier releases it (compute time).
+    pub gate_delay: Time,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -47,7 +51,7 @@ impl Workload {
     }
 
     fn tagged_flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time, layer: u32, layers: u32) -> u32 {
-        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers, pull: false });
+        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers, pull: false, iteration: 0, gate_delay: 0 });
         (self.flows.len() - 1) as u32
     }
 
