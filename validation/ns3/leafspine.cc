@@ -21,6 +21,8 @@
 #include "ns3/traffic-control-module.h"
 
 #include <cstdio>
+#include <deque>
+#include <unordered_map>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -141,6 +143,86 @@ class StepEcnQueueDisc : public QueueDisc
 };
 
 NS_OBJECT_ENSURE_REGISTERED(StepEcnQueueDisc);
+
+// ---------------------------------------------------------------------------------------
+// Host NIC: per-flow queues served round-robin, one packet per turn, unbounded.
+//
+// gradwire's host NIC asks its ready endpoints (senders and receivers alike) for one packet
+// each in turn whenever the link is free, so concurrent flows leave a host interleaved
+// packet by packet rather than window by window. Here each TCP connection direction is a
+// flow (5-tuple hash); a flow joins the back of the round when it becomes backlogged.
+// ---------------------------------------------------------------------------------------
+class RoundRobinQueueDisc : public QueueDisc
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("ns3::RoundRobinQueueDisc")
+                                .SetParent<QueueDisc>()
+                                .SetGroupName("TrafficControl")
+                                .AddConstructor<RoundRobinQueueDisc>();
+        return tid;
+    }
+
+    RoundRobinQueueDisc()
+        : QueueDisc(QueueDiscSizePolicy::NO_LIMITS)
+    {
+    }
+
+  private:
+    bool DoEnqueue(Ptr<QueueDiscItem> item) override
+    {
+        uint32_t key = item->Hash(0);
+        std::deque<Ptr<QueueDiscItem>>& q = m_flows[key];
+        if (q.empty())
+        {
+            m_round.push_back(key);
+        }
+        q.push_back(item);
+        return true;
+    }
+
+    Ptr<QueueDiscItem> DoDequeue() override
+    {
+        if (m_round.empty())
+        {
+            return nullptr;
+        }
+        uint32_t key = m_round.front();
+        m_round.pop_front();
+        std::deque<Ptr<QueueDiscItem>>& q = m_flows[key];
+        Ptr<QueueDiscItem> item = q.front();
+        q.pop_front();
+        if (q.empty())
+        {
+            m_flows.erase(key);
+        }
+        else
+        {
+            m_round.push_back(key);
+        }
+        return item;
+    }
+
+    Ptr<const QueueDiscItem> DoPeek() override
+    {
+        return m_round.empty() ? nullptr : m_flows[m_round.front()].front();
+    }
+
+    bool CheckConfig() override
+    {
+        return GetNInternalQueues() == 0 && GetNQueueDiscClasses() == 0;
+    }
+
+    void InitializeParams() override
+    {
+    }
+
+    std::unordered_map<uint32_t, std::deque<Ptr<QueueDiscItem>>> m_flows;
+    std::deque<uint32_t> m_round;
+};
+
+NS_OBJECT_ENSURE_REGISTERED(RoundRobinQueueDisc);
 } // namespace ns3
 
 // ---------------------------------------------------------------------------------------
@@ -311,6 +393,19 @@ OnCongState(uint32_t id,
     }
 }
 
+/// LEAFSPINE_SAMPLE_PORT=from,to: print that switch port's queue every 200 ns up to 60 us.
+static void
+SamplePort(Ptr<StepEcnQueueDisc> q, Ptr<Queue<Packet>> dev, uint32_t from, uint32_t to)
+{
+    std::fprintf(stderr, "sample %ld node%u->node%u %u pkts (+%u in device)\n",
+                 (Simulator::Now() - g_shift).GetNanoSeconds(), from, to,
+                 q->GetNPackets(), dev->GetNPackets());
+    if (Simulator::Now() - g_shift < MicroSeconds(60))
+    {
+        Simulator::Schedule(NanoSeconds(200), &SamplePort, q, dev, from, to);
+    }
+}
+
 static void
 OpenConnection(uint32_t id)
 {
@@ -430,6 +525,7 @@ main(int argc, char* argv[])
     uint64_t bufferBytes = 512000;
     uint32_t ecnThresholdPackets = 65;
     std::string aqm = "step";
+    std::string hostQueue = "rr";
     // Transport
     std::string transport = "dctcp";
     uint32_t mss = 1460;
@@ -477,6 +573,10 @@ main(int argc, char* argv[])
                  ecnThresholdPackets);
     cmd.AddValue("aqm", "switch queue: step (exact step marking) or red (RED approximation)",
                  aqm);
+    cmd.AddValue("hostQueue",
+                 "host NIC queue: rr (per-flow round-robin, one packet per turn, as gradwire's "
+                 "NIC) or fifo",
+                 hostQueue);
     cmd.AddValue("transport", "newreno or dctcp", transport);
     cmd.AddValue("mss", "TCP MSS (bytes)", mss);
     cmd.AddValue("initCwnd", "initial congestion window (segments)", initCwnd);
@@ -514,6 +614,7 @@ main(int argc, char* argv[])
     NS_ABORT_MSG_IF(ecmp != "spray",
                     "ns-3.37 global routing has no per-flow ECMP; use --ecmp=spray");
     NS_ABORT_MSG_IF(aqm != "step" && aqm != "red", "--aqm must be step or red");
+    NS_ABORT_MSG_IF(hostQueue != "rr" && hostQueue != "fifo", "--hostQueue must be rr or fifo");
     NS_ABORT_MSG_IF(handshake != "preconnect" && handshake != "inline",
                     "--handshake must be preconnect or inline");
     g_preconnect = handshake == "preconnect";
@@ -592,9 +693,16 @@ main(int argc, char* argv[])
             "UseEcn", BooleanValue(mark),
             "UseHardDrop", BooleanValue(false));
     }
-    // Host NICs: effectively unbounded.
+    // Host NICs: unbounded; per-flow round-robin (gradwire's NIC) or one FIFO.
     TrafficControlHelper hostTc;
-    hostTc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000000p"));
+    if (hostQueue == "rr")
+    {
+        hostTc.SetRootQueueDisc("ns3::RoundRobinQueueDisc");
+    }
+    else
+    {
+        hostTc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000000p"));
+    }
 
     PointToPointHelper hostLink;
     hostLink.SetDeviceAttribute("DataRate", DataRateValue(DataRate(hostGbps * 1e9)));
@@ -756,6 +864,29 @@ main(int argc, char* argv[])
                                                   MakeBoundCallback(&CountTx, &g_uplinkTx[u]));
     }
 
+    if (const char* sp = getenv("LEAFSPINE_SAMPLE_PORT"))
+    {
+        std::vector<uint32_t> ft = ParseList(sp);
+        Ptr<Node> node = NodeList::GetNode(ft.at(0));
+        for (uint32_t d = 0; d < node->GetNDevices(); ++d)
+        {
+            Ptr<Channel> ch = node->GetDevice(d)->GetChannel();
+            if (!ch)
+            {
+                continue;
+            }
+            Ptr<Node> peer = ch->GetDevice(0)->GetNode() == node ? ch->GetDevice(1)->GetNode()
+                                                                 : ch->GetDevice(0)->GetNode();
+            if (peer->GetId() == ft.at(1))
+            {
+                auto q = DynamicCast<StepEcnQueueDisc>(
+                    node->GetObject<TrafficControlLayer>()->GetRootQueueDiscOnDevice(
+                        node->GetDevice(d)));
+                auto dev = DynamicCast<PointToPointNetDevice>(node->GetDevice(d))->GetQueue();
+                Simulator::Schedule(g_start, &SamplePort, q, dev, ft[0], ft[1]);
+            }
+        }
+    }
     Simulator::Stop(g_shift + MilliSeconds(stopMs));
     Simulator::Run();
 
@@ -781,6 +912,16 @@ main(int argc, char* argv[])
                 if (auto step = DynamicCast<StepEcnQueueDisc>(q))
                 {
                     peak = std::max(peak, step->m_peakBytes);
+                    if (getenv("LEAFSPINE_PORTS") && (st.nTotalDroppedPackets || step->m_peakBytes))
+                    {
+                        Ptr<Channel> ch = node->GetDevice(d)->GetChannel();
+                        Ptr<Node> peer = ch->GetDevice(0)->GetNode() == node
+                                             ? ch->GetDevice(1)->GetNode()
+                                             : ch->GetDevice(0)->GetNode();
+                        std::fprintf(stderr, "port node%u->node%u: drops %u marks %u peak %u B\n",
+                                     node->GetId(), peer->GetId(), st.nTotalDroppedPackets,
+                                     st.nTotalMarkedPackets, step->m_peakBytes);
+                    }
                 }
             }
         }
