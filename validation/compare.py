@@ -154,10 +154,25 @@ def read_flows(path: Path) -> tuple[list[int], int, int]:
     return fcts, unfinished, timeouts
 
 
+_snapshot: Path | None = None
+
+
+def snapshot_our_binary(work: Path) -> Path | None:
+    """Copy target/release/gradwire-sim once, so a rebuild during a long comparison cannot
+    mix two simulator versions in one table."""
+    global _snapshot
+    if _snapshot is None and OUR_BIN.exists():
+        work.mkdir(parents=True, exist_ok=True)
+        _snapshot = work / "gradwire-sim.snapshot"
+        shutil.copy2(OUR_BIN, _snapshot)
+    return _snapshot
+
+
 def our_command(scenario: Path, out: Path, transport: str, seed: int) -> list[str]:
     sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray"]
-    if OUR_BIN.exists():
-        return [str(OUR_BIN), str(scenario), "--out", str(out), "--seed", str(seed), *sets, "--quiet"]
+    exe = _snapshot or (OUR_BIN if OUR_BIN.exists() else None)
+    if exe:
+        return [str(exe), str(scenario), "--out", str(out), "--seed", str(seed), *sets, "--quiet"]
     cli = shutil.which("gradwire")
     if cli:
         return [cli, "sim", str(scenario), "--out", str(out), "--set", f"seed={seed}", *sets]
@@ -361,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.chdir(ROOT)
     build_ns3()
+    snapshot_our_binary(Path(args.work))
     rows: list[Row] = []
     failed_runs = 0
     for scen in args.scenarios:
