@@ -199,6 +199,9 @@ pub enum TransportKind {
     /// pFabric: line-rate start, remaining-size ranks; pair with `switch.policy = "pfabric"`
     /// and `routing.mode = "spray"`.
     Pfabric,
+    /// LTP loss-tolerant transport (ltp.md §III-IV): Early Close, BDP congestion control;
+    /// lossy pushes, fully reliable PS pulls.
+    Ltp,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -234,6 +237,8 @@ pub struct TransportCfg {
     pub pias_thresholds: Vec<u64>,
     /// pFabric: fixed RTO; default 3 x the topology's base RTT.
     pub pfabric_rto_us: Option<f64>,
+    /// LTP: deadline slack C, deadline = max(LT threshold) + C (30 ms in a DC).
+    pub ltp_c_ms: f64,
 }
 
 impl Default for TransportCfg {
@@ -259,6 +264,7 @@ impl Default for TransportCfg {
             ctrl_rto_us: 1000.0,
             pias_thresholds: Vec::new(),
             pfabric_rto_us: None,
+            ltp_c_ms: 30.0,
         }
     }
 }
@@ -633,10 +639,11 @@ impl Scenario {
         if tr.pias_thresholds.windows(2).any(|w| w[0] >= w[1]) {
             return Err(ScenarioError::new("transport.pias_thresholds", "must be strictly increasing"));
         }
+        positive("transport.ltp_c_ms", tr.ltp_c_ms)?;
         if let Some(v) = tr.pfabric_rto_us {
             positive("transport.pfabric_rto_us", v)?;
         }
-        if tr.kind == TransportKind::Dlcp && s.queues < 2 {
+        if matches!(tr.kind, TransportKind::Dlcp | TransportKind::Ltp) && s.queues < 2 {
             return Err(ScenarioError::new("switch.queues", "DLCP needs at least 2 queues (control + data)"));
         }
         if tr.priority >= s.queues {

@@ -7,6 +7,7 @@ use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time};
 use gradwire_core::time::NS;
 use gradwire_core::transport::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
+use gradwire_core::transport::ltp::{LtpConfig, LtpReceiver, LtpSender};
 use gradwire_core::transport::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use gradwire_core::transport::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
@@ -21,6 +22,7 @@ pub struct EndpointFactory {
     pias: PiasConfig,
     pfabric_rto: Option<Time>,
     base_rtt: Time,
+    ltp: LtpConfig,
 }
 
 pub type EndpointPair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
@@ -56,12 +58,24 @@ impl EndpointFactory {
             ctrl_rto: from_us(tr.ctrl_rto_us),
             ..DlcpConfig::default()
         };
+        let ltp = LtpConfig {
+            mss: tr.mss_bytes,
+            header_bytes: tr.header_bytes,
+            ack_bytes: tr.ack_bytes,
+            ctrl_bytes: tr.ack_bytes,
+            loss_bound: tr.loss_bound,
+            lt_c: from_us(tr.ltp_c_ms * 1000.0),
+            initial_rtprop: s.base_rtt_ns() * NS,
+            ctrl_rto: from_us(tr.ctrl_rto_us),
+            ..LtpConfig::default()
+        };
         let thresholds: &[u64] = if tr.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &tr.pias_thresholds };
         EndpointFactory {
             kind: tr.kind,
             pias: PiasConfig::new(tcp, thresholds),
             pfabric_rto: tr.pfabric_rto_us.map(from_us),
             base_rtt: s.base_rtt_ns() * NS,
+            ltp,
             tcp,
             dlcp,
             pull_loss_bound: tr.pull_loss_bound,
@@ -73,6 +87,7 @@ impl EndpointFactory {
     pub fn data_class(&self, spec: &FlowSpec) -> u8 {
         match self.kind {
             TransportKind::Dlcp => layer_queue(spec.layer, spec.layers.max(1), self.data_priorities),
+            TransportKind::Ltp => self.ltp.data_priority,
             _ => self.tcp.priority,
         }
     }
@@ -95,6 +110,14 @@ impl EndpointFactory {
                 (
                     Box::new(DlcpSender::new(cfg, f, src, dst, bytes, now)),
                     Box::new(DlcpReceiver::new(cfg, f, dst, src, bytes)),
+                )
+            }
+            TransportKind::Ltp => {
+                // lossy gather (push), fully reliable broadcast (pull): ltp.md §IV
+                let cfg = LtpConfig { initial_btlbw_bps: line_rate_bps, loss_tolerant: !spec.pull, ..self.ltp.clone() };
+                (
+                    Box::new(LtpSender::new(cfg.clone(), f, src, dst, bytes, now)),
+                    Box::new(LtpReceiver::new(cfg, f, dst, src, bytes)),
                 )
             }
             TransportKind::Pias => (
