@@ -1,0 +1,385 @@
+//! The typed scenario: every key, its type and default. `docs/scenarios.md` documents
+//! each one (a test keeps the two in step).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default = "d_name")]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "d_seed")]
+    pub seed: u64,
+    /// Hard stop of simulated time; a run also ends as soon as every flow is done.
+    #[serde(default = "d_stop_ms")]
+    pub stop_ms: f64,
+    #[serde(default)]
+    pub topology: TopologyCfg,
+    #[serde(default)]
+    pub switch: SwitchCfg,
+    #[serde(default)]
+    pub host: HostCfg,
+    #[serde(default)]
+    pub routing: RoutingCfg,
+    #[serde(default)]
+    pub transport: TransportCfg,
+    pub workload: WorkloadCfg,
+    #[serde(default)]
+    pub output: OutputCfg,
+    #[serde(default)]
+    pub failures: Vec<FailureCfg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TopologyKind {
+    LeafSpine,
+    FatTree,
+}
+
+/// Defaults are the DLCP §5.2.1 network: 4 spines, 9 leaves x 16 hosts, 100G everywhere.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopologyCfg {
+    pub kind: TopologyKind,
+    pub spines: u32,
+    pub leaves: u32,
+    pub hosts_per_leaf: u32,
+    pub host_link_gbps: f64,
+    /// Leaf-to-spine links per leaf; link j goes to spine `j % spines`.
+    pub uplinks_per_leaf: u32,
+    pub uplink_gbps: f64,
+    /// Fat-tree arity (k pods, k^3/4 hosts).
+    pub k: u32,
+    /// Fat-tree link rate (all links).
+    pub link_gbps: f64,
+    /// Propagation delay of every link.
+    pub link_delay_ns: u64,
+    /// Random non-congestion loss: each packet crossing any link is lost with this
+    /// probability (ltp.md §V-C sweeps 0 to 1%).
+    pub link_loss_rate: f64,
+}
+
+impl Default for TopologyCfg {
+    fn default() -> Self {
+        TopologyCfg {
+            kind: TopologyKind::LeafSpine,
+            spines: 4,
+            leaves: 9,
+            hosts_per_leaf: 16,
+            host_link_gbps: 100.0,
+            uplinks_per_leaf: 4,
+            uplink_gbps: 100.0,
+            k: 4,
+            link_gbps: 100.0,
+            link_delay_ns: 10_650,
+            link_loss_rate: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BufferMode {
+    PerPort,
+    Shared,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchCfg {
+    pub buffer: BufferMode,
+    /// Per port (`per_port`) or per switch (`shared`).
+    pub buffer_bytes: u64,
+    /// Dynamic-threshold alpha for the shared buffer.
+    pub dt_alpha: f64,
+    /// Mark ECT packets CE when the queue holds more than this many packets; 0 = off.
+    pub ecn_threshold_packets: u32,
+    /// Drop when a queue holds this many packets; 0 = only the buffer limits.
+    pub drop_threshold_packets: u32,
+    /// Strict-priority queues per port (1..=8).
+    pub queues: u8,
+    /// `plain`: ECN marking per queue. `dlcp`: queue 0 for control, data queue i marks
+    /// important and drops unimportant packets above `ecn_threshold_packets * (1 + (i-1) d)`.
+    pub policy: SwitchPolicy,
+    /// DLCP threshold step `d`.
+    pub dlcp_d: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchPolicy {
+    #[default]
+    Plain,
+    Dlcp,
+    /// pFabric: one queue served smallest-rank first, evicting the largest rank when full
+    /// (hosts' NICs schedule the same way).
+    Pfabric,
+}
+
+impl Default for SwitchCfg {
+    fn default() -> Self {
+        SwitchCfg {
+            buffer: BufferMode::PerPort,
+            buffer_bytes: 512_000,
+            dt_alpha: 1.0,
+            ecn_threshold_packets: 65,
+            drop_threshold_packets: 0,
+            queues: 8,
+            policy: SwitchPolicy::Plain,
+            dlcp_d: 0.5,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostCfg {
+    /// NIC queue capacity; 0 = unbounded (the transport's window is the only limit).
+    pub nic_queue_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingMode {
+    /// Per-flow hash over equal-cost next hops.
+    #[default]
+    Ecmp,
+    /// Per-packet uniform random choice among equal-cost next hops.
+    Spray,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoutingCfg {
+    pub mode: RoutingMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    Newreno,
+    Dctcp,
+    /// DLCP bounded-loss transport (dlcp.md §3.2.1); pair with `switch.policy = "dlcp"`
+    /// and `routing.mode = "spray"` for the full design.
+    Dlcp,
+    /// PIAS: DCTCP with sender-side multi-level feedback queue tagging (strict-priority switches).
+    Pias,
+    /// pFabric: line-rate start, remaining-size ranks; pair with `switch.policy = "pfabric"`
+    /// and `routing.mode = "spray"`.
+    Pfabric,
+    /// LTP loss-tolerant transport (ltp.md §III-IV): Early Close, BDP congestion control;
+    /// lossy pushes, fully reliable PS pulls.
+    Ltp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransportCfg {
+    pub kind: TransportKind,
+    pub mss_bytes: u32,
+    pub header_bytes: u32,
+    pub ack_bytes: u32,
+    pub init_cwnd_packets: u32,
+    pub rto_min_us: f64,
+    pub rto_max_us: f64,
+    /// RTO before the first RTT sample; defaults to `rto_min_us`.
+    pub rto_initial_us: Option<f64>,
+    pub dupack_threshold: u32,
+    pub dctcp_g: f64,
+    /// Switch queue for the flows' packets (0 = highest priority). DLCP ignores it: its
+    /// control uses queue 0 and data the layer queue `1 + floor(layer * (queues-1) / layers)`.
+    pub priority: u8,
+    /// DLCP: share of a transfer that may be lost (push, and every non-PS flow).
+    pub loss_bound: f64,
+    /// DLCP: loss bound of PS pulls (aggregated, hence more important: tighter).
+    pub pull_loss_bound: f64,
+    /// DLCP: share of segments tagged important (ECN-capable); 0.5 mimics the median rule.
+    pub important_fraction: f64,
+    /// DLCP minimal rate control: period, halving factor delta, additive increase.
+    pub rate_period_us: f64,
+    pub rate_delta: f64,
+    pub rate_increase_frac: f64,
+    /// DLCP: retransmission timeout of control messages.
+    pub ctrl_rto_us: f64,
+    /// PIAS: demotion thresholds in bytes sent (at most 7; empty = PIAS's web-search set).
+    pub pias_thresholds: Vec<u64>,
+    /// pFabric: fixed RTO; default 3 x the topology's base RTT.
+    pub pfabric_rto_us: Option<f64>,
+    /// LTP: deadline slack C, deadline = max(LT threshold) + C (30 ms in a DC).
+    pub ltp_c_ms: f64,
+}
+
+impl Default for TransportCfg {
+    fn default() -> Self {
+        TransportCfg {
+            kind: TransportKind::Dctcp,
+            mss_bytes: 1460,
+            header_bytes: 40,
+            ack_bytes: 40,
+            init_cwnd_packets: 10,
+            rto_min_us: 10_000.0,
+            rto_max_us: 60_000_000.0,
+            rto_initial_us: None,
+            dupack_threshold: 3,
+            dctcp_g: 1.0 / 16.0,
+            priority: 0,
+            loss_bound: 0.1,
+            pull_loss_bound: 0.01,
+            important_fraction: 0.5,
+            rate_period_us: 200.0,
+            rate_delta: 2.0,
+            rate_increase_frac: 0.05,
+            ctrl_rto_us: 1000.0,
+            pias_thresholds: Vec::new(),
+            pfabric_rto_us: None,
+            ltp_c_ms: 30.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    Flows,
+    Incast,
+    Permutation,
+    AllToAll,
+    Ps,
+    /// One iteration of DNN gradient synchronization from a model profile.
+    Dnn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DnnPattern {
+    /// Parameter server, workers push then servers pull (dlcp.md §5.2.1).
+    #[default]
+    Ps,
+    /// Ring allreduce per bucket.
+    Ring,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadCfg {
+    pub kind: WorkloadKind,
+    #[serde(default)]
+    pub start_us: f64,
+    /// incast, permutation, all_to_all: bytes per flow.
+    #[serde(default)]
+    pub flow_bytes: u64,
+    /// incast: the receiving host.
+    #[serde(default)]
+    pub receiver: u32,
+    /// incast: hosts receiver+1 .. receiver+senders (mod host count).
+    #[serde(default)]
+    pub senders: Option<u32>,
+    /// incast: explicit sender hosts (instead of `senders`).
+    #[serde(default)]
+    pub sender_list: Option<Vec<u32>>,
+    /// all_to_all: participating hosts (default: all).
+    #[serde(default)]
+    pub hosts: Option<Vec<u32>>,
+    /// ps: worker count; worker i is host (i % leaves) * hosts_per_leaf + i / leaves.
+    #[serde(default)]
+    pub workers: u32,
+    /// ps: server count.
+    #[serde(default)]
+    pub servers: u32,
+    /// ps: server j runs on worker j * workers / servers (else on the next free hosts).
+    #[serde(default = "d_true")]
+    pub colocated: bool,
+    /// ps: bytes each worker pushes in total, split evenly over the servers.
+    #[serde(default)]
+    pub push_bytes: u64,
+    /// ps: bytes each worker pulls in total (default: push_bytes).
+    #[serde(default)]
+    pub pull_bytes: Option<u64>,
+    /// flows: explicit list.
+    #[serde(default)]
+    pub flows: Vec<FlowCfg>,
+    /// dnn: embedded model profile (resnet18, resnet50, inception_v3, vgg16, alexnet, transformer).
+    #[serde(default = "d_model")]
+    pub model: String,
+    /// dnn: `ps` or `ring`.
+    #[serde(default)]
+    pub pattern: DnnPattern,
+    /// dnn/ps: tensors larger than this are split evenly over all servers.
+    #[serde(default = "d_split_bytes")]
+    pub split_bytes: u64,
+    /// dnn: fuse consecutive layers into buckets of at least this many bytes (0 = per layer).
+    #[serde(default)]
+    pub bucket_bytes: u64,
+    /// dnn: training iterations; iteration k+1 of a worker starts (forward, then backward)
+    /// once it has all of iteration k's aggregated gradients.
+    #[serde(default = "d_one")]
+    pub iterations: u32,
+    /// dnn: start each layer's transfers when backward makes its gradient ready
+    /// (false: everything starts at `start_us`).
+    #[serde(default = "d_true")]
+    pub compute: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowCfg {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    #[serde(default)]
+    pub start_us: f64,
+    /// Indices (in this list) of flows that must finish before this one starts.
+    #[serde(default)]
+    pub after: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputCfg {
+    /// Egress ports whose queue length is sampled, named `from->to` (e.g. `leaf0->host3`).
+    pub queue_ports: Vec<String>,
+    pub queue_sample_ns: u64,
+}
+
+impl Default for OutputCfg {
+    fn default() -> Self {
+        OutputCfg { queue_ports: Vec::new(), queue_sample_ns: 1000 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureCfg {
+    pub at_us: f64,
+    /// A link by its two ends, `leaf0-spine1` (both directions go down).
+    #[serde(default)]
+    pub link: Option<String>,
+    /// A node (switch or host) by name, e.g. `spine1`: all its links go down.
+    #[serde(default)]
+    pub node: Option<String>,
+}
+
+fn d_name() -> String {
+    "scenario".into()
+}
+fn d_seed() -> u64 {
+    1
+}
+fn d_stop_ms() -> f64 {
+    10_000.0
+}
+fn d_true() -> bool {
+    true
+}
+fn d_one() -> u32 {
+    1
+}
+fn d_model() -> String {
+    "resnet50".into()
+}
+fn d_split_bytes() -> u64 {
+    4_000_000
+}

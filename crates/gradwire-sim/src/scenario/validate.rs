@@ -1,0 +1,248 @@
+//! Checks serde cannot express: ranges, cross-field requirements, hosts in range.
+
+use super::*;
+
+impl Scenario {
+    /// Checks serde cannot express: ranges, cross-field requirements.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        positive("stop_ms", self.stop_ms)?;
+        if self.stop_ms > 1_000_000.0 {
+            return Err(ScenarioError::new("stop_ms", format!("must be at most 1000000 (1000 s of simulated time; got {})", self.stop_ms)));
+        }
+        let t = &self.topology;
+        match t.kind {
+            TopologyKind::LeafSpine => {
+                nonzero("topology.spines", t.spines)?;
+                nonzero("topology.leaves", t.leaves)?;
+                nonzero("topology.hosts_per_leaf", t.hosts_per_leaf)?;
+                nonzero("topology.uplinks_per_leaf", t.uplinks_per_leaf)?;
+                positive("topology.host_link_gbps", t.host_link_gbps)?;
+                positive("topology.uplink_gbps", t.uplink_gbps)?;
+            }
+            TopologyKind::FatTree => {
+                if t.k < 2 || t.k % 2 != 0 {
+                    return Err(ScenarioError::new("topology.k", format!("must be an even number >= 2 (got {})", t.k)));
+                }
+                positive("topology.link_gbps", t.link_gbps)?;
+            }
+        }
+        if !(0.0..1.0).contains(&t.link_loss_rate) {
+            return Err(ScenarioError::new("topology.link_loss_rate", format!("must be in [0, 1) (got {})", t.link_loss_rate)));
+        }
+        let s = &self.switch;
+        nonzero("switch.buffer_bytes", s.buffer_bytes)?;
+        positive("switch.dt_alpha", s.dt_alpha)?;
+        if !(1..=8).contains(&s.queues) {
+            return Err(ScenarioError::new("switch.queues", format!("must be 1..=8 (got {})", s.queues)));
+        }
+        let tr = &self.transport;
+        nonzero("transport.mss_bytes", tr.mss_bytes as u64)?;
+        nonzero("transport.init_cwnd_packets", tr.init_cwnd_packets as u64)?;
+        nonzero("transport.dupack_threshold", tr.dupack_threshold as u64)?;
+        positive("transport.rto_min_us", tr.rto_min_us)?;
+        positive("transport.rto_max_us", tr.rto_max_us)?;
+        if let Some(v) = tr.rto_initial_us {
+            positive("transport.rto_initial_us", v)?;
+        }
+        if !(tr.dctcp_g > 0.0 && tr.dctcp_g <= 1.0) {
+            return Err(ScenarioError::new("transport.dctcp_g", format!("must be in (0, 1] (got {})", tr.dctcp_g)));
+        }
+        for (key, v) in [("transport.loss_bound", tr.loss_bound), ("transport.pull_loss_bound", tr.pull_loss_bound),
+                         ("transport.important_fraction", tr.important_fraction)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(ScenarioError::new(key, format!("must be in [0, 1] (got {v})")));
+            }
+        }
+        positive("transport.rate_period_us", tr.rate_period_us)?;
+        positive("transport.rate_delta", tr.rate_delta)?;
+        positive("transport.ctrl_rto_us", tr.ctrl_rto_us)?;
+        if !(0.0..=1.0).contains(&tr.rate_increase_frac) {
+            return Err(ScenarioError::new("transport.rate_increase_frac", format!("must be in [0, 1] (got {})", tr.rate_increase_frac)));
+        }
+        if !(s.dlcp_d.is_finite() && s.dlcp_d >= 0.0) {
+            return Err(ScenarioError::new("switch.dlcp_d", format!("must be >= 0 (got {})", s.dlcp_d)));
+        }
+        if tr.pias_thresholds.len() > 7 {
+            return Err(ScenarioError::new("transport.pias_thresholds", format!("at most 7 thresholds (got {})", tr.pias_thresholds.len())));
+        }
+        if tr.pias_thresholds.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ScenarioError::new("transport.pias_thresholds", "must be strictly increasing"));
+        }
+        positive("transport.ltp_c_ms", tr.ltp_c_ms)?;
+        if let Some(v) = tr.pfabric_rto_us {
+            positive("transport.pfabric_rto_us", v)?;
+        }
+        if matches!(tr.kind, TransportKind::Dlcp | TransportKind::Ltp) && s.queues < 2 {
+            return Err(ScenarioError::new("switch.queues", "DLCP needs at least 2 queues (control + data)"));
+        }
+        if tr.priority >= s.queues {
+            return Err(ScenarioError::new(
+                "transport.priority",
+                format!("must be below switch.queues = {} (got {})", s.queues, tr.priority),
+            ));
+        }
+        nonnegative("workload.start_us", self.workload.start_us)?;
+        nonzero("output.queue_sample_ns", self.output.queue_sample_ns)?;
+        for (i, f) in self.failures.iter().enumerate() {
+            nonnegative(&format!("failures.{i}.at_us"), f.at_us)?;
+            if f.link.is_some() == f.node.is_some() {
+                return Err(ScenarioError::new(format!("failures.{i}"), "needs exactly one of `link` or `node`"));
+            }
+        }
+        self.validate_workload()
+    }
+
+    /// Propagation round trip across the widest path (leaf-spine: 4 links each way;
+    /// fat-tree: 6), used to default RTT-scaled parameters.
+    pub fn base_rtt_ns(&self) -> u64 {
+        let t = &self.topology;
+        let hops = match t.kind {
+            TopologyKind::LeafSpine => 4,
+            TopologyKind::FatTree => 6,
+        };
+        2 * hops * t.link_delay_ns
+    }
+
+    /// Hosts in the topology (needed to range-check workloads).
+    pub fn host_count(&self) -> u32 {
+        let t = &self.topology;
+        match t.kind {
+            TopologyKind::LeafSpine => t.leaves * t.hosts_per_leaf,
+            TopologyKind::FatTree => t.k * t.k * t.k / 4,
+        }
+    }
+
+    fn validate_workload(&self) -> Result<(), ScenarioError> {
+        let w = &self.workload;
+        let n = self.host_count();
+        let host = |key: &str, h: u32| {
+            if h < n {
+                Ok(())
+            } else {
+                Err(ScenarioError::new(key, format!("host {h} is out of range: the topology has {n} hosts (0..{n})")))
+            }
+        };
+        match w.kind {
+            WorkloadKind::Flows => {
+                if w.flows.is_empty() {
+                    return Err(ScenarioError::new("workload.flows", "is empty: list at least one flow"));
+                }
+                for (i, f) in w.flows.iter().enumerate() {
+                    host(&format!("workload.flows.{i}.src"), f.src)?;
+                    host(&format!("workload.flows.{i}.dst"), f.dst)?;
+                    if f.src == f.dst {
+                        return Err(ScenarioError::new(format!("workload.flows.{i}.dst"), "equals src"));
+                    }
+                    nonnegative(&format!("workload.flows.{i}.start_us"), f.start_us)?;
+                    for &a in &f.after {
+                        if a as usize >= i {
+                            return Err(ScenarioError::new(
+                                format!("workload.flows.{i}.after"),
+                                format!("flow {a} must come earlier in the list than flow {i}"),
+                            ));
+                        }
+                    }
+                }
+            }
+            WorkloadKind::Incast => {
+                host("workload.receiver", w.receiver)?;
+                nonzero("workload.flow_bytes", w.flow_bytes)?;
+                match (&w.senders, &w.sender_list) {
+                    (Some(_), Some(_)) | (None, None) => {
+                        return Err(ScenarioError::new("workload.senders", "give exactly one of `senders` or `sender_list`"))
+                    }
+                    (Some(c), None) => {
+                        if *c == 0 || *c >= n {
+                            return Err(ScenarioError::new(
+                                "workload.senders",
+                                format!("must be 1..{} for {n} hosts (got {c})", n - 1),
+                            ));
+                        }
+                    }
+                    (None, Some(list)) => {
+                        for (i, &h) in list.iter().enumerate() {
+                            host(&format!("workload.sender_list.{i}"), h)?;
+                            if h == w.receiver {
+                                return Err(ScenarioError::new(format!("workload.sender_list.{i}"), "is the receiver"));
+                            }
+                        }
+                    }
+                }
+            }
+            WorkloadKind::Permutation => nonzero("workload.flow_bytes", w.flow_bytes)?,
+            WorkloadKind::AllToAll => {
+                nonzero("workload.flow_bytes", w.flow_bytes)?;
+                if let Some(hosts) = &w.hosts {
+                    for (i, &h) in hosts.iter().enumerate() {
+                        host(&format!("workload.hosts.{i}"), h)?;
+                    }
+                }
+            }
+            WorkloadKind::Dnn => {
+                crate::models::load(&w.model)?;
+                nonzero("workload.iterations", w.iterations as u64)?;
+                nonzero("workload.workers", w.workers as u64)?;
+                if w.pattern == DnnPattern::Ps {
+                    nonzero("workload.servers", w.servers as u64)?;
+                }
+                let hosts_needed = if w.colocated || w.pattern == DnnPattern::Ring { w.workers } else { w.workers + w.servers };
+                if hosts_needed > n {
+                    return Err(ScenarioError::new(
+                        "workload.workers",
+                        format!("{hosts_needed} hosts needed but the topology has {n}"),
+                    ));
+                }
+                if w.colocated && w.servers > w.workers {
+                    return Err(ScenarioError::new(
+                        "workload.servers",
+                        format!("colocated servers ({}) cannot outnumber workers ({})", w.servers, w.workers),
+                    ));
+                }
+            }
+            WorkloadKind::Ps => {
+                nonzero("workload.workers", w.workers as u64)?;
+                nonzero("workload.servers", w.servers as u64)?;
+                nonzero("workload.push_bytes", w.push_bytes)?;
+                let hosts_needed = if w.colocated { w.workers } else { w.workers + w.servers };
+                if hosts_needed > n {
+                    return Err(ScenarioError::new(
+                        "workload.workers",
+                        format!("{hosts_needed} hosts needed but the topology has {n}"),
+                    ));
+                }
+                if w.colocated && w.servers > w.workers {
+                    return Err(ScenarioError::new(
+                        "workload.servers",
+                        format!("colocated servers ({}) cannot outnumber workers ({})", w.servers, w.workers),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn positive(key: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(ScenarioError::new(key, format!("must be a positive number (got {v})")))
+    }
+}
+
+fn nonnegative(key: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ScenarioError::new(key, format!("must be >= 0 (got {v})")))
+    }
+}
+
+fn nonzero(key: &str, v: impl Into<u64>) -> Result<(), ScenarioError> {
+    let v = v.into();
+    if v > 0 {
+        Ok(())
+    } else {
+        Err(ScenarioError::new(key, "must be greater than 0 (got 0)"))
+    }
+}
