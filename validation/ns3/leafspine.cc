@@ -6,10 +6,14 @@
 //
 //   flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts
 //
-// `start_ns` is when the sender's connection is established (or, for pull flows whose
-// connection was opened in advance, when the pull is triggered); `finish_ns` is when the
-// receiving application has read the flow's last byte. See docs/validation.md for the
-// full parameter mapping and the places where ns-3 cannot match gradwire exactly.
+// gradwire sends without a handshake, so by default (--handshake=preconnect) every TCP
+// connection is opened at t = 0 and all flows start --preconnectUs later; the CSV's times
+// are shifted back by that allowance. `start_ns` is when the flow's data is handed to its
+// socket (a pull: the moment its server holds every push), `finish_ns` when the receiving
+// application has read the flow's last byte. Switch ports are byte-limited drop-tail FIFOs
+// with step ECN marking (StepEcnQueueDisc), host NICs serve their flows round-robin
+// (RoundRobinQueueDisc), as gradwire's do. See docs/validation.md for the full parameter
+// mapping and the places where ns-3 cannot match gradwire exactly.
 //
 // Build: validation/ns3/build.sh      Run: build/leafspine --help
 
