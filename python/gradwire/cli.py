@@ -237,6 +237,161 @@ def scenarios(
     _out().print("Run one with [bold]gradwire sim NAME[/]; print its file with [bold]gradwire scenarios NAME[/].")
 
 
+def _reproductions_table() -> Table:
+    from gradwire import reproduce as rp
+
+    t = Table(header_style="bold")
+    t.add_column("reproduction", style="bold cyan", no_wrap=True)
+    t.add_column("figure")
+    t.add_column("scenarios")
+    t.add_column("runs", justify="right")
+    for r in rp.REPRODUCTIONS.values():
+        try:
+            n = str(len(rp.plan_reproduction(r, Path(".")).jobs))
+        except ScenarioError:
+            n = "?"
+        t.add_row(escape(r.name), escape(r.title), escape(", ".join(r.scenarios)), n)
+    return t
+
+
+def _pivot_table(repro, model: str, metric, sub) -> Table:
+    from gradwire import reproduce as rp
+
+    series, cols, rows = rp.pivot(repro, sub, metric.key)
+    t = Table(
+        title=f"{model}: {metric.label}",
+        title_style="bold",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    t.add_column(f"{repro.series} \\ {repro.x_label}", style="bold", no_wrap=True)
+    for c in cols:
+        t.add_column(c, justify="right", no_wrap=True)
+    for s, row in zip(series, rows):
+        t.add_row(escape(str(s)), *(rp._fmt(v) for v in row))
+    return t
+
+
+@app.command()
+def reproduce(
+    name: Annotated[
+        Optional[str],
+        typer.Argument(help="A reproduction (see --list), e.g. dlcp-fig14, dlcp-fig16, ltp-bst."),
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Results directory [default: results/<name>]."),
+    ] = None,
+    jobs: Annotated[
+        Optional[int],
+        typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each [default: all cores]."),
+    ] = None,
+    sets: Annotated[
+        Optional[list[str]],
+        typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key in every scenario of the reproduction (repeatable)."),
+    ] = None,
+    quick: Annotated[
+        bool,
+        typer.Option("--quick", help="A small version (8 hosts, few workers / iterations): seconds instead of minutes; a smoke test, not the paper's numbers."),
+    ] = False,
+    list_: Annotated[bool, typer.Option("--list", "-l", help="List the reproductions and exit.")] = False,
+) -> None:
+    """Reproduce a paper figure: run its scenarios in parallel, write a table and a plot."""
+    import os
+    import time
+
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from gradwire import reproduce as rp
+
+    console = _out()
+    if list_:
+        console.print(_reproductions_table())
+        console.print("Run one with [bold]gradwire reproduce NAME[/] (add [bold]--quick[/] for a small version).")
+        return
+    if name is None:
+        raise _fail(f"give a reproduction name ({', '.join(rp.REPRODUCTIONS)}) or --list")
+    try:
+        repro = rp.get(name)
+        out_dir = out if out is not None else Path("results") / repro.name
+        plan = rp.plan_reproduction(repro, out_dir, list(sets or []), quick=quick)
+    except ScenarioError as e:
+        raise _fail(str(e)) from None
+    if not plan.jobs:
+        raise _fail("no runs to do (the overrides left an empty sweep)")
+    n_procs = min(jobs or os.cpu_count() or 1, len(plan.jobs))
+
+    console.print(
+        f"[bold]{escape(repro.name)}[/]: {escape(repro.title)}\n"
+        f"{len(plan.jobs)} runs of {len(plan.plans)} scenarios on {n_procs} process{'es' if n_procs != 1 else ''}"
+        f"{' (quick)' if quick else ''} -> {escape(str(out_dir))}"
+    )
+    t0 = time.perf_counter()
+    try:
+        rp.prepare_dirs(plan, out_dir)
+    except OSError as e:
+        raise _fail(f"cannot write results to {out_dir}: {e}", code=1) from None
+    progress = Progress(
+        TextColumn("[bold]runs"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("elapsed"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task("runs", total=len(plan.jobs))
+
+    def done(job, res) -> None:
+        s = res.summary
+        ok = s["flows_finished"] == s["flows"]
+        mark = "[green]✓[/]" if ok else "[yellow]![/]"
+        progress.console.print(
+            f"{mark} {escape(job.scenario)}/{escape(job.spec.name)}: {s['flows_finished']}/{s['flows']} flows, "
+            f"{s['events']:,} events, {res.wall_seconds:.1f} s"
+        )
+        progress.advance(task)
+
+    try:
+        with progress:
+            results = rp.run_jobs(plan.jobs, n_procs, on_done=done)
+    except rp.RunFailed as e:
+        raise _fail(str(e)) from None
+    except OSError as e:
+        raise _fail(f"cannot write results to {out_dir}: {e}", code=1) from None
+    except KeyboardInterrupt:
+        _err().print(f"[yellow]interrupted[/]: finished runs are in {escape(str(out_dir))}")
+        raise typer.Exit(130) from None
+    wall = time.perf_counter() - t0
+    outputs = rp.write_outputs(plan, results, out_dir, wall, n_procs)
+    df = outputs["table"]
+    for _scen, model, sub in rp._panels(df):
+        for m in repro.metrics:
+            console.print(_pivot_table(repro, model, m, sub))
+            console.print()
+        inc = rp._incomplete(sub)
+        if inc:
+            console.print(f"[yellow]unfinished flows at the stop[/] in {escape(_scen)}: {escape(', '.join(inc))}")
+    if repro.note:
+        console.print(f"[dim]{escape(repro.note)}[/]")
+    console.print("[bold]outputs:[/]")
+    for p in outputs["paths"].values():
+        console.print(f"  {escape(str(p))}")
+    console.print(f"[bold]total wall time:[/] {wall:.1f} s ({len(plan.jobs)} runs, {n_procs} processes)")
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,536 @@
+"""Reproductions of paper figures: several built-in scenarios, run in parallel, reduced to
+one table and one figure.
+
+A :class:`Reproduction` names the built-in scenario files it runs (one per DNN model), the
+sweep parameter that is the figure's x axis and the one that is its series (one line per
+value), and how a run is reduced to metrics. :func:`reproduce` plans every run of every
+scenario (with the caller's ``--set`` overrides), runs them in separate processes, longest
+first, and writes::
+
+    DIR/<scenario>/<run>/{flows.csv,summary.json}   every run (as `gradwire sim` writes them)
+    DIR/<scenario>/{runs.json,summary.csv}           per scenario (`gradwire plot` works on it)
+    DIR/table.csv       tidy: one row per run (scenario, model, series, x, metrics, ...)
+    DIR/table.md        markdown pivot tables, one per model and metric
+    DIR/<name>.png      one panel per model x metric: x vs metric, one line per series
+    DIR/reproduce.json  name, wall time, jobs, cores, every run and its wall time
+
+See docs/reproductions.md.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gradwire._core import ScenarioError
+from gradwire.runner import RunResult, RunSpec, ScenarioRuns, plan, simulate, write_manifest
+from gradwire.scenarios import resolve_scenario, scenario_error
+
+TABLE_CSV = "table.csv"
+TABLE_MD = "table.md"
+MANIFEST = "reproduce.json"
+
+#: Shrinks the 144-host leaf-spine to 8 hosts (2 leaves x 4, 2 spines, 2 uplinks per leaf).
+SMALL_LEAF_SPINE = (
+    "topology.leaves=2",
+    "topology.hosts_per_leaf=4",
+    "topology.spines=2",
+    "topology.uplinks_per_leaf=2",
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    """Column of table.csv."""
+    label: str
+    """Axis / table label, with its unit."""
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    name: str
+    title: str
+    scenarios: tuple[str, ...]
+    """Built-in scenario names (one per model)."""
+    x: str
+    """Sweep parameter (a key of a run's ``params``) that is the x axis."""
+    series: str
+    """Sweep parameter whose values are the lines."""
+    x_label: str
+    metrics: tuple[Metric, ...]
+    reduce: str
+    """How a run becomes metrics: ``"fct"`` (summary.json) or ``"bst"`` (flows.csv per iteration)."""
+    x_scale: float = 1.0
+    """x values are shown multiplied by this (e.g. 100 for a loss rate in %)."""
+    quick: tuple[str, ...] = ()
+    """Overrides applied by ``--quick`` (before the user's ``--set``)."""
+    quick_x: tuple[float, ...] = ()
+    """With ``--quick``, keep only runs at these x values (empty: all)."""
+    note: str = ""
+    """Shown under the tables (table.md and the terminal)."""
+
+
+FCT_METRICS = (
+    Metric("fct_mean_us", "mean FCT (µs)"),
+    Metric("fct_p99_us", "p99 FCT (µs)"),
+)
+BST_METRICS = (
+    Metric("bst_median_ms", "median BST (ms)"),
+    Metric("bst_p99_ms", "p99 BST (ms)"),
+)
+
+#: The registry: `gradwire reproduce NAME`.
+REPRODUCTIONS: dict[str, Reproduction] = {
+    r.name: r
+    for r in (
+        Reproduction(
+            name="dlcp-fig14",
+            title="DLCP Fig. 14: mean and p99 FCT of the PS gradient exchange vs number of workers",
+            scenarios=("repro/dlcp-fig14-resnet50", "repro/dlcp-fig14-inception_v3"),
+            x="workers",
+            series="scheme",
+            x_label="workers",
+            metrics=FCT_METRICS,
+            reduce="fct",
+            quick=SMALL_LEAF_SPINE
+            + (
+                'sweep.workers=[{ name = "4", "workload.workers" = 4, "workload.servers" = 1 },'
+                ' { name = "8", "workload.workers" = 8, "workload.servers" = 2 }]',
+            ),
+        ),
+        Reproduction(
+            name="dlcp-fig16",
+            title="DLCP Fig. 16: p99 FCT under RTOmin 1, 5 and 10 ms (64 workers, 16 servers)",
+            scenarios=("repro/dlcp-fig16-resnet50", "repro/dlcp-fig16-inception_v3"),
+            x="transport.rto_min_us",
+            series="scheme",
+            x_label="RTOmin (ms)",
+            x_scale=1e-3,
+            metrics=(FCT_METRICS[1], FCT_METRICS[0]),
+            reduce="fct",
+            quick=SMALL_LEAF_SPINE + ("workload.workers=4", "workload.servers=1"),
+            note="RTOmin applies to the TCP-based schemes (DCTCP, PIAS); pFabric uses its own fixed "
+            "timeout (transport.pfabric_rto_us) and DLCP needs no retransmission timeout for data, "
+            "so their lines are flat by design.",
+        ),
+        Reproduction(
+            name="ltp-bst",
+            title="LTP §V-C: batch synchronization time under random link loss (8 workers, 1 PS)",
+            scenarios=("repro/ltp-bst-resnet50", "repro/ltp-bst-vgg16"),
+            x="topology.link_loss_rate",
+            series="scheme",
+            x_label="link loss rate (%)",
+            x_scale=100.0,
+            metrics=BST_METRICS,
+            reduce="bst",
+            quick=("topology.hosts_per_leaf=4", "workload.workers=3", "workload.iterations=3"),
+            quick_x=(0.0, 0.001, 0.01),
+            note="BST of an iteration = last finish − first start of its flows; median and p99 over the "
+            "iterations (nearest rank: with 10 iterations p99 is the maximum).",
+        ),
+    )
+}
+
+
+def get(name: str) -> Reproduction:
+    try:
+        return REPRODUCTIONS[name]
+    except KeyError:
+        known = ", ".join(REPRODUCTIONS)
+        raise scenario_error(f"no reproduction named `{name}` (known: {known})") from None
+
+
+# ---------------------------------------------------------------------------------------
+# Planning
+
+
+@dataclass
+class Job:
+    """One run of one scenario of a reproduction."""
+
+    scenario: str
+    """Short scenario name (``dlcp-fig14-resnet50``): the directory under DIR."""
+    model: str
+    spec: RunSpec
+    dir: Path
+    cost: float
+    series: str
+    x: float
+
+
+@dataclass
+class Plan:
+    repro: Reproduction
+    overrides: list[str]
+    quick: bool
+    plans: list[tuple[str, ScenarioRuns]] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+
+
+def _number(v: str) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _model_bytes(model: str) -> float:
+    try:
+        from gradwire.models import load_profile
+
+        return float(load_profile(model)["total_params"]) * 4
+    except (KeyError, OSError, ValueError):
+        return 1e8
+
+
+def estimate_cost(config: dict) -> float:
+    """A rough relative cost of a run: the bytes its workload moves (no simulation)."""
+    w = config.get("workload", {})
+    kind = w.get("kind")
+    if kind == "dnn":
+        return w.get("workers", 1) * _model_bytes(w.get("model", "")) * w.get("iterations", 1)
+    if kind == "ps":
+        return w.get("workers", 1) * (w.get("push_bytes", 0) + (w.get("pull_bytes") or w.get("push_bytes", 0)))
+    return float(w.get("flow_bytes", 1) or 1)
+
+
+def plan_reproduction(
+    repro: Reproduction, out_dir: Path, overrides: Sequence[str] = (), quick: bool = False
+) -> Plan:
+    """Plan every run; raises ScenarioError (with the scenario's origin in the message)."""
+    ovr = [*(repro.quick if quick else ()), *overrides]
+    p = Plan(repro, list(overrides), quick)
+    for name in repro.scenarios:
+        source = resolve_scenario(name)
+        try:
+            runs = plan(source, ovr)
+        except ScenarioError as e:
+            raise scenario_error(f"in {source.origin}: {e}", getattr(e, "key", "")) from None
+        short = name.rsplit("/", 1)[-1]
+        missing = [k for k in (repro.x, repro.series) if runs.runs and k not in runs.runs[0].params]
+        if missing:
+            raise scenario_error(
+                f"in {source.origin}: the sweep has no `{missing[0]}` axis (has: "
+                f"{', '.join(runs.runs[0].params) or 'none'}); keep it when overriding `sweep`"
+            )
+        if quick and repro.quick_x:
+            runs.runs = [r for r in runs.runs if any(math.isclose(_number(r.params[repro.x]), v) for v in repro.quick_x)]
+        p.plans.append((short, runs))
+        for spec in runs.runs:
+            cfg = spec.scenario
+            p.jobs.append(
+                Job(
+                    scenario=short,
+                    model=str(cfg.get("workload", {}).get("model", "")) if cfg.get("workload", {}).get("kind") == "dnn" else "",
+                    spec=spec,
+                    dir=Path(out_dir) / short / spec.name,
+                    cost=estimate_cost(cfg),
+                    series=spec.params[repro.series],
+                    x=_number(spec.params[repro.x]),
+                )
+            )
+    return p
+
+
+# ---------------------------------------------------------------------------------------
+# Running
+
+
+def _run_job(spec: RunSpec, out_dir: str) -> tuple[RunResult | None, str | None]:
+    """In a worker process: simulate one run. Errors come back as text (a ScenarioError
+    does not survive pickling)."""
+    try:
+        return simulate(spec, Path(out_dir), console=None, show_progress=False), None
+    except ScenarioError as e:
+        return None, str(e)
+
+
+class RunFailed(Exception):
+    def __init__(self, job: Job, message: str):
+        super().__init__(f"{job.scenario}/{job.spec.name}: {message}")
+        self.job = job
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    n_procs: int,
+    on_done: Callable[[Job, RunResult], None] | None = None,
+) -> dict[int, RunResult]:
+    """Run ``jobs`` (longest first) on ``n_procs`` processes (inline if 1); result by index
+    into ``jobs``."""
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i].cost)
+    results: dict[int, RunResult] = {}
+    if n_procs <= 1 or len(jobs) <= 1:
+        for i in order:
+            res, err = _run_job(jobs[i].spec, str(jobs[i].dir))
+            if err is not None:
+                raise RunFailed(jobs[i], err)
+            results[i] = res
+            if on_done:
+                on_done(jobs[i], res)
+        return results
+    # spawn: a clean interpreter per worker (no fork of a process with threads).
+    with cf.ProcessPoolExecutor(max_workers=n_procs, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_job, jobs[i].spec, str(jobs[i].dir)): i for i in order}
+        try:
+            for fut in cf.as_completed(futures):
+                i = futures[fut]
+                res, err = fut.result()
+                if err is not None:
+                    raise RunFailed(jobs[i], err)
+                results[i] = res
+                if on_done:
+                    on_done(jobs[i], res)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return results
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The q-quantile (0 < q ≤ 1) by nearest rank, as summary.json's percentiles."""
+    v = sorted(values)
+    if not v:
+        return math.nan
+    return v[max(0, math.ceil(q * len(v)) - 1)]
+
+
+def bst_per_iteration(flows) -> "dict[int, float]":
+    """BST (ns) of every iteration whose flows all finished: max(finish) − min(start)."""
+    import pandas as pd
+
+    out = {}
+    for it, g in flows.groupby("iteration", sort=True):
+        start = pd.to_numeric(g["start_ns"], errors="coerce")
+        finish = pd.to_numeric(g["finish_ns"], errors="coerce")
+        if finish.isna().any() or start.isna().any():
+            continue
+        out[int(it)] = float(finish.max() - start.min())
+    return out
+
+
+def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
+    """The metric columns of one run."""
+    if repro.reduce == "fct":
+
+        def us(k):
+            v = summary.get(k)
+            return math.nan if v is None else v / 1e3
+
+        return {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
+    if repro.reduce == "bst":
+        import pandas as pd
+
+        flows = pd.read_csv(run_dir / "flows.csv")
+        bst = bst_per_iteration(flows)
+        ms = [v / 1e6 for v in bst.values()]
+        return {
+            "bst_median_ms": nearest_rank(ms, 0.5),
+            "bst_p99_ms": nearest_rank(ms, 0.99),
+            "bst_mean_ms": sum(ms) / len(ms) if ms else math.nan,
+            "iterations": int(flows["iteration"].nunique()),
+            "iterations_done": len(ms),
+        }
+    raise ValueError(f"unknown reduction {repro.reduce!r}")
+
+
+def build_table(p: Plan, results: dict[int, RunResult]):
+    """table.csv as a DataFrame: one row per run."""
+    import pandas as pd
+
+    rows = []
+    for i, job in enumerate(p.jobs):
+        res = results.get(i)
+        if res is None:
+            continue
+        s = res.summary
+        rows.append(
+            {
+                "reproduction": p.repro.name,
+                "scenario": job.scenario,
+                "model": job.model,
+                "series": job.series,
+                "x": job.x,
+                "run": job.spec.name,
+                **run_metrics(p.repro, job.dir, s),
+                "flows": s.get("flows"),
+                "flows_finished": s.get("flows_finished"),
+                "retransmits": s.get("retransmits"),
+                "timeouts": s.get("timeouts"),
+                "drops": sum((s.get("drops") or {}).values()),
+                "sim_time_ms": (s.get("sim_time_ns") or 0) / 1e6,
+                "events": s.get("events"),
+                "wall_seconds": round(res.wall_seconds, 3),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _fmt(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def fmt_x(repro: Reproduction, x: float) -> str:
+    v = x * repro.x_scale
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:g}"
+
+
+def _panels(df):
+    """(scenario, label, sub-frame) in table order; the label is the model, or the scenario
+    if models repeat (an override gave every scenario the same model)."""
+    scens = list(dict.fromkeys(df["scenario"]))
+    models = [str(df[df["scenario"] == s]["model"].iloc[0]) for s in scens]
+    unique = all(models) and len(set(models)) == len(models)
+    for scen, model in zip(scens, models):
+        yield scen, (model if unique else f"{scen} ({model})" if model else scen), df[df["scenario"] == scen]
+
+
+def pivot(repro: Reproduction, sub, metric: str):
+    """Rows = series (in run order), columns = x (formatted), values = metric."""
+    series = list(dict.fromkeys(sub["series"]))
+    xs = sorted(dict.fromkeys(sub["x"]))
+    cols = [fmt_x(repro, x) for x in xs]
+    table = []
+    for s in series:
+        row = []
+        for x in xs:
+            v = sub[(sub["series"] == s) & (sub["x"] == x)][metric]
+            row.append(float(v.iloc[0]) if len(v) else math.nan)
+        table.append(row)
+    return series, cols, table
+
+
+def _incomplete(sub) -> list[str]:
+    bad = sub[sub["flows_finished"] != sub["flows"]]
+    return [f"{r.series} @ {r.x:g}" for r in bad.itertuples()]
+
+
+def write_markdown(p: Plan, df, path: Path) -> Path:
+    repro = p.repro
+    lines = [f"# {repro.title}", ""]
+    cmd = f"gradwire reproduce {repro.name}" + (" --quick" if p.quick else "")
+    cmd += "".join(f" --set '{o}'" for o in p.overrides)
+    lines.append(f"`{cmd}`: rows are {repro.series}, columns {repro.x_label}.")
+    lines.append("")
+    for scen, model, sub in _panels(df):
+        for m in repro.metrics:
+            series, cols, table = pivot(repro, sub, m.key)
+            lines.append(f"### {model}: {m.label}")
+            lines.append("")
+            lines.append(f"| {repro.series} \\ {repro.x_label} | " + " | ".join(cols) + " |")
+            lines.append("|---|" + "---:|" * len(cols))
+            for s, row in zip(series, table):
+                lines.append(f"| {s} | " + " | ".join(_fmt(v) for v in row) + " |")
+            lines.append("")
+        inc = _incomplete(sub)
+        if inc:
+            lines.append(f"Unfinished flows at the stop in {scen}: {', '.join(inc)} (metrics over finished flows only).")
+            lines.append("")
+    if repro.note:
+        lines += [repro.note, ""]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def plot(p: Plan, df, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    repro = p.repro
+    panels = list(_panels(df))
+    nr, nc = len(panels), len(repro.metrics)
+    fig, axes = plt.subplots(nr, nc, figsize=(4.6 * nc, 3.4 * nr), squeeze=False)
+    for r, (scen, model, sub) in enumerate(panels):
+        for c, m in enumerate(repro.metrics):
+            ax = axes[r][c]
+            series, cols, table = pivot(repro, sub, m.key)
+            xs = np.arange(len(cols))
+            vals = []
+            for s, row in zip(series, table):
+                y = np.array(row, dtype=float)
+                ax.plot(xs, y, marker="o", label=s)
+                vals += [v for v in row if v == v and v > 0]
+            if vals and max(vals) / min(vals) > 20:
+                ax.set_yscale("log")
+            ax.set_xticks(xs, cols)
+            ax.set_xlabel(repro.x_label)
+            ax.set_ylabel(m.label)
+            ax.set_title(f"{model}: {m.label}", fontsize="medium")
+            ax.grid(True, which="both", alpha=0.3)
+            if r == 0 and c == 0:
+                ax.legend(fontsize="small")
+    fig.suptitle(repro.title + (" (quick)" if p.quick else ""), fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: float, n_procs: int) -> dict:
+    """table.csv, table.md, the figure, reproduce.json and per-scenario summary.csv."""
+    from gradwire.results import write_summary_csv
+
+    out_dir = Path(out_dir)
+    for short, _runs in p.plans:
+        write_summary_csv(out_dir / short)
+    df = build_table(p, results)
+    paths = {}
+    paths["table_csv"] = out_dir / TABLE_CSV
+    df.to_csv(paths["table_csv"], index=False)
+    paths["table_md"] = write_markdown(p, df, out_dir / TABLE_MD)
+    paths["plot"] = plot(p, df, out_dir / f"{p.repro.name}.png")
+    manifest = {
+        "name": p.repro.name,
+        "title": p.repro.title,
+        "quick": p.quick,
+        "overrides": p.overrides,
+        "scenarios": [{"name": short, "origin": runs.source.origin} for short, runs in p.plans],
+        "wall_seconds": round(wall, 3),
+        "jobs": n_procs,
+        "cpu_count": os.cpu_count(),
+        "runs": [
+            {
+                "scenario": j.scenario,
+                "run": j.spec.name,
+                "params": j.spec.params,
+                "cost_estimate": j.cost,
+                "wall_seconds": round(results[i].wall_seconds, 3) if i in results else None,
+                "events": results[i].summary.get("events") if i in results else None,
+            }
+            for i, j in enumerate(p.jobs)
+        ],
+    }
+    paths["manifest"] = out_dir / MANIFEST
+    paths["manifest"].write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return {"table": df, "paths": paths}
+
+
+def prepare_dirs(p: Plan, out_dir: Path) -> None:
+    for short, runs in p.plans:
+        write_manifest(Path(out_dir) / short, runs)
