@@ -476,7 +476,7 @@ def plot(p: Plan, df, path: Path) -> Path:
                 y = np.array(row, dtype=float)
                 ax.plot(xs, y, marker="o", label=s)
                 vals += [v for v in row if v == v and v > 0]
-            if vals and max(vals) / min(vals) > 20:
+            if vals and max(vals) / min(vals) > 10:
                 ax.set_yscale("log")
             ax.set_xticks(xs, cols)
             ax.set_xlabel(repro.x_label)

@@ -1,0 +1,167 @@
+"""`gradwire reproduce`: every reproduction, shrunk (--quick plus overrides), on the real
+extension; the tables, the figure and the per-iteration BST."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from gradwire import reproduce as rp
+from gradwire.cli import app
+
+from conftest import run_cli, set_args
+
+#: On top of --quick: the smallest model and jumbo frames (6x fewer packets), so each run
+#: takes a fraction of a second.
+TINY = ["workload.model=resnet18", "transport.mss_bytes=8960"]
+
+TABLE_COLUMNS = ["reproduction", "scenario", "model", "series", "x", "run"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def cli():
+    return CliRunner()
+
+
+def reproduce(cli, tmp_path, name, *extra, jobs=2):
+    out = tmp_path / name
+    r = cli.invoke(app, ["reproduce", name, "--quick", "--out", str(out), "--jobs", str(jobs), *set_args(TINY), *extra])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    return out, r.stdout
+
+
+def check_common(out, name, n_runs, scenarios, metrics, xs, series):
+    table = pd.read_csv(out / "table.csv")
+    assert list(table.columns[: len(TABLE_COLUMNS)]) == TABLE_COLUMNS
+    for m in metrics:
+        assert m in table.columns
+        assert (table[m] > 0).all(), table[["run", m]]
+    assert len(table) == n_runs
+    assert (table["reproduction"] == name).all()
+    assert list(dict.fromkeys(table["scenario"])) == scenarios
+    assert (table["flows_finished"] == table["flows"]).all()
+    for scen in scenarios:
+        sub = table[table["scenario"] == scen]
+        assert sorted(set(sub["x"])) == pytest.approx(xs)
+        assert list(dict.fromkeys(sub["series"])) == series
+        assert len(sub) == len(xs) * len(series)  # one row per (series, x)
+        for run in sub["run"]:
+            assert (out / scen / run / "flows.csv").is_file()
+            assert (out / scen / run / "summary.json").is_file()
+        assert (out / scen / "summary.csv").is_file() and (out / scen / "runs.json").is_file()
+    assert (out / f"{name}.png").read_bytes()[:8] == PNG
+    md = (out / "table.md").read_text()
+    assert md.count("\n### ") == len(scenarios) * 2 and "|---|" in md
+    manifest = json.loads((out / "reproduce.json").read_text())
+    assert manifest["name"] == name and manifest["quick"] is True
+    assert manifest["wall_seconds"] > 0 and manifest["cpu_count"] >= 1 and manifest["jobs"] >= 1
+    assert len(manifest["runs"]) == n_runs
+    assert all(r["wall_seconds"] > 0 for r in manifest["runs"])
+    return table
+
+
+def test_dlcp_fig14_quick(cli, tmp_path):
+    out, stdout = reproduce(cli, tmp_path, "dlcp-fig14", jobs=1)
+    table = check_common(
+        out, "dlcp-fig14", 16, ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
+        ["fct_mean_us", "fct_p99_us"], [4, 8], ["dctcp", "pias", "pfabric", "dlcp"],
+    )
+    assert (table["fct_p99_us"] >= table["fct_mean_us"]).all()
+    assert set(table["model"]) == {"resnet18"}  # the override, reported truthfully
+    assert "total wall time" in stdout and "p99 FCT" in stdout
+    assert json.loads((out / "reproduce.json").read_text())["jobs"] == 1
+
+
+def test_sweep_axis_override_and_inline(cli, tmp_path):
+    """A bundled axis is replaced with --set sweep.<axis>=[...]; --jobs 1 runs in-process."""
+    w = 'sweep.workers=[{ name = "6", "workload.workers" = 6, "workload.servers" = 2 }]'
+    s = ('sweep.scheme=[{ name = "dctcp", "transport.kind" = "dctcp" }, '
+         '{ name = "dlcp", "transport.kind" = "dlcp", "switch.policy" = "dlcp", "routing.mode" = "spray" }]')
+    out, _ = reproduce(cli, tmp_path, "dlcp-fig14", "--set", w, "--set", s, jobs=1)
+    table = pd.read_csv(out / "table.csv")
+    assert table["x"].tolist() == [6] * 4
+    assert table["series"].tolist() == ["dctcp", "dlcp"] * 2
+
+
+def test_dlcp_fig16_quick(cli, tmp_path):
+    out, _ = reproduce(cli, tmp_path, "dlcp-fig16", jobs=1)
+    table = check_common(
+        out, "dlcp-fig16", 24, ["dlcp-fig16-resnet50", "dlcp-fig16-inception_v3"],
+        ["fct_p99_us", "fct_mean_us"], [1000.0, 5000.0, 10000.0], ["dctcp", "pias", "pfabric", "dlcp"],
+    )
+    # RTOmin does not touch DLCP or pFabric: identical results at every RTOmin
+    for scheme in ("dlcp", "pfabric"):
+        assert table[table["series"] == scheme]["fct_p99_us"].nunique() == 1
+    md = (out / "table.md").read_text()
+    assert "| 1 | 5 | 10 |" in md  # RTOmin shown in ms
+
+
+def test_ltp_bst_quick_parallel(cli, tmp_path):
+    out, stdout = reproduce(cli, tmp_path, "ltp-bst", jobs=2)
+    table = check_common(
+        out, "ltp-bst", 24, ["ltp-bst-resnet50", "ltp-bst-vgg16"],
+        ["bst_median_ms", "bst_p99_ms"], [0.0, 0.001, 0.01], ["newreno", "dctcp", "dlcp", "ltp"],
+    )
+    assert json.loads((out / "reproduce.json").read_text())["jobs"] == 2
+    assert (table["iterations"] == 3).all() and (table["iterations_done"] == 3).all()
+    assert (table["bst_p99_ms"] >= table["bst_median_ms"]).all()
+    assert "| 0 | 0.1 | 1 |" in (out / "table.md").read_text()  # loss rate in %
+    # BST is per iteration: recompute one run from flows.csv
+    row = table[(table["series"] == "newreno") & (table["x"] == 0.01)].iloc[0]
+    flows = pd.read_csv(out / row["scenario"] / row["run"] / "flows.csv")
+    assert sorted(flows["iteration"].unique()) == [0, 1, 2]
+    bst = sorted((g["finish_ns"].max() - g["start_ns"].min()) / 1e6 for _, g in flows.groupby("iteration"))
+    assert row["bst_median_ms"] == pytest.approx(bst[1])
+    assert row["bst_p99_ms"] == pytest.approx(bst[2])  # p99 of 3 iterations = max
+    whole = (flows["finish_ns"].max() - flows["start_ns"].min()) / 1e6
+    assert row["bst_p99_ms"] < whole  # not the whole run
+    # loss hurts NewReno
+    nr = table[(table["series"] == "newreno") & (table["scenario"] == row["scenario"])].set_index("x")
+    assert nr.loc[0.01, "bst_median_ms"] > nr.loc[0.0, "bst_median_ms"]
+
+
+def test_bst_per_iteration_and_nearest_rank():
+    flows = pd.DataFrame(
+        {
+            "iteration": [0, 0, 1, 1, 2],
+            "start_ns": [100, 50, 1000, 1200, 5000],
+            "finish_ns": [400, 300, 1500, None, 5100],
+        }
+    )
+    assert rp.bst_per_iteration(flows) == {0: 350.0, 2: 100.0}  # iteration 1 unfinished
+    assert rp.nearest_rank(list(range(1, 11)), 0.99) == 10
+    assert rp.nearest_rank(list(range(1, 11)), 0.5) == 5
+    assert math.isnan(rp.nearest_rank([], 0.5))
+
+
+def test_cost_estimate_orders_by_bytes():
+    small = {"workload": {"kind": "dnn", "model": "resnet18", "workers": 16}}
+    big = {"workload": {"kind": "dnn", "model": "resnet50", "workers": 144}}
+    assert rp.estimate_cost(big) > rp.estimate_cost(small) > 0
+
+
+def test_list_and_errors(cli, tmp_path):
+    r = cli.invoke(app, ["reproduce", "--list"])
+    assert r.exit_code == 0
+    for name in ("dlcp-fig14", "dlcp-fig16", "ltp-bst"):
+        assert name in r.stdout
+    r = cli.invoke(app, ["reproduce", "no-such-figure"])
+    assert r.exit_code == 2 and "no-such-figure" in r.stderr and "dlcp-fig14" in r.stderr
+    r = cli.invoke(app, ["reproduce"])
+    assert r.exit_code == 2
+    r = cli.invoke(app, ["reproduce", "ltp-bst", "--out", str(tmp_path / "x"), "--set", "topology.spinez=3"])
+    assert r.exit_code == 2 and "topology.spinez" in r.stderr and "ltp-bst-resnet50" in r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    r = cli.invoke(app, ["reproduce", "dlcp-fig16", "--out", str(tmp_path / "y"), "--set", "sweep={}"])
+    assert r.exit_code == 2 and "transport.rto_min_us" in r.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_subprocess_unknown_name_exits_2(gradwire_cmd):
+    p = run_cli(gradwire_cmd + ["reproduce", "nope"])
+    assert p.returncode == 2 and "nope" in p.stderr and "Traceback" not in p.stderr
