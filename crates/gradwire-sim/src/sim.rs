@@ -420,13 +420,16 @@ impl Simulation {
 
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
     fn forward(&mut self, node: NodeId, id: PktId) {
-        let p = *self.fabric.packets.get(id);
-        let hops = self.routes.next_hops(node, p.dst);
+        let (dst, flow) = {
+            let p = self.fabric.packets.get(id);
+            (p.dst, p.flow)
+        };
+        let hops = self.routes.next_hops(node, dst);
         let port = match hops.len() {
             0 => return self.drop(id, DropReason::NoRoute),
             1 => hops[0],
             n => match self.scenario.routing.mode {
-                RoutingMode::Ecmp => hops[(flow_hash(p.flow, node, self.scenario.seed) % n as u64) as usize],
+                RoutingMode::Ecmp => hops[(flow_hash(flow, node, self.scenario.seed) % n as u64) as usize],
                 RoutingMode::Spray => hops[self.rng.gen_range(0..n)],
             },
         };
@@ -439,9 +442,8 @@ impl Simulation {
             pr.queue.count_drop(DropReason::LinkDown);
             return self.drop(id, DropReason::LinkDown);
         }
-        let p = *self.fabric.packets.get(id);
         let pool = &mut self.fabric.pools[pr.pool as usize];
-        let admit = pr.queue.enqueue(id, &p, pool);
+        let admit = pr.queue.enqueue(id, self.fabric.packets.get(id), pool);
         while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
             self.drop(victim, DropReason::Evicted);
         }
