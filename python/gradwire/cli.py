@@ -297,11 +297,16 @@ def reproduce(
         bool,
         typer.Option("--quick", help="A small version (8 hosts, few workers / iterations): seconds instead of minutes; a smoke test, not the paper's numbers."),
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Keep the runs already in the results directory with the same configuration; run the rest."),
+    ] = False,
     list_: Annotated[bool, typer.Option("--list", "-l", help="List the reproductions and exit.")] = False,
 ) -> None:
     """Reproduce a paper figure: run its scenarios in parallel, write a table and a plot."""
     import os
     import time
+    from concurrent.futures.process import BrokenProcessPool
 
     from rich.progress import (
         BarColumn,
@@ -329,12 +334,15 @@ def reproduce(
         raise _fail(str(e)) from None
     if not plan.jobs:
         raise _fail("no runs to do (the overrides left an empty sweep)")
-    n_procs = min(jobs or os.cpu_count() or 1, len(plan.jobs))
+    kept = rp.finished_runs(plan, out_dir) if resume else {}
+    todo = [i for i in range(len(plan.jobs)) if i not in kept]
+    n_procs = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
 
     console.print(
         f"[bold]{escape(repro.name)}[/]: {escape(repro.title)}\n"
         f"{len(plan.jobs)} runs of {len(plan.plans)} scenarios on {n_procs} process{'es' if n_procs != 1 else ''}"
         f"{' (quick)' if quick else ''} -> {escape(str(out_dir))}"
+        + (f"\nresuming: {len(kept)} runs already done, {len(todo)} to run" if resume else "")
     )
     t0 = time.perf_counter()
     try:
@@ -352,7 +360,7 @@ def reproduce(
         console=console,
         transient=True,
     )
-    task = progress.add_task("runs", total=len(plan.jobs))
+    task = progress.add_task("runs", total=len(todo))
 
     def done(job, res) -> None:
         s = res.summary
@@ -366,9 +374,12 @@ def reproduce(
 
     try:
         with progress:
-            results = rp.run_jobs(plan.jobs, n_procs, on_done=done)
+            fresh = rp.run_jobs([plan.jobs[i] for i in todo], n_procs, on_done=done)
+        results = {**kept, **{todo[k]: res for k, res in fresh.items()}}
     except rp.RunFailed as e:
         raise _fail(str(e)) from None
+    except BrokenProcessPool as e:
+        raise _fail(f"a simulation process died ({e}); finished runs are in {out_dir}", code=1) from None
     except OSError as e:
         raise _fail(f"cannot write results to {out_dir}: {e}", code=1) from None
     except KeyboardInterrupt:

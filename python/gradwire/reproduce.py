@@ -531,6 +531,30 @@ def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: f
     return {"table": df, "paths": paths}
 
 
+def finished_runs(p: Plan, out_dir: Path) -> dict[int, RunResult]:
+    """Runs already in ``out_dir`` with exactly the planned configuration (per the
+    scenario's runs.json) and a summary.json: what ``--resume`` keeps."""
+    from gradwire.runner import read_manifest
+
+    done: dict[int, RunResult] = {}
+    old = {}
+    for short, _runs in p.plans:
+        m = read_manifest(Path(out_dir) / short) or {}
+        for r in m.get("runs", []):
+            old[(short, r.get("name"))] = r.get("config")
+    for i, job in enumerate(p.jobs):
+        summary_path = job.dir / "summary.json"
+        if old.get((job.scenario, job.spec.name)) != job.spec.scenario or not summary_path.is_file():
+            continue
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        if (job.dir / "flows.csv").is_file():
+            done[i] = RunResult(job.spec.name, job.spec.params, job.dir, summary, float(summary.get("wall_seconds") or 0.0))
+    return done
+
+
 def prepare_dirs(p: Plan, out_dir: Path) -> None:
     for short, runs in p.plans:
         write_manifest(Path(out_dir) / short, runs)

@@ -165,3 +165,23 @@ def test_list_and_errors(cli, tmp_path):
 def test_subprocess_unknown_name_exits_2(gradwire_cmd):
     p = run_cli(gradwire_cmd + ["reproduce", "nope"])
     assert p.returncode == 2 and "nope" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_resume_keeps_finished_runs(cli, tmp_path):
+    """--resume reruns only what is missing (or was planned differently)."""
+    one = 'sweep.scheme=[{ name = "dctcp", "transport.kind" = "dctcp" }]'
+    args = ["reproduce", "dlcp-fig16", "--quick", "--jobs", "1", "--out", str(tmp_path / "r"), *set_args(TINY + [one])]
+    r = cli.invoke(app, args)
+    assert r.exit_code == 0, r.stdout + r.stderr
+    first = pd.read_csv(tmp_path / "r" / "table.csv")
+    victim = tmp_path / "r" / first.loc[0, "scenario"] / first.loc[0, "run"] / "summary.json"
+    victim.unlink()
+    r = cli.invoke(app, [*args, "--resume"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "5 runs already done, 1 to run" in r.stdout
+    again = pd.read_csv(tmp_path / "r" / "table.csv")
+    cols = ["scenario", "series", "x", "fct_mean_us", "fct_p99_us", "flows_finished"]
+    pd.testing.assert_frame_equal(first[cols], again[cols])
+    # a different configuration is not reused
+    r = cli.invoke(app, [*args, "--resume", "--set", "seed=3"])
+    assert r.exit_code == 0 and "0 runs already done, 6 to run" in r.stdout
