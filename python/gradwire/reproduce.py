@@ -176,8 +176,9 @@ class Plan:
 
 
 def _number(v: str) -> float:
+    """A sweep value as a number (an int if written as one: a workers axis stays 16, not 16.0)."""
     try:
-        return float(v)
+        return int(v) if v.lstrip("-").isdigit() else float(v)
     except (TypeError, ValueError):
         return math.nan
 
