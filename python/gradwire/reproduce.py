@@ -118,8 +118,8 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             reduce="fct",
             quick=SMALL_LEAF_SPINE + ("workload.workers=4", "workload.servers=1"),
             note="RTOmin applies to the TCP-based schemes (DCTCP, PIAS); pFabric uses its own fixed "
-            "timeout (transport.pfabric_rto_us) and DLCP needs no retransmission timeout for data, "
-            "so their lines are flat by design.",
+            "timeout (transport.pfabric_rto_us) and DLCP does not use it (its control messages have "
+            "transport.ctrl_rto_us), so their lines are flat by design.",
         ),
         Reproduction(
             name="ltp-bst",
