@@ -106,6 +106,7 @@ def main() -> int:
                           + (work / f"{name}{rep}.log").read_text()[-2000:], file=sys.stderr)
                     return 1
                 m.update(flow_summary(csv_path))
+                m["log_tail"] = (work / f"{name}{rep}.log").read_text().strip().splitlines()[-3:]
                 print(f"    wall {m['wall_s']:.2f} s, peak RSS {m['max_rss_mb']:.1f} MB, "
                       f"{m['flows_finished']} flows, mean FCT {m['fct_mean_us']} us", flush=True)
                 if name not in best or m["wall_s"] < best[name]["wall_s"]:

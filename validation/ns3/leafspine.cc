@@ -281,6 +281,8 @@ static Time g_shift = Seconds(0); // preconnect: time reserved for the handshake
 static Time g_start = Seconds(0); // workload start (shift included)
 
 static int64_t g_traceFlow = -1; // LEAFSPINE_TRACE_FLOW=id: log that flow's sender
+/// Retransmission timeouts (entries into CA_LOSS) by the congestion state they interrupted.
+static uint64_t g_rtoFrom[TcpSocketState::CA_LAST_STATE] = {};
 
 static int64_t
 NowNs()
@@ -394,6 +396,7 @@ OnCongState(uint32_t id,
     if (now == TcpSocketState::CA_LOSS)
     {
         g_flows[id].timeouts++;
+        g_rtoFrom[old]++;
     }
 }
 
@@ -966,6 +969,13 @@ main(int argc, char* argv[])
                  static_cast<unsigned long>(marks),
                  peak,
                  out.c_str());
+    std::fprintf(stderr, "leafspine: RTOs by interrupted state:");
+    for (int st = 0; st < TcpSocketState::CA_LAST_STATE; ++st)
+    {
+        std::fprintf(stderr, " %s %lu", TcpSocketState::TcpCongStateName[st],
+                     static_cast<unsigned long>(g_rtoFrom[st]));
+    }
+    std::fprintf(stderr, "\n");
     if (getenv("LEAFSPINE_UPLINKS"))
     {
         for (size_t u = 0; u < g_uplinkTx.size(); ++u)
