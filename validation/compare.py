@@ -306,6 +306,8 @@ TABLE_COLS = COLUMNS[:-1]
 
 def print_table(rows: list[Row]) -> None:
     try:
+        if not sys.stdout.isatty():
+            raise ImportError  # a log file: the plain table keeps every column readable
         from rich.console import Console
         from rich.table import Table
     except ImportError:
