@@ -12,7 +12,9 @@
 //!
 //! Phases, simplified from BBR:
 //! - `Startup`: gains 2/ln2 (doubling per round) until BtlBw grew less than 25% for 3
-//!   rounds in a row (the pipe is full);
+//!   rounds in a row (the pipe is full). As in BBR, Startup begins from a small window
+//!   (`initial_cwnd_bytes`) that grows by the bytes acknowledged, i.e. doubles per round,
+//!   up to `2/ln2 * BDP`; until a rate sample exists it is paced at `2/ln2 * cwnd / RTprop`;
 //! - `Drain`: pacing gain ln2/2 until in-flight <= BDP (empty the queue Startup built);
 //! - `ProbeBw`: pacing gain cycles `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`, one RTprop each;
 //!   cwnd gain 2.
@@ -46,11 +48,19 @@ pub struct BdpConfig {
     pub cwnd_gain: f64,
     /// cwnd never below this many bytes (a few packets keep the ACK clock running).
     pub min_cwnd_bytes: u64,
+    /// Window Startup begins with (BBR: 10 packets). It grows by the bytes acknowledged.
+    pub initial_cwnd_bytes: u64,
 }
 
 impl Default for BdpConfig {
     fn default() -> Self {
-        BdpConfig { btlbw_window_rounds: 10, rtprop_window: 10 * SEC, cwnd_gain: 2.0, min_cwnd_bytes: 4 * 1500 }
+        BdpConfig {
+            btlbw_window_rounds: 10,
+            rtprop_window: 10 * SEC,
+            cwnd_gain: 2.0,
+            min_cwnd_bytes: 4 * 1500,
+            initial_cwnd_bytes: 10 * 1500,
+        }
     }
 }
 
@@ -100,6 +110,9 @@ pub struct BdpCc {
     // ProbeBw cycle
     cycle_index: usize,
     cycle_stamp: Time,
+
+    /// Startup's window: the initial window plus every byte acknowledged since.
+    startup_cwnd: u64,
 }
 
 impl BdpCc {
@@ -121,6 +134,7 @@ impl BdpCc {
             full_bw_rounds: 0,
             cycle_index: 0,
             cycle_stamp: 0,
+            startup_cwnd: cfg.initial_cwnd_bytes.max(cfg.min_cwnd_bytes),
         }
     }
 
@@ -176,10 +190,29 @@ impl BdpCc {
     }
 
     pub fn pacing_bps(&self) -> u64 {
+        if self.btlbw.is_empty() {
+            // No rate sample yet (BBR's init): spread the initial window over an RTprop,
+            // never faster than the configured BtlBw (the NIC's line rate).
+            let init = (self.startup_cwnd as u128 * 8 * SEC as u128 / self.rtprop() as u128) as f64 * HIGH_GAIN;
+            return (init as u64).clamp(1, self.initial_btlbw_bps);
+        }
         ((self.btlbw_bps() as f64 * self.pacing_gain()) as u64).max(1)
     }
 
     pub fn cwnd_bytes(&self) -> u64 {
+        // Fix (incast): Startup used to allow 2/ln2 x BDP of the *configured* path at once,
+        // i.e. 2.9 x line rate x base RTT (3 MB at 100G/85 us, more than a 1 MB tensor).
+        // 32 senders then each put their whole tensor on the wire at line rate into a
+        // 512 KB port: half of all packets dropped, and the survivors' ACK clocks died.
+        // Like BBR, Startup now opens from a small window that doubles per round.
+        if self.phase == BdpPhase::Startup {
+            self.startup_cwnd
+        } else {
+            self.target_cwnd()
+        }
+    }
+
+    fn target_cwnd(&self) -> u64 {
         ((self.bdp_bytes() as f64 * self.gains().1) as u64).max(self.cfg.min_cwnd_bytes)
     }
 
@@ -211,6 +244,13 @@ impl BdpCc {
     /// `inflight` is the bytes still in flight after this ACK.
     pub fn on_ack(&mut self, now: Time, bytes: u64, sent: Option<SendState>, rtt: Option<Time>, inflight: u64) {
         self.delivered += bytes;
+        // BBR's Startup window: grows by what is delivered while below the target (or
+        // while the first window is not delivered yet); it never shrinks in Startup.
+        if self.phase == BdpPhase::Startup
+            && (self.startup_cwnd < self.target_cwnd() || self.delivered < self.cfg.initial_cwnd_bytes)
+        {
+            self.startup_cwnd = self.startup_cwnd.saturating_add(bytes);
+        }
         self.delivered_time = now;
         if let Some(rtt) = rtt {
             self.on_rtt(now, rtt);

@@ -251,7 +251,7 @@ impl LtpSender {
         self.detect_losses(tx);
         // The RTO may have shrunk with this RTT sample: expire by the new one now, so the
         // timer never points into the past.
-        self.on_rto(now);
+        self.on_rto(now, false);
         self.report_path();
         self.check_all_acked();
     }
@@ -284,17 +284,26 @@ impl LtpSender {
     }
 
     /// Tail losses: nothing later gets ACKed, so only time reveals them.
-    fn on_rto(&mut self, now: Time) {
+    ///
+    /// `timer`: called because the RTO timer fired. Then the oldest packet went a whole
+    /// RTO without three later-sent packets being ACKed: the ACK clock is dead and
+    /// everything in flight is declared lost (as TCP does on an RTO), not only the
+    /// packets older than one RTO. Fix (incast): expiring only those freed one packet per
+    /// (doubling) RTO after a burst loss, while the rest of a window of lost packets kept
+    /// `in_flight_bytes` above cwnd, so the sender could send nothing at all: in the
+    /// 32-to-1 incast senders sat blocked until the receiver's deadline (30 ms).
+    fn on_rto(&mut self, now: Time, timer: bool) {
         let rto = self.rto();
+        let oldest_expired = self.in_flight.values().next().is_some_and(|f| f.rs.sent_at.saturating_add(rto) <= now);
+        if !oldest_expired {
+            return;
+        }
         let expired: Vec<u64> = self
             .in_flight
             .iter()
-            .take_while(|(_, f)| f.rs.sent_at.saturating_add(rto) <= now)
+            .take_while(|(_, f)| timer || f.rs.sent_at.saturating_add(rto) <= now)
             .map(|(&tx, _)| tx)
             .collect();
-        if expired.is_empty() {
-            return;
-        }
         for tx in expired {
             let f = self.in_flight.remove(&tx).expect("listed above");
             self.declare_lost(f);
@@ -412,7 +421,7 @@ impl Endpoint for LtpSender {
             self.stats.timeouts += 1;
         }
         if self.state == State::Sending {
-            self.on_rto(now);
+            self.on_rto(now, true);
         }
     }
 

@@ -305,7 +305,8 @@ fn bubbles_are_exactly_the_lost_segments() {
 
 /// A sender with a window far larger than the test's packets, sending 12 segments.
 fn manual_sender(critical: Critical) -> (LtpSender, Vec<Packet>) {
-    let c = LtpConfig { critical, initial_rtprop: 100 * US, ..cfg(0.0) };
+    let cc = crate::cc::BdpConfig { initial_cwnd_bytes: 1 << 20, ..Default::default() };
+    let c = LtpConfig { critical, initial_rtprop: 100 * US, cc, ..cfg(0.0) };
     let mut s = LtpSender::new(c, FLOW, SRC, DST, 12 * 1440, 0);
     let mut sent = Vec::new();
     let mut t = 0;
