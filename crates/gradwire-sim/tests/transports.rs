@@ -1,0 +1,85 @@
+//! Transports against each other in the same simulated world. Bounds are ratios between
+//! transports run on the same scenario, never absolute times.
+
+use gradwire_sim::output::Summary;
+use gradwire_sim::{load, Simulation};
+
+/// incast-dctcp.toml: the DLCP leaf-spine (100G hosts, 4:1 oversubscribed, 512 KB per
+/// port, 85 us base RTT across racks) with a 32-to-1 incast of 1 MB flows.
+const INCAST: &str = r#"
+name = "incast"
+seed = 1
+stop_ms = 2000.0
+[topology]
+kind = "leaf_spine"
+spines = 4
+leaves = 9
+hosts_per_leaf = 16
+host_link_gbps = 100.0
+uplinks_per_leaf = 4
+uplink_gbps = 100.0
+link_delay_ns = 10650
+[switch]
+buffer = "per_port"
+buffer_bytes = 512000
+ecn_threshold_packets = 65
+[routing]
+mode = "ecmp"
+[transport]
+kind = "dctcp"
+mss_bytes = 1460
+init_cwnd_packets = 10
+rto_min_us = 10000.0
+[workload]
+kind = "incast"
+receiver = 0
+senders = 32
+flow_bytes = 1000000
+start_us = 0.0
+"#;
+
+fn run(overrides: &[&str]) -> Summary {
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let runs = load(INCAST, &ov).unwrap_or_else(|e| panic!("{e}"));
+    let mut s = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
+    s.run();
+    let sum = s.summary();
+    assert_eq!(sum.flows_finished, 32, "{overrides:?}: {sum:?}");
+    assert!(sum.packets.conserved, "{overrides:?}: {:?}", sum.packets);
+    sum
+}
+
+fn mean(s: &Summary) -> f64 {
+    s.fct_mean_ns.unwrap()
+}
+
+fn p99(s: &Summary) -> f64 {
+    s.fct_p99_ns.unwrap() as f64
+}
+
+/// Regression: LTP's Startup used to open at 2.9 x line-rate BDP (3 MB: every sender put
+/// its whole tensor on the wire at once), and an RTO released one lost packet at a time,
+/// so senders stayed cwnd-blocked behind lost packets until the receiver's 30 ms deadline
+/// (mean FCT 6.5x DCTCP's, p99 14x).
+#[test]
+fn ltp_incast_completes_near_dctcp() {
+    let dctcp = run(&["transport.kind=dctcp"]);
+    let ltp = run(&["transport.kind=ltp"]);
+    assert!(mean(&ltp) <= 1.5 * mean(&dctcp), "mean {} vs DCTCP {}", mean(&ltp), mean(&dctcp));
+    assert!(p99(&ltp) <= 1.5 * p99(&dctcp), "p99 {} vs DCTCP {}", p99(&ltp), p99(&dctcp));
+    assert_eq!(ltp.timeouts, 0, "no sender should need an RTO: {ltp:?}");
+}
+
+/// Under 1% random loss LTP closes early (after the LT threshold, once 1 - loss_bound is
+/// in) instead of waiting for retransmissions: its batch time stays near DCTCP's lossless
+/// one, far below loss-driven NewReno's (LTP §V-C).
+#[test]
+fn ltp_under_random_loss_closes_early() {
+    let dctcp = run(&["transport.kind=dctcp"]);
+    let newreno = run(&["transport.kind=newreno", "topology.link_loss_rate=0.01"]);
+    let ltp = run(&["transport.kind=ltp", "topology.link_loss_rate=0.01"]);
+    assert!(mean(&ltp) <= 1.5 * mean(&dctcp), "mean {} vs lossless DCTCP {}", mean(&ltp), mean(&dctcp));
+    assert!(p99(&ltp) <= 2.0 * p99(&dctcp), "p99 {} vs lossless DCTCP {}", p99(&ltp), p99(&dctcp));
+    assert!(mean(&ltp) * 4.0 <= mean(&newreno), "mean {} vs NewReno {}", mean(&ltp), mean(&newreno));
+    assert!(p99(&ltp) * 4.0 <= p99(&newreno), "p99 {} vs NewReno {}", p99(&ltp), p99(&newreno));
+}
