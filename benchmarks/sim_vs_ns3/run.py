@@ -79,7 +79,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args()
 
-    scenario = (ROOT / args.scenario).resolve()
+    scenario = ROOT / args.scenario  # not resolved: scenarios/ may be a symlink
     with open(scenario, "rb") as f:
         scn = tomllib.load(f)
     transport = scn.get("transport", {}).get("kind", "dctcp")
@@ -118,7 +118,7 @@ def main() -> int:
     speedup = ns3["wall_s"] / ours["wall_s"]
     mem_ratio = ours["max_rss_mb"] / ns3["max_rss_mb"]
     result = {
-        "scenario": str(scenario.relative_to(ROOT)),
+        "scenario": args.scenario,
         "transport": transport,
         "routing": "spray (both)",
         "repeat": args.repeat,

@@ -104,9 +104,10 @@ class StepEcnQueueDisc : public QueueDisc
             DropBeforeEnqueue(item, "buffer full");
             return false;
         }
-        if (m_k > 0 && heldPkts >= m_k)
+        if (m_k > 0 && heldPkts >= m_k && Mark(item, "step threshold") &&
+            item->GetSize() < 100)
         {
-            Mark(item, "step threshold"); // no-op for non-ECT packets
+            m_ackMarks++; // a marked pure ACK (Mark() is a no-op for non-ECT packets)
         }
         bool ok = GetInternalQueue(0)->Enqueue(item);
         m_peakBytes = std::max(m_peakBytes, GetInternalQueue(0)->GetNBytes());
@@ -144,6 +145,7 @@ class StepEcnQueueDisc : public QueueDisc
 
   public:
     uint32_t m_peakBytes{0};
+    uint64_t m_ackMarks{0};
 };
 
 NS_OBJECT_ENSURE_REGISTERED(StepEcnQueueDisc);
@@ -898,7 +900,7 @@ main(int argc, char* argv[])
     Simulator::Run();
 
     // Switch-side counters, for the log (not part of the CSV).
-    uint64_t drops = 0, marks = 0;
+    uint64_t drops = 0, marks = 0, ackMarks = 0;
     uint32_t peak = 0;
     for (NodeContainer* sw : {&leafSw, &spineSw})
     {
@@ -919,6 +921,7 @@ main(int argc, char* argv[])
                 if (auto step = DynamicCast<StepEcnQueueDisc>(q))
                 {
                     peak = std::max(peak, step->m_peakBytes);
+                    ackMarks += step->m_ackMarks;
                     if (getenv("LEAFSPINE_PORTS") && (st.nTotalDroppedPackets || step->m_peakBytes))
                     {
                         Ptr<Channel> ch = node->GetDevice(d)->GetChannel();
@@ -961,12 +964,13 @@ main(int argc, char* argv[])
     os.close();
     std::fprintf(stderr,
                  "leafspine: %zu flows, %lu unfinished, simulated %.3f ms, switch drops %lu, "
-                 "CE marks %lu, peak port queue %u B -> %s\n",
+                 "CE marks %lu (%lu on pure ACKs), peak port queue %u B -> %s\n",
                  g_flows.size(),
                  static_cast<unsigned long>(unfinished),
                  (Simulator::Now() - g_shift).GetSeconds() * 1e3,
                  static_cast<unsigned long>(drops),
                  static_cast<unsigned long>(marks),
+                 static_cast<unsigned long>(ackMarks),
                  peak,
                  out.c_str());
     std::fprintf(stderr, "leafspine: RTOs by interrupted state:");
