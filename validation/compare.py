@@ -353,7 +353,8 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
             (f"**{r.verdict}**" if c == "verdict" else fmt(r, c)) for c in md_cols) + " |")
     lines.append("")
     lines.append(f"PASS: mean and p99 FCT both within {tol * 100:.0f} % of ns-3. "
-                 "gradwire runs with `routing.mode = \"spray\"` (ns-3.37 has only per-packet ECMP).")
+                 "gradwire runs with `routing.mode = \"spray\"` (ns-3.37 has only per-packet ECMP). "
+                 "Gaps are explained in docs/validation.md.")
     notes = [f"- {r.scenario} / {r.transport}: {r.note}" for r in rows if r.note]
     if notes:
         lines += ["", *notes]
