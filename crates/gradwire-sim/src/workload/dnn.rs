@@ -8,7 +8,7 @@
 //!   DDP does), each bucket ring-allreduced (reduce-scatter + all-gather, 2(N-1) steps; a
 //!   worker's step waits for the chunk it receives in the previous step).
 
-use super::{round_robin_host, Workload};
+use super::{ps_placement, Workload};
 use crate::models::ModelProfile;
 use crate::scenario::{DnnPattern, Scenario};
 use crate::topology::Topology;
@@ -43,16 +43,7 @@ fn buckets(model: &ModelProfile, bucket_bytes: u64) -> Vec<Bucket> {
 
 pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelProfile, start: Time, rng: &mut impl Rng) {
     let w = &s.workload;
-    let workers: Vec<u32> = (0..w.workers).map(|i| round_robin_host(topo, i)).collect();
-    let servers: Vec<u32> = (0..w.servers)
-        .map(|j| {
-            if w.colocated {
-                workers[(j as u64 * w.workers as u64 / w.servers as u64) as usize]
-            } else {
-                round_robin_host(topo, w.workers + j)
-            }
-        })
-        .collect();
+    let (workers, servers) = ps_placement(s, topo);
     let plan = Plan {
         layers: model.layers.len() as u32,
         buckets: buckets(model, w.bucket_bytes),

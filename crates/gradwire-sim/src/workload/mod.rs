@@ -131,12 +131,12 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Worklo
     Ok(out)
 }
 
-/// Workers push `push_bytes / servers` to every server; a server that has every push
-/// sends `pull_bytes / servers` back to every worker. Local (same-host) parts skip the network.
-fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
+/// Hosts of the PS workers and servers: workers round-robin over racks; a colocated server
+/// `j` on worker `j * workers / servers`, otherwise on the next hosts in the same order.
+pub fn ps_placement(s: &Scenario, topo: &Topology) -> (Vec<u32>, Vec<u32>) {
     let w = &s.workload;
     let workers: Vec<u32> = (0..w.workers).map(|i| round_robin_host(topo, i)).collect();
-    let servers: Vec<u32> = (0..w.servers)
+    let servers = (0..w.servers)
         .map(|j| {
             if w.colocated {
                 workers[(j as u64 * w.workers as u64 / w.servers as u64) as usize]
@@ -145,6 +145,14 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
             }
         })
         .collect();
+    (workers, servers)
+}
+
+/// Workers push `push_bytes / servers` to every server; a server that has every push
+/// sends `pull_bytes / servers` back to every worker. Local (same-host) parts skip the network.
+fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
+    let w = &s.workload;
+    let (workers, servers) = ps_placement(s, topo);
     let share = |total: u64, j: usize| total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64;
     let pull_total = w.pull_bytes.unwrap_or(w.push_bytes);
     for (j, &srv) in servers.iter().enumerate() {
