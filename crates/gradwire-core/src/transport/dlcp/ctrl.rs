@@ -5,7 +5,7 @@
 //! idempotent, so duplicates only cost an ACK. No backoff: control traffic is a handful of
 //! small packets in its own queue, and the paper finds it is rarely dropped.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
@@ -15,6 +15,8 @@ struct Pending {
     op: CtrlOp,
     arg: u64,
     deadline: Time,
+    /// Matches `live[(op, arg)]` while this entry is the message's current one.
+    gen: u64,
 }
 
 pub(super) struct CtrlChannel {
@@ -25,8 +27,13 @@ pub(super) struct CtrlChannel {
     priority: u8,
     rto: Time,
     tx: VecDeque<Packet>,
-    /// Unacknowledged reliable messages, by deadline (all share one rto).
+    /// Retransmission schedule by deadline (all share one rto). Entries of acknowledged or
+    /// cancelled messages stay behind and are skipped: a receiver can have thousands of
+    /// RETX requests pending, and removing from the middle made every ACK O(n).
     pending: VecDeque<Pending>,
+    /// Unacknowledged messages and the generation of their live schedule entry.
+    live: HashMap<(CtrlOp, u64), u64>,
+    next_gen: u64,
     pub(super) sent: u64,
     pub(super) retransmits: u64,
 }
@@ -42,6 +49,8 @@ impl CtrlChannel {
             rto: rto.max(1),
             tx: VecDeque::new(),
             pending: VecDeque::new(),
+            live: HashMap::new(),
+            next_gen: 0,
             sent: 0,
             retransmits: 0,
         }
@@ -55,11 +64,28 @@ impl CtrlChannel {
 
     /// Send `op(arg)` until acknowledged; a message already pending is not doubled.
     pub(super) fn send(&mut self, now: Time, op: CtrlOp, arg: u64) {
-        if self.pending.iter().any(|p| p.op == op && p.arg == arg) {
+        if self.live.contains_key(&(op, arg)) {
             return;
         }
         self.queue(PacketKind::Ctrl(op), arg);
-        self.pending.push_back(Pending { op, arg, deadline: now.saturating_add(self.rto) });
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        self.live.insert((op, arg), gen);
+        self.pending.push_back(Pending { op, arg, deadline: now.saturating_add(self.rto), gen });
+    }
+
+    fn is_live(&self, p: &Pending) -> bool {
+        self.live.get(&(p.op, p.arg)) == Some(&p.gen)
+    }
+
+    /// Keep a live entry at the front, so `deadline` is exact.
+    fn skip_dead(&mut self) {
+        while let Some(p) = self.pending.front() {
+            if self.is_live(p) {
+                break;
+            }
+            self.pending.pop_front();
+        }
     }
 
     /// Send once, no acknowledgement expected.
@@ -73,14 +99,15 @@ impl CtrlChannel {
 
     /// The peer acknowledged `op(arg)`; true if it was pending.
     pub(super) fn on_ack(&mut self, op: CtrlOp, arg: u64) -> bool {
-        let before = self.pending.len();
-        self.pending.retain(|p| !(p.op == op && p.arg == arg));
-        self.pending.len() != before
+        let was = self.live.remove(&(op, arg)).is_some();
+        self.skip_dead();
+        was
     }
 
     /// Stop retransmitting every pending `op` message.
     pub(super) fn cancel(&mut self, op: CtrlOp) {
-        self.pending.retain(|p| p.op != op);
+        self.live.retain(|&(o, _), _| o != op);
+        self.skip_dead();
     }
 
     /// Retransmit everything whose deadline passed; returns whether any did.
@@ -88,11 +115,15 @@ impl CtrlChannel {
         let mut fired = false;
         while let Some(p) = self.pending.front().copied().filter(|p| p.deadline <= now) {
             self.pending.pop_front();
+            if !self.is_live(&p) {
+                continue;
+            }
             self.queue(PacketKind::Ctrl(p.op), p.arg);
             self.pending.push_back(Pending { deadline: now.saturating_add(self.rto), ..p });
             self.retransmits += 1;
             fired = true;
         }
+        self.skip_dead();
         fired
     }
 
