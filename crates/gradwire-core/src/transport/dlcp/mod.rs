@@ -28,7 +28,6 @@
 //! its latest STOP, so a stale or duplicated request never causes a resend, and a range
 //! the sender missed is simply requested again after the next STOP.
 
-mod ctrl;
 mod receiver;
 mod sender;
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::ops::Range;
 
-use super::ctrl::CtrlChannel;
+use crate::transport::ctrl::CtrlChannel;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};

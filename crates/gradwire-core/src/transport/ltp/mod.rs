@@ -44,9 +44,6 @@
 //! threshold: [`LtpReceiver::set_group_max_lt`]. The sender side can carry its path model
 //! similarly: `LtpSender::with_path(..., sender.path())` skips Startup.
 
-#[path = "../dlcp/ctrl.rs"]
-#[allow(dead_code)]
-mod ctrl;
 mod receiver;
 mod sender;
 #[cfg(test)]

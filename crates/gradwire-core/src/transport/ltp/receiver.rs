@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use super::ctrl::CtrlChannel;
+use crate::transport::ctrl::CtrlChannel;
 use super::{unpack_path, LtThreshold, LtpConfig};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};

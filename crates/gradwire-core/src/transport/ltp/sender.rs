@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::ctrl::CtrlChannel;
+use crate::transport::ctrl::CtrlChannel;
 use super::{pack_path, LtpConfig, PathModel};
 use crate::cc::{BdpCc, BdpPhase, SendState};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};

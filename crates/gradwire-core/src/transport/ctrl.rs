@@ -1,4 +1,4 @@
-//! The reliable control channel both DLCP endpoints use.
+//! The reliable control channel of the loss-tolerant transports (DLCP and LTP endpoints).
 //!
 //! A reliable message is retransmitted every `rto` until a `CtrlAck` with the same op and
 //! argument arrives (or the endpoint cancels it because it became moot). Messages are
