@@ -1,0 +1,317 @@
+//! The simulated world: fabric + routes + endpoints + workload, advanced by the event queue.
+//!
+//! `endpoints.rs` drives transports and the host NIC scheduler; `packets.rs` moves packets
+//! through ports and links; this file holds the state, the event loop, failures and sampling.
+
+mod endpoints;
+mod packets;
+
+use crate::engine::{EventQueue, Target};
+use crate::fabric::{Fabric, PktId};
+use crate::output::{QueueSample, Summary};
+use crate::routing::{PortId, Routes};
+use crate::scenario::{RoutingMode, Scenario, ScenarioError};
+use crate::transports::EndpointFactory;
+use crate::topology::{NodeId, NodeKind, Topology};
+use crate::workload::{self, Workload};
+use gradwire_core::switch::{Admit, DropReason};
+use gradwire_core::time::{from_us, Time, MS, NS};
+use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
+use gradwire_core::Packet;
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Run-time state of one flow.
+#[derive(Clone, Debug, Default)]
+pub struct FlowState {
+    pub started: Option<Time>,
+    pub finished: Option<Time>,
+    pub stats: EndpointStats,
+}
+
+/// How far a run has got; cheap to call between `step`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub now_ns: u64,
+    pub stop_ns: u64,
+    pub flows_done: u64,
+    pub flows_total: u64,
+    pub events: u64,
+    pub finished: bool,
+}
+
+/// Packet accounting: every packet is delivered, dropped or still in the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Conservation {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+}
+
+impl Conservation {
+    pub fn holds(&self) -> bool {
+        self.sent == self.delivered + self.dropped + self.in_flight
+    }
+}
+
+pub struct Simulation {
+    pub(crate) scenario: Scenario,
+    pub(crate) topo: Topology,
+    pub(crate) fabric: Fabric,
+    routes: Routes,
+    pub(crate) workload: Workload,
+    barrier_left: Vec<u32>,
+    pub(crate) flows: Vec<FlowState>,
+    /// Endpoint `2f` is flow f's sender, `2f + 1` its receiver.
+    endpoints: Vec<Option<Box<dyn Endpoint>>>,
+    timer_at: Vec<Time>,
+    events: EventQueue,
+    rng: Xoshiro256PlusPlus,
+    factory: EndpointFactory,
+    pub(crate) now: Time,
+    stop: Time,
+    pub(crate) events_processed: u64,
+    pub(crate) flows_done: u64,
+    pub(crate) counts: Conservation,
+    /// Packets that reached a host with no live endpoint for them (late, or misrouted).
+    pub(crate) strays: u64,
+    pub(crate) drops_by_reason: [u64; DropReason::ALL.len()],
+    sampled_ports: Vec<PortId>,
+    pub(crate) queue_samples: Vec<QueueSample>,
+    failures: Vec<Vec<PortId>>,
+    /// Ungated flows by (start time, id); `next_start` is the first not yet started.
+    starts: Vec<(Time, u32)>,
+    next_start: usize,
+    /// Per host, per class: endpoints that may have a packet for the NIC.
+    ready: Vec<Vec<VecDeque<u32>>>,
+    ready_count: Vec<u32>,
+    in_ready: Vec<bool>,
+    ep_class: Vec<u8>,
+    pub(crate) wall: std::time::Duration,
+    finished: bool,
+}
+
+impl Simulation {
+    pub fn new(scenario: &Scenario) -> Result<Simulation, ScenarioError> {
+        scenario.validate()?;
+        let s = scenario.clone();
+        let topo = Topology::build(&s.topology);
+        let fabric = Fabric::build(&s, &topo);
+        let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
+        let workload = workload::build(&s, &topo, &mut rng)?;
+
+        let sampled_ports = s
+            .output
+            .queue_ports
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                fabric.port_by_name(name).map(|p| p as PortId).ok_or_else(|| {
+                    ScenarioError::new(
+                        format!("output.queue_ports.{i}"),
+                        format!("no port named `{name}` (ports are named like `leaf0->host3` or `host0->leaf0`)"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let failures = s
+            .failures
+            .iter()
+            .enumerate()
+            .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
+            .collect::<Result<Vec<_>, _>>()?;
+
+        let factory = EndpointFactory::new(&s);
+        let nflows = workload.flows.len();
+        let mut sim = Simulation {
+            stop: (s.stop_ms * MS as f64).round() as Time,
+            barrier_left: workload.barriers.iter().map(|b| b.waiting_for).collect(),
+            flows: vec![FlowState::default(); nflows],
+            endpoints: (0..2 * nflows).map(|_| None).collect(),
+            timer_at: vec![Time::MAX; 2 * nflows],
+            events: EventQueue::new(),
+            rng,
+            factory,
+            now: 0,
+            events_processed: 0,
+            flows_done: 0,
+            counts: Conservation::default(),
+            strays: 0,
+            drops_by_reason: [0; DropReason::ALL.len()],
+            sampled_ports,
+            queue_samples: Vec::new(),
+            failures,
+            starts: Vec::new(),
+            next_start: 0,
+            ready: vec![vec![VecDeque::new(); s.switch.queues as usize]; topo.hosts as usize],
+            ready_count: vec![0; topo.hosts as usize],
+            in_ready: vec![false; 2 * nflows],
+            ep_class: vec![0; 2 * nflows],
+            wall: Default::default(),
+            finished: false,
+            scenario: s,
+            topo,
+            fabric,
+            routes,
+            workload,
+        };
+        // Ungated flows wait in a time-sorted list rather than in the event heap, which
+        // stays small: a DNN iteration schedules ~10^5 starts up front.
+        sim.starts = (0..nflows as u32)
+            .filter(|&f| sim.workload.flows[f as usize].gate.is_none_or(|b| sim.barrier_left[b as usize] == 0))
+            .map(|f| (sim.workload.flows[f as usize].start, f))
+            .collect();
+        sim.starts.sort_unstable();
+        if let Some(&(t, _)) = sim.starts.first() {
+            sim.events.push(t, Target::Starts);
+        }
+        for (i, f) in sim.scenario.failures.iter().enumerate() {
+            sim.events.push(from_us(f.at_us), Target::Failure(i as u32));
+        }
+        if !sim.sampled_ports.is_empty() {
+            sim.events.push(0, Target::Sample);
+        }
+        Ok(sim)
+    }
+
+    /// Process up to `max_events` events; returns `true` once the run is over (every flow
+    /// finished, nothing left to do, or the stop time reached).
+    pub fn step(&mut self, max_events: u64) -> bool {
+        if self.finished {
+            return true;
+        }
+        let t0 = Instant::now();
+        for _ in 0..max_events {
+            if self.flows_done == self.flows.len() as u64 {
+                self.finished = true;
+                break;
+            }
+            let Some((t, target)) = self.events.pop() else {
+                self.finished = true;
+                break;
+            };
+            if t > self.stop {
+                self.now = self.stop;
+                self.finished = true;
+                break;
+            }
+            debug_assert!(t >= self.now, "time went backwards");
+            self.now = t;
+            self.events_processed += 1;
+            self.dispatch(target);
+        }
+        self.wall += t0.elapsed();
+        self.finished
+    }
+
+    /// Run to the end.
+    pub fn run(&mut self) {
+        while !self.step(1 << 20) {}
+    }
+
+    pub fn progress(&self) -> Progress {
+        Progress {
+            now_ns: self.now / NS,
+            stop_ns: self.stop / NS,
+            flows_done: self.flows_done,
+            flows_total: self.flows.len() as u64,
+            events: self.events_processed,
+            finished: self.finished,
+        }
+    }
+
+    pub fn conservation(&self) -> Conservation {
+        Conservation { in_flight: self.fabric.packets.live(), ..self.counts }
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary::of(self)
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    fn dispatch(&mut self, target: Target) {
+        match target {
+            Target::TxDone(p) => self.tx_done(p),
+            Target::Arrive(p) => self.arrive(p),
+            Target::Timer(e) => self.timer(e),
+            Target::FlowStart(f) => self.start_flow(f),
+            Target::Starts => self.start_batch(),
+            Target::Failure(i) => self.fail(i),
+            Target::Sample => self.sample(),
+        }
+    }
+    fn fail(&mut self, i: u32) {
+        let ports = self.failures[i as usize].clone();
+        for port in ports {
+            let pr = &mut self.fabric.ports[port as usize];
+            if !pr.up {
+                continue;
+            }
+            pr.up = false;
+            let pool = &mut self.fabric.pools[pr.pool as usize];
+            let mut lost = pr.queue.drain(pool);
+            lost.extend(pr.wire.drain(..).map(|(_, id)| id));
+            for id in lost {
+                self.fabric.ports[port as usize].queue.count_drop(DropReason::LinkDown);
+                self.drop(id, DropReason::LinkDown);
+            }
+        }
+        self.routes = Routes::compute(&self.topo, &self.fabric.node_ports, &self.fabric.hops());
+    }
+
+    fn sample(&mut self) {
+        let t = self.now / NS;
+        for &port in &self.sampled_ports {
+            let q = &self.fabric.ports[port as usize].queue;
+            self.queue_samples.push(QueueSample { time_ns: t, port, bytes: q.bytes(), packets: q.packets() as u32 });
+        }
+        let next = self.now + self.scenario.output.queue_sample_ns * NS;
+        self.events.push(next, Target::Sample);
+    }
+}
+
+fn resolve_failure(
+    topo: &Topology,
+    fabric: &Fabric,
+    i: usize,
+    link: Option<&str>,
+    node: Option<&str>,
+) -> Result<Vec<PortId>, ScenarioError> {
+    let node_id = |key: &str, name: &str| {
+        topo.node_by_name(name)
+            .ok_or_else(|| ScenarioError::new(format!("failures.{i}.{key}"), format!("no node named `{name}`")))
+    };
+    let ports: Vec<PortId> = if let Some(l) = link {
+        let (a, b) = l.split_once('-').ok_or_else(|| {
+            ScenarioError::new(format!("failures.{i}.link"), format!("`{l}` is not of the form `leaf0-spine1`"))
+        })?;
+        let (a, b) = (node_id("link", a)?, node_id("link", b)?);
+        let found: Vec<PortId> = (0..fabric.ports.len() as PortId)
+            .filter(|&p| {
+                let pr = &fabric.ports[p as usize];
+                (pr.from, pr.to) == (a, b) || (pr.from, pr.to) == (b, a)
+            })
+            .collect();
+        if found.is_empty() {
+            return Err(ScenarioError::new(format!("failures.{i}.link"), format!("no link between `{l}`'s ends")));
+        }
+        found
+    } else {
+        let n = node_id("node", node.unwrap_or_default())?;
+        (0..fabric.ports.len() as PortId)
+            .filter(|&p| fabric.ports[p as usize].from == n || fabric.ports[p as usize].to == n)
+            .collect()
+    };
+    Ok(ports)
+}

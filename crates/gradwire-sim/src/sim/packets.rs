@@ -1,0 +1,152 @@
+//! Packets through the fabric: host to port, port to wire, wire to the next node.
+
+use super::*;
+
+impl Simulation {
+
+    pub(super) fn send_from_host(&mut self, mut p: Packet) {
+        p.sent_at = self.now;
+        self.counts.sent += 1;
+        let id = self.fabric.packets.alloc(p);
+        self.forward(p.src, id);
+    }
+
+    /// Pick the egress port at `node` toward the packet's destination and queue it there.
+    pub(super) fn forward(&mut self, node: NodeId, id: PktId) {
+        let (dst, flow) = {
+            let p = self.fabric.packets.get(id);
+            (p.dst, p.flow)
+        };
+        let hops = self.routes.next_hops(node, dst);
+        let port = match hops.len() {
+            0 => return self.drop(id, DropReason::NoRoute),
+            1 => hops[0],
+            n => match self.scenario.routing.mode {
+                RoutingMode::Ecmp => hops[(flow_hash(flow, node, self.scenario.seed) % n as u64) as usize],
+                RoutingMode::Spray => hops[self.rng.gen_range(0..n)],
+            },
+        };
+        self.enqueue(port, id);
+    }
+
+    pub(super) fn enqueue(&mut self, port: PortId, id: PktId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        if !pr.up {
+            pr.queue.count_drop(DropReason::LinkDown);
+            return self.drop(id, DropReason::LinkDown);
+        }
+        let pool = &mut self.fabric.pools[pr.pool as usize];
+        let admit = pr.queue.enqueue(id, self.fabric.packets.get(id), pool);
+        while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
+            self.drop(victim, DropReason::Evicted);
+        }
+        let pr = &mut self.fabric.ports[port as usize];
+        match admit {
+            Admit::Dropped(reason) => self.drop(id, reason),
+            Admit::Queued { marked } => {
+                if marked {
+                    self.fabric.packets.get_mut(id).ecn.ce = true;
+                }
+                if !pr.wake_pending {
+                    if self.now >= pr.busy_until {
+                        self.start_tx(port);
+                    } else {
+                        pr.wake_pending = true;
+                        self.events.push(pr.busy_until, Target::TxDone(port));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Serialize the next packet. It goes onto the wire at once with its arrival time
+    /// (the link is FIFO), so an idle port costs no event when serialization ends: a
+    /// `TxDone` wake-up is scheduled only while packets are waiting.
+    pub(super) fn start_tx(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        let pool = &mut self.fabric.pools[pr.pool as usize];
+        let Some(id) = pr.queue.dequeue(pool) else { return };
+        pr.busy_until = self.now + pr.tx_time(self.fabric.packets.get(id).wire_bytes);
+        let at = pr.busy_until + pr.delay;
+        pr.wire.push_back((at, id));
+        if pr.wire.len() == 1 {
+            self.events.push(at, Target::Arrive(port));
+        }
+        let host_waiting = (pr.from as usize) < self.ready_count.len() && self.ready_count[pr.from as usize] > 0;
+        if !pr.queue.is_empty() || host_waiting {
+            pr.wake_pending = true;
+            self.events.push(pr.busy_until, Target::TxDone(port));
+        }
+    }
+
+    pub(super) fn tx_done(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        pr.wake_pending = false;
+        if !pr.up {
+            return;
+        }
+        if !pr.queue.is_empty() {
+            self.start_tx(port);
+        } else if self.topo.nodes[pr.from as usize].kind == NodeKind::Host {
+            let host = pr.from;
+            self.pull_nic(host);
+        }
+    }
+
+    pub(super) fn arrive(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        // a wire emptied by a failure leaves a stale event behind
+        let Some(&(at, id)) = pr.wire.front() else { return };
+        if at != self.now {
+            return;
+        }
+        pr.wire.pop_front();
+        if let Some(&(next, _)) = pr.wire.front() {
+            self.events.push(next, Target::Arrive(port));
+        }
+        let to = pr.to;
+        let loss = self.scenario.topology.link_loss_rate;
+        if loss > 0.0 && self.rng.gen::<f64>() < loss {
+            self.fabric.ports[port as usize].queue.count_drop(DropReason::RandomLoss);
+            return self.drop(id, DropReason::RandomLoss);
+        }
+        match self.topo.nodes[to as usize].kind {
+            NodeKind::Switch => self.forward(to, id),
+            NodeKind::Host => self.receive(to, id),
+        }
+    }
+
+    pub(super) fn receive(&mut self, host: NodeId, id: PktId) {
+        let p = self.fabric.packets.release(id);
+        self.counts.delivered += 1;
+        // direction, not packet kind, picks the endpoint: control packets flow both ways
+        let Some(spec) = self.workload.flows.get(p.flow as usize) else {
+            self.strays += 1;
+            return;
+        };
+        let ep = 2 * p.flow + (host == spec.dst) as u32;
+        let live = p.dst == host && self.endpoints[ep as usize].is_some();
+        if !live {
+            self.strays += 1;
+            return;
+        }
+        if let Some(e) = self.endpoints[ep as usize].as_mut() {
+            e.handle_packet(self.now, &p);
+        }
+        self.drive(ep);
+    }
+
+    pub(super) fn drop(&mut self, id: PktId, reason: DropReason) {
+        self.fabric.packets.release(id);
+        self.counts.dropped += 1;
+        self.drops_by_reason[reason as usize] += 1;
+    }
+}
+
+/// Deterministic per-(flow, switch) ECMP choice: splitmix64 of the pair and the seed.
+fn flow_hash(flow: u32, node: NodeId, seed: u64) -> u64 {
+    let mut z = ((flow as u64) << 32 | node as u64) ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
