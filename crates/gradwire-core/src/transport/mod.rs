@@ -6,6 +6,7 @@
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
 mod ctrl;
+mod received;
 pub mod dlcp;
 pub mod ltp;
 pub mod pfabric;

@@ -1,6 +1,7 @@
 //! pFabric receiver: one ACK per data packet, cumulative ACK + the packet it answers.
 
-use std::collections::{BTreeMap, VecDeque};
+use crate::transport::received::ReceivedBytes;
+use std::collections::VecDeque;
 
 use super::PFabricConfig;
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
@@ -15,9 +16,8 @@ pub struct PFabricReceiver {
     remote: HostId,
     size: u64,
     /// Next in-order byte expected (the cumulative ACK).
-    rcv_nxt: u64,
-    /// Data above `rcv_nxt`: disjoint, non-adjacent `start -> end` ranges.
-    ooo: BTreeMap<u64, u64>,
+    /// What has arrived; its in-order point is the cumulative ACK.
+    received: ReceivedBytes,
     /// ACKs waiting for `poll_transmit`: (cumulative ACK, selective ACK).
     acks: VecDeque<(u64, u64)>,
     complete: bool,
@@ -33,8 +33,7 @@ impl PFabricReceiver {
             local,
             remote,
             size: size_bytes,
-            rcv_nxt: 0,
-            ooo: BTreeMap::new(),
+            received: ReceivedBytes::default(),
             acks: VecDeque::new(),
             complete: empty,
             delivered_pending: empty,
@@ -43,26 +42,7 @@ impl PFabricReceiver {
 
     /// Bytes received in order so far.
     pub fn received_bytes(&self) -> u64 {
-        self.rcv_nxt
-    }
-
-    /// Record `[start, end)` above `rcv_nxt`, merging touching ranges, then advance.
-    fn insert(&mut self, mut start: u64, mut end: u64) {
-        let touching: Vec<(u64, u64)> =
-            self.ooo.range(..=end).rev().take_while(|&(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
-        for (s, e) in touching {
-            self.ooo.remove(&s);
-            start = start.min(s);
-            end = end.max(e);
-        }
-        self.ooo.insert(start, end);
-        while let Some((&s, &e)) = self.ooo.first_key_value() {
-            if s > self.rcv_nxt {
-                break;
-            }
-            self.ooo.remove(&s);
-            self.rcv_nxt = self.rcv_nxt.max(e);
-        }
+        self.received.in_order()
     }
 }
 
@@ -71,16 +51,16 @@ impl Endpoint for PFabricReceiver {
         if pkt.flow != self.flow || pkt.kind != PacketKind::Data {
             return;
         }
-        let start = pkt.seq.max(self.rcv_nxt);
+        let start = pkt.seq.max(self.received.in_order());
         let end = pkt.seq.saturating_add(pkt.len as u64).min(self.size);
         if start < end {
-            self.insert(start, end);
+            self.received.insert(start, end);
         }
         // Every data packet is answered, duplicates and probes too; a probe (no payload,
         // or nothing inside the flow) selectively acknowledges nothing.
         let sack = if pkt.len > 0 && pkt.seq < self.size { pkt.seq } else { u64::MAX };
-        self.acks.push_back((self.rcv_nxt, sack));
-        if !self.complete && self.rcv_nxt == self.size {
+        self.acks.push_back((self.received.in_order(), sack));
+        if !self.complete && self.received.in_order() == self.size {
             self.complete = true;
             self.delivered_pending = true;
         }

@@ -1,6 +1,7 @@
 //! TCP receiver: reassembly and one cumulative ACK per data packet.
 
-use std::collections::{BTreeMap, VecDeque};
+use crate::transport::received::ReceivedBytes;
+use std::collections::VecDeque;
 
 use super::TcpConfig;
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
@@ -21,10 +22,8 @@ pub struct TcpReceiver {
     local: HostId,
     remote: HostId,
     size: u64,
-    /// Next in-order byte expected (the cumulative ACK).
-    rcv_nxt: u64,
-    /// Out-of-order data above `rcv_nxt`: disjoint, non-adjacent `start -> end` ranges.
-    ooo: BTreeMap<u64, u64>,
+    /// What has arrived; its in-order point is the cumulative ACK.
+    received: ReceivedBytes,
     acks: VecDeque<PendingAck>,
     complete: bool,
     delivered_pending: bool,
@@ -39,8 +38,7 @@ impl TcpReceiver {
             local,
             remote,
             size: size_bytes,
-            rcv_nxt: 0,
-            ooo: BTreeMap::new(),
+            received: ReceivedBytes::default(),
             acks: VecDeque::new(),
             // A zero-byte flow is complete before anything arrives.
             complete: empty,
@@ -50,31 +48,7 @@ impl TcpReceiver {
 
     /// Bytes received in order so far.
     pub fn received_bytes(&self) -> u64 {
-        self.rcv_nxt
-    }
-
-    /// Record `[start, end)`, merging with overlapping or adjacent ranges.
-    fn insert(&mut self, mut start: u64, mut end: u64) {
-        // Ranges starting at or before `end` may touch the new one; walk them backwards.
-        let touching: Vec<(u64, u64)> =
-            self.ooo.range(..=end).rev().take_while(|&(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
-        for (s, e) in touching {
-            self.ooo.remove(&s);
-            start = start.min(s);
-            end = end.max(e);
-        }
-        self.ooo.insert(start, end);
-    }
-
-    /// Move `rcv_nxt` over every range that now connects to it.
-    fn advance(&mut self) {
-        while let Some((&s, &e)) = self.ooo.first_key_value() {
-            if s > self.rcv_nxt {
-                break;
-            }
-            self.ooo.remove(&s);
-            self.rcv_nxt = self.rcv_nxt.max(e);
-        }
+        self.received.in_order()
     }
 }
 
@@ -83,16 +57,15 @@ impl Endpoint for TcpReceiver {
         if pkt.flow != self.flow || pkt.kind != PacketKind::Data {
             return;
         }
-        // Clip to the flow: bytes beyond `size` or below `rcv_nxt` carry nothing new.
-        let start = pkt.seq.max(self.rcv_nxt);
+        // Clip to the flow: bytes beyond `size` or below the in-order point carry nothing new.
+        let start = pkt.seq.max(self.received.in_order());
         let end = pkt.seq.saturating_add(pkt.len as u64).min(self.size);
         if start < end {
-            self.insert(start, end);
-            self.advance();
+            self.received.insert(start, end);
         }
         // Duplicates are ACKed too: that is what drives the sender's dupACK count.
-        self.acks.push_back(PendingAck { cum_ack: self.rcv_nxt, ece: pkt.ecn.ce });
-        if !self.complete && self.rcv_nxt == self.size {
+        self.acks.push_back(PendingAck { cum_ack: self.received.in_order(), ece: pkt.ecn.ce });
+        if !self.complete && self.received.in_order() == self.size {
             self.complete = true;
             self.delivered_pending = true;
         }
