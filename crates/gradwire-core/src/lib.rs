@@ -7,6 +7,7 @@
 //! socket runtime and the emulated testbed all drive the same code.
 
 pub mod cc;
+pub mod collective;
 pub mod packet;
 pub mod switch;
 pub mod tensor;
