@@ -8,7 +8,17 @@
 //! - [`rendezvous`]: torchrun-style job formation (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
 //!   `WORLD_SIZE`, a job token) into a [`rendezvous::Mesh`] of control connections.
 
+pub mod comm;
+pub mod control;
+pub mod endpoint;
+pub mod engine;
 pub mod error;
+pub mod inject;
+pub mod job;
 pub mod rendezvous;
+pub mod udp;
 
+pub use comm::{Communicator, Element, Pending};
+pub use engine::{Counters, EngineConfig};
 pub use error::NetError;
+pub use job::{Bubble, Dtype, RawBuffer, Report};

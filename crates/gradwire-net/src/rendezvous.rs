@@ -37,3 +37,8 @@ pub struct Mesh {
     /// Indexed by rank; `None` at this rank's own index. Blocking streams, `TCP_NODELAY`.
     pub control: Vec<Option<TcpStream>>,
 }
+
+/// Forms the job. (Implemented on the net-rendezvous branch.)
+pub fn rendezvous(_cfg: &RendezvousConfig, _udp_addr: SocketAddr) -> Result<Mesh, crate::NetError> {
+    Err(crate::NetError::Config("rendezvous is not implemented in this build yet".into()))
+}

@@ -1,0 +1,171 @@
+//! The public face of the runtime: a communicator per process.
+//!
+//! `Communicator::init` forms the job (rendezvous), binds the data socket and starts the
+//! engine thread. Each collective call hands the engine a schedule and the caller's
+//! buffer; the call's [`Pending`] resolves to a [`Report`] (or an error) when this rank's
+//! part is done. Every rank must issue the same calls in the same order.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use gradwire_core::collective::Schedule;
+use mio::Waker;
+
+use crate::engine::{CallRequest, Command, Counters, Engine, EngineConfig, MAX_TRANSFERS};
+use crate::error::NetError;
+use crate::job::{Dtype, RawBuffer, Report};
+use crate::rendezvous::{rendezvous, RendezvousConfig};
+use crate::udp::DataSocket;
+
+/// Element types a collective can reduce.
+pub trait Element: bytemuck::Pod {
+    const DTYPE: Dtype;
+}
+
+impl Element for f32 {
+    const DTYPE: Dtype = Dtype::F32;
+}
+
+impl Element for f64 {
+    const DTYPE: Dtype = Dtype::F64;
+}
+
+/// A call in flight. Dropping it without waiting is allowed only after the buffer's owner
+/// stops caring about its contents; the buffer must stay alive until the call resolves
+/// (the safe wrappers block, so this only concerns [`Communicator::submit`]).
+pub struct Pending {
+    rx: Receiver<Result<Report, NetError>>,
+}
+
+impl Pending {
+    pub fn wait(self) -> Result<Report, NetError> {
+        self.rx.recv().unwrap_or_else(|_| Err(NetError::Protocol("the runtime thread exited".into())))
+    }
+
+    /// `None` if not done within `timeout`.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<Result<Report, NetError>> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(r) => Some(r),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(NetError::Protocol("the runtime thread exited".into()))),
+        }
+    }
+}
+
+pub struct Communicator {
+    rank: u32,
+    world: u32,
+    session: u64,
+    data_addr: SocketAddr,
+    tx: Sender<Command>,
+    waker: Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
+    counters: Arc<Mutex<Counters>>,
+}
+
+impl Communicator {
+    /// Forms the job with `rdv` (see [`RendezvousConfig::from_env`]) and starts the engine.
+    pub fn init(rdv: &RendezvousConfig, cfg: EngineConfig) -> Result<Self, NetError> {
+        let udp = DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), cfg.socket_buffer_bytes, cfg.gso)
+            .map_err(|e| NetError::io("binding the UDP data socket", e))?;
+        let port = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?.port();
+        let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
+        let addrs = mesh.peers.iter().map(|p| p.udp_addr).collect();
+        Self::start(mesh.rank, mesh.session, udp, mesh.control, addrs, cfg)
+    }
+
+    /// Starts the engine on an already formed job (tests and embedders).
+    pub fn start(
+        rank: u32,
+        session: u64,
+        udp: DataSocket,
+        control: Vec<Option<TcpStream>>,
+        addrs: Vec<SocketAddr>,
+        cfg: EngineConfig,
+    ) -> Result<Self, NetError> {
+        let world = addrs.len() as u32;
+        let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
+        let (tx, rx) = channel();
+        let counters = Arc::new(Mutex::new(Counters::default()));
+        let (engine, waker) = Engine::new(rank, session, cfg, udp, control, addrs, rx, counters.clone())
+            .map_err(|e| NetError::io("starting the runtime", e))?;
+        let thread = std::thread::Builder::new()
+            .name(format!("gradwire-rank{rank}"))
+            .spawn(move || engine.run())
+            .map_err(|e| NetError::io("spawning the runtime thread", e))?;
+        Ok(Communicator { rank, world, session, data_addr, tx, waker, thread: Some(thread), counters })
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    pub fn world_size(&self) -> u32 {
+        self.world
+    }
+
+    /// Where this rank receives datagrams.
+    pub fn data_addr(&self) -> SocketAddr {
+        self.data_addr
+    }
+
+    pub fn session(&self) -> u64 {
+        self.session
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters.lock().map(|c| *c).unwrap_or_default()
+    }
+
+    /// Queues a collective on raw memory.
+    ///
+    /// # Safety
+    /// `buf` must stay valid, and nobody else may read or write it, until the returned
+    /// [`Pending`] has resolved.
+    pub unsafe fn submit(&self, schedule: Arc<Schedule>, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
+        check(&schedule, self.world, buf.len, dtype)?;
+        let (reply, rx) = channel();
+        self.tx
+            .send(Command::Run(CallRequest { schedule, buf, dtype, reply }))
+            .map_err(|_| NetError::Protocol("the runtime thread exited".into()))?;
+        self.waker.wake().map_err(|e| NetError::io("waking the runtime", e))?;
+        Ok(Pending { rx })
+    }
+
+    /// Runs `schedule` on `data` and waits for this rank's part to finish.
+    pub fn run<T: Element>(&self, schedule: Arc<Schedule>, data: &mut [T]) -> Result<Report, NetError> {
+        let buf = RawBuffer::from_slice(data);
+        // SAFETY: `data` is borrowed mutably until `wait` returns.
+        unsafe { self.submit(schedule, buf, T::DTYPE)? }.wait()
+    }
+}
+
+/// The schedule fits the world and the buffer.
+fn check(s: &Schedule, world: u32, len: usize, dtype: Dtype) -> Result<(), NetError> {
+    if s.world != world {
+        return Err(NetError::Config(format!("the schedule is for {} ranks but the job has {world}", s.world)));
+    }
+    if s.bytes != len as u64 {
+        return Err(NetError::Config(format!("the schedule covers {} bytes but the buffer has {len}", s.bytes)));
+    }
+    if s.elem_bytes != dtype.size() {
+        return Err(NetError::Config(format!("the schedule's elements are {} bytes, the buffer's {}", s.elem_bytes, dtype.size())));
+    }
+    if s.transfers.len() >= MAX_TRANSFERS {
+        return Err(NetError::Config(format!("a schedule of {} transfers exceeds the limit {MAX_TRANSFERS}", s.transfers.len())));
+    }
+    s.validate().map_err(|e| NetError::Config(format!("invalid schedule: {e}")))
+}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Command::Shutdown);
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! One TCP control connection to a peer: the reliable half of the transport.
+//!
+//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0), so the
+//! stream is a sequence of fixed-size frames: no length to trust, and a frame that does not
+//! decode is a protocol error that ends the connection.
+
+use std::io::{self, Read, Write};
+
+use gradwire_core::wire::{Header, HEADER_LEN};
+use mio::net::TcpStream;
+
+/// Why a link stopped working.
+#[derive(Debug)]
+pub enum LinkDown {
+    Closed,
+    Io(io::Error),
+    BadFrame(String),
+}
+
+impl std::fmt::Display for LinkDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkDown::Closed => write!(f, "control connection closed by the peer (process exited?)"),
+            LinkDown::Io(e) => write!(f, "control connection failed: {e}"),
+            LinkDown::BadFrame(e) => write!(f, "peer sent a malformed control frame: {e}"),
+        }
+    }
+}
+
+pub struct PeerLink {
+    stream: TcpStream,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    /// Bytes of `wbuf` already written.
+    wpos: usize,
+}
+
+impl PeerLink {
+    pub fn new(stream: std::net::TcpStream) -> io::Result<Self> {
+        stream.set_nonblocking(true)?;
+        stream.set_nodelay(true)?;
+        Ok(PeerLink { stream: TcpStream::from_std(stream), rbuf: Vec::with_capacity(4096), wbuf: Vec::new(), wpos: 0 })
+    }
+
+    pub fn mio(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    pub fn queue(&mut self, header: &Header) {
+        let mut frame = [0u8; HEADER_LEN];
+        header.encode(&mut frame);
+        self.wbuf.extend_from_slice(&frame);
+    }
+
+    /// Writes what the socket takes now.
+    pub fn flush(&mut self) -> Result<(), LinkDown> {
+        while self.wpos < self.wbuf.len() {
+            match self.stream.write(&self.wbuf[self.wpos..]) {
+                Ok(0) => return Err(LinkDown::Closed),
+                Ok(n) => self.wpos += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(LinkDown::Io(e)),
+            }
+        }
+        if self.wpos == self.wbuf.len() {
+            self.wbuf.clear();
+            self.wpos = 0;
+        }
+        Ok(())
+    }
+
+    /// Reads what has arrived and appends the decoded frames to `out`.
+    pub fn read_frames(&mut self, out: &mut Vec<Header>) -> Result<(), LinkDown> {
+        let mut chunk = [0u8; 8192];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(LinkDown::Closed),
+                Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(LinkDown::Io(e)),
+            }
+        }
+        let whole = self.rbuf.len() / HEADER_LEN * HEADER_LEN;
+        for frame in self.rbuf[..whole].chunks_exact(HEADER_LEN) {
+            let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+            out.push(h);
+        }
+        self.rbuf.drain(..whole);
+        Ok(())
+    }
+}

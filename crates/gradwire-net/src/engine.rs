@@ -1,0 +1,765 @@
+//! The runtime's event loop: one thread per process owning the sockets and endpoints.
+//!
+//! Each turn: take new calls, read datagrams and control frames, fire due timers, let
+//! every endpoint transmit (data batched per peer and TOS into GSO sends, control onto
+//! the peer's TCP link), act on endpoint events (apply a delivered receive, start the
+//! sends it unblocks, finish the call), then sleep in `epoll` until the next deadline.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gradwire_core::collective::{Schedule, TransferId};
+use gradwire_core::packet::{CtrlOp, Ecn, Packet, PacketKind};
+use gradwire_core::tensor::importance_mask;
+use gradwire_core::time::Time;
+use gradwire_core::transport::EndpointEvent;
+use gradwire_core::wire::{Header, HEADER_LEN};
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::control::{LinkDown, PeerLink};
+use crate::endpoint::{Ep, TransferSpec, TransportConfig};
+use crate::error::NetError;
+use crate::inject::{Delayed, Impairment, Injector};
+use crate::job::{Dtype, Job, RawBuffer, Reply};
+use crate::udp::{tos_byte, DataSocket, RecvBufs};
+
+const UDP: Token = Token(0);
+const WAKER: Token = Token(1);
+const PEER_BASE: usize = 2;
+/// Flow id = call (12 bits) | transfer (20 bits).
+const TRANSFER_BITS: u32 = 20;
+pub const MAX_TRANSFERS: usize = 1 << TRANSFER_BITS;
+const CALL_MASK: u16 = (1 << (32 - TRANSFER_BITS)) - 1;
+/// Control frames kept for calls this rank has not started yet.
+const STASH_LIMIT: usize = 1 << 16;
+/// Packets one endpoint may emit per turn, so one big send cannot starve the rest.
+const TX_BUDGET: usize = 256;
+/// Deadlines closer than this are spun for rather than slept on.
+const SPIN: Time = 50_000_000; // 50 µs
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub transport: TransportConfig,
+    /// A call fails with `NetError::Timeout` after this long without any packet for it.
+    pub peer_timeout: Duration,
+    /// Per peer rank (index = rank); empty: none.
+    pub impairments: Vec<Impairment>,
+    pub gso: bool,
+    pub socket_buffer_bytes: usize,
+    /// How long a closing communicator waits for its last transfers' handshakes.
+    pub linger: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            transport: TransportConfig::default(),
+            peer_timeout: Duration::from_secs(30),
+            impairments: Vec::new(),
+            gso: true,
+            socket_buffer_bytes: 32 << 20,
+            linger: Duration::from_secs(2),
+        }
+    }
+}
+
+pub struct CallRequest {
+    pub schedule: Arc<Schedule>,
+    pub buf: RawBuffer,
+    pub dtype: Dtype,
+    pub reply: Reply,
+}
+
+pub enum Command {
+    Run(CallRequest),
+    Shutdown,
+}
+
+/// Runtime-wide counters (never reset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Datagrams or frames that failed to decode.
+    pub malformed: u64,
+    /// Datagrams stamped with another job's session id.
+    pub foreign_session: u64,
+    /// Packets for a transfer that already finished here (or was never ours).
+    pub stale: u64,
+    /// Data for a call this rank has not started yet (the sender resends it on request).
+    pub early: u64,
+    /// Datagrams dropped by the loss injector.
+    pub injected_drops: u64,
+    /// Datagrams the kernel refused (send buffer full): lost, as on a full NIC queue.
+    pub send_drops: u64,
+    pub datagrams_sent: u64,
+    pub datagrams_received: u64,
+}
+
+/// An endpoint and what it belongs to.
+struct Slot {
+    ep: Ep,
+    call: u16,
+    transfer: TransferId,
+    peer: u32,
+    /// The transfer has been reported finished to the call.
+    finished: bool,
+}
+
+/// Datagrams to one peer with one TOS, back to back, all but the last `seg` bytes long.
+struct Batch {
+    peer: u32,
+    tos: u8,
+    seg: usize,
+    buf: Vec<u8>,
+    count: usize,
+    closed: bool,
+}
+
+pub struct Engine {
+    rank: u32,
+    session: u64,
+    cfg: EngineConfig,
+    poll: Poll,
+    udp: DataSocket,
+    links: Vec<Option<PeerLink>>,
+    addrs: Vec<SocketAddr>,
+    down: Vec<Option<String>>,
+    cmds: Receiver<Command>,
+    epoch: Instant,
+    queue: VecDeque<CallRequest>,
+    job: Option<Job>,
+    next_call: u16,
+    slots: HashMap<u32, Slot>,
+    stash: Vec<(u32, Header)>,
+    batches: Vec<Batch>,
+    inject: Injector,
+    counters: Arc<std::sync::Mutex<Counters>>,
+    local: Counters,
+    broken: Option<String>,
+    shutting_down: Option<Instant>,
+    frames: Vec<Header>,
+    rbufs: RecvBufs,
+    trace_at: Time,
+}
+
+fn flow_id(call: u16, t: TransferId) -> u32 {
+    ((call & CALL_MASK) as u32) << TRANSFER_BITS | t
+}
+
+fn call_of(flow: u32) -> u16 {
+    (flow >> TRANSFER_BITS) as u16
+}
+
+/// `call` is one this rank has not reached yet (within half the 12-bit space).
+fn is_future(call: u16, next: u16) -> bool {
+    call.wrapping_sub(next) & CALL_MASK < (CALL_MASK + 1) / 2
+}
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        rank: u32,
+        session: u64,
+        cfg: EngineConfig,
+        udp: DataSocket,
+        links: Vec<Option<std::net::TcpStream>>,
+        addrs: Vec<SocketAddr>,
+        cmds: Receiver<Command>,
+        counters: Arc<std::sync::Mutex<Counters>>,
+    ) -> io::Result<(Self, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let mut udp = udp;
+        poll.registry().register(udp.mio(), UDP, Interest::READABLE)?;
+        let mut wrapped = Vec::with_capacity(links.len());
+        for (i, l) in links.into_iter().enumerate() {
+            let link = match l {
+                Some(s) => {
+                    let mut link = PeerLink::new(s)?;
+                    poll.registry().register(link.mio(), Token(PEER_BASE + i), Interest::READABLE | Interest::WRITABLE)?;
+                    Some(link)
+                }
+                None => None,
+            };
+            wrapped.push(link);
+        }
+        let world = addrs.len();
+        let mut impairments = cfg.impairments.clone();
+        impairments.resize(world, Impairment::default());
+        let seed = session ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let engine = Engine {
+            rank,
+            session,
+            cfg,
+            poll,
+            udp,
+            links: wrapped,
+            addrs,
+            down: vec![None; world],
+            cmds,
+            epoch: Instant::now(),
+            queue: VecDeque::new(),
+            job: None,
+            next_call: 0,
+            slots: HashMap::new(),
+            stash: Vec::new(),
+            batches: Vec::new(),
+            inject: Injector::new(impairments, seed),
+            counters,
+            local: Counters::default(),
+            broken: None,
+            shutting_down: None,
+            frames: Vec::new(),
+            rbufs: RecvBufs::default(),
+            trace_at: 0,
+        };
+        Ok((engine, waker))
+    }
+
+    fn now(&self) -> Time {
+        self.epoch.elapsed().as_nanos() as Time * 1000
+    }
+
+    /// Runs until `Command::Shutdown` (or the handle is dropped) and the last transfers
+    /// have closed or `linger` has passed.
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(256);
+        loop {
+            let busy = self.turn();
+            self.publish_counters();
+            if let Some(since) = self.shutting_down {
+                let lingering = self.slots.values().any(|s| !s.ep.is_closed());
+                if (!lingering && self.job.is_none() && self.queue.is_empty()) || since.elapsed() > self.cfg.linger {
+                    self.flush_links();
+                    return;
+                }
+            }
+            let timeout = if busy { Some(Duration::ZERO) } else { self.sleep_for() };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    self.fail_all(NetError::io("epoll", e));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn publish_counters(&mut self) {
+        self.local.injected_drops = self.inject.dropped;
+        if let Ok(mut c) = self.counters.lock() {
+            *c = self.local;
+        }
+    }
+
+    /// One pass over everything; true if it did work that may enable more right away.
+    fn turn(&mut self) -> bool {
+        self.take_commands();
+        let mut busy = self.receive_datagrams();
+        self.read_control();
+        let now = self.now();
+        self.fire_timers(now);
+        busy |= self.transmit(now);
+        self.release_delayed(now);
+        self.flush_batches();
+        self.flush_links();
+        self.handle_events();
+        self.check_stall();
+        if self.job.is_none() {
+            busy |= self.start_next_call();
+        }
+        busy
+    }
+
+    fn sleep_for(&self) -> Option<Duration> {
+        let now = self.now();
+        let mut next: Option<Time> = self.slots.values().filter_map(|s| s.ep.poll_timeout()).min();
+        if let Some(r) = self.inject.next_release() {
+            next = Some(next.map_or(r, |n| n.min(r)));
+        }
+        // Wake at least every 100 ms to check for stalls and shutdown.
+        let cap = Duration::from_millis(100);
+        match next {
+            None => Some(cap),
+            Some(t) if t <= now + SPIN => Some(Duration::ZERO),
+            Some(t) => Some(Duration::from_nanos((t - now) / 1000).min(cap)),
+        }
+    }
+
+    fn take_commands(&mut self) {
+        loop {
+            match self.cmds.try_recv() {
+                Ok(Command::Run(req)) => self.queue.push_back(req),
+                Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
+                    if self.shutting_down.is_none() {
+                        self.shutting_down = Some(Instant::now());
+                    }
+                    return;
+                }
+                Err(TryRecvError::Empty) => return,
+            }
+        }
+    }
+
+    // ---- calls ------------------------------------------------------------------------
+
+    fn start_next_call(&mut self) -> bool {
+        let Some(req) = self.queue.pop_front() else { return false };
+        let call = self.next_call;
+        self.next_call = self.next_call.wrapping_add(1) & CALL_MASK;
+        if let Some(why) = &self.broken {
+            let _ = req.reply.send(Err(NetError::Protocol(format!("the communicator is unusable after an earlier failure: {why}"))));
+            return true;
+        }
+        let s = req.schedule.clone();
+        if let Some(r) = (0..s.world).find(|&r| s.transfers.iter().any(|t| t.src == r || t.dst == r) && self.down[r as usize].is_some()) {
+            let detail = self.down[r as usize].clone().unwrap_or_default();
+            let _ = req.reply.send(Err(NetError::PeerLost { rank: r, detail }));
+            return true;
+        }
+        let mut job = Job::new(call, s.clone(), self.rank, req.buf, req.dtype, req.reply);
+        let now = self.now();
+        for t in s.receives_of(self.rank) {
+            job.post_receive(t);
+            let spec = self.spec(&s, call, t, job.dtype);
+            let ep = Ep::receiver(&self.cfg.transport, &spec, now);
+            let peer = spec.src;
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false });
+        }
+        self.job = Some(job);
+        // Control that arrived before this call was posted.
+        let stash = std::mem::take(&mut self.stash);
+        for (from, h) in stash {
+            if call_of(h.flow) == call {
+                self.dispatch(from, &h, &[], now);
+            } else if is_future(call_of(h.flow), self.next_call) {
+                self.stash.push((from, h));
+            }
+        }
+        self.start_ready_sends(now);
+        self.maybe_complete();
+        true
+    }
+
+    fn spec(&self, s: &Schedule, call: u16, t: TransferId, dtype: Dtype) -> TransferSpec {
+        let tr = &s.transfers[t as usize];
+        TransferSpec {
+            flow: flow_id(call, t),
+            src: tr.src,
+            dst: tr.dst,
+            bytes: tr.bytes(),
+            loss_bound: tr.loss_bound,
+            priority: tr.priority,
+            elem_bytes: dtype.size(),
+        }
+    }
+
+    fn start_ready_sends(&mut self, now: Time) {
+        let Some(job) = self.job.as_mut() else { return };
+        let mut started = Vec::new();
+        while let Some(t) = job.exec.poll_ready() {
+            started.push(t);
+        }
+        for t in started {
+            let job = self.job.as_ref().expect("job");
+            let spec = self.spec(&job.schedule, job.call, t, job.dtype);
+            // Importance from the real gradient values (DLCP §3.2.2), only when loss is allowed.
+            let mss = self.cfg.transport.mss as usize;
+            let importance = (spec.loss_bound > 0.0)
+                .then(|| job.send_f32(t).map(|g| importance_mask(g, (mss / 4).max(1))))
+                .flatten();
+            let ep = Ep::sender(&self.cfg.transport, &spec, importance, now);
+            let call = job.call;
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false });
+            self.job.as_mut().expect("job").report.transfers_sent += 1;
+        }
+    }
+
+    /// Reports transfer `t` of the current call finished at this rank.
+    fn finish_transfer(&mut self, flow: u32) {
+        let Some(slot) = self.slots.get_mut(&flow) else { return };
+        if slot.finished {
+            return;
+        }
+        let Some(job) = self.job.as_mut().filter(|j| j.call == slot.call) else { return };
+        slot.finished = true;
+        let t = slot.transfer;
+        if slot.ep.is_receiver() {
+            let bubbles = slot.ep.bubbles();
+            job.apply(t, &bubbles);
+        }
+        let stats = slot.ep.stats();
+        if !slot.ep.is_receiver() {
+            job.report.retransmits += stats.retransmits;
+        }
+        let _ = job.exec.finished(&job.schedule, t);
+        let now = self.now();
+        self.start_ready_sends(now);
+        self.maybe_complete();
+    }
+
+    fn maybe_complete(&mut self) {
+        if !self.job.as_ref().is_some_and(|j| j.exec.is_complete()) {
+            return;
+        }
+        let mut job = self.job.take().expect("job");
+        let report = job.finish_report();
+        let _ = job.reply.send(Ok(report));
+    }
+
+    fn fail_call(&mut self, err: NetError) {
+        if let Some(job) = self.job.take() {
+            self.broken = Some(err.to_string());
+            let call = job.call;
+            self.slots.retain(|_, s| s.call != call);
+            let _ = job.reply.send(Err(err));
+        }
+    }
+
+    fn fail_all(&mut self, err: NetError) {
+        let msg = err.to_string();
+        self.fail_call(err);
+        for req in self.queue.drain(..) {
+            let _ = req.reply.send(Err(NetError::Protocol(msg.clone())));
+        }
+    }
+
+    fn check_stall(&mut self) {
+        let Some(job) = self.job.as_ref() else { return };
+        let waited = job.last_progress.elapsed();
+        if waited < self.cfg.peer_timeout {
+            return;
+        }
+        let call = job.call;
+        let mut peers: Vec<u32> = self.slots.values().filter(|s| s.call == call && !s.finished).map(|s| s.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let what = format!(
+            "rank {} got nothing for collective '{}' (call {}) from its peers; transfers with ranks {:?} are unfinished (dead or stalled peer?)",
+            self.rank, job.schedule.name, call, peers
+        );
+        self.fail_call(NetError::Timeout { what, waited });
+    }
+
+    // ---- input ------------------------------------------------------------------------
+
+    fn receive_datagrams(&mut self) -> bool {
+        let now = self.now();
+        let mut count = 0usize;
+        // The socket's receive buffers are borrowed while `f` runs, so `f` cannot take
+        // `&mut self`: split the borrows by moving the socket out for the read.
+        let mut bufs = std::mem::take(&mut self.rbufs);
+        for _ in 0..64 {
+            match self.udp.recv(&mut bufs) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    self.fail_all(NetError::io("receiving datagrams", e));
+                    break;
+                }
+            }
+            for (d, ce) in bufs.datagrams() {
+                count += 1;
+                self.on_datagram(d, ce, now);
+            }
+        }
+        self.rbufs = bufs;
+        self.local.datagrams_received += count as u64;
+        count > 0
+    }
+
+    fn on_datagram(&mut self, d: &[u8], ce: bool, now: Time) {
+        let (h, payload) = match Header::decode(d) {
+            Ok(x) => x,
+            Err(_) => {
+                self.local.malformed += 1;
+                return;
+            }
+        };
+        if h.session != self.session {
+            self.local.foreign_session += 1;
+            return;
+        }
+        let mut h = h;
+        h.ce |= ce;
+        let Some(from) = self.slots.get(&h.flow).map(|s| s.peer) else {
+            self.classify_unknown(h.flow);
+            return;
+        };
+        self.dispatch(from, &h, payload, now);
+    }
+
+    fn classify_unknown(&mut self, flow: u32) {
+        if is_future(call_of(flow), self.next_call) {
+            self.local.early += 1;
+        } else {
+            self.local.stale += 1;
+        }
+    }
+
+    fn read_control(&mut self) {
+        let mut frames = std::mem::take(&mut self.frames);
+        let mut lost = Vec::new();
+        for (peer, link) in self.links.iter_mut().enumerate() {
+            let Some(l) = link.as_mut() else { continue };
+            let before = frames.len();
+            if let Err(e) = l.read_frames(&mut frames) {
+                lost.push((peer as u32, e));
+            }
+            // Tag the frames with their link.
+            for f in &mut frames[before..] {
+                f.payload_len = peer as u32; // reuse: control frames carry no payload
+            }
+        }
+        if !frames.is_empty() {
+            // A STOP must not overtake data already queued in the UDP socket: drain it first.
+            self.receive_datagrams();
+        }
+        let now = self.now();
+        for mut h in frames.drain(..) {
+            let from = h.payload_len;
+            h.payload_len = 0;
+            if h.session != self.session {
+                self.local.foreign_session += 1;
+                continue;
+            }
+            match self.slots.get(&h.flow) {
+                Some(s) if s.peer == from => self.dispatch(from, &h, &[], now),
+                Some(_) => self.local.stale += 1,
+                None if is_future(call_of(h.flow), self.next_call) && self.stash.len() < STASH_LIMIT => self.stash.push((from, h)),
+                None => self.classify_unknown(h.flow),
+            }
+        }
+        self.frames = frames;
+        for (peer, e) in lost {
+            self.peer_down(peer, e);
+        }
+    }
+
+    fn peer_down(&mut self, peer: u32, why: LinkDown) {
+        if let Some(mut l) = self.links[peer as usize].take() {
+            let _ = self.poll.registry().deregister(l.mio());
+        }
+        let detail = why.to_string();
+        self.down[peer as usize] = Some(detail.clone());
+        // Lingering endpoints of finished calls have nobody left to talk to.
+        self.slots.retain(|_, s| s.peer != peer || !s.finished);
+        let involved = self.job.as_ref().is_some_and(|j| j.schedule.transfers.iter().any(|t| t.src == peer || t.dst == peer));
+        if involved {
+            self.fail_call(NetError::PeerLost { rank: peer, detail });
+        }
+    }
+
+    /// Feeds a packet to its endpoint (the slot exists for `h.flow`).
+    fn dispatch(&mut self, from: u32, h: &Header, payload: &[u8], now: Time) {
+        let rank = self.rank;
+        let Some(slot) = self.slots.get_mut(&h.flow) else { return };
+        let pkt = Packet {
+            kind: h.kind,
+            flow: h.flow,
+            src: from,
+            dst: rank,
+            seq: h.seq,
+            len: payload.len() as u32,
+            wire_bytes: payload.len() as u32 + HEADER_LEN as u32 + 28,
+            priority: h.priority,
+            ecn: Ecn { ect: h.ect, ce: h.ce },
+            ece: h.ece,
+            sent_at: now,
+            rank: 0,
+        };
+        let call = slot.call;
+        let placed = slot.ep.receive(now, &pkt);
+        let transfer = slot.transfer;
+        // The receiver declared the bound met (DLCP FINISH, LTP STOP): for this rank's
+        // call the send is over, even if the closing handshake is still running.
+        let sender_released = !slot.ep.is_receiver() && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
+        if let Some(job) = self.job.as_mut().filter(|j| j.call == call) {
+            job.last_progress = Instant::now();
+            if let Some(r) = placed {
+                let off = (r.start - h.seq) as usize;
+                let end = (r.end - h.seq) as usize;
+                if end <= payload.len() {
+                    job.place(transfer, r, &payload[off..end]);
+                }
+            }
+        }
+        if sender_released {
+            self.finish_transfer(h.flow);
+        }
+    }
+
+    // ---- timers and output ------------------------------------------------------------
+
+    fn trace(&mut self, now: Time) {
+        if std::env::var_os("GRADWIRE_TRACE").is_none() || now < self.trace_at {
+            return;
+        }
+        self.trace_at = now + 10_000_000_000;
+        for (flow, s) in &self.slots {
+            let rate = match &s.ep { Ep::DlcpSend(e) => e.rate_bps(), _ => 0 };
+            eprintln!("t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}", now as f64 / 1e9, self.rank, s.peer, s.ep.is_receiver(), s.finished, s.ep.is_closed(), rate as f64 / 1e9, s.ep.stats(), s.ep.poll_timeout().map(|t| t as f64 / 1e9));
+        }
+    }
+
+    fn fire_timers(&mut self, now: Time) {
+        self.trace(now);
+        for slot in self.slots.values_mut() {
+            let ep = slot.ep.endpoint();
+            if ep.poll_timeout().is_some_and(|t| t <= now) {
+                ep.handle_timeout(now);
+            }
+        }
+    }
+
+    fn handle_events(&mut self) {
+        let mut done = Vec::new();
+        for (&flow, slot) in self.slots.iter_mut() {
+            while let Some(ev) = slot.ep.poll_event() {
+                match ev {
+                    EndpointEvent::Delivered { .. } | EndpointEvent::SenderDone => done.push(flow),
+                }
+            }
+        }
+        for flow in done {
+            self.finish_transfer(flow);
+        }
+        // Drop endpoints whose handshake is over.
+        self.slots.retain(|_, s| !(s.finished && s.ep.is_closed()));
+    }
+
+    fn transmit(&mut self, now: Time) -> bool {
+        let burst = self.cfg.transport.burst;
+        let mut out: Vec<(u32, Packet)> = Vec::new();
+        let mut more = false;
+        for (&flow, slot) in self.slots.iter_mut() {
+            let ep = slot.ep.endpoint();
+            let mut n = 0;
+            while n < TX_BUDGET {
+                let Some(p) = ep.poll_transmit(now + burst) else { break };
+                out.push((flow, p));
+                n += 1;
+            }
+            more |= n == TX_BUDGET;
+        }
+        let sent = !out.is_empty();
+        for (flow, p) in out {
+            self.emit(flow, &p, now);
+        }
+        more || sent
+    }
+
+    fn emit(&mut self, flow: u32, p: &Packet, now: Time) {
+        let Some(slot) = self.slots.get(&flow) else { return };
+        let (peer, transfer, call) = (slot.peer, slot.transfer, slot.call);
+        let is_data = p.kind == PacketKind::Data;
+        let header = Header {
+            kind: p.kind,
+            ect: p.ecn.ect,
+            ce: p.ecn.ce,
+            ece: p.ece,
+            priority: p.priority.min(7),
+            session: self.session,
+            flow,
+            payload_len: if is_data { p.len } else { 0 },
+            seq: p.seq,
+        };
+        if matches!(p.kind, PacketKind::Ctrl(_) | PacketKind::CtrlAck(_)) {
+            if let Some(l) = self.links[peer as usize].as_mut() {
+                l.queue(&header);
+            }
+            return;
+        }
+        let mut head = [0u8; HEADER_LEN];
+        header.encode(&mut head);
+        let job = self.job.as_mut().filter(|j| j.call == call);
+        let payload: &[u8] = match (is_data, job) {
+            (false, _) => &[],
+            (true, Some(job)) => {
+                job.report.bytes_sent += p.len as u64;
+                job.report.packets_sent += 1;
+                job.payload(transfer, p.seq, p.len)
+            }
+            (true, None) => return, // the call is gone: nothing to send from
+        };
+        if self.inject.drop_now(peer) {
+            return;
+        }
+        let tos = tos_byte(p.priority, p.ecn.ect);
+        let delay = self.inject.get(peer).delay;
+        if !delay.is_zero() {
+            let datagram = [&head[..], payload].concat();
+            let release = now + delay.as_nanos() as Time * 1000;
+            self.inject.held[peer as usize].push_back(Delayed { release, tos, datagram });
+            return;
+        }
+        let len = HEADER_LEN + payload.len();
+        let limit = self.udp.batch_limit(len);
+        let i = match self.batches.iter().position(|b| b.peer == peer && b.tos == tos && !b.closed && len <= b.seg) {
+            Some(i) => i,
+            None => {
+                // The key's closed batch leaves first, so datagrams keep their order.
+                if let Some(i) = self.batches.iter().position(|b| b.peer == peer && b.tos == tos) {
+                    let b = self.batches.swap_remove(i);
+                    let dst = self.addrs[b.peer as usize];
+                    Self::send_one(&self.udp, &mut self.local, dst, b);
+                }
+                self.batches.push(Batch { peer, tos, seg: len, buf: Vec::with_capacity(64 * 1024), count: 0, closed: false });
+                self.batches.len() - 1
+            }
+        };
+        let b = &mut self.batches[i];
+        b.buf.extend_from_slice(&head);
+        b.buf.extend_from_slice(payload);
+        b.count += 1;
+        // GSO: every datagram but the last has the full segment size.
+        b.closed = len < b.seg || b.count >= limit;
+    }
+
+    fn send_one(udp: &DataSocket, counters: &mut Counters, dst: SocketAddr, b: Batch) {
+        if b.count == 0 {
+            return;
+        }
+        match udp.send_batch(dst, b.tos, b.seg, &b.buf) {
+            Ok(()) => counters.datagrams_sent += b.count as u64,
+            Err(_) => counters.send_drops += b.count as u64,
+        }
+    }
+
+    fn flush_batches(&mut self) {
+        for b in std::mem::take(&mut self.batches) {
+            let dst = self.addrs[b.peer as usize];
+            Self::send_one(&self.udp, &mut self.local, dst, b);
+        }
+    }
+
+    fn release_delayed(&mut self, now: Time) {
+        for peer in 0..self.inject.held.len() {
+            while self.inject.held[peer].front().is_some_and(|d| d.release <= now) {
+                let d = self.inject.held[peer].pop_front().expect("front");
+                let dst = self.addrs[peer];
+                match self.udp.send_batch(dst, d.tos, d.datagram.len(), &d.datagram) {
+                    Ok(()) => self.local.datagrams_sent += 1,
+                    Err(_) => self.local.send_drops += 1,
+                }
+            }
+        }
+    }
+
+    fn flush_links(&mut self) {
+        let mut lost = Vec::new();
+        for (peer, link) in self.links.iter_mut().enumerate() {
+            if let Some(l) = link.as_mut() {
+                if let Err(e) = l.flush() {
+                    lost.push((peer as u32, e));
+                }
+            }
+        }
+        for (peer, e) in lost {
+            self.peer_down(peer, e);
+        }
+    }
+}
+

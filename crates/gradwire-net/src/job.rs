@@ -1,0 +1,195 @@
+//! One collective call at one rank: the user's buffer, the schedule, what has finished,
+//! and the report.
+
+use std::ops::Range;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Instant;
+
+use gradwire_core::collective::{Op, RankExec, Schedule, TransferId};
+
+use crate::error::NetError;
+
+/// Element type of the buffer; decides how `Reduce` adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dtype {
+    F32,
+    F64,
+}
+
+impl Dtype {
+    pub fn size(self) -> u32 {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F64 => 8,
+        }
+    }
+}
+
+/// The caller's memory, borrowed for the duration of the call. The caller guarantees it
+/// stays valid and untouched until the call's reply is received ([`crate::Communicator`]).
+#[derive(Clone, Copy, Debug)]
+pub struct RawBuffer {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+// SAFETY: the engine thread is the only user of the buffer while the call runs.
+unsafe impl Send for RawBuffer {}
+
+impl RawBuffer {
+    pub fn from_slice<T: bytemuck::Pod>(s: &mut [T]) -> Self {
+        let b = bytemuck::cast_slice_mut::<T, u8>(s);
+        RawBuffer { ptr: b.as_mut_ptr(), len: b.len() }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: see the type's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: see the type's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// A range of the buffer that arrived as zeros (lost within the loss bound).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bubble {
+    /// The rank whose data was lost.
+    pub src: u32,
+    pub transfer: TransferId,
+    /// Byte offset in the buffer, and length.
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// What one rank saw of one collective call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub algorithm: String,
+    pub seconds: f64,
+    /// Payload bytes this rank put on the wire, resends included.
+    pub bytes_sent: u64,
+    /// Payload bytes placed (each byte once).
+    pub bytes_received: u64,
+    /// Bytes this rank filled with zeros; the sum of `bubbles`' lengths.
+    pub bytes_lost: u64,
+    pub bubbles: Vec<Bubble>,
+    /// Data packets sent again (resend rounds / loss recovery).
+    pub retransmits: u64,
+    pub packets_sent: u64,
+    pub transfers_sent: u32,
+    pub transfers_received: u32,
+    /// Smallest delivered share over this rank's receives (1.0 without loss or receives).
+    pub min_delivered_fraction: f64,
+}
+
+pub type Reply = Sender<Result<Report, NetError>>;
+
+pub struct Job {
+    pub call: u16,
+    pub schedule: Arc<Schedule>,
+    pub exec: RankExec,
+    buf: RawBuffer,
+    pub dtype: Dtype,
+    /// Receive buffers, one per posted receive, 8-byte aligned for the reduction.
+    scratch: Vec<Option<Vec<u64>>>,
+    pub report: Report,
+    started: Instant,
+    pub last_progress: Instant,
+    pub reply: Reply,
+}
+
+impl Job {
+    pub fn new(call: u16, schedule: Arc<Schedule>, rank: u32, buf: RawBuffer, dtype: Dtype, reply: Reply) -> Self {
+        let exec = RankExec::new(&schedule, rank);
+        let n = schedule.transfers.len();
+        let now = Instant::now();
+        let report = Report { algorithm: schedule.name.clone(), min_delivered_fraction: 1.0, ..Report::default() };
+        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], report, started: now, last_progress: now, reply }
+    }
+
+    pub fn range(&self, t: TransferId) -> Range<u64> {
+        self.schedule.transfers[t as usize].range.clone()
+    }
+
+    /// Payload of a data packet of send `t`: `len` bytes at `offset` of the transfer.
+    pub fn payload(&self, t: TransferId, offset: u64, len: u32) -> &[u8] {
+        let start = (self.range(t).start + offset) as usize;
+        &self.buf.bytes()[start..start + len as usize]
+    }
+
+    /// The bytes send `t` carries, as f32 (for importance tagging); `None` for other types.
+    pub fn send_f32(&self, t: TransferId) -> Option<&[f32]> {
+        let r = self.range(t);
+        let b = &self.buf.bytes()[r.start as usize..r.end as usize];
+        (self.dtype == Dtype::F32).then(|| bytemuck::try_cast_slice(b).ok()).flatten()
+    }
+
+    pub fn post_receive(&mut self, t: TransferId) {
+        let bytes = self.range(t).end - self.range(t).start;
+        self.scratch[t as usize] = Some(vec![0u64; bytes.div_ceil(8) as usize]);
+    }
+
+    /// Copies a received payload into receive `t`'s scratch at transfer offset `at`.
+    pub fn place(&mut self, t: TransferId, at: Range<u64>, payload: &[u8]) {
+        if let Some(s) = self.scratch[t as usize].as_mut() {
+            let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(s)[at.start as usize..at.end as usize];
+            dst.copy_from_slice(payload);
+        }
+        self.report.bytes_received += at.end - at.start;
+    }
+
+    /// Receive `t` is delivered: apply it to the buffer (bubbles are the scratch's zeros).
+    pub fn apply(&mut self, t: TransferId, bubbles: &[Range<u64>]) {
+        let Some(scratch) = self.scratch[t as usize].take() else { return };
+        let tr = &self.schedule.transfers[t as usize];
+        let (r, op, src) = (tr.range.clone(), tr.op, tr.src);
+        let len = (r.end - r.start) as usize;
+        let got = &bytemuck::cast_slice::<u64, u8>(&scratch)[..len];
+        let dtype = self.dtype;
+        let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
+        match (op, dtype) {
+            (Op::Copy, _) => dst.copy_from_slice(got),
+            (Op::Reduce, Dtype::F32) => add::<f32>(dst, got),
+            (Op::Reduce, Dtype::F64) => add::<f64>(dst, got),
+        }
+        let lost: u64 = bubbles.iter().map(|b| b.end - b.start).sum();
+        for b in bubbles {
+            self.report.bubbles.push(Bubble { src, transfer: t, offset: r.start + b.start, len: b.end - b.start });
+        }
+        self.report.bytes_lost += lost;
+        self.report.transfers_received += 1;
+        let frac = if len == 0 { 1.0 } else { 1.0 - lost as f64 / len as f64 };
+        self.report.min_delivered_fraction = self.report.min_delivered_fraction.min(frac);
+    }
+
+    pub fn finish_report(&mut self) -> Report {
+        self.report.seconds = self.started.elapsed().as_secs_f64();
+        std::mem::take(&mut self.report)
+    }
+}
+
+/// `dst += src` elementwise; both are whole elements (ranges are element-aligned).
+fn add<T: bytemuck::Pod + std::ops::AddAssign>(dst: &mut [u8], src: &[u8]) {
+    match (bytemuck::try_cast_slice_mut::<u8, T>(dst), bytemuck::try_cast_slice::<u8, T>(src)) {
+        (Ok(d), Ok(s)) => d.iter_mut().zip(s).for_each(|(a, &b)| *a += b),
+        // An unaligned user buffer: go element by element through copies.
+        _ => {
+            let n = std::mem::size_of::<T>();
+            for (d, s) in dst.chunks_exact_mut(n).zip(src.chunks_exact(n)) {
+                let mut a: T = bytemuck::pod_read_unaligned(d);
+                a += bytemuck::pod_read_unaligned::<T>(s);
+                d.copy_from_slice(bytemuck::bytes_of(&a));
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The UDP data path: batched sends with per-datagram TOS, batched receives.
+//!
+//! Receives go through `quinn-udp` (recvmmsg, and GRO where the kernel has it: one read
+//! returns many datagrams of equal `stride`). Sends use `sendmsg` with `UDP_SEGMENT`
+//! (GSO: one syscall for up to 64 datagrams) through `nix`, not `quinn-udp`: quinn-udp
+//! writes the whole IP TOS byte from the ECN codepoint and so erases the DSCP that
+//! carries gradwire's layer priority (DLCP §4.2). Without GSO (old kernel, or turned off)
+//! every datagram is its own `sendmsg`.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+
+use mio::net::UdpSocket;
+use nix::sys::socket::{sendmsg, setsockopt, sockopt, ControlMessage, MsgFlags, SockaddrStorage};
+use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
+
+/// Kernel limit on segments per GSO send.
+const MAX_GSO_SEGMENTS: usize = 64;
+/// A GSO send carries at most this many bytes (the IP length field).
+const MAX_GSO_BYTES: usize = 65_000;
+const RECV_BUFS: usize = 16;
+const RECV_BUF_BYTES: usize = 64 * 1024;
+
+/// The IP TOS byte for a gradwire datagram: DSCP from the switch queue, ECT(0) for
+/// ECN-capable (important) data (DLCP §4.1–4.2: queue by DSCP, drop non-ECT first).
+pub fn tos_byte(priority: u8, ect: bool) -> u8 {
+    // DSCP class selector CS(7 - priority): queue 0 (control) is the highest class.
+    let dscp = (7 - priority.min(7)) << 3;
+    dscp << 2 | if ect { 0b10 } else { 0 }
+}
+
+pub struct DataSocket {
+    sock: UdpSocket,
+    state: UdpSocketState,
+    gso: bool,
+}
+
+/// Receive buffers, kept apart from the socket so datagrams can be handled while the
+/// caller holds `&mut` to whatever owns the socket.
+pub struct RecvBufs {
+    bufs: Vec<Vec<u8>>,
+    metas: Vec<RecvMeta>,
+    filled: usize,
+}
+
+impl Default for RecvBufs {
+    fn default() -> Self {
+        RecvBufs { bufs: vec![vec![0u8; RECV_BUF_BYTES]; RECV_BUFS], metas: vec![RecvMeta::default(); RECV_BUFS], filled: 0 }
+    }
+}
+
+impl RecvBufs {
+    /// The datagrams of the last read, with their CE mark (GRO batches split by stride).
+    pub fn datagrams(&self) -> impl Iterator<Item = (&[u8], bool)> {
+        self.metas[..self.filled].iter().zip(&self.bufs).flat_map(|(meta, buf)| {
+            let ce = meta.ecn == Some(quinn_udp::EcnCodepoint::Ce);
+            buf[..meta.len].chunks(meta.stride.max(1)).map(move |d| (d, ce))
+        })
+    }
+}
+
+impl DataSocket {
+    /// Binds `addr` (port 0: any), sizes the kernel buffers and turns on GRO/TOS reporting.
+    pub fn bind(addr: SocketAddr, buffer_bytes: usize, gso: bool) -> io::Result<Self> {
+        let std = std::net::UdpSocket::bind(addr)?;
+        std.set_nonblocking(true)?;
+        let state = UdpSocketState::new(UdpSockRef::from(&std))?;
+        // Root may exceed net.core.[rw]mem_max with the FORCE variants; others get the cap.
+        if setsockopt(&std, sockopt::RcvBufForce, &buffer_bytes).is_err() {
+            let _ = state.set_recv_buffer_size(UdpSockRef::from(&std), buffer_bytes);
+        }
+        if setsockopt(&std, sockopt::SndBufForce, &buffer_bytes).is_err() {
+            let _ = state.set_send_buffer_size(UdpSockRef::from(&std), buffer_bytes);
+        }
+        let gso = gso && state.max_gso_segments() > 1;
+        Ok(DataSocket { sock: UdpSocket::from_std(std), state, gso })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+
+    pub fn mio(&mut self) -> &mut UdpSocket {
+        &mut self.sock
+    }
+
+    pub fn gso_enabled(&self) -> bool {
+        self.gso
+    }
+
+    /// Most datagrams of `segment` bytes one `send_batch` may carry.
+    pub fn batch_limit(&self, segment: usize) -> usize {
+        if self.gso {
+            (MAX_GSO_BYTES / segment.max(1)).clamp(1, MAX_GSO_SEGMENTS)
+        } else {
+            MAX_GSO_SEGMENTS
+        }
+    }
+
+    /// Sends `contents`: datagrams of `segment` bytes back to back (the last may be
+    /// shorter), all to `dst` with TOS `tos`. `WouldBlock` means the kernel buffer is full:
+    /// the datagrams are dropped, as a full NIC queue would drop them.
+    pub fn send_batch(&self, dst: SocketAddr, tos: u8, segment: usize, contents: &[u8]) -> io::Result<()> {
+        let addr = SockaddrStorage::from(dst);
+        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
+        let fd = self.sock.as_raw_fd();
+        if self.gso && contents.len() > segment {
+            let seg = segment as u16;
+            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
+            sendmsg(fd, &[IoSlice::new(contents)], &cmsgs, MsgFlags::empty(), Some(&addr))?;
+            return Ok(());
+        }
+        for d in contents.chunks(segment.max(1)) {
+            sendmsg(fd, &[IoSlice::new(d)], &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+        }
+        Ok(())
+    }
+
+    /// One batched read into `bufs`; `Ok(false)` when nothing is waiting.
+    pub fn recv(&self, bufs: &mut RecvBufs) -> io::Result<bool> {
+        bufs.filled = 0;
+        loop {
+            let mut slices: Vec<IoSliceMut<'_>> = bufs.bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            return match self.state.recv(UdpSockRef::from(&self.sock), &mut slices, &mut bufs.metas) {
+                Ok(got) => {
+                    bufs.filled = got;
+                    Ok(got > 0)
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(e),
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tos_puts_priority_in_dscp_and_importance_in_ect() {
+        assert_eq!(tos_byte(0, false) >> 2, 7 << 3);
+        assert_eq!(tos_byte(7, false) >> 2, 0);
+        assert_eq!(tos_byte(3, true) & 0b11, 0b10);
+        assert_eq!(tos_byte(3, false) & 0b11, 0);
+    }
+
+    #[test]
+    fn a_gso_batch_arrives_as_separate_datagrams_in_order() {
+        for gso in [true, false] {
+            let rx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 1 << 20, true).unwrap();
+            let tx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 1 << 20, gso).unwrap();
+            let seg = 1472;
+            let mut contents = Vec::new();
+            for i in 0..10u8 {
+                let len = if i == 9 { 100 } else { seg };
+                contents.extend(std::iter::repeat(i).take(len));
+            }
+            tx.send_batch(rx.local_addr().unwrap(), tos_byte(2, true), seg, &contents).unwrap();
+            let mut got = Vec::new();
+            let mut bufs = RecvBufs::default();
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+            while got.len() < 10 && std::time::Instant::now() < deadline {
+                if rx.recv(&mut bufs).unwrap() {
+                    got.extend(bufs.datagrams().map(|(d, _)| d.to_vec()));
+                }
+            }
+            assert_eq!(got.len(), 10, "gso={gso}");
+            for (i, d) in got.iter().enumerate() {
+                assert!(d.iter().all(|&b| b == i as u8));
+                assert_eq!(d.len(), if i == 9 { 100 } else { seg });
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! In-process jobs for the runtime's tests: ranks are threads, the mesh is made by hand
+//! (the rendezvous has its own tests).
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+
+use gradwire_core::collective::{Op, Schedule, Transfer};
+use gradwire_net::udp::DataSocket;
+use gradwire_net::{Communicator, EngineConfig};
+
+/// `n` communicators on loopback, fully meshed, with per-rank configs from `cfg(rank)`.
+pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
+    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for i in 0..n {
+        for j in (i + 1)..n {
+            let c = TcpStream::connect(listeners[i as usize].local_addr().unwrap()).unwrap();
+            let (s, _) = listeners[i as usize].accept().unwrap();
+            control[i as usize][j as usize] = Some(s);
+            control[j as usize][i as usize] = Some(c);
+        }
+    }
+    let socks: Vec<DataSocket> = (0..n).map(|r| {
+        let c = cfg(r);
+        DataSocket::bind("127.0.0.1:0".parse().unwrap(), c.socket_buffer_bytes, c.gso).unwrap()
+    }).collect();
+    let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+    socks
+        .into_iter()
+        .zip(control)
+        .enumerate()
+        .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xfeed, udp, ctl, addrs.clone(), cfg(r as u32)).unwrap())
+        .collect()
+}
+
+/// Every rank reduces into rank 0, which then copies the sum back (a one-server PS).
+pub fn star(world: u32, elems: u64, loss_bound: f64) -> Arc<Schedule> {
+    let bytes = elems * 4;
+    let mut transfers = Vec::new();
+    for r in 1..world {
+        transfers.push(Transfer { src: r, dst: 0, range: 0..bytes, op: Op::Reduce, after: vec![], loss_bound, priority: 1 });
+    }
+    let pushes: Vec<u32> = (0..transfers.len() as u32).collect();
+    for r in 1..world {
+        transfers.push(Transfer { src: 0, dst: r, range: 0..bytes, op: Op::Copy, after: pushes.clone(), loss_bound: 0.0, priority: 1 });
+    }
+    Arc::new(Schedule { name: "star".into(), world, bytes, elem_bytes: 4, transfers })
+}
+
+/// Runs `f(rank, comm)` on every rank in its own thread and collects the results.
+pub fn on_all<R: Send + 'static>(comms: &[Communicator], f: impl Fn(u32, &Communicator) -> R + Sync) -> Vec<R> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = comms.iter().enumerate().map(|(r, c)| {
+            let f = &f;
+            s.spawn(move || f(r as u32, c))
+        }).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+pub fn data(rank: u32, n: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i as f32 * 0.37 + rank as f32 * 1.3).sin() * 10.0).round() / 4.0).collect()
+}
