@@ -12,3 +12,4 @@ pub mod error;
 pub mod rendezvous;
 
 pub use error::NetError;
+pub use rendezvous::{rendezvous, Mesh, PeerInfo, RendezvousConfig};
