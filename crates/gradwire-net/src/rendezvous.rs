@@ -1191,6 +1191,11 @@ mod tests {
 
     /// Identical session and peer tables, and a working stream for every pair.
     fn check_mesh(meshes: Vec<Mesh>) {
+        check_mesh_at(meshes, |_| IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// `check_mesh` for ranks whose advertised IP is `ip(rank)`.
+    fn check_mesh_at(meshes: Vec<Mesh>, ip: impl Fn(u32) -> IpAddr) {
         let n = meshes.len() as u32;
         let session = meshes[0].session;
         assert_ne!(session, 0);
@@ -1210,7 +1215,7 @@ mod tests {
         }
         for (k, p) in meshes[0].peers.iter().enumerate() {
             assert_eq!(p.rank, k as u32);
-            assert_eq!(p.udp_addr, SocketAddr::from(([127, 0, 0, 1], 40000 + k as u16)));
+            assert_eq!(p.udp_addr, SocketAddr::new(ip(k as u32), 40000 + k as u16));
         }
         let handles: Vec<_> = meshes
             .into_iter()
@@ -1517,6 +1522,98 @@ mod tests {
         let mut b = [0u8; 2];
         c.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"hi");
+    }
+
+    /// Network namespaces for the test below: hosts `gwrt<pid>-h<i>` with `eth0` =
+    /// 10.251.P.(i+1)/24 on a bridge in `gwrt<pid>-br`. Deleted on drop.
+    struct TestNet {
+        names: Vec<String>,
+    }
+
+    impl TestNet {
+        fn ip(args: &[&str]) -> Result<(), String> {
+            let out = std::process::Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+            }
+        }
+
+        fn host_ip(i: u32) -> IpAddr {
+            IpAddr::V4(Ipv4Addr::new(10, 251, (std::process::id() & 0xFF) as u8, i as u8 + 1))
+        }
+
+        /// `Err` (the reason to skip) without root or `ip`.
+        fn new(n: u32) -> Result<TestNet, String> {
+            let tag = format!("gwrt{}", std::process::id());
+            let br = format!("{tag}-br");
+            let mut net = TestNet { names: vec![] };
+            net.names.push(br.clone());
+            Self::ip(&["netns", "add", &br])?;
+            Self::ip(&["-n", &br, "link", "add", "br0", "type", "bridge"])?;
+            Self::ip(&["-n", &br, "link", "set", "br0", "up"])?;
+            for i in 0..n {
+                let ns = format!("{tag}-h{i}");
+                net.names.push(ns.clone());
+                let v = format!("v{i}");
+                Self::ip(&["netns", "add", &ns])?;
+                Self::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+                Self::ip(&["link", "add", "eth0", "netns", &ns, "type", "veth", "peer", "name", &v, "netns", &br])?;
+                Self::ip(&["-n", &br, "link", "set", &v, "master", "br0"])?;
+                Self::ip(&["-n", &br, "link", "set", &v, "up"])?;
+                Self::ip(&["-n", &ns, "addr", "add", &format!("{}/24", Self::host_ip(i)), "dev", "eth0"])?;
+                Self::ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
+            }
+            Ok(net)
+        }
+
+        /// Move the calling thread into host `i`'s network namespace.
+        fn enter(i: u32) {
+            let f = std::fs::File::open(format!("/var/run/netns/gwrt{}-h{i}", std::process::id())).unwrap();
+            nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        }
+    }
+
+    impl Drop for TestNet {
+        fn drop(&mut self) {
+            for ns in self.names.iter().rev() {
+                let _ = Self::ip(&["netns", "del", ns]);
+            }
+        }
+    }
+
+    /// Every rank (a thread) in its own network namespace, UDP "bound" to 0.0.0.0: each
+    /// advertises its namespace's address, and every pair connects. Needs root and `ip`.
+    #[test]
+    fn mesh_forms_across_network_namespaces() {
+        let n = 4;
+        let net = match TestNet::new(n) {
+            Ok(net) => net,
+            Err(why) => {
+                eprintln!("skipped: no network namespaces here ({why})");
+                return;
+            }
+        };
+        let master = TestNet::host_ip(0).to_string();
+        let handles: Vec<_> = (0..n)
+            .map(|r| {
+                let mut c = cfg(29500, r, n, Duration::from_secs(10));
+                c.master_addr = master.clone();
+                thread::spawn(move || {
+                    TestNet::enter(r);
+                    rendezvous(&c, udp_of(r))
+                })
+            })
+            .collect();
+        let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+        for m in &meshes[1..] {
+            let s = m.control[0].as_ref().unwrap();
+            assert_eq!(s.local_addr().unwrap().ip(), TestNet::host_ip(m.rank));
+            assert_eq!(s.peer_addr().unwrap(), SocketAddr::new(TestNet::host_ip(0), 29500));
+        }
+        check_mesh_at(meshes, TestNet::host_ip);
+        drop(net);
     }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
