@@ -1344,7 +1344,7 @@ mod tests {
         let t0 = Instant::now();
         let err = rendezvous(&cfg(port, 1, 2, Duration::from_secs(1)), udp_of(1)).unwrap_err();
         let took = t0.elapsed();
-        assert!(took >= Duration::from_millis(950) && took < Duration::from_millis(1500), "{took:?}");
+        assert!(took >= Duration::from_millis(950) && took < Duration::from_millis(2000), "{took:?}");
         match err {
             NetError::Timeout { what, .. } => {
                 assert!(what.starts_with(&format!("rank 1 waiting for rank 0 to accept connections at 127.0.0.1:{port}")), "{what}")
@@ -1372,7 +1372,7 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert!(t0.elapsed() < Duration::from_millis(1800), "{:?}", t0.elapsed());
+        assert!(t0.elapsed() < Duration::from_millis(2500), "{:?}", t0.elapsed());
     }
 
     #[derive(Clone, Copy, Debug)]
@@ -1417,7 +1417,7 @@ mod tests {
             eprintln!("{death:?}: rank {r}: {e}");
         }
         // One step (gathering or mesh) times out; the others finish at once.
-        assert!(t0.elapsed() < Duration::from_millis(2500), "{death:?}: {:?}", t0.elapsed());
+        assert!(t0.elapsed() < Duration::from_millis(3500), "{death:?}: {:?}", t0.elapsed());
         fake.join().unwrap();
     }
 
