@@ -7,6 +7,11 @@
 //! Layers, bottom up:
 //! - [`rendezvous`]: torchrun-style job formation (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
 //!   `WORLD_SIZE`, a job token) into a [`rendezvous::Mesh`] of control connections.
+//! - [`udp`]: batched datagram I/O; [`control`]: framed TCP control links.
+//! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
+//! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
+//! - [`engine`]: the event loop thread; [`inject`]: loss/delay testing hooks.
+//! - [`comm`]: the public [`Communicator`].
 
 pub mod comm;
 pub mod control;
@@ -22,3 +27,4 @@ pub use comm::{Communicator, Element, Pending};
 pub use engine::{Counters, EngineConfig};
 pub use error::NetError;
 pub use job::{Bubble, Dtype, RawBuffer, Report};
+pub use rendezvous::{rendezvous, Mesh, PeerInfo, RendezvousConfig};
