@@ -264,6 +264,18 @@ mod tests {
     }
 
     #[test]
+    fn fat_tree_racks_nest_in_pods() {
+        let text = "[topology]\nkind = \"fat_tree\"\nk = 4\n[workload]\nkind = \"collective\"\nalgorithm = \"rat\"\nbytes = 64000\n";
+        let s = &load(text, &[]).unwrap()[0].scenario;
+        let topo = Topology::build(&s.topology);
+        let map = rack_map(s, &topo);
+        assert_eq!((map.world(), map.levels(), map.regions(0), map.regions(1)), (16, 2, 8, 4));
+        let sch = schedule(s, &topo);
+        assert_eq!(sch.dependency_depth(), 6, "rack, pod, root: 2 (2 + 1)");
+        assert_eq!(sch.bytes_between_regions(|a, b| map.same_region(1, a, b)), 2 * 3 * 64000);
+    }
+
+    #[test]
     fn dedicated_servers_follow_the_workers() {
         let (sch, _) = built("algorithm = \"ps\"\nservers = 2\ncolocated = false\nworkers = 4\nbytes = 800\n");
         assert_eq!(sch.world, 6);
