@@ -12,7 +12,6 @@
 //! delivered, applies the received bytes to the same `range` of the receiver's buffer.
 //! Lost bytes (bubbles, within the transfer's loss bound) are zeros: a `Reduce` adds
 //! nothing for them, a `Copy` writes zeros.
-
 //!
 //! Generators, one module each: [`ring`], [`tree`] (k-ary, pipelined), [`ps`] (parameter
 //! server, colocated or dedicated servers) and [`rat`] (rat.md's topology-shaped trees over a
