@@ -12,10 +12,33 @@
 //! delivered, applies the received bytes to the same `range` of the receiver's buffer.
 //! Lost bytes (bubbles, within the transfer's loss bound) are zeros: a `Reduce` adds
 //! nothing for them, a `Copy` writes zeros.
+//!
+//! Generators, one module each: [`ring`], [`tree`] (k-ary, pipelined), [`ps`] (parameter
+//! server, colocated or dedicated servers) and [`rat`] (rat.md's topology-shaped trees over a
+//! [`RackMap`]). [`execute_in_memory`] is the reference executor on `f32` buffers.
 
 mod exec;
+mod gen;
+mod memory;
+mod ps;
+mod rack;
+mod rat;
+mod ring;
+mod tree;
+
+#[cfg(test)]
+mod table1;
+#[cfg(test)]
+pub(crate) mod testutil;
 
 pub use exec::{ExecError, RankExec};
+pub use gen::{split_even, CollectiveOptions};
+pub use memory::execute_in_memory;
+pub use ps::{ps, LayoutError, PsLayout};
+pub use rack::RackMap;
+pub use rat::{rat, rat_trees};
+pub use ring::ring;
+pub use tree::{heap_parents, tree};
 
 use std::fmt;
 use std::ops::Range;

@@ -250,6 +250,8 @@ pub enum WorkloadKind {
     Ps,
     /// One iteration of DNN gradient synchronization from a model profile.
     Dnn,
+    /// An allreduce schedule from `gradwire_core::collective` (ring, tree, RAT, PS).
+    Collective,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -321,6 +323,21 @@ pub struct WorkloadCfg {
     /// (false: everything starts at `start_us`).
     #[serde(default = "d_true")]
     pub compute: bool,
+    /// collective: `ring`, `tree`, `rat` or `ps`.
+    #[serde(default)]
+    pub algorithm: Option<crate::workload::collective::CollectiveAlgorithm>,
+    /// collective: bytes every rank allreduces.
+    #[serde(default)]
+    pub bytes: u64,
+    /// collective: element size; transfers are cut on element boundaries.
+    #[serde(default = "d_elem_bytes")]
+    pub elem_bytes: u32,
+    /// collective (tree): children per node.
+    #[serde(default = "d_tree_arity")]
+    pub tree_arity: u32,
+    /// collective (tree): pieces the buffer is cut into, each reduced and broadcast on its own.
+    #[serde(default = "d_one")]
+    pub pipeline_chunks: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -379,6 +396,12 @@ fn d_one() -> u32 {
 }
 fn d_model() -> String {
     "resnet50".into()
+}
+fn d_elem_bytes() -> u32 {
+    4
+}
+fn d_tree_arity() -> u32 {
+    2
 }
 fn d_split_bytes() -> u64 {
     4_000_000

@@ -199,6 +199,7 @@ impl Scenario {
                     ));
                 }
             }
+            WorkloadKind::Collective => crate::workload::collective::validate(self)?,
             WorkloadKind::Ps => {
                 nonzero("workload.workers", w.workers as u64)?;
                 nonzero("workload.servers", w.servers as u64)?;

@@ -2,6 +2,7 @@
 //! its dependants when the count reaches zero: a PS server's pulls wait on one barrier
 //! fed by every push to it, instead of one edge per (push, pull) pair.
 
+pub mod collective;
 pub mod dnn;
 
 use crate::models;
@@ -127,6 +128,7 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Worklo
         }
         WorkloadKind::Ps => ps(&mut out, s, topo, start),
         WorkloadKind::Dnn => dnn::build(&mut out, s, topo, &models::load(&w.model)?, start, rng),
+        WorkloadKind::Collective => collective::build(&mut out, s, topo, start),
     }
     Ok(out)
 }
