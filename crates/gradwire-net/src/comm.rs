@@ -14,6 +14,7 @@ use std::time::Duration;
 use gradwire_core::collective::Schedule;
 use mio::Waker;
 
+use crate::algorithms::{Algorithm, CallKind, CollectiveConfig, Schedules};
 use crate::engine::{CallRequest, Command, Counters, Engine, EngineConfig, MAX_TRANSFERS};
 use crate::error::NetError;
 use crate::job::{Dtype, RawBuffer, Report};
@@ -64,17 +65,19 @@ pub struct Communicator {
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
     counters: Arc<Mutex<Counters>>,
+    schedules: Schedules,
 }
 
 impl Communicator {
     /// Forms the job with `rdv` (see [`RendezvousConfig::from_env`]) and starts the engine.
-    pub fn init(rdv: &RendezvousConfig, cfg: EngineConfig) -> Result<Self, NetError> {
+    pub fn init(rdv: &RendezvousConfig, cfg: EngineConfig, collectives: CollectiveConfig) -> Result<Self, NetError> {
+        collectives.check(rdv.world_size)?;
         let udp = DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), cfg.socket_buffer_bytes, cfg.gso)
             .map_err(|e| NetError::io("binding the UDP data socket", e))?;
         let port = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?.port();
         let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
         let addrs = mesh.peers.iter().map(|p| p.udp_addr).collect();
-        Self::start(mesh.rank, mesh.session, udp, mesh.control, addrs, cfg)
+        Self::start(mesh.rank, mesh.session, udp, mesh.control, addrs, cfg, collectives)
     }
 
     /// Starts the engine on an already formed job (tests and embedders).
@@ -85,8 +88,10 @@ impl Communicator {
         control: Vec<Option<TcpStream>>,
         addrs: Vec<SocketAddr>,
         cfg: EngineConfig,
+        collectives: CollectiveConfig,
     ) -> Result<Self, NetError> {
         let world = addrs.len() as u32;
+        let schedules = Schedules::new(world, collectives)?;
         let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
         let (tx, rx) = channel();
         let counters = Arc::new(Mutex::new(Counters::default()));
@@ -96,7 +101,7 @@ impl Communicator {
             .name(format!("gradwire-rank{rank}"))
             .spawn(move || engine.run())
             .map_err(|e| NetError::io("spawning the runtime thread", e))?;
-        Ok(Communicator { rank, world, session, data_addr, tx, waker, thread: Some(thread), counters })
+        Ok(Communicator { rank, world, session, data_addr, tx, waker, thread: Some(thread), counters, schedules })
     }
 
     pub fn rank(&self) -> u32 {
@@ -133,6 +138,41 @@ impl Communicator {
             .map_err(|_| NetError::Protocol("the runtime thread exited".into()))?;
         self.waker.wake().map_err(|e| NetError::io("waking the runtime", e))?;
         Ok(Pending { rx })
+    }
+
+    /// The schedule a call of `kind` on `bytes` bytes of `elem_bytes`-byte elements runs.
+    pub fn schedule(&self, kind: CallKind, bytes: u64, elem_bytes: u32) -> Result<Arc<Schedule>, NetError> {
+        self.schedules.get(kind, bytes, elem_bytes)
+    }
+
+    pub fn collective_config(&self) -> &CollectiveConfig {
+        self.schedules.config()
+    }
+
+    /// Queues a call of `kind` on raw memory (see [`Communicator::submit`] for the contract).
+    ///
+    /// # Safety
+    /// As [`Communicator::submit`].
+    pub unsafe fn submit_kind(&self, kind: CallKind, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
+        let s = self.schedule(kind, buf.len as u64, dtype.size())?;
+        self.submit(s, buf, dtype)
+    }
+
+    /// Sums `data` over all ranks, in place. With `loss_bound > 0` the reduce half may
+    /// lose up to that share of each transfer (zeros, reported as bubbles); the result
+    /// is still broadcast reliably, so all ranks end with the same bits.
+    pub fn allreduce<T: Element>(&self, data: &mut [T], algorithm: Algorithm, loss_bound: f64) -> Result<Report, NetError> {
+        self.call(CallKind::Allreduce { algorithm, loss_bound }, data)
+    }
+
+    /// Copies `root`'s `data` to every rank.
+    pub fn broadcast<T: Element>(&self, data: &mut [T], root: u32) -> Result<Report, NetError> {
+        self.call(CallKind::Broadcast { root }, data)
+    }
+
+    pub fn call<T: Element>(&self, kind: CallKind, data: &mut [T]) -> Result<Report, NetError> {
+        let s = self.schedule(kind, std::mem::size_of_val(data) as u64, T::DTYPE.size())?;
+        self.run(s, data)
     }
 
     /// Runs `schedule` on `data` and waits for this rank's part to finish.

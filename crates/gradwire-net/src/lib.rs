@@ -11,8 +11,9 @@
 //! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
 //! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
 //! - [`engine`]: the event loop thread; [`inject`]: loss/delay testing hooks.
-//! - [`comm`]: the public [`Communicator`].
+//! - [`algorithms`]: which schedule a call runs; [`comm`]: the public [`Communicator`].
 
+pub mod algorithms;
 pub mod comm;
 pub mod control;
 pub mod endpoint;
@@ -23,6 +24,7 @@ pub mod job;
 pub mod rendezvous;
 pub mod udp;
 
+pub use algorithms::{Algorithm, CallKind, CollectiveConfig};
 pub use comm::{Communicator, Element, Pending};
 pub use engine::{Counters, EngineConfig};
 pub use error::NetError;

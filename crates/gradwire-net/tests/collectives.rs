@@ -181,3 +181,43 @@ fn calls_run_in_order_and_results_stay_exact() {
         }
     }
 }
+
+#[test]
+fn every_algorithm_allreduces_exactly_and_bitwise_equal() {
+    use gradwire_net::Algorithm;
+    for n in [2u32, 3, 5] {
+        let elems = 30_011; // not a multiple of anything
+        let comms = local_job(n, |_| cfg(TransportKind::Dlcp));
+        let want = sum(n, elems);
+        for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
+            let out = on_all(&comms, |r, c| {
+                let mut x = data(r, elems);
+                c.allreduce(&mut x, algo, 0.0).unwrap_or_else(|e| panic!("{algo:?} rank {r}: {e}"));
+                x
+            });
+            for (r, x) in out.iter().enumerate() {
+                assert_eq!(x, &want, "{algo:?} world {n} rank {r}");
+            }
+        }
+        let out = on_all(&comms, |r, c| {
+            let mut x = data(r, elems);
+            c.broadcast(&mut x, n - 1).unwrap();
+            x
+        });
+        assert!(out.iter().all(|x| *x == data(n - 1, elems)));
+    }
+}
+
+#[test]
+fn bad_calls_are_refused_before_anything_is_sent() {
+    use gradwire_net::{Algorithm, CollectiveConfig};
+    let comms = local_job(2, |_| cfg(TransportKind::Dlcp));
+    let mut x = vec![0f32; 10];
+    let e = comms[0].allreduce(&mut x, Algorithm::Ring, 1.5).unwrap_err();
+    assert!(e.to_string().contains("loss_bound 1.5"), "{e}");
+    let e = comms[0].broadcast(&mut x, 7).unwrap_err();
+    assert!(e.to_string().contains("root 7"), "{e}");
+    assert!("butterfly".parse::<Algorithm>().unwrap_err().to_string().contains("\"ring\""));
+    let bad = CollectiveConfig { ps_servers: Some(0), ..CollectiveConfig::default() };
+    assert!(bad.check(2).is_err());
+}

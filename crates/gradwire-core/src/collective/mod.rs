@@ -13,10 +13,11 @@
 //! Lost bytes (bubbles, within the transfer's loss bound) are zeros: a `Reduce` adds
 //! nothing for them, a `Copy` writes zeros.
 //!
-//! Generators, one module each: [`ring`], [`tree`] (k-ary, pipelined), [`ps`] (parameter
+//! Generators, one module each: [`broadcast`] (k-ary, pipelined), [`ring`], [`tree`] (k-ary, pipelined), [`ps`] (parameter
 //! server, colocated or dedicated servers) and [`rat`] (rat.md's topology-shaped trees over a
 //! [`RackMap`]). [`execute_in_memory`] is the reference executor on `f32` buffers.
 
+mod broadcast;
 mod exec;
 mod gen;
 mod memory;
@@ -31,6 +32,7 @@ mod table1;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub use broadcast::broadcast;
 pub use exec::{ExecError, RankExec};
 pub use gen::{split_even, CollectiveOptions};
 pub use memory::execute_in_memory;

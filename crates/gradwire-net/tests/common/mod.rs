@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use gradwire_core::collective::{Op, Schedule, Transfer};
 use gradwire_net::udp::DataSocket;
-use gradwire_net::{Communicator, EngineConfig};
+use gradwire_net::{CollectiveConfig, Communicator, EngineConfig};
 
 /// `n` communicators on loopback, fully meshed, with per-rank configs from `cfg(rank)`.
 pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
@@ -31,8 +31,14 @@ pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator>
         .into_iter()
         .zip(control)
         .enumerate()
-        .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xfeed, udp, ctl, addrs.clone(), cfg(r as u32)).unwrap())
+        .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xfeed, udp, ctl, addrs.clone(), cfg(r as u32), collectives(n)).unwrap())
         .collect()
+}
+
+/// Two racks (first half, second half) for RAT.
+pub fn collectives(n: u32) -> CollectiveConfig {
+    let racks = (0..n).map(|r| (r >= n / 2) as u32).collect();
+    CollectiveConfig { rack_map: Some(gradwire_core::collective::RackMap::from_racks(racks)), ..CollectiveConfig::default() }
 }
 
 /// Every rank reduces into rank 0, which then copies the sum back (a one-server PS).
