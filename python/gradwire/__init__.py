@@ -1,6 +1,8 @@
 """gradwire: a communication stack for data-parallel DNN training.
 
-The Python package is the front end of the Rust simulator (``gradwire._core``):
+The socket runtime (``gradwire.init``, ``allreduce``, ``broadcast``, ``ps.push/pull``; see
+``gradwire.runtime``) runs collectives between real processes. The simulator is the other
+half of the Rust core (``gradwire._core``):
 
 >>> import gradwire
 >>> runs = gradwire.load_scenario(gradwire.scenario_text("incast-dctcp"),
@@ -17,9 +19,43 @@ from gradwire._core import __version__ as _core_version
 __version__ = _core_version
 
 from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_text  # noqa: E402
+from gradwire import ps  # noqa: E402
+from gradwire.runtime import (  # noqa: E402
+    Bubble,
+    CommError,
+    Communicator,
+    PeerLost,
+    PeerTimeout,
+    Refused,
+    Report,
+    Work,
+    allreduce,
+    allreduce_async,
+    broadcast,
+    broadcast_async,
+    destroy,
+    init,
+    is_initialized,
+)
 
 __all__ = [
+    "Bubble",
+    "CommError",
+    "Communicator",
+    "PeerLost",
+    "PeerTimeout",
+    "Refused",
+    "Report",
     "ScenarioError",
+    "Work",
+    "allreduce",
+    "allreduce_async",
+    "broadcast",
+    "broadcast_async",
+    "destroy",
+    "init",
+    "is_initialized",
+    "ps",
     "Simulation",
     "__version__",
     "builtin_scenarios",

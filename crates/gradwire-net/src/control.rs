@@ -73,21 +73,23 @@ impl PeerLink {
     /// Reads what has arrived and appends the decoded frames to `out`.
     pub fn read_frames(&mut self, out: &mut Vec<Header>) -> Result<(), LinkDown> {
         let mut chunk = [0u8; 8192];
-        loop {
+        let ended = loop {
             match self.stream.read(&mut chunk) {
-                Ok(0) => return Err(LinkDown::Closed),
+                Ok(0) => break Some(LinkDown::Closed),
                 Ok(n) => self.rbuf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(LinkDown::Io(e)),
+                Err(e) => break Some(LinkDown::Io(e)),
             }
-        }
+        };
+        // Frames that arrived before the peer closed still count (a FINISH written just
+        // before a clean exit, say).
         let whole = self.rbuf.len() / HEADER_LEN * HEADER_LEN;
         for frame in self.rbuf[..whole].chunks_exact(HEADER_LEN) {
             let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
             out.push(h);
         }
         self.rbuf.drain(..whole);
-        Ok(())
+        ended.map_or(Ok(()), Err)
     }
 }

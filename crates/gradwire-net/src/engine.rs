@@ -546,7 +546,14 @@ impl Engine {
         self.down[peer as usize] = Some(detail.clone());
         // Lingering endpoints of finished calls have nobody left to talk to.
         self.slots.retain(|_, s| s.peer != peer || !s.finished);
-        let involved = self.job.as_ref().is_some_and(|j| j.schedule.transfers.iter().any(|t| t.src == peer || t.dst == peer));
+        // Only a call that still needs this peer directly fails now; a wait on it through
+        // others ends with the stall timeout.
+        let rank = self.rank;
+        let involved = self.job.as_ref().is_some_and(|j| {
+            j.schedule.transfers.iter().enumerate().any(|(i, t)| {
+                ((t.src == rank && t.dst == peer) || (t.src == peer && t.dst == rank)) && !j.exec.is_finished(i as TransferId)
+            })
+        });
         if involved {
             self.fail_call(NetError::PeerLost { rank: peer, detail });
         }

@@ -5,6 +5,8 @@
 //! typed scenario travels to Python as a JSON string, and a [`PySimulation`] is stepped
 //! from Python in slices so a progress bar can be drawn between them.
 
+mod runtime;
+
 use gradwire_sim::{load, Scenario, ScenarioError as SimError, Simulation};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -190,5 +192,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_class::<PySimulation>()?;
+    runtime::register(m)?;
     Ok(())
 }

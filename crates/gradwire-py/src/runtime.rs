@@ -1,0 +1,318 @@
+//! The socket runtime for Python: a `Communicator` class over `gradwire-net`.
+//!
+//! Buffers travel zero-copy through the buffer protocol: the call keeps a `PyBuffer` (and
+//! with it the exporting object) alive until it resolves, and the GIL is released while
+//! the engine works and while Python waits.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gradwire_core::collective::RackMap;
+use gradwire_net::endpoint::TransportKind;
+use gradwire_net::inject::Impairment;
+use gradwire_net::{Algorithm, CallKind, CollectiveConfig, Communicator, Dtype, EngineConfig, NetError, Pending, RawBuffer, RendezvousConfig, Report};
+use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+create_exception!(_core, CommError, PyRuntimeError, "A collective or the job failed; `kind` says how.");
+create_exception!(_core, PeerTimeout, CommError, "Nothing came from a peer within the timeout (dead or stalled peer).");
+create_exception!(_core, PeerLost, CommError, "A peer's control connection closed mid-job.");
+create_exception!(_core, Refused, CommError, "The job refused this process (token, world size or rank).");
+
+fn to_py(e: NetError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        NetError::Config(_) => PyValueError::new_err(msg),
+        NetError::Timeout { .. } => PeerTimeout::new_err(msg),
+        NetError::PeerLost { .. } => PeerLost::new_err(msg),
+        NetError::Refused(_) => Refused::new_err(msg),
+        NetError::Protocol(_) | NetError::Io { .. } => CommError::new_err(msg),
+    }
+}
+
+/// A caller's buffer, held (and its exporter kept alive) for the call's duration; only
+/// its `Drop`, which releases the buffer, matters.
+#[allow(dead_code)]
+enum Held {
+    F32(PyBuffer<f32>),
+    F64(PyBuffer<f64>),
+}
+
+impl Held {
+    fn get(obj: &Bound<'_, PyAny>) -> PyResult<(Held, RawBuffer, Dtype)> {
+        let (held, ptr, len, readonly, contiguous, dtype) = if let Ok(b) = PyBuffer::<f32>::get(obj) {
+            let t = (b.buf_ptr() as *mut u8, b.len_bytes(), b.readonly(), b.is_c_contiguous());
+            (Held::F32(b), t.0, t.1, t.2, t.3, Dtype::F32)
+        } else if let Ok(b) = PyBuffer::<f64>::get(obj) {
+            let t = (b.buf_ptr() as *mut u8, b.len_bytes(), b.readonly(), b.is_c_contiguous());
+            (Held::F64(b), t.0, t.1, t.2, t.3, Dtype::F64)
+        } else {
+            return Err(PyValueError::new_err("expected a buffer of float32 or float64 (a numpy array or a CPU torch tensor)"));
+        };
+        if readonly {
+            return Err(PyValueError::new_err("the buffer is read-only; collectives write their result in place"));
+        }
+        if !contiguous {
+            return Err(PyValueError::new_err("the buffer is not C-contiguous"));
+        }
+        Ok((held, RawBuffer { ptr, len }, dtype))
+    }
+}
+
+fn report_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("algorithm", &r.algorithm)?;
+    d.set_item("seconds", r.seconds)?;
+    d.set_item("bytes_sent", r.bytes_sent)?;
+    d.set_item("bytes_received", r.bytes_received)?;
+    d.set_item("bytes_lost", r.bytes_lost)?;
+    d.set_item("retransmits", r.retransmits)?;
+    d.set_item("packets_sent", r.packets_sent)?;
+    d.set_item("transfers_sent", r.transfers_sent)?;
+    d.set_item("transfers_received", r.transfers_received)?;
+    d.set_item("min_delivered_fraction", r.min_delivered_fraction)?;
+    let bubbles = PyList::empty(py);
+    for b in &r.bubbles {
+        bubbles.append((b.src, b.offset, b.len))?;
+    }
+    d.set_item("bubbles", bubbles)?;
+    Ok(d)
+}
+
+/// A call in flight; `wait` resolves it.
+#[pyclass(name = "PendingCall", module = "gradwire._core")]
+pub struct PyPending {
+    pending: Mutex<Option<Pending>>,
+    result: Mutex<Option<Result<Report, PyErr>>>,
+    held: Mutex<Option<Held>>,
+}
+
+impl PyPending {
+    fn resolve(&self, r: Result<Report, NetError>) {
+        if let Ok(mut g) = self.result.lock() {
+            *g = Some(r.map_err(to_py));
+        }
+        // The engine is done with the buffer: let the exporter go.
+        if let Ok(mut h) = self.held.lock() {
+            h.take();
+        }
+    }
+}
+
+#[pymethods]
+impl PyPending {
+    /// Waits (GIL released; Ctrl-C still works) and returns the report dict; `None` if
+    /// `timeout` seconds pass first. Raises the call's error.
+    #[pyo3(signature = (timeout=None))]
+    fn wait<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        loop {
+            let mut guard = self.pending.lock().map_err(|_| CommError::new_err("a waiter panicked"))?;
+            let Some(p) = guard.take() else { break };
+            let slice = match deadline {
+                Some(d) => d.saturating_duration_since(std::time::Instant::now()).min(Duration::from_millis(100)),
+                None => Duration::from_millis(100),
+            };
+            // `Pending` is Send but not Sync: move it into the GIL-free section and back.
+            let (p, got) = py.allow_threads(move || {
+                let r = p.wait_timeout(slice);
+                (p, r)
+            });
+            *guard = Some(p);
+            match got {
+                Some(r) => {
+                    *guard = None;
+                    self.resolve(r);
+                    break;
+                }
+                None if deadline.is_some_and(|d| std::time::Instant::now() >= d) => return Ok(None),
+                None => {
+                    drop(guard);
+                    py.check_signals()?;
+                }
+            }
+        }
+        match self.result.lock().map_err(|_| CommError::new_err("a waiter panicked"))?.as_ref() {
+            Some(Ok(r)) => Ok(Some(report_dict(py, r)?)),
+            Some(Err(e)) => Err(e.clone_ref(py)),
+            None => Err(CommError::new_err("the call never ran")),
+        }
+    }
+
+    /// True once the call has resolved (successfully or not); never blocks.
+    fn done(&self) -> bool {
+        let Ok(mut guard) = self.pending.lock() else { return true };
+        let Some(p) = guard.as_ref() else { return true };
+        match p.wait_timeout(Duration::ZERO) {
+            Some(r) => {
+                *guard = None;
+                self.resolve(r);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+#[pyclass(name = "Communicator", module = "gradwire._core")]
+pub struct PyCommunicator {
+    inner: Mutex<Option<Arc<Communicator>>>,
+}
+
+impl PyCommunicator {
+    fn comm(&self) -> PyResult<Arc<Communicator>> {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|g| g.clone())
+            .ok_or_else(|| CommError::new_err("the communicator is closed"))
+    }
+}
+
+fn parse_kind(kind: &str, algorithm: &str, loss_bound: f64, root: u32) -> PyResult<CallKind> {
+    Ok(match kind {
+        "allreduce" => CallKind::Allreduce { algorithm: algorithm.parse::<Algorithm>().map_err(to_py)?, loss_bound },
+        "broadcast" => CallKind::Broadcast { root },
+        "ps_push" => CallKind::PsPush { loss_bound },
+        "ps_pull" => CallKind::PsPull { loss_bound },
+        _ => return Err(PyValueError::new_err(format!("unknown call {kind:?}"))),
+    })
+}
+
+#[pymethods]
+impl PyCommunicator {
+    /// Joins the job (blocking, GIL released) and starts the runtime thread.
+    #[new]
+    #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
+        transport="dlcp", mss=1440, line_rate_gbps=25.0, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
+        impair=None, gso=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        master_addr: String,
+        master_port: u16,
+        rank: u32,
+        world_size: u32,
+        token: String,
+        timeout: f64,
+        peer_timeout: f64,
+        transport: &str,
+        mss: u32,
+        line_rate_gbps: f64,
+        topology: Option<String>,
+        ps_servers: Option<u32>,
+        tree_arity: u32,
+        pipeline_chunks: u32,
+        impair: Option<Vec<(f64, f64)>>,
+        gso: bool,
+    ) -> PyResult<Self> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(v)
+            } else {
+                Err(PyValueError::new_err(format!("{name} must be a positive number of seconds, got {v}")))
+            }
+        };
+        let mut rdv = RendezvousConfig::new(master_addr, master_port, rank, world_size);
+        rdv.token = token;
+        rdv.timeout = Duration::from_secs_f64(positive("timeout", timeout)?);
+        let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, ..EngineConfig::default() };
+        cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
+        if !(64..=65_000).contains(&mss) || mss % 8 != 0 {
+            return Err(PyValueError::new_err(format!("mss {mss} must be a multiple of 8 in 64..=65000 (1440 for 1500-byte packets)")));
+        }
+        cfg.transport.mss = mss;
+        if !(line_rate_gbps.is_finite() && line_rate_gbps > 0.0) {
+            return Err(PyValueError::new_err(format!("line_rate_gbps must be positive, got {line_rate_gbps}")));
+        }
+        cfg.transport.line_rate_bps = (line_rate_gbps * 1e9) as u64;
+        if let Some(imp) = impair {
+            if imp.len() != world_size as usize {
+                return Err(PyValueError::new_err(format!("impair has {} entries; expected one (loss, delay_s) per rank ({world_size})", imp.len())));
+            }
+            cfg.impairments = imp
+                .into_iter()
+                .map(|(loss, delay)| {
+                    if !(0.0..=1.0).contains(&loss) || !(delay >= 0.0 && delay.is_finite()) {
+                        return Err(PyValueError::new_err(format!("impair entry ({loss}, {delay}): loss must be in [0, 1], delay >= 0 s")));
+                    }
+                    Ok(Impairment { loss, delay: Duration::from_secs_f64(delay) })
+                })
+                .collect::<PyResult<_>>()?;
+        }
+        let rack_map = match topology {
+            Some(t) => Some(RackMap::parse(&t).map_err(|e| PyValueError::new_err(format!("topology {t:?}: {e}")))?),
+            None => None,
+        };
+        let coll = CollectiveConfig { rack_map, ps_servers, tree_arity, pipeline_chunks, ..CollectiveConfig::default() };
+        let comm = py.allow_threads(|| Communicator::init(&rdv, cfg, coll)).map_err(to_py)?;
+        Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))) })
+    }
+
+    #[getter]
+    fn rank(&self) -> PyResult<u32> {
+        Ok(self.comm()?.rank())
+    }
+
+    #[getter]
+    fn world_size(&self) -> PyResult<u32> {
+        Ok(self.comm()?.world_size())
+    }
+
+    #[getter]
+    fn session(&self) -> PyResult<u64> {
+        Ok(self.comm()?.session())
+    }
+
+    /// Queues a call on `buffer` (float32/float64, writable, C-contiguous) and returns
+    /// a `PendingCall`. `kind`: "allreduce", "broadcast", "ps_push", "ps_pull".
+    #[pyo3(signature = (kind, buffer, algorithm="ring", loss_bound=0.0, root=0))]
+    fn submit(&self, kind: &str, buffer: &Bound<'_, PyAny>, algorithm: &str, loss_bound: f64, root: u32) -> PyResult<PyPending> {
+        let call = parse_kind(kind, algorithm, loss_bound, root)?;
+        let comm = self.comm()?;
+        let (held, raw, dtype) = Held::get(buffer)?;
+        // SAFETY: `held` pins the buffer and keeps its exporter alive until the call
+        // resolves (it is dropped in `wait` only after the engine replied).
+        let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
+        Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)) })
+    }
+
+    /// Runtime-wide counters: malformed, foreign_session, stale, early, injected_drops, ...
+    fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.comm()?.counters();
+        let d = PyDict::new(py);
+        d.set_item("malformed", c.malformed)?;
+        d.set_item("foreign_session", c.foreign_session)?;
+        d.set_item("stale", c.stale)?;
+        d.set_item("early", c.early)?;
+        d.set_item("injected_drops", c.injected_drops)?;
+        d.set_item("send_drops", c.send_drops)?;
+        d.set_item("datagrams_sent", c.datagrams_sent)?;
+        d.set_item("datagrams_received", c.datagrams_received)?;
+        Ok(d)
+    }
+
+    /// Where this rank receives data, "ip:port".
+    fn data_addr(&self) -> PyResult<String> {
+        Ok(self.comm()?.data_addr().to_string())
+    }
+
+    /// Stops the runtime after its last transfers' handshakes (GIL released).
+    fn close(&self, py: Python<'_>) {
+        let c = self.inner.lock().ok().and_then(|mut g| g.take());
+        py.allow_threads(move || drop(c));
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("CommError", m.py().get_type::<CommError>())?;
+    m.add("PeerTimeout", m.py().get_type::<PeerTimeout>())?;
+    m.add("PeerLost", m.py().get_type::<PeerLost>())?;
+    m.add("Refused", m.py().get_type::<Refused>())?;
+    m.add_class::<PyCommunicator>()?;
+    m.add_class::<PyPending>()?;
+    Ok(())
+}

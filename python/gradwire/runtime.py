@@ -1,0 +1,324 @@
+"""The socket runtime from Python: join a job, then run collectives on numpy arrays and
+CPU torch tensors in place.
+
+>>> import gradwire, numpy as np
+>>> gradwire.init()                      # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+>>> x = np.ones(1 << 20, dtype=np.float32)
+>>> report = gradwire.allreduce(x)       # x is now the sum over all ranks
+>>> report.seconds, report.bytes_lost
+>>> fut = gradwire.allreduce_async(x, algorithm="rat", loss_bound=0.01)
+>>> fut.result().bubbles                 # [(src_rank, byte_offset, byte_length), ...]
+
+Every rank must issue the same collectives in the same order, as with torch.distributed.
+Buffers are used zero-copy (buffer protocol) and must not be touched until the call
+returns (or its future resolves).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from gradwire import _core
+
+CommError = _core.CommError
+PeerTimeout = _core.PeerTimeout
+PeerLost = _core.PeerLost
+Refused = _core.Refused
+
+ALGORITHMS = ("ring", "tree", "rat", "ps")
+
+
+@dataclass(frozen=True)
+class Bubble:
+    """A byte range of the buffer that arrived as zeros (lost within the loss bound)."""
+
+    src: int
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """What this rank saw of one collective call."""
+
+    algorithm: str
+    seconds: float
+    bytes_sent: int
+    bytes_received: int
+    bytes_lost: int
+    retransmits: int
+    packets_sent: int
+    transfers_sent: int
+    transfers_received: int
+    min_delivered_fraction: float
+    bubbles: list[Bubble] = field(default_factory=list)
+
+    @classmethod
+    def _from(cls, d: dict[str, Any]) -> "Report":
+        d = dict(d)
+        d["bubbles"] = [Bubble(*b) for b in d["bubbles"]]
+        return cls(**d)
+
+    def lost_elements(self, itemsize: int) -> list[range]:
+        """The bubbles as element index ranges of a buffer of `itemsize`-byte elements."""
+        return [range(b.offset // itemsize, (b.offset + b.length) // itemsize) for b in self.bubbles]
+
+
+def _env(name: str, default: str | None = None) -> str:
+    v = os.environ.get(name, default)
+    if v is None:
+        raise ValueError(f"{name} is not set: pass it to gradwire.init() or set the environment variable (as torchrun does)")
+    return v
+
+
+def _env_int(name: str, value: int | None) -> int:
+    if value is not None:
+        return int(value)
+    raw = _env(name)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} is {raw!r}: expected an integer") from None
+
+
+class _Buffer:
+    """A float32/float64 buffer the runtime may write in place, and how to copy back."""
+
+    def __init__(self, x: Any):
+        self.target = x
+        self.array = x
+        self.copy_back = False
+        mod = type(x).__module__
+        if mod.startswith("torch"):
+            if x.device.type != "cpu":
+                raise ValueError(f"gradwire runs on CPU tensors; this one is on {x.device}")
+            t = x.detach()
+            if not t.is_contiguous():
+                t = t.contiguous()
+                self.copy_back = True
+            self.array = t.numpy()  # shares memory with the tensor
+        else:
+            import numpy as np
+
+            if not isinstance(x, np.ndarray):
+                raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
+            if not x.flags.c_contiguous:
+                raise ValueError("the array is not C-contiguous; pass np.ascontiguousarray(x) and use the result")
+        if str(self.array.dtype) not in ("float32", "float64"):
+            raise TypeError(f"collectives sum float32 or float64 buffers, not {self.array.dtype}")
+
+    def finish(self) -> None:
+        if self.copy_back:
+            import torch
+
+            self.target.copy_(torch.from_numpy(self.array))
+
+
+class Work:
+    """A collective in flight (like torch.distributed's Work)."""
+
+    def __init__(self, pending: Any, buf: _Buffer):
+        self._pending = pending
+        self._buf = buf
+        self._report: Report | None = None
+        self._lock = threading.Lock()
+
+    def wait(self, timeout: float | None = None) -> Report:
+        """The report once this rank's part is done; raises the call's error, or
+        TimeoutError if `timeout` seconds pass first."""
+        with self._lock:
+            if self._report is None:
+                d = self._pending.wait(timeout)
+                if d is None:
+                    raise TimeoutError(f"the collective did not finish within {timeout} s")
+                self._buf.finish()
+                self._report = Report._from(d)
+            return self._report
+
+    def is_completed(self) -> bool:
+        return self._report is not None or self._pending.done()
+
+    def future(self) -> concurrent.futures.Future:
+        """A concurrent.futures.Future resolved (from a helper thread) with the report."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def resolve() -> None:
+            try:
+                fut.set_result(self.wait())
+            except BaseException as e:  # noqa: BLE001 - handed to the future's consumer
+                fut.set_exception(e)
+
+        threading.Thread(target=resolve, name="gradwire-future", daemon=True).start()
+        return fut
+
+
+class Communicator:
+    """A rank of a gradwire job. Prefer `gradwire.init()`, which also makes it the default."""
+
+    def __init__(
+        self,
+        master_addr: str | None = None,
+        master_port: int | None = None,
+        rank: int | None = None,
+        world_size: int | None = None,
+        *,
+        token: str | None = None,
+        transport: str | None = None,
+        topology: str | Sequence[int] | None = None,
+        timeout: float = 30.0,
+        peer_timeout: float = 30.0,
+        mss: int = 1440,
+        line_rate_gbps: float = 25.0,
+        ps_servers: int | None = None,
+        tree_arity: int = 2,
+        pipeline_chunks: int = 4,
+        impair: dict[int, tuple[float, float]] | None = None,
+        gso: bool = True,
+    ):
+        world = _env_int("WORLD_SIZE", world_size)
+        if topology is None:
+            topology = os.environ.get("GRADWIRE_TOPOLOGY")
+        elif not isinstance(topology, str):
+            topology = ",".join(str(int(r)) for r in topology)
+        imp = None
+        if impair:
+            imp = [(0.0, 0.0)] * world
+            for peer, (loss, delay) in impair.items():
+                if not 0 <= int(peer) < world:
+                    raise ValueError(f"impair names rank {peer}, outside 0..{world - 1}")
+                imp[int(peer)] = (float(loss), float(delay))
+        self._c = _core.Communicator(
+            master_addr if master_addr is not None else _env("MASTER_ADDR"),
+            _env_int("MASTER_PORT", master_port),
+            _env_int("RANK", rank),
+            world,
+            token=token if token is not None else os.environ.get("GRADWIRE_TOKEN", ""),
+            timeout=timeout,
+            peer_timeout=peer_timeout,
+            transport=transport or os.environ.get("GRADWIRE_TRANSPORT", "dlcp"),
+            mss=mss,
+            line_rate_gbps=line_rate_gbps,
+            topology=topology,
+            ps_servers=ps_servers,
+            tree_arity=tree_arity,
+            pipeline_chunks=pipeline_chunks,
+            impair=imp,
+            gso=gso,
+        )
+        self.ps = _PS(self)
+
+    @property
+    def rank(self) -> int:
+        return self._c.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._c.world_size
+
+    def counters(self) -> dict[str, int]:
+        """Runtime-wide counters (malformed, foreign_session, stale, injected_drops, ...)."""
+        return dict(self._c.counters())
+
+    def _submit(self, kind: str, x: Any, **kw: Any) -> Work:
+        buf = _Buffer(x)
+        return Work(self._c.submit(kind, buf.array, **kw), buf)
+
+    def allreduce_async(self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> Work:
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+        return self._submit("allreduce", x, algorithm=algorithm, loss_bound=loss_bound)
+
+    def allreduce(self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> Report:
+        """Sum `x` over all ranks, in place. With `loss_bound` > 0 the reduce half may
+        lose up to that share of each transfer (zeros, listed in `Report.bubbles`); the
+        result is broadcast reliably, so every rank ends with the same bits."""
+        return self.allreduce_async(x, algorithm, loss_bound).wait()
+
+    def broadcast_async(self, x: Any, root: int = 0) -> Work:
+        return self._submit("broadcast", x, root=root)
+
+    def broadcast(self, x: Any, root: int = 0) -> Report:
+        """Copy rank `root`'s `x` into every rank's `x`."""
+        return self.broadcast_async(x, root).wait()
+
+    def close(self) -> None:
+        self._c.close()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _PS:
+    """Parameter-server calls. The buffer is split into one shard per server (servers
+    colocated with workers; `ps_servers` at init, default every rank). `push` sums every
+    worker's shard into its server's buffer, lossy within `loss_bound`; `pull` copies each
+    server's shard back to every worker, reliable unless given a bound of its own."""
+
+    def __init__(self, comm: Communicator):
+        self._comm = comm
+
+    def push_async(self, x: Any, loss_bound: float = 0.0) -> Work:
+        return self._comm._submit("ps_push", x, loss_bound=loss_bound)
+
+    def push(self, x: Any, loss_bound: float = 0.0) -> Report:
+        return self.push_async(x, loss_bound).wait()
+
+    def pull_async(self, x: Any, loss_bound: float = 0.0) -> Work:
+        return self._comm._submit("ps_pull", x, loss_bound=loss_bound)
+
+    def pull(self, x: Any, loss_bound: float = 0.0) -> Report:
+        return self.pull_async(x, loss_bound).wait()
+
+
+_default: Communicator | None = None
+
+
+def init(*args: Any, **kwargs: Any) -> Communicator:
+    """Join the job (torchrun-style environment unless given) and make it the default."""
+    global _default
+    if _default is not None:
+        raise RuntimeError("gradwire.init() was already called in this process; call gradwire.destroy() first")
+    _default = Communicator(*args, **kwargs)
+    return _default
+
+
+def _get() -> Communicator:
+    if _default is None:
+        raise RuntimeError("call gradwire.init() first")
+    return _default
+
+
+def is_initialized() -> bool:
+    return _default is not None
+
+
+def destroy() -> None:
+    """Close the default communicator (waits briefly for the last handshakes)."""
+    global _default
+    if _default is not None:
+        _default.close()
+        _default = None
+
+
+def allreduce(x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> Report:
+    return _get().allreduce(x, algorithm, loss_bound)
+
+
+def allreduce_async(x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> concurrent.futures.Future:
+    """Like `allreduce`, returning a concurrent.futures.Future of the Report."""
+    return _get().allreduce_async(x, algorithm, loss_bound).future()
+
+
+def broadcast(x: Any, root: int = 0) -> Report:
+    return _get().broadcast(x, root)
+
+
+def broadcast_async(x: Any, root: int = 0) -> concurrent.futures.Future:
+    return _get().broadcast_async(x, root).future()
