@@ -221,3 +221,28 @@ fn bad_calls_are_refused_before_anything_is_sent() {
     let bad = CollectiveConfig { ps_servers: Some(0), ..CollectiveConfig::default() };
     assert!(bad.check(2).is_err());
 }
+
+#[test]
+fn injected_delay_slows_a_call_down_and_loses_nothing() {
+    use gradwire_net::Algorithm;
+    let (n, elems) = (2, 50_000);
+    let delay = Duration::from_millis(40);
+    let comms = local_job(n, |r| {
+        let mut c = cfg(TransportKind::Dlcp);
+        if r == 1 {
+            c.impairments = vec![Impairment { loss: 0.0, delay }; n as usize];
+        }
+        c
+    });
+    let out = on_all(&comms, |r, c| {
+        let mut x = data(r, elems);
+        let rep = c.allreduce(&mut x, Algorithm::Ring, 0.0).unwrap();
+        (x, rep)
+    });
+    for (x, rep) in &out {
+        assert_eq!(x, &sum(n, elems));
+        assert_eq!(rep.bytes_lost, 0);
+    }
+    // Rank 1's data reaches rank 0 at least `delay` late: its receive cannot finish sooner.
+    assert!(out[0].1.seconds >= delay.as_secs_f64(), "{}", out[0].1.seconds);
+}
