@@ -403,6 +403,29 @@ def reproduce(
     console.print(f"[bold]total wall time:[/] {wall:.1f} s ({len(plan.jobs)} runs, {n_procs} processes)")
 
 
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def launch(
+    ctx: typer.Context,
+    nproc: Annotated[int, typer.Option("--nproc", "-n", help="Processes (ranks) to start on this machine.")] = 2,
+    master_addr: Annotated[str, typer.Option("--master-addr", help="Address rank 0 listens on.")] = "127.0.0.1",
+    master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port rank 0 listens on [default: a free one].")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
+) -> None:
+    """Run a command as NPROC local ranks of one gradwire job (torchrun-style environment).
+
+    Example: gradwire launch -n 4 -- python -m gradwire.demo --mb 8
+    """
+    from gradwire.launch import launch as run
+
+    argv = list(ctx.args)
+    if not argv:
+        raise _fail("give the command to run after `--`, e.g. gradwire launch -n 4 -- python -m gradwire.demo")
+    if nproc < 1:
+        raise _fail(f"--nproc must be at least 1, got {nproc}")
+    raise typer.Exit(run(argv, nproc, master_addr=master_addr, master_port=master_port, timeout=timeout))
+
+
 def main() -> None:
     app()
 
