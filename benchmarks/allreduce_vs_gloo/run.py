@@ -14,7 +14,7 @@ Systems:
   gradwire                  gradwire.allreduce(x, algorithm="ring"), no loss
   gradwire+loss1%           the same with 1 % of every rank's outgoing datagrams dropped
                             by the runtime's injector, loss_bound=0.01
-  gradwire[k=v,...]         extra configurations (--variant), lossless and lossy
+  gradwire(k=v,...)         extra configurations (--variant), lossless and lossy
 
 Gloo cannot be given loss here: the kernel has no netem (and TCP would retransmit anyway),
 so the lossy rows are compared with gradwire's own lossless time only.
@@ -305,7 +305,7 @@ def gradwire_systems(args) -> list[dict]:
     for spec in args.variant:
         init = {**base, **parse_variant(spec)}
         label = ",".join(f"{k}={v}" for k, v in parse_variant(spec).items())
-        configs.append((f"gradwire[{label}]", init))
+        configs.append((f"gradwire({label})", init))
     systems = []
     for name, init in configs:
         systems.append({"name": name, "init": init, "loss": 0.0, "loss_bound": 0.0})
@@ -441,8 +441,12 @@ def render(df, tgts: list[dict], console) -> None:
     from rich.table import Table
 
     t = Table(title="allreduce: gradwire ring vs Gloo (median of slowest-rank times)")
+    width = max(len(s) for s in df.system)
     for c in ("ranks", "MB", "system", "median s", "p90 s", "/ Gloo", "lossy / lossless", "verified"):
-        t.add_column(c, justify="left" if c == "system" else "right")
+        if c == "system":
+            t.add_column(c, justify="left", no_wrap=True, min_width=width)
+        else:
+            t.add_column(c, justify="right")
     prev = None
     for r in df.itertuples():
         if prev is not None and (r.world, r.MB) != prev:
@@ -504,7 +508,7 @@ def main() -> int:
     if not dist.is_gloo_available():
         print("torch.distributed has no Gloo backend here", file=sys.stderr)
         return 1
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 120)
     nsys = 1 + len(systems)
     total = sum(len(sizes) * nsys * (warmup + reps) for _ in worlds)
     rows, failures, runs, counters = [], [], [], {}
