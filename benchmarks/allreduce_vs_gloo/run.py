@@ -503,6 +503,7 @@ def main() -> int:
 
     import torch.distributed as dist
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if not dist.is_gloo_available():
@@ -531,8 +532,11 @@ def main() -> int:
                 if ev["event"] == "call":
                     prog.advance(task)
                     mark = "" if ev["ok"] else " [red]FAILED CHECK[/]"
-                    prog.update(task, description=f"{world} ranks {ev['mb']:g} MB {ev['system']} "
-                                                  f"{ev['phase']} {ev['i'] + 1}: {ev['seconds']:.4f} s{mark}")
+                    desc = (f"{world} ranks {ev['mb']:g} MB {ev['system']} "
+                            f"{ev['phase']} {ev['i'] + 1}: {ev['seconds']:.4f} s{mark}")
+                    prog.update(task, description=escape(desc))
+                    if not console.is_terminal:  # logs get one plain line per call
+                        print(desc, file=sys.stderr, flush=True)
                 elif ev["event"] == "joined":
                     prog.update(task, description=f"{world} ranks: joined")
 
