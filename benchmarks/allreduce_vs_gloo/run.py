@@ -413,7 +413,7 @@ def plot(df, path: Path) -> None:
 
     groups = list(df[["world", "MB"]].drop_duplicates().itertuples(index=False, name=None))
     systems = list(dict.fromkeys(df.system))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(max(7, 1.6 * len(groups) * max(1, len(systems) / 3)), 8),
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(min(16, max(7, 1.6 * len(groups) * max(1, len(systems) / 3))), 8),
                                    sharex=True)
     width = 0.8 / len(systems)
     idx = df.set_index(["world", "MB", "system"])
@@ -429,7 +429,8 @@ def plot(df, path: Path) -> None:
     ax1.legend(fontsize=8)
     ax1.set_title("gradwire ring vs torch.distributed Gloo (loopback, slowest rank, median over reps)")
     ax2.axhline(1.0, color="k", lw=0.8, ls="--")
-    ax2.set_ylabel("time / Gloo's time")
+    ax2.set_yscale("log")
+    ax2.set_ylabel("time / Gloo's time (target <= 1)")
     ax2.set_xticks(range(len(groups)))
     ax2.set_xticklabels([f"{w} ranks\n{m:g} MB" for w, m in groups])
     fig.tight_layout()
@@ -487,7 +488,20 @@ def main() -> int:
                     help=f"extra gradwire configuration run side by side ({', '.join(VARIANT_KEYS)}); repeatable")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per world size before the job is killed")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--replot", action="store_true",
+                    help="no run: redraw the table, targets and plot from <out>/results.json and meta.json")
     args = ap.parse_args()
+
+    if args.replot:
+        import pandas as pd
+        from rich.console import Console
+
+        out = Path(args.out)
+        df = pd.read_json(out / "results.json")
+        systems = json.loads((out / "meta.json").read_text())["systems"][1:]
+        plot(df, out / "allreduce_vs_gloo.png")
+        render(df, targets(df, systems), Console(width=None if sys.stdout.isatty() else 120))
+        return 0
 
     if args.worker:
         worker(json.loads(args.worker))
@@ -531,7 +545,7 @@ def main() -> int:
             def on_line(ev, world=world):
                 if ev["event"] == "call":
                     prog.advance(task)
-                    mark = "" if ev["ok"] else " [red]FAILED CHECK[/]"
+                    mark = "" if ev["ok"] else " FAILED CHECK"
                     desc = (f"{world} ranks {ev['mb']:g} MB {ev['system']} "
                             f"{ev['phase']} {ev['i'] + 1}: {ev['seconds']:.4f} s{mark}")
                     prog.update(task, description=escape(desc))
