@@ -59,6 +59,8 @@ LOSSLESS_TARGET_SIZES = (25.0, 100.0)  # gradwire <= Gloo at these sizes (2 and 
 LOSSLESS_TARGET_WORLDS = (2, 4)
 LOSSY_TARGET = 1.5  # lossy <= 1.5x gradwire's own lossless time
 PROGRESS = "@@progress "
+NO_GLOO = "torch.distributed has no Gloo backend here"
+NO_GLOO_EXIT = 2
 
 GLOO_NOTE = (
     "Gloo cannot be given loss here: this kernel has no netem (and Gloo runs over TCP, "
@@ -101,6 +103,9 @@ def worker(plan: dict) -> None:
 
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
+    if not (dist.is_available() and dist.is_gloo_available()):
+        print(NO_GLOO + f" (torch {torch.__version__})", flush=True)
+        sys.exit(NO_GLOO_EXIT)
     torch.set_num_threads(1)
     out = Path(plan["out"])
     emit = rank == 0
@@ -247,7 +252,7 @@ def worker(plan: dict) -> None:
     dist.all_gather_object(allc, counters)
     if emit:
         (out / f"world{world}.json").write_text(json.dumps({
-            "world": world, "rows": rows, "failures": failures, "counters": allc,
+            "world": world, "rows": rows, "failures": failures, "counters": allc, "torch": torch.__version__,
         }))
     for c in list(comms.values())[1:]:
         c.close()
@@ -359,6 +364,8 @@ def launch(world: int, plan: dict, out: Path, on_line, timeout: float) -> tuple[
                 break
             if line.startswith(PROGRESS):
                 on_line(json.loads(line[len(PROGRESS):]))
+            elif line.startswith(NO_GLOO):
+                on_line({"event": "no_gloo", "detail": line.strip()})
         for p in procs:
             p.wait(timeout=max(1.0, min(300.0, deadline - time.monotonic())))
     except (TimeoutError, subprocess.TimeoutExpired):
@@ -515,18 +522,16 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    import torch.distributed as dist
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    if not dist.is_gloo_available():
-        print("torch.distributed has no Gloo backend here", file=sys.stderr)
-        return 1
     console = Console(width=None if sys.stdout.isatty() else 120)
     nsys = 1 + len(systems)
     total = sum(len(sizes) * nsys * (warmup + reps) for _ in worlds)
     rows, failures, runs, counters = [], [], [], {}
+    torch_version = None
+    no_gloo: list[str] = []
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     load_before = os.getloadavg()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -551,12 +556,16 @@ def main() -> int:
                     prog.update(task, description=escape(desc))
                     if not console.is_terminal:  # logs get one plain line per call
                         print(desc, file=sys.stderr, flush=True)
+                elif ev["event"] == "no_gloo":
+                    no_gloo.append(ev["detail"])
                 elif ev["event"] == "joined":
                     prog.update(task, description=f"{world} ranks: joined")
 
             load0 = os.getloadavg()
             t0 = time.monotonic()
             code, logs = launch(world, plan, out, on_line, args.timeout)
+            if no_gloo:
+                break
             wall = time.monotonic() - t0
             runs.append({"world": world, "exit_code": code, "wall_s": round(wall, 1),
                          "loadavg_before": load0, "loadavg_after": os.getloadavg(), "logs": logs})
@@ -571,7 +580,11 @@ def main() -> int:
             rows += got["rows"]
             failures += got["failures"]
             counters[world] = got["counters"]
+            torch_version = got["torch"]
 
+    if no_gloo:
+        console.print(no_gloo[0])
+        return NO_GLOO_EXIT
     if not rows:
         console.print("[red]no results[/]")
         for f in failures:
@@ -588,7 +601,7 @@ def main() -> int:
         "started": started,
         "host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
         "python": platform.python_version(),
-        "torch": __import__("torch").__version__,
+        "torch": torch_version,
         "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
         "sizes_mb": sizes, "mb_bytes": MB, "worlds": worlds, "reps": reps, "warmup": warmup,
         "systems": [{"name": "gloo"}] + systems,

@@ -3,6 +3,7 @@ finish, write the expected rows, and pass its own correctness verification."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -14,19 +15,15 @@ import pytest
 RUN = Path(__file__).resolve().parents[2] / "benchmarks" / "allreduce_vs_gloo" / "run.py"
 
 
-def gloo_unavailable() -> str | None:
-    try:
-        import torch.distributed as dist
-    except Exception as e:  # noqa: BLE001 - any import failure means no torch here
-        return f"torch is not installed ({type(e).__name__}: {e})"
-    if not dist.is_available():
-        return "torch was built without torch.distributed"
-    if not dist.is_gloo_available():
-        return "torch.distributed has no Gloo backend in this build"
+def torch_missing() -> str | None:
+    # find_spec only: importing torch.distributed here would cost seconds on a busy
+    # machine; the benchmark's ranks import it anyway and report a missing Gloo (exit 2).
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed: the benchmark compares gradwire with torch.distributed Gloo"
     return None
 
 
-@pytest.mark.skipif(gloo_unavailable() is not None, reason=gloo_unavailable() or "")
+@pytest.mark.skipif(torch_missing() is not None, reason=torch_missing() or "")
 def test_quick_benchmark_writes_expected_rows_and_verifies(tmp_path):
     import pandas as pd
 
@@ -37,6 +34,8 @@ def test_quick_benchmark_writes_expected_rows_and_verifies(tmp_path):
          "--reps", "2", "--warmup", "1", "--out", str(tmp_path), "--timeout", "120"],
         env=env, capture_output=True, text=True, timeout=180,
     )
+    if proc.returncode == 2 and "no Gloo backend" in proc.stdout:
+        pytest.skip("torch.distributed has no Gloo backend in this build: " + proc.stdout.strip()[-300:])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "verification passed" in proc.stdout
     assert "Gloo cannot be given loss" in proc.stdout
