@@ -130,6 +130,8 @@ def worker(plan: dict) -> None:
     progress(event="joined", world=world)
 
     systems = ["gloo"] + [s["name"] for s in plan["gradwire"]]
+    # Testing hook: a system whose result rank 0 spoils, to show a wrong run cannot pass.
+    corrupt = os.environ.get("ALLREDUCE_VS_GLOO_CORRUPT")
     bounds = {s["name"]: s["loss_bound"] for s in plan["gradwire"]}
     rows = []
     failures: list[str] = []
@@ -156,6 +158,8 @@ def worker(plan: dict) -> None:
             else:
                 rep = comms[system].allreduce(buf, algorithm="ring", loss_bound=bounds[system])
             dt = time.perf_counter() - t0
+            if system == corrupt and rank == 0:
+                buf[elems // 2] += 1.0  # self-test of the verification (see tests)
             return dt, rep
 
         def verify(system: str, rep) -> dict:

@@ -61,3 +61,25 @@ def test_quick_benchmark_writes_expected_rows_and_verifies(tmp_path):
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["verification"] == "passed" and not meta["failures"]
     assert (tmp_path / "allreduce_vs_gloo.png").stat().st_size > 1000
+
+
+@pytest.mark.skipif(torch_missing() is not None, reason=torch_missing() or "")
+def test_a_wrong_result_fails_the_benchmark(tmp_path):
+    """One element of gradwire's result spoiled on one rank: the run must say so and exit 1."""
+    import pandas as pd
+
+    env = dict(os.environ, COLUMNS="160", MPLBACKEND="Agg", ALLREDUCE_VS_GLOO_CORRUPT="gradwire")
+    proc = subprocess.run(
+        [sys.executable, str(RUN), "--quick", "--worlds", "2", "--sizes", "0.01", "--reps", "1", "--warmup", "0",
+         "--no-loss", "--no-plot", "--out", str(tmp_path), "--timeout", "120"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )
+    if proc.returncode == 2 and "no Gloo backend" in proc.stdout:
+        pytest.skip("torch.distributed has no Gloo backend in this build")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "verification FAILED" in proc.stdout
+    df = pd.read_csv(tmp_path / "results.csv").set_index("system")
+    assert not df.loc["gradwire", "verified"] and df.loc["gloo", "verified"]
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["verification"] == "FAILED"
+    assert any("differs from the numpy sum" in f or "different bits" in f for f in meta["failures"])
