@@ -255,6 +255,8 @@ def test_bad_arguments_get_clear_errors():
             os.environ.update(env)
     with pytest.raises(ValueError, match="mss"):
         gradwire.Communicator("127.0.0.1", 1, 0, 1, mss=7)
+    with pytest.raises(ValueError, match="mss"):
+        gradwire.Communicator("127.0.0.1", 1, 0, 1, mss=70_000)
     with pytest.raises(ValueError, match="unknown transport"):
         gradwire.Communicator("127.0.0.1", 1, 0, 1, transport="tcp")
     with pytest.raises(ValueError, match="topology"):

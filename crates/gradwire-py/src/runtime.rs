@@ -221,8 +221,10 @@ impl PyCommunicator {
         rdv.timeout = Duration::from_secs_f64(positive("timeout", timeout)?);
         let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, ..EngineConfig::default() };
         cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
-        if !(64..=65_000).contains(&mss) || mss % 8 != 0 {
-            return Err(PyValueError::new_err(format!("mss {mss} must be a multiple of 8 in 64..=65000 (1440 for 1500-byte packets)")));
+        // A datagram is mss + 32 header bytes and must fit UDP's 65507-byte payload;
+        // segments carry the most whole elements that fit, so any mss works.
+        if !(64..=65_472).contains(&mss) {
+            return Err(PyValueError::new_err(format!("mss {mss} is outside 64..=65472 (1440 for 1500-byte packets, 8940 for 9000-byte jumbo)")));
         }
         cfg.transport.mss = mss;
         if !(line_rate_gbps.is_finite() && line_rate_gbps > 0.0) {
