@@ -44,9 +44,11 @@ pub struct RecvBufs {
     filled: usize,
 }
 
+/// Empty: costs nothing, so the engine can `mem::take` it every turn; the buffers are
+/// allocated on the first read.
 impl Default for RecvBufs {
     fn default() -> Self {
-        RecvBufs { bufs: vec![vec![0u8; RECV_BUF_BYTES]; RECV_BUFS], metas: vec![RecvMeta::default(); RECV_BUFS], filled: 0 }
+        RecvBufs { bufs: Vec::new(), metas: Vec::new(), filled: 0 }
     }
 }
 
@@ -120,6 +122,10 @@ impl DataSocket {
     /// One batched read into `bufs`; `Ok(false)` when nothing is waiting.
     pub fn recv(&self, bufs: &mut RecvBufs) -> io::Result<bool> {
         bufs.filled = 0;
+        if bufs.bufs.is_empty() {
+            bufs.bufs = vec![vec![0u8; RECV_BUF_BYTES]; RECV_BUFS];
+            bufs.metas = vec![RecvMeta::default(); RECV_BUFS];
+        }
         loop {
             let mut slices: Vec<IoSliceMut<'_>> = bufs.bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             return match self.state.recv(UdpSockRef::from(&self.sock), &mut slices, &mut bufs.metas) {

@@ -1,0 +1,253 @@
+//! Runtime data-path benchmark (see `benchmarks/goodput/README.md`).
+//!
+//! `goodput`: one 1-rank -> 1-rank DLCP transfer (Copy, lossless) between two in-process
+//! ranks on loopback, against a plain TCP stream of the same bytes between two sockets,
+//! with 1500-byte and 9000-byte packets, interleaved, repeated; prints medians and ratios.
+//!
+//! `loss`: ring allreduce with 2 and 4 ranks at 25 and 100 MB, lossless vs 1 % injected
+//! loss with a 1 % bound on the reduce-scatter, interleaved, repeated.
+//!
+//! ```text
+//! cargo run --release -p gradwire-net --example goodput -- goodput [--mb 256] [--reps 5]
+//! cargo run --release -p gradwire-net --example goodput -- loss [--reps 5]
+//! ```
+//! Output: human-readable lines plus one `RESULT {json}` line per measurement.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gradwire_core::collective::{ring, CollectiveOptions, Op, Schedule, Transfer};
+use gradwire_net::endpoint::TransportKind;
+use gradwire_net::inject::Impairment;
+use gradwire_net::udp::DataSocket;
+use gradwire_net::{Communicator, EngineConfig};
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// `n` communicators on loopback, fully meshed by hand (as the tests do).
+fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
+    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+    for i in 0..n {
+        for j in (i + 1)..n {
+            let c = TcpStream::connect(listeners[i as usize].local_addr().unwrap()).unwrap();
+            let (s, _) = listeners[i as usize].accept().unwrap();
+            control[i as usize][j as usize] = Some(s);
+            control[j as usize][i as usize] = Some(c);
+        }
+    }
+    let socks: Vec<DataSocket> = (0..n)
+        .map(|r| {
+            let c = cfg(r);
+            DataSocket::bind("127.0.0.1:0".parse().unwrap(), c.socket_buffer_bytes, c.gso).unwrap()
+        })
+        .collect();
+    let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+    let session = rand_session();
+    socks
+        .into_iter()
+        .zip(control)
+        .enumerate()
+        .map(|(r, (udp, ctl))| Communicator::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32)).unwrap())
+        .collect()
+}
+
+fn rand_session() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    t ^ (std::process::id() as u64) << 32
+}
+
+fn base_cfg(mss: u32) -> EngineConfig {
+    let mut c = EngineConfig::default();
+    c.transport.kind = TransportKind::Dlcp;
+    c.transport.mss = mss;
+    c
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn arg(args: &[String], name: &str, default: f64) -> f64 {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+// ---- goodput ------------------------------------------------------------------------
+
+fn copy_schedule(bytes: u64) -> Arc<Schedule> {
+    let t = Transfer { src: 0, dst: 1, range: 0..bytes, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
+    Arc::new(Schedule { name: "copy".into(), world: 2, bytes, elem_bytes: 4, transfers: vec![t] })
+}
+
+/// One gradwire transfer of `bufs[0]` into `bufs[1]`; seconds (wall, submit to both done).
+fn gradwire_once(comms: &[Communicator], sched: &Arc<Schedule>, bufs: &mut [Vec<f32>]) -> (f64, u64) {
+    let t0 = Instant::now();
+    let reps = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(c, b)| {
+                let sched = sched.clone();
+                s.spawn(move || c.run(sched, b).expect("gradwire transfer"))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    (t0.elapsed().as_secs_f64(), reps[0].retransmits)
+}
+
+/// A TCP stream of `src.len()` bytes into `dst` with TCP_MAXSEG `mss`; seconds.
+fn tcp_once(mss: u32, src: &[u8], dst: &mut [u8]) -> f64 {
+    let lst = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+    lst.set_reuse_address(true).unwrap();
+    lst.set_tcp_mss(mss).unwrap();
+    lst.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+    lst.listen(1).unwrap();
+    let addr = lst.local_addr().unwrap();
+    let cli = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
+    cli.set_tcp_mss(mss).unwrap();
+    cli.connect(&addr).unwrap();
+    let (srv, _) = lst.accept().unwrap();
+    let mut tx: TcpStream = cli.into();
+    let mut rx: TcpStream = srv.into();
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            tx.write_all(src).unwrap();
+            tx.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut got = 0;
+        while got < dst.len() {
+            let n = rx.read(&mut dst[got..]).unwrap();
+            assert!(n > 0, "tcp stream ended early");
+            got += n;
+        }
+    });
+    t0.elapsed().as_secs_f64()
+}
+
+fn goodput(args: &[String]) {
+    let mb = arg(args, "--mb", 256.0) as u64;
+    let reps = arg(args, "--reps", 5.0) as usize;
+    let bytes = mb << 20;
+    let elems = (bytes / 4) as usize;
+    let sched = copy_schedule(bytes);
+    println!("goodput: {mb} MiB per transfer, {reps} reps, loopback, load before: {}", load());
+    let src: Vec<f32> = (0..elems).map(|i| i as f32).collect();
+    let mut tcp_dst = vec![0u8; bytes as usize];
+    let mut results = Vec::new();
+    for (label, mss, tcp_mss) in [("1500", 1440u32, 1460u32), ("9000", 8940, 8960)] {
+        let comms = local_job(2, |_| base_cfg(mss));
+        let mut bufs = vec![src.clone(), vec![0f32; elems]];
+        // Warm-up (page faults of the receive scratch, socket buffers).
+        gradwire_once(&comms, &sched, &mut bufs);
+        tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
+        let (mut g, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..reps {
+            bufs[1].iter_mut().for_each(|x| *x = 0.0);
+            let (gs, retx) = gradwire_once(&comms, &sched, &mut bufs);
+            assert!(bufs[1] == src, "gradwire delivered wrong bytes");
+            let ts = tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
+            let (gg, tg) = (bytes as f64 * 8.0 / gs / 1e9, bytes as f64 * 8.0 / ts / 1e9);
+            println!("  mtu {label} rep {i}: gradwire {gg:6.2} Gbit/s ({gs:.3} s, {retx} retx)  tcp {tg:6.2} Gbit/s  ratio {:.2}", gg / tg);
+            g.push(gg);
+            t.push(tg);
+            r.push(gg / tg);
+        }
+        let c = comms[1].counters();
+        drop(comms);
+        let (mg, mt, mr) = (median(&mut g), median(&mut t), median(&mut r));
+        println!("mtu {label}: median gradwire {mg:.2} Gbit/s, tcp {mt:.2} Gbit/s, median ratio {mr:.2} (rx datagrams {}, load {})", c.datagrams_received, load());
+        println!("RESULT {{\"mode\":\"goodput\",\"mtu\":{label},\"mib\":{mb},\"reps\":{reps},\"gradwire_gbps\":{mg:.3},\"tcp_gbps\":{mt:.3},\"ratio\":{mr:.3}}}");
+        results.push((label, mg, mt, mr));
+    }
+}
+
+// ---- loss -----------------------------------------------------------------------------
+
+fn ring_once(comms: &[Communicator], sched: &Arc<Schedule>, elems: usize) -> (f64, f64, u64) {
+    let t0 = Instant::now();
+    let reps = std::thread::scope(|s| {
+        let hs: Vec<_> = comms
+            .iter()
+            .enumerate()
+            .map(|(r, c)| {
+                let sched = sched.clone();
+                s.spawn(move || {
+                    let mut x = vec![r as f32 + 1.0; elems];
+                    c.run(sched, &mut x).expect("ring allreduce")
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    let delivered = reps.iter().map(|r| r.min_delivered_fraction).fold(1.0, f64::min);
+    let retx = reps.iter().map(|r| r.retransmits).sum();
+    (secs, delivered, retx)
+}
+
+fn loss(args: &[String]) {
+    let reps = arg(args, "--reps", 5.0) as usize;
+    let p = arg(args, "--loss", 0.01);
+    let mss = arg(args, "--mss", 1440.0) as u32;
+    println!("loss: ring allreduce, {p} injected loss with bound {p} vs lossless, mss {mss}, {reps} reps, load before: {}", load());
+    for world in [2u32, 4] {
+        for mb in [25u64, 100] {
+            let bytes = mb * 1_000_000;
+            let elems = (bytes / 4) as usize;
+            let clean = Arc::new(ring(world, bytes, 4, &CollectiveOptions::default()));
+            let bounded = Arc::new(ring(world, bytes, 4, &CollectiveOptions { reduce_loss_bound: p, ..CollectiveOptions::default() }));
+            let plain = local_job(world, |_| base_cfg(mss));
+            let lossy = local_job(world, |_| EngineConfig {
+                impairments: vec![Impairment { loss: p, delay: Duration::ZERO }; world as usize],
+                ..base_cfg(mss)
+            });
+            ring_once(&plain, &clean, elems);
+            ring_once(&lossy, &bounded, elems);
+            let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
+            let mut min_frac = 1.0f64;
+            for i in 0..reps {
+                let (ta, _, _) = ring_once(&plain, &clean, elems);
+                let (tb, frac, retx) = ring_once(&lossy, &bounded, elems);
+                min_frac = min_frac.min(frac);
+                println!("  {world} ranks {mb} MB rep {i}: lossless {:.1} ms, lossy {:.1} ms (delivered >= {frac:.4}, {retx} retx), ratio {:.2}", ta * 1e3, tb * 1e3, tb / ta);
+                a.push(ta);
+                b.push(tb);
+                r.push(tb / ta);
+            }
+            let drops: u64 = lossy.iter().map(|c| c.counters().injected_drops).sum();
+            drop(plain);
+            drop(lossy);
+            let (ma, mb_, mr) = (median(&mut a), median(&mut b), median(&mut r));
+            println!("{world} ranks {mb} MB: median lossless {:.1} ms, lossy {:.1} ms, median ratio {mr:.2} (injected drops {drops}, min delivered {min_frac:.4}, load {})", ma * 1e3, mb_ * 1e3, load());
+            println!("RESULT {{\"mode\":\"loss\",\"world\":{world},\"mb\":{mb},\"reps\":{reps},\"lossless_ms\":{:.2},\"lossy_ms\":{:.2},\"ratio\":{mr:.3},\"min_delivered\":{min_frac:.5}}}", ma * 1e3, mb_ * 1e3);
+        }
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("goodput") | None => goodput(&args),
+        Some("loss") => loss(&args),
+        Some(m) => {
+            eprintln!("unknown mode {m:?}: expected goodput or loss");
+            std::process::exit(2);
+        }
+    }
+}
