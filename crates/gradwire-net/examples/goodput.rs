@@ -150,7 +150,11 @@ fn goodput(args: &[String]) {
     let src: Vec<f32> = (0..elems).map(|i| i as f32).collect();
     let mut tcp_dst = vec![0u8; bytes as usize];
     let mut results = Vec::new();
+    let only = args.iter().position(|a| a == "--mtu").and_then(|i| args.get(i + 1)).cloned();
     for (label, mss, tcp_mss) in [("1500", 1440u32, 1460u32), ("9000", 8940, 8960)] {
+        if only.as_deref().is_some_and(|o| o != label) {
+            continue;
+        }
         let comms = local_job(2, |_| base_cfg(mss));
         let mut bufs = vec![src.clone(), vec![0f32; elems]];
         // Warm-up (page faults of the receive scratch, socket buffers).

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use gradwire_core::collective::{Schedule, TransferId};
 use gradwire_core::packet::{CtrlOp, Ecn, Packet, PacketKind};
 use gradwire_core::tensor::importance_mask;
-use gradwire_core::time::Time;
+use gradwire_core::time::{serialization, Time};
+use gradwire_core::transport::dlcp::DlcpSender;
+use gradwire_core::transport::Endpoint;
 use gradwire_core::transport::EndpointEvent;
 use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -37,7 +39,7 @@ const CALL_MASK: u16 = (1 << (32 - TRANSFER_BITS)) - 1;
 /// Control frames kept for calls this rank has not started yet.
 const STASH_LIMIT: usize = 1 << 16;
 /// Packets one endpoint may emit per turn, so one big send cannot starve the rest.
-const TX_BUDGET: usize = 256;
+const TX_BUDGET: usize = 1024;
 /// Deadlines closer than this are spun for rather than slept on.
 const SPIN: Time = 50_000_000; // 50 µs
 
@@ -106,6 +108,8 @@ struct Slot {
     peer: u32,
     /// The transfer has been reported finished to the call.
     finished: bool,
+    /// DLCP sender: the clock it is polled at (see [`pace_dlcp`]).
+    pace: Time,
 }
 
 /// Datagrams to one peer with one TOS, back to back, all but the last `seg` bytes long.
@@ -143,6 +147,48 @@ pub struct Engine {
     frames: Vec<Header>,
     rbufs: RecvBufs,
     trace_at: Time,
+    /// Packets of one turn, kept to reuse the allocation.
+    txq: Vec<(u32, Packet)>,
+}
+
+/// Polls a DLCP sender for the packets its pacer allows up to `now + burst`.
+///
+/// The sender schedules its next packet at `max(next slot, the time it is given) +
+/// serialization`. Given `now + burst` directly, a sender whose slot fell behind (a turn
+/// that came late: a busy receive, a preempted thread, an epoll sleep) would jump to
+/// `now + burst` and send a single packet per turn, so the loop's gaps would set the rate.
+/// Instead the engine walks a clock `pace` through the sender's slots: from where it
+/// stopped, but no further back than `now - catch_up` (the paced rate is kept on average
+/// across a gap of up to `catch_up`, in one burst), to `now + burst`.
+fn pace_dlcp(s: &mut DlcpSender, pace: &mut Time, now: Time, burst: Time, catch_up: Time, mut out: impl FnMut(Packet)) -> usize {
+    let limit = now + burst;
+    let mut at = (*pace).max(now.saturating_sub(catch_up));
+    let mut n = 0;
+    while n < TX_BUDGET {
+        let rate = s.rate_bps();
+        match s.poll_transmit(at) {
+            Some(p) => {
+                n += 1;
+                let data = p.kind == PacketKind::Data;
+                let wire = p.wire_bytes;
+                out(p);
+                if data {
+                    // The sender's next slot is now `at + serialization`.
+                    at += serialization(wire, rate);
+                    if at > limit {
+                        break;
+                    }
+                }
+            }
+            None => match s.poll_timeout() {
+                // The next slot lies ahead of `at` (left there by the last turn).
+                Some(t) if t > at && t <= limit => at = t,
+                _ => break,
+            },
+        }
+    }
+    *pace = at.min(limit);
+    n
 }
 
 fn flow_id(call: u16, t: TransferId) -> u32 {
@@ -215,6 +261,7 @@ impl Engine {
             frames: Vec::new(),
             rbufs: RecvBufs::default(),
             trace_at: 0,
+            txq: Vec::new(),
         };
         Ok((engine, waker))
     }
@@ -326,7 +373,7 @@ impl Engine {
             let spec = self.spec(&s, call, t, job.dtype);
             let ep = Ep::receiver(&self.cfg.transport, &spec, now);
             let peer = spec.src;
-            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false });
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false, pace: 0 });
         }
         self.job = Some(job);
         // Control that arrived before this call was posted.
@@ -372,7 +419,7 @@ impl Engine {
                 .flatten();
             let ep = Ep::sender(&self.cfg.transport, &spec, importance, now);
             let call = job.call;
-            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false });
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false, pace: 0 });
             self.job.as_mut().expect("job").report.transfers_sent += 1;
         }
     }
@@ -598,6 +645,7 @@ impl Engine {
             return;
         }
         self.trace_at = now + 10_000_000_000;
+        eprintln!("t={:.3}ms rank {} counters {:?}", now as f64 / 1e9, self.rank, self.local);
         for (flow, s) in &self.slots {
             let rate = match &s.ep { Ep::DlcpSend(e) => e.rate_bps(), _ => 0 };
             eprintln!("t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}", now as f64 / 1e9, self.rank, s.peer, s.ep.is_receiver(), s.finished, s.ep.is_closed(), rate as f64 / 1e9, s.ep.stats(), s.ep.poll_timeout().map(|t| t as f64 / 1e9));
@@ -632,22 +680,30 @@ impl Engine {
 
     fn transmit(&mut self, now: Time) -> bool {
         let burst = self.cfg.transport.burst;
-        let mut out: Vec<(u32, Packet)> = Vec::new();
+        let catch_up = self.cfg.transport.max_catch_up;
+        let mut out = std::mem::take(&mut self.txq);
         let mut more = false;
         for (&flow, slot) in self.slots.iter_mut() {
-            let ep = slot.ep.endpoint();
-            let mut n = 0;
-            while n < TX_BUDGET {
-                let Some(p) = ep.poll_transmit(now + burst) else { break };
-                out.push((flow, p));
-                n += 1;
-            }
+            let n = match &mut slot.ep {
+                Ep::DlcpSend(s) => pace_dlcp(s, &mut slot.pace, now, burst, catch_up, |p| out.push((flow, p))),
+                ep => {
+                    let ep = ep.endpoint();
+                    let mut n = 0;
+                    while n < TX_BUDGET {
+                        let Some(p) = ep.poll_transmit(now + burst) else { break };
+                        out.push((flow, p));
+                        n += 1;
+                    }
+                    n
+                }
+            };
             more |= n == TX_BUDGET;
         }
         let sent = !out.is_empty();
-        for (flow, p) in out {
+        for (flow, p) in out.drain(..) {
             self.emit(flow, &p, now);
         }
+        self.txq = out;
         more || sent
     }
 
