@@ -102,6 +102,9 @@ pub struct Job {
     pub dtype: Dtype,
     /// Receive buffers, one per posted receive, 8-byte aligned for the reduction.
     scratch: Vec<Option<Vec<u64>>>,
+    /// Receives placed straight into the caller's buffer (see [`Job::post_receive`]).
+    direct: Vec<bool>,
+    rank: u32,
     pub report: Report,
     started: Instant,
     pub last_progress: Instant,
@@ -114,7 +117,7 @@ impl Job {
         let n = schedule.transfers.len();
         let now = Instant::now();
         let report = Report { algorithm: schedule.name.clone(), min_delivered_fraction: 1.0, ..Report::default() };
-        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], report, started: now, last_progress: now, reply }
+        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, reply }
     }
 
     pub fn range(&self, t: TransferId) -> Range<u64> {
@@ -134,14 +137,36 @@ impl Job {
         (self.dtype == Dtype::F32).then(|| bytemuck::try_cast_slice(b).ok()).flatten()
     }
 
+    /// Prepares receive `t`. A `Copy` whose range no other transfer of this rank touches
+    /// (sends that wait for `t` aside) lands straight in the caller's buffer: the payload
+    /// is copied once instead of twice and no scratch is allocated. Its bubbles are zeroed
+    /// when it is applied, so the result is the same as through a zeroed scratch.
     pub fn post_receive(&mut self, t: TransferId) {
-        let bytes = self.range(t).end - self.range(t).start;
+        let tr = &self.schedule.transfers[t as usize];
+        let r = tr.range.clone();
+        let overlaps = |o: &Range<u64>| o.start < r.end && r.start < o.end && !r.is_empty();
+        let alone = self.schedule.transfers.iter().enumerate().all(|(i, o)| {
+            i == t as usize
+                || (o.src != self.rank && o.dst != self.rank)
+                || !overlaps(&o.range)
+                || (o.src == self.rank && o.after.contains(&t))
+        });
+        if tr.op == Op::Copy && alone {
+            self.direct[t as usize] = true;
+            return;
+        }
+        let bytes = r.end - r.start;
         self.scratch[t as usize] = Some(vec![0u64; bytes.div_ceil(8) as usize]);
     }
 
-    /// Copies a received payload into receive `t`'s scratch at transfer offset `at`.
+    /// Copies a received payload into receive `t`'s scratch (or, for a direct receive,
+    /// the buffer) at transfer offset `at`.
     pub fn place(&mut self, t: TransferId, at: Range<u64>, payload: &[u8]) {
-        if let Some(s) = self.scratch[t as usize].as_mut() {
+        if self.direct[t as usize] {
+            let base = self.schedule.transfers[t as usize].range.start;
+            let dst = &mut self.buf.bytes_mut()[(base + at.start) as usize..(base + at.end) as usize];
+            dst.copy_from_slice(payload);
+        } else if let Some(s) = self.scratch[t as usize].as_mut() {
             let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(s)[at.start as usize..at.end as usize];
             dst.copy_from_slice(payload);
         }
@@ -150,17 +175,24 @@ impl Job {
 
     /// Receive `t` is delivered: apply it to the buffer (bubbles are the scratch's zeros).
     pub fn apply(&mut self, t: TransferId, bubbles: &[Range<u64>]) {
-        let Some(scratch) = self.scratch[t as usize].take() else { return };
         let tr = &self.schedule.transfers[t as usize];
         let (r, op, src) = (tr.range.clone(), tr.op, tr.src);
         let len = (r.end - r.start) as usize;
-        let got = &bytemuck::cast_slice::<u64, u8>(&scratch)[..len];
-        let dtype = self.dtype;
-        let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
-        match (op, dtype) {
-            (Op::Copy, _) => dst.copy_from_slice(got),
-            (Op::Reduce, Dtype::F32) => add::<f32>(dst, got),
-            (Op::Reduce, Dtype::F64) => add::<f64>(dst, got),
+        if std::mem::take(&mut self.direct[t as usize]) {
+            let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
+            for b in bubbles {
+                dst[b.start as usize..b.end as usize].fill(0);
+            }
+        } else {
+            let Some(scratch) = self.scratch[t as usize].take() else { return };
+            let got = &bytemuck::cast_slice::<u64, u8>(&scratch)[..len];
+            let dtype = self.dtype;
+            let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
+            match (op, dtype) {
+                (Op::Copy, _) => dst.copy_from_slice(got),
+                (Op::Reduce, Dtype::F32) => add::<f32>(dst, got),
+                (Op::Reduce, Dtype::F64) => add::<f64>(dst, got),
+            }
         }
         let lost: u64 = bubbles.iter().map(|b| b.end - b.start).sum();
         for b in bubbles {
