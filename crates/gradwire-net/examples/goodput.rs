@@ -82,6 +82,43 @@ fn arg(args: &[String], name: &str, default: f64) -> f64 {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// Per thread named `gradwire-*`: (name, ns on CPU, ns runnable but waiting for a CPU),
+/// from /proc/self/task/*/schedstat.
+fn sched_now() -> Vec<(String, u64, u64)> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten() {
+        let name = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default().trim().to_string();
+        if !name.starts_with("gradwire") {
+            continue;
+        }
+        let st = std::fs::read_to_string(e.path().join("schedstat")).unwrap_or_default();
+        let f: Vec<u64> = st.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        if f.len() >= 2 {
+            v.push((name, f[0], f[1]));
+        }
+    }
+    v.sort();
+    v
+}
+
+/// CPU seconds per GB moved of the threads named `prefix*` between two snapshots (sum).
+fn cpu_per_gb(a: &[(String, u64, u64)], b: &[(String, u64, u64)], prefix: &str, bytes: u64) -> f64 {
+    let run = |v: &[(String, u64, u64)]| v.iter().filter(|x| x.0.starts_with(prefix)).map(|x| x.1).sum::<u64>();
+    (run(b).saturating_sub(run(a))) as f64 / 1e9 / (bytes as f64 / 1e9)
+}
+
+/// CPU and run-queue wait of each engine thread between two `sched()` snapshots, as
+/// shares of `wall` seconds.
+fn sched_delta(a: &[(String, u64, u64)], b: &[(String, u64, u64)], wall: f64) -> String {
+    b.iter()
+        .map(|(n, run, wait)| {
+            let (r0, w0) = a.iter().find(|x| &x.0 == n).map(|x| (x.1, x.2)).unwrap_or((0, 0));
+            format!("{n} cpu {:.0}% wait {:.0}%", (run - r0) as f64 / 1e9 / wall * 100.0, (wait - w0) as f64 / 1e9 / wall * 100.0)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
@@ -110,8 +147,16 @@ fn gradwire_once(comms: &[Communicator], sched: &Arc<Schedule>, bufs: &mut [Vec<
     (t0.elapsed().as_secs_f64(), reps[0].retransmits)
 }
 
-/// A TCP stream of `src.len()` bytes into `dst` with TCP_MAXSEG `mss`; seconds.
-fn tcp_once(mss: u32, src: &[u8], dst: &mut [u8]) -> f64 {
+/// This thread's (ns on CPU, ns waiting for a CPU).
+fn thread_sched() -> (u64, u64) {
+    let st = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let f: Vec<u64> = st.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    (f.first().copied().unwrap_or(0), f.get(1).copied().unwrap_or(0))
+}
+
+/// A TCP stream of `src.len()` bytes into `dst` with TCP_MAXSEG `mss`; seconds, and the
+/// (cpu ns, wait ns) of the sending and the receiving thread.
+fn tcp_once(mss: u32, src: &[u8], dst: &mut [u8]) -> (f64, [(u64, u64); 2]) {
     let lst = Socket::new(Domain::IPV4, Type::STREAM, Some(Protocol::TCP)).unwrap();
     lst.set_reuse_address(true).unwrap();
     lst.set_tcp_mss(mss).unwrap();
@@ -125,19 +170,34 @@ fn tcp_once(mss: u32, src: &[u8], dst: &mut [u8]) -> f64 {
     let mut tx: TcpStream = cli.into();
     let mut rx: TcpStream = srv.into();
     let t0 = Instant::now();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            tx.write_all(src).unwrap();
-            tx.shutdown(std::net::Shutdown::Write).unwrap();
-        });
-        let mut got = 0;
-        while got < dst.len() {
-            let n = rx.read(&mut dst[got..]).unwrap();
-            assert!(n > 0, "tcp stream ended early");
-            got += n;
-        }
+    let usage = std::thread::scope(|s| {
+        let a = std::thread::Builder::new()
+            .name("tcp-tx".into())
+            .spawn_scoped(s, || {
+                let u0 = thread_sched();
+                tx.write_all(src).unwrap();
+                tx.shutdown(std::net::Shutdown::Write).unwrap();
+                let u1 = thread_sched();
+                (u1.0 - u0.0, u1.1 - u0.1)
+            })
+            .unwrap();
+        let b = std::thread::Builder::new()
+            .name("tcp-rx".into())
+            .spawn_scoped(s, || {
+                let u0 = thread_sched();
+                let mut got = 0;
+                while got < dst.len() {
+                    let n = rx.read(&mut dst[got..]).unwrap();
+                    assert!(n > 0, "tcp stream ended early");
+                    got += n;
+                }
+                let u1 = thread_sched();
+                (u1.0 - u0.0, u1.1 - u0.1)
+            })
+            .unwrap();
+        [a.join().unwrap(), b.join().unwrap()]
     });
-    t0.elapsed().as_secs_f64()
+    (t0.elapsed().as_secs_f64(), usage)
 }
 
 fn goodput(args: &[String]) {
@@ -159,15 +219,28 @@ fn goodput(args: &[String]) {
         let mut bufs = vec![src.clone(), vec![0f32; elems]];
         // Warm-up (page faults of the receive scratch, socket buffers).
         gradwire_once(&comms, &sched, &mut bufs);
-        tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
+        let _ = tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
         let (mut g, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut gc, mut tc) = (Vec::new(), Vec::new());
         for i in 0..reps {
             bufs[1].iter_mut().for_each(|x| *x = 0.0);
+            let s0 = sched_now();
             let (gs, retx) = gradwire_once(&comms, &sched, &mut bufs);
+            let cpu = sched_delta(&s0, &sched_now(), gs).replace("gradwire-rank0", "tx").replace("gradwire-rank1", "rx");
             assert!(bufs[1] == src, "gradwire delivered wrong bytes");
-            let ts = tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
+            let s1 = sched_now();
+            if args.iter().any(|a| a == "--no-tcp") {
+                println!("  mtu {label} rep {i}: gradwire {:6.2} Gbit/s ({gs:.3} s, {retx} retx) [{cpu}] {:.2} cpu-s/GB", bytes as f64 * 8.0 / gs / 1e9, cpu_per_gb(&s0, &s1, "gradwire", bytes));
+                continue;
+            }
+            let (ts, tu) = tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
+            let pct = |ns: u64| ns as f64 / 1e9 / ts * 100.0;
+            let tcpu = format!("tx cpu {:.0}% wait {:.0}%, rx cpu {:.0}% wait {:.0}%", pct(tu[0].0), pct(tu[0].1), pct(tu[1].0), pct(tu[1].1));
+            let (gcg, tcg) = (cpu_per_gb(&s0, &s1, "gradwire", bytes), (tu[0].0 + tu[1].0) as f64 / 1e9 / (bytes as f64 / 1e9));
+            gc.push(gcg);
+            tc.push(tcg);
             let (gg, tg) = (bytes as f64 * 8.0 / gs / 1e9, bytes as f64 * 8.0 / ts / 1e9);
-            println!("  mtu {label} rep {i}: gradwire {gg:6.2} Gbit/s ({gs:.3} s, {retx} retx)  tcp {tg:6.2} Gbit/s  ratio {:.2}", gg / tg);
+            println!("  mtu {label} rep {i}: gradwire {gg:6.2} Gbit/s ({gs:.3} s, {retx} retx)  tcp {tg:6.2} Gbit/s  ratio {:.2}\n      gradwire [{cpu}] {gcg:.2} cpu-s/GB   tcp [{tcpu}] {tcg:.2} cpu-s/GB", gg / tg);
             g.push(gg);
             t.push(tg);
             r.push(gg / tg);
@@ -175,8 +248,9 @@ fn goodput(args: &[String]) {
         let c = comms[1].counters();
         drop(comms);
         let (mg, mt, mr) = (median(&mut g), median(&mut t), median(&mut r));
-        println!("mtu {label}: median gradwire {mg:.2} Gbit/s, tcp {mt:.2} Gbit/s, median ratio {mr:.2} (rx datagrams {}, load {})", c.datagrams_received, load());
-        println!("RESULT {{\"mode\":\"goodput\",\"mtu\":{label},\"mib\":{mb},\"reps\":{reps},\"gradwire_gbps\":{mg:.3},\"tcp_gbps\":{mt:.3},\"ratio\":{mr:.3}}}");
+        let (mgc, mtc) = (median(&mut gc), median(&mut tc));
+        println!("mtu {label}: median gradwire {mg:.2} Gbit/s, tcp {mt:.2} Gbit/s, median ratio {mr:.2}; cpu-s/GB (both ends) gradwire {mgc:.2}, tcp {mtc:.2} (rx datagrams {}, load {})", c.datagrams_received, load());
+        println!("RESULT {{\"mode\":\"goodput\",\"mtu\":{label},\"mib\":{mb},\"reps\":{reps},\"gradwire_gbps\":{mg:.3},\"tcp_gbps\":{mt:.3},\"ratio\":{mr:.3},\"gradwire_cpu_s_per_gb\":{mgc:.3},\"tcp_cpu_s_per_gb\":{mtc:.3}}}");
         results.push((label, mg, mt, mr));
     }
 }

@@ -6,7 +6,7 @@
 //! sends it unblocks, finish the call), then sleep in `epoll` until the next deadline.
 
 use std::collections::{HashMap, VecDeque};
-use std::io;
+use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
@@ -40,6 +40,8 @@ const CALL_MASK: u16 = (1 << (32 - TRANSFER_BITS)) - 1;
 const STASH_LIMIT: usize = 1 << 16;
 /// Packets one endpoint may emit per turn, so one big send cannot starve the rest.
 const TX_BUDGET: usize = 1024;
+/// Batched socket reads per turn.
+const RECV_CALLS: usize = 16;
 /// Deadlines closer than this are spun for rather than slept on.
 const SPIN: Time = 50_000_000; // 50 µs
 
@@ -113,13 +115,33 @@ struct Slot {
 }
 
 /// Datagrams to one peer with one TOS, back to back, all but the last `seg` bytes long.
+///
+/// Each datagram is its encoded header plus a payload that stays where it is (in the
+/// caller's buffer): the kernel gathers both with one `sendmsg` (GSO), so the payload is
+/// copied once, by the kernel, as for TCP.
 struct Batch {
     peer: u32,
     tos: u8,
     seg: usize,
-    buf: Vec<u8>,
-    count: usize,
+    heads: Vec<[u8; HEADER_LEN]>,
+    /// Per datagram: the payload (pointer, length) in the call's buffer. Valid until the
+    /// batch is sent, which is always within the turn that built it, before any event
+    /// can finish the call and release the buffer.
+    payloads: Vec<Payload>,
     closed: bool,
+}
+
+/// A payload's place in the call's buffer (see [`Batch::payloads`]).
+#[derive(Clone, Copy)]
+struct Payload(*const u8, usize);
+
+// SAFETY: only the engine thread holds and dereferences these, while the call runs.
+unsafe impl Send for Payload {}
+
+impl Batch {
+    fn count(&self) -> usize {
+        self.heads.len()
+    }
 }
 
 pub struct Engine {
@@ -149,6 +171,18 @@ pub struct Engine {
     trace_at: Time,
     /// Packets of one turn, kept to reuse the allocation.
     txq: Vec<(u32, Packet)>,
+    /// Sent batches, kept to reuse their allocations.
+    spare: Vec<Batch>,
+    /// The gather list of one send, kept empty between sends (allocation reuse).
+    iov: Vec<IoSlice<'static>>,
+    /// `GRADWIRE_TRACE` is set.
+    tracing: bool,
+    /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE).
+    early: Vec<u8>,
+    early_index: Vec<(usize, usize, bool)>,
+    /// Turns run, and turns that found nothing to do (for `GRADWIRE_TRACE`).
+    turns: u64,
+    idle_turns: u64,
 }
 
 /// Polls a DLCP sender for the packets its pacer allows up to `now + burst`.
@@ -262,6 +296,13 @@ impl Engine {
             rbufs: RecvBufs::default(),
             trace_at: 0,
             txq: Vec::new(),
+            spare: Vec::new(),
+            iov: Vec::new(),
+            tracing: std::env::var_os("GRADWIRE_TRACE").is_some(),
+            early: Vec::new(),
+            early_index: Vec::new(),
+            turns: 0,
+            idle_turns: 0,
         };
         Ok((engine, waker))
     }
@@ -276,6 +317,8 @@ impl Engine {
         let mut events = Events::with_capacity(256);
         loop {
             let busy = self.turn();
+            self.turns += 1;
+            self.idle_turns += !busy as u64;
             self.publish_counters();
             if let Some(since) = self.shutting_down {
                 let lingering = self.slots.values().any(|s| !s.ep.is_closed());
@@ -376,7 +419,9 @@ impl Engine {
             self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false, pace: 0 });
         }
         self.job = Some(job);
-        // Control that arrived before this call was posted.
+        // Data that arrived before this call was posted, then its control (a STOP must
+        // find the data its round sent already placed).
+        self.replay_early(call, now);
         let stash = std::mem::take(&mut self.stash);
         for (from, h) in stash {
             if call_of(h.flow) == call {
@@ -474,7 +519,11 @@ impl Engine {
     }
 
     fn check_stall(&mut self) {
-        let Some(job) = self.job.as_ref() else { return };
+        let Some(job) = self.job.as_mut() else { return };
+        // Packets mark progress; the clock is read once per turn, not once per packet.
+        if std::mem::take(&mut job.progressed) {
+            job.last_progress = Instant::now();
+        }
         let waited = job.last_progress.elapsed();
         if waited < self.cfg.peer_timeout {
             return;
@@ -498,7 +547,9 @@ impl Engine {
         // The socket's receive buffers are borrowed while `f` runs, so `f` cannot take
         // `&mut self`: split the borrows by moving the socket out for the read.
         let mut bufs = std::mem::take(&mut self.rbufs);
-        for _ in 0..64 {
+        // At most RECV_CALLS batched reads (each up to 16 GRO buffers of 64 KiB) per turn,
+        // so timers and control keep running while a fast sender fills the socket.
+        for _ in 0..RECV_CALLS {
             match self.udp.recv(&mut bufs) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -533,9 +584,35 @@ impl Engine {
         h.ce |= ce;
         let Some(from) = self.slots.get(&h.flow).map(|s| s.peer) else {
             self.classify_unknown(h.flow);
+            // Data of a call this rank has not posted yet (the peer started first): keep
+            // it, up to the socket buffer's size, rather than make the sender resend it.
+            if is_future(call_of(h.flow), self.next_call) && self.early.len() + d.len() <= self.cfg.socket_buffer_bytes {
+                self.early_index.push((self.early.len(), d.len(), ce));
+                self.early.extend_from_slice(d);
+            }
             return;
         };
         self.dispatch(from, &h, payload, now);
+    }
+
+    /// Feeds the kept early datagrams of the call just posted to it; keeps later calls'.
+    fn replay_early(&mut self, call: u16, now: Time) {
+        if self.early_index.is_empty() {
+            return;
+        }
+        let data = std::mem::take(&mut self.early);
+        let index = std::mem::take(&mut self.early_index);
+        for &(at, len, ce) in &index {
+            let d = &data[at..at + len];
+            let Ok((h, _)) = Header::decode(d) else { continue };
+            let c = call_of(h.flow);
+            if c == call {
+                self.on_datagram(d, ce, now);
+            } else if is_future(c, self.next_call) {
+                self.early_index.push((self.early.len(), len, ce));
+                self.early.extend_from_slice(d);
+            }
+        }
     }
 
     fn classify_unknown(&mut self, flow: u32) {
@@ -624,7 +701,7 @@ impl Engine {
         // call the send is over, even if the closing handshake is still running.
         let sender_released = !slot.ep.is_receiver() && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
         if let Some(job) = self.job.as_mut().filter(|j| j.call == call) {
-            job.last_progress = Instant::now();
+            job.progressed = true;
             if let Some(r) = placed {
                 let off = (r.start - h.seq) as usize;
                 let end = (r.end - h.seq) as usize;
@@ -641,11 +718,11 @@ impl Engine {
     // ---- timers and output ------------------------------------------------------------
 
     fn trace(&mut self, now: Time) {
-        if std::env::var_os("GRADWIRE_TRACE").is_none() || now < self.trace_at {
+        if !self.tracing || now < self.trace_at {
             return;
         }
         self.trace_at = now + 10_000_000_000;
-        eprintln!("t={:.3}ms rank {} counters {:?}", now as f64 / 1e9, self.rank, self.local);
+        eprintln!("t={:.3}ms rank {} turns {} idle {} counters {:?}", now as f64 / 1e9, self.rank, self.turns, self.idle_turns, self.local);
         for (flow, s) in &self.slots {
             let rate = match &s.ep { Ep::DlcpSend(e) => e.rate_bps(), _ => 0 };
             eprintln!("t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}", now as f64 / 1e9, self.rank, s.peer, s.ep.is_receiver(), s.finished, s.ep.is_closed(), rate as f64 / 1e9, s.ep.stats(), s.ep.poll_timeout().map(|t| t as f64 / 1e9));
@@ -752,6 +829,7 @@ impl Engine {
             return;
         }
         let len = HEADER_LEN + payload.len();
+        let payload = Payload(payload.as_ptr(), payload.len());
         let limit = self.udp.batch_limit(len);
         let i = match self.batches.iter().position(|b| b.peer == peer && b.tos == tos && !b.closed && len <= b.seg) {
             Some(i) => i,
@@ -759,36 +837,60 @@ impl Engine {
                 // The key's closed batch leaves first, so datagrams keep their order.
                 if let Some(i) = self.batches.iter().position(|b| b.peer == peer && b.tos == tos) {
                     let b = self.batches.swap_remove(i);
-                    let dst = self.addrs[b.peer as usize];
-                    Self::send_one(&self.udp, &mut self.local, dst, b);
+                    self.send_one(b);
                 }
-                self.batches.push(Batch { peer, tos, seg: len, buf: Vec::with_capacity(64 * 1024), count: 0, closed: false });
+                let b = self.spare.pop().map(|mut b| {
+                    (b.peer, b.tos, b.seg, b.closed) = (peer, tos, len, false);
+                    b
+                });
+                self.batches.push(b.unwrap_or_else(|| Batch {
+                    peer,
+                    tos,
+                    seg: len,
+                    heads: Vec::with_capacity(64),
+                    payloads: Vec::with_capacity(64),
+                    closed: false,
+                }));
                 self.batches.len() - 1
             }
         };
         let b = &mut self.batches[i];
-        b.buf.extend_from_slice(&head);
-        b.buf.extend_from_slice(payload);
-        b.count += 1;
+        b.heads.push(head);
+        b.payloads.push(payload);
         // GSO: every datagram but the last has the full segment size.
-        b.closed = len < b.seg || b.count >= limit;
+        b.closed = len < b.seg || b.count() >= limit;
     }
 
-    fn send_one(udp: &DataSocket, counters: &mut Counters, dst: SocketAddr, b: Batch) {
-        if b.count == 0 {
-            return;
+    fn send_one(&mut self, mut b: Batch) {
+        let n = b.count();
+        if n > 0 {
+            let dst = self.addrs[b.peer as usize];
+            let mut iov = std::mem::take(&mut self.iov);
+            for (h, &Payload(ptr, len)) in b.heads.iter().zip(&b.payloads) {
+                iov.push(IoSlice::new(h));
+                // SAFETY: see `Batch::payloads`.
+                iov.push(IoSlice::new(if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr, len) } }));
+            }
+            match self.udp.send_datagrams(dst, b.tos, b.seg, &iov) {
+                Ok(()) => self.local.datagrams_sent += n as u64,
+                Err(_) => self.local.send_drops += n as u64,
+            }
+            iov.clear();
+            // SAFETY: the slices borrowed nothing that outlives this point; the vector is
+            // empty and only its allocation is kept.
+            self.iov = unsafe { std::mem::transmute::<Vec<IoSlice<'_>>, Vec<IoSlice<'static>>>(iov) };
         }
-        match udp.send_batch(dst, b.tos, b.seg, &b.buf) {
-            Ok(()) => counters.datagrams_sent += b.count as u64,
-            Err(_) => counters.send_drops += b.count as u64,
-        }
+        b.heads.clear();
+        b.payloads.clear();
+        self.spare.push(b);
     }
 
     fn flush_batches(&mut self) {
-        for b in std::mem::take(&mut self.batches) {
-            let dst = self.addrs[b.peer as usize];
-            Self::send_one(&self.udp, &mut self.local, dst, b);
+        let mut batches = std::mem::take(&mut self.batches);
+        for b in batches.drain(..) {
+            self.send_one(b);
         }
+        self.batches = batches;
     }
 
     fn release_delayed(&mut self, now: Time) {

@@ -108,6 +108,8 @@ pub struct Job {
     pub report: Report,
     started: Instant,
     pub last_progress: Instant,
+    /// A packet of this call arrived since `last_progress` was last updated.
+    pub progressed: bool,
     pub reply: Reply,
 }
 
@@ -117,7 +119,7 @@ impl Job {
         let n = schedule.transfers.len();
         let now = Instant::now();
         let report = Report { algorithm: schedule.name.clone(), min_delivered_fraction: 1.0, ..Report::default() };
-        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, reply }
+        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, progressed: false, reply }
     }
 
     pub fn range(&self, t: TransferId) -> Range<u64> {
