@@ -921,3 +921,96 @@ impl Engine {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use std::net::{TcpListener, TcpStream};
+
+    use gradwire_core::collective::{ring, CollectiveOptions, Op, Transfer};
+
+    use super::*;
+    use crate::udp::DataSocket;
+    use crate::Communicator;
+
+    fn local_job(n: u32) -> Vec<Communicator> {
+        let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+        let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        for i in 0..n as usize {
+            for j in (i + 1)..n as usize {
+                let c = TcpStream::connect(listeners[i].local_addr().unwrap()).unwrap();
+                let (s, _) = listeners[i].accept().unwrap();
+                control[i][j] = Some(s);
+                control[j][i] = Some(c);
+            }
+        }
+        let cfg = EngineConfig { peer_timeout: Duration::from_secs(10), ..EngineConfig::default() };
+        let socks: Vec<DataSocket> =
+            (0..n).map(|_| DataSocket::bind("127.0.0.1:0".parse().unwrap(), cfg.socket_buffer_bytes, cfg.gso).unwrap()).collect();
+        let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
+        socks
+            .into_iter()
+            .zip(control)
+            .enumerate()
+            .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xbeef, udp, ctl, addrs.clone(), cfg.clone()).unwrap())
+            .collect()
+    }
+
+    fn data(rank: u32, n: usize) -> Vec<f32> {
+        (0..n).map(|i| ((i as f32 * 0.37 + rank as f32 * 1.3).sin() * 10.0).round() / 4.0).collect()
+    }
+
+    #[test]
+    fn ring_allreduce_is_exact_with_direct_all_gather_receives() {
+        for n in [2u32, 3, 4] {
+            let elems = 300_001;
+            let comms = local_job(n);
+            let sched = Arc::new(ring(n, elems as u64 * 4, 4, &CollectiveOptions::default()));
+            let out: Vec<Vec<f32>> = std::thread::scope(|s| {
+                let hs: Vec<_> = comms
+                    .iter()
+                    .enumerate()
+                    .map(|(r, c)| {
+                        let sched = sched.clone();
+                        s.spawn(move || {
+                            let mut x = data(r as u32, elems);
+                            c.run(sched, &mut x).unwrap();
+                            x
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let all: Vec<Vec<f32>> = (0..n).map(|r| data(r, elems)).collect();
+            let want: Vec<f32> = (0..elems).map(|i| all.iter().map(|d| d[i]).sum()).collect();
+            for (r, x) in out.iter().enumerate() {
+                assert!(x == &want, "{n} ranks: rank {r} differs from the sum");
+            }
+        }
+    }
+
+    #[test]
+    fn data_of_a_call_posted_late_is_kept_not_resent() {
+        // Rank 1 posts its receive 300 ms after rank 0 has sent everything.
+        let elems = 1 << 20; // 4 MiB: fits the socket buffer and the early store
+        let comms = local_job(2);
+        let t = Transfer { src: 0, dst: 1, range: 0..elems as u64 * 4, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
+        let sched = Arc::new(Schedule { name: "copy".into(), world: 2, bytes: elems as u64 * 4, elem_bytes: 4, transfers: vec![t] });
+        let src = data(0, elems);
+        let (sent, got) = std::thread::scope(|s| {
+            let a = s.spawn(|| {
+                let mut x = src.clone();
+                comms[0].run(sched.clone(), &mut x).unwrap()
+            });
+            let b = s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                let mut x = vec![0f32; elems];
+                comms[1].run(sched.clone(), &mut x).unwrap();
+                x
+            });
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        assert!(got == src);
+        assert!(comms[1].counters().early > 0, "the data did arrive early");
+        assert_eq!(sent.retransmits, 0, "early data was replayed, not resent");
+    }
+}

@@ -140,25 +140,39 @@ impl Job {
     }
 
     /// Prepares receive `t`. A `Copy` whose range no other transfer of this rank touches
-    /// (sends that wait for `t` aside) lands straight in the caller's buffer: the payload
-    /// is copied once instead of twice and no scratch is allocated. Its bubbles are zeroed
-    /// when it is applied, so the result is the same as through a zeroed scratch.
+    /// concurrently lands straight in the caller's buffer: the payload is copied once
+    /// instead of twice and no scratch is allocated. Its bubbles are zeroed when it is
+    /// applied, so the result is the same as through a zeroed scratch.
+    ///
+    /// "Concurrently": another send or receive of this rank over an overlapping range is
+    /// fine when the two are ordered by the schedule's dependencies (one is among the
+    /// other's transitive `after`). If `t` waits for it, it was delivered at its
+    /// destination before `t` could start anywhere, and nothing placed or applied after
+    /// that uses it (late data for an applied receive is dropped); if it waits for `t`,
+    /// it starts after `t` was applied.
     pub fn post_receive(&mut self, t: TransferId) {
         let tr = &self.schedule.transfers[t as usize];
         let r = tr.range.clone();
-        let overlaps = |o: &Range<u64>| o.start < r.end && r.start < o.end && !r.is_empty();
-        let alone = self.schedule.transfers.iter().enumerate().all(|(i, o)| {
-            i == t as usize
-                || (o.src != self.rank && o.dst != self.rank)
-                || !overlaps(&o.range)
-                || (o.src == self.rank && o.after.contains(&t))
-        });
-        if tr.op == Op::Copy && alone {
+        if tr.op == Op::Copy && !r.is_empty() && self.alone(t) {
             self.direct[t as usize] = true;
             return;
         }
         let bytes = r.end - r.start;
         self.scratch[t as usize] = Some(vec![0u64; bytes.div_ceil(8) as usize]);
+    }
+
+    /// No transfer of this rank overlapping `t`'s range runs concurrently with it.
+    fn alone(&self, t: TransferId) -> bool {
+        let s = &self.schedule;
+        let r = &s.transfers[t as usize].range;
+        s.transfers.iter().enumerate().all(|(i, o)| {
+            let i = i as TransferId;
+            i == t
+                || (o.src != self.rank && o.dst != self.rank)
+                || !(o.range.start < r.end && r.start < o.range.end)
+                || depends(s, t, i)
+                || depends(s, i, t)
+        })
     }
 
     /// Copies a received payload into receive `t`'s scratch (or, for a direct receive,
@@ -212,6 +226,28 @@ impl Job {
     }
 }
 
+/// `a` waits (transitively, through `after`) for `b`. Bounded: a schedule too large to
+/// search answers "no" (the receive then simply goes through a scratch buffer).
+fn depends(s: &Schedule, a: TransferId, b: TransferId) -> bool {
+    const LIMIT: usize = 1 << 16;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![a];
+    while let Some(x) = stack.pop() {
+        for &y in &s.transfers[x as usize].after {
+            if y == b {
+                return true;
+            }
+            if seen.len() >= LIMIT {
+                return false;
+            }
+            if seen.insert(y) {
+                stack.push(y);
+            }
+        }
+    }
+    false
+}
+
 /// `dst += src` elementwise; both are whole elements (ranges are element-aligned).
 fn add<T: bytemuck::Pod + std::ops::AddAssign>(dst: &mut [u8], src: &[u8]) {
     match (bytemuck::try_cast_slice_mut::<u8, T>(dst), bytemuck::try_cast_slice::<u8, T>(src)) {
@@ -225,5 +261,62 @@ fn add<T: bytemuck::Pod + std::ops::AddAssign>(dst: &mut [u8], src: &[u8]) {
                 d.copy_from_slice(bytemuck::bytes_of(&a));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gradwire_core::collective::{ring, CollectiveOptions, Transfer};
+
+    use super::*;
+
+    fn job(s: Schedule, rank: u32, buf: &mut [f32]) -> Job {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let mut j = Job::new(0, Arc::new(s), rank, RawBuffer::from_slice(buf), Dtype::F32, tx);
+        for t in j.schedule.clone().receives_of(rank) {
+            j.post_receive(t);
+        }
+        j
+    }
+
+    #[test]
+    fn ring_all_gather_receives_are_direct_and_reduces_are_not() {
+        for n in [2u32, 4, 5] {
+            let s = ring(n, 4000 * n as u64, 4, &CollectiveOptions::default());
+            for rank in 0..n {
+                let mut buf = vec![0f32; 1000 * n as usize];
+                let j = job(s.clone(), rank, &mut buf);
+                for t in s.receives_of(rank) {
+                    let copy = s.transfers[t as usize].op == Op::Copy;
+                    assert_eq!(j.direct[t as usize], copy, "{n} ranks, rank {rank}, transfer {t}");
+                    assert_eq!(j.scratch[t as usize].is_some(), !copy);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unordered_overlapping_send_keeps_the_scratch() {
+        // Rank 1 receives a copy of 0..400 while it sends 0..400 to rank 0, unordered.
+        let a = Transfer { src: 0, dst: 1, range: 0..400, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
+        let b = Transfer { src: 1, dst: 0, range: 0..400, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
+        let s = Schedule { name: "x".into(), world: 2, bytes: 400, elem_bytes: 4, transfers: vec![a, b] };
+        let mut buf = vec![0f32; 100];
+        let j = job(s, 1, &mut buf);
+        assert!(!j.direct[0] && j.scratch[0].is_some());
+    }
+
+    #[test]
+    fn a_direct_receive_zeroes_its_bubbles_and_ignores_late_data() {
+        let a = Transfer { src: 0, dst: 1, range: 8..24, op: Op::Copy, after: vec![], loss_bound: 0.5, priority: 1 };
+        let s = Schedule { name: "x".into(), world: 2, bytes: 32, elem_bytes: 4, transfers: vec![a] };
+        let mut buf = vec![9f32; 8];
+        let mut j = job(s, 1, &mut buf);
+        assert!(j.direct[0]);
+        j.place(0, 0..4, &1f32.to_ne_bytes());
+        j.apply(0, &[4..16]);
+        j.place(0, 4..8, &2f32.to_ne_bytes()); // after apply: dropped
+        drop(j);
+        assert_eq!(buf, vec![9.0, 9.0, 1.0, 0.0, 0.0, 0.0, 9.0, 9.0]);
     }
 }
