@@ -60,6 +60,9 @@ fn rand_session() -> u64 {
 
 fn base_cfg(mss: u32) -> EngineConfig {
     let mut c = EngineConfig::default();
+    if let Some(mb) = std::env::var("GOODPUT_SOCKBUF_MB").ok().and_then(|v| v.parse::<usize>().ok()) {
+        c.socket_buffer_bytes = mb << 20;
+    }
     c.transport.kind = TransportKind::Dlcp;
     c.transport.mss = mss;
     c

@@ -347,7 +347,7 @@ impl Engine {
     /// One pass over everything; true if it did work that may enable more right away.
     fn turn(&mut self) -> bool {
         self.take_commands();
-        let mut busy = self.receive_datagrams();
+        let mut busy = self.receive_datagrams(RECV_CALLS);
         self.read_control();
         let now = self.now();
         self.fire_timers(now);
@@ -541,7 +541,8 @@ impl Engine {
 
     // ---- input ------------------------------------------------------------------------
 
-    fn receive_datagrams(&mut self) -> bool {
+    /// At most `calls` batched reads; true if anything arrived.
+    fn receive_datagrams(&mut self, calls: usize) -> bool {
         let now = self.now();
         let mut count = 0usize;
         // The socket's receive buffers are borrowed while `f` runs, so `f` cannot take
@@ -549,7 +550,7 @@ impl Engine {
         let mut bufs = std::mem::take(&mut self.rbufs);
         // At most RECV_CALLS batched reads (each up to 16 GRO buffers of 64 KiB) per turn,
         // so timers and control keep running while a fast sender fills the socket.
-        for _ in 0..RECV_CALLS {
+        for _ in 0..calls {
             match self.udp.recv(&mut bufs) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -638,8 +639,10 @@ impl Engine {
             }
         }
         if !frames.is_empty() {
-            // A STOP must not overtake data already queued in the UDP socket: drain it first.
-            self.receive_datagrams();
+            // A STOP must not overtake data already queued in the UDP socket: drain it
+            // first, all of it (a STOP handled with data still queued would request that
+            // data again).
+            self.receive_datagrams(usize::MAX);
         }
         let now = self.now();
         for mut h in frames.drain(..) {
