@@ -122,6 +122,14 @@ fn sched_delta(a: &[(String, u64, u64)], b: &[(String, u64, u64)], wall: f64) ->
         .join(", ")
 }
 
+/// Datagrams the kernel dropped on all UDP sockets (/proc/net/snmp `Udp: RcvbufErrors`).
+fn udp_drops() -> u64 {
+    let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let (Some(h), Some(v)) = (lines.next(), lines.next()) else { return 0 };
+    h.split_whitespace().zip(v.split_whitespace()).find(|(k, _)| *k == "RcvbufErrors").and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
+}
+
 fn load() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
@@ -228,12 +236,15 @@ fn goodput(args: &[String]) {
         for i in 0..reps {
             bufs[1].iter_mut().for_each(|x| *x = 0.0);
             let s0 = sched_now();
+            let (c0, d0) = (comms[1].counters(), udp_drops());
             let (gs, retx) = gradwire_once(&comms, &sched, &mut bufs);
+            let (c1, d1) = (comms[1].counters(), udp_drops());
+            let why = format!("early {} kernel drops {}", c1.early - c0.early, d1 - d0);
             let cpu = sched_delta(&s0, &sched_now(), gs).replace("gradwire-rank0", "tx").replace("gradwire-rank1", "rx");
             assert!(bufs[1] == src, "gradwire delivered wrong bytes");
             let s1 = sched_now();
             if args.iter().any(|a| a == "--no-tcp") {
-                println!("  mtu {label} rep {i}: gradwire {:6.2} Gbit/s ({gs:.3} s, {retx} retx) [{cpu}] {:.2} cpu-s/GB", bytes as f64 * 8.0 / gs / 1e9, cpu_per_gb(&s0, &s1, "gradwire", bytes));
+                println!("  mtu {label} rep {i}: gradwire {:6.2} Gbit/s ({gs:.3} s, {retx} retx, {why}) [{cpu}] {:.2} cpu-s/GB", bytes as f64 * 8.0 / gs / 1e9, cpu_per_gb(&s0, &s1, "gradwire", bytes));
                 continue;
             }
             let (ts, tu) = tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
@@ -243,7 +254,7 @@ fn goodput(args: &[String]) {
             gc.push(gcg);
             tc.push(tcg);
             let (gg, tg) = (bytes as f64 * 8.0 / gs / 1e9, bytes as f64 * 8.0 / ts / 1e9);
-            println!("  mtu {label} rep {i}: gradwire {gg:6.2} Gbit/s ({gs:.3} s, {retx} retx)  tcp {tg:6.2} Gbit/s  ratio {:.2}\n      gradwire [{cpu}] {gcg:.2} cpu-s/GB   tcp [{tcpu}] {tcg:.2} cpu-s/GB", gg / tg);
+            println!("  mtu {label} rep {i}: gradwire {gg:6.2} Gbit/s ({gs:.3} s, {retx} retx, {why})  tcp {tg:6.2} Gbit/s  ratio {:.2}\n      gradwire [{cpu}] {gcg:.2} cpu-s/GB   tcp [{tcpu}] {tcg:.2} cpu-s/GB", gg / tg);
             g.push(gg);
             t.push(tg);
             r.push(gg / tg);

@@ -40,8 +40,8 @@ const CALL_MASK: u16 = (1 << (32 - TRANSFER_BITS)) - 1;
 const STASH_LIMIT: usize = 1 << 16;
 /// Packets one endpoint may emit per turn, so one big send cannot starve the rest.
 const TX_BUDGET: usize = 1024;
-/// Batched socket reads per turn.
-const RECV_CALLS: usize = 16;
+/// Datagram bytes read per turn (at most about; each read takes up to 1 MiB).
+const RECV_TURN_BYTES: usize = 8 << 20;
 /// Deadlines closer than this are spun for rather than slept on.
 const SPIN: Time = 50_000_000; // 50 µs
 
@@ -347,7 +347,10 @@ impl Engine {
     /// One pass over everything; true if it did work that may enable more right away.
     fn turn(&mut self) -> bool {
         self.take_commands();
-        let mut busy = self.receive_datagrams(RECV_CALLS);
+        // Post a new call before reading: its data may already be arriving.
+        let started = self.job.is_none() && self.start_next_call();
+        // Bounded, so timers and control keep running while a fast sender fills the socket.
+        let mut busy = self.receive_datagrams(RECV_TURN_BYTES);
         self.read_control();
         let now = self.now();
         self.fire_timers(now);
@@ -360,7 +363,7 @@ impl Engine {
         if self.job.is_none() {
             busy |= self.start_next_call();
         }
-        busy
+        busy || started
     }
 
     fn sleep_for(&self) -> Option<Duration> {
@@ -541,16 +544,15 @@ impl Engine {
 
     // ---- input ------------------------------------------------------------------------
 
-    /// At most `calls` batched reads; true if anything arrived.
-    fn receive_datagrams(&mut self, calls: usize) -> bool {
+    /// Reads and handles datagrams until the socket is empty or about `max_bytes` have
+    /// been read; true if anything arrived.
+    fn receive_datagrams(&mut self, max_bytes: usize) -> bool {
         let now = self.now();
-        let mut count = 0usize;
-        // The socket's receive buffers are borrowed while `f` runs, so `f` cannot take
-        // `&mut self`: split the borrows by moving the socket out for the read.
+        let (mut count, mut bytes) = (0usize, 0usize);
+        // The receive buffers are borrowed while the datagrams are handled, which needs
+        // `&mut self`: move them out for the read.
         let mut bufs = std::mem::take(&mut self.rbufs);
-        // At most RECV_CALLS batched reads (each up to 16 GRO buffers of 64 KiB) per turn,
-        // so timers and control keep running while a fast sender fills the socket.
-        for _ in 0..calls {
+        while bytes < max_bytes {
             match self.udp.recv(&mut bufs) {
                 Ok(true) => {}
                 Ok(false) => break,
@@ -561,6 +563,7 @@ impl Engine {
             }
             for (d, ce) in bufs.datagrams() {
                 count += 1;
+                bytes += d.len();
                 self.on_datagram(d, ce, now);
             }
         }
@@ -641,8 +644,10 @@ impl Engine {
         if !frames.is_empty() {
             // A STOP must not overtake data already queued in the UDP socket: drain it
             // first, all of it (a STOP handled with data still queued would request that
-            // data again).
-            self.receive_datagrams(usize::MAX);
+            // data again). The socket cannot hold more than its buffer size, so reading
+            // that much empties what was queued, without chasing a sender that keeps
+            // sending (which would stall this loop, its calls and its timers).
+            self.receive_datagrams(self.cfg.socket_buffer_bytes.max(RECV_TURN_BYTES));
         }
         let now = self.now();
         for mut h in frames.drain(..) {
