@@ -56,6 +56,9 @@ pub struct EngineConfig {
     pub socket_buffer_bytes: usize,
     /// How long a closing communicator waits for its last transfers' handshakes.
     pub linger: Duration,
+    /// Datagram bytes kept for calls this rank has not posted yet (a peer that calls
+    /// first sends at once); beyond this they are dropped and resent on request.
+    pub early_buffer_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -67,6 +70,7 @@ impl Default for EngineConfig {
             gso: true,
             socket_buffer_bytes: 32 << 20,
             linger: Duration::from_secs(2),
+            early_buffer_bytes: 64 << 20,
         }
     }
 }
@@ -589,8 +593,8 @@ impl Engine {
         let Some(from) = self.slots.get(&h.flow).map(|s| s.peer) else {
             self.classify_unknown(h.flow);
             // Data of a call this rank has not posted yet (the peer started first): keep
-            // it, up to the socket buffer's size, rather than make the sender resend it.
-            if is_future(call_of(h.flow), self.next_call) && self.early.len() + d.len() <= self.cfg.socket_buffer_bytes {
+            // it, up to `early_buffer_bytes`, rather than make the sender resend it.
+            if is_future(call_of(h.flow), self.next_call) && self.early.len() + d.len() <= self.cfg.early_buffer_bytes {
                 self.early_index.push((self.early.len(), d.len(), ce));
                 self.early.extend_from_slice(d);
             }
@@ -644,10 +648,11 @@ impl Engine {
         if !frames.is_empty() {
             // A STOP must not overtake data already queued in the UDP socket: drain it
             // first, all of it (a STOP handled with data still queued would request that
-            // data again). The socket cannot hold more than its buffer size, so reading
-            // that much empties what was queued, without chasing a sender that keeps
-            // sending (which would stall this loop, its calls and its timers).
-            self.receive_datagrams(self.cfg.socket_buffer_bytes.max(RECV_TURN_BYTES));
+            // data again). The socket cannot hold more than its buffer (which the kernel
+            // doubles for bookkeeping), so reading that much empties what was queued,
+            // without chasing a sender that keeps sending (which would stall this loop,
+            // its calls and its timers).
+            self.receive_datagrams((2 * self.cfg.socket_buffer_bytes).max(RECV_TURN_BYTES));
         }
         let now = self.now();
         for mut h in frames.drain(..) {
