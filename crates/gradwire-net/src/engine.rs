@@ -418,6 +418,9 @@ impl Engine {
         }
         let mut job = Job::new(call, s.clone(), self.rank, req.buf, req.dtype, req.reply);
         let now = self.now();
+        if self.tracing {
+            eprintln!("t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept", now as f64 / 1e9, self.rank, s.name, self.early_index.len());
+        }
         for t in s.receives_of(self.rank) {
             job.post_receive(t);
             let spec = self.spec(&s, call, t, job.dtype);
