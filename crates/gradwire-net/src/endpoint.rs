@@ -44,11 +44,20 @@ pub struct TransportConfig {
     pub line_rate_bps: u64,
     /// The pacer may run this far ahead of real time, so sends leave in GSO-sized bursts.
     pub burst: Time,
+    /// DLCP: the rate-control period (receive-rate reports and rate decisions). The
+    /// simulator's 200 µs is shorter than the scheduling gaps of a loaded host (a thread
+    /// off the CPU for a few ms would read as a receive rate of zero and halve the rate),
+    /// so the runtime judges over longer periods.
+    pub rate_period: Time,
+    /// DLCP: after a gap between the event loop's turns (a busy turn, a preempted thread),
+    /// the sender may send up to this much of the gap's worth at once (see the engine's
+    /// `transmit`); `burst` at least.
+    pub max_catch_up: Time,
 }
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig { kind: TransportKind::Dlcp, mss: 1440, line_rate_bps: 25_000_000_000, burst: 20 * US }
+        TransportConfig { kind: TransportKind::Dlcp, mss: 1440, line_rate_bps: 25_000_000_000, burst: 20 * US, max_catch_up: MS, rate_period: 2 * MS }
     }
 }
 
@@ -69,6 +78,7 @@ impl TransportConfig {
             line_rate_bps: self.line_rate_bps,
             data_priority: priority.clamp(1, 7),
             ctrl_rto: CTRL_RTO,
+            rate_period: self.rate_period,
             ..DlcpConfig::default()
         }
     }

@@ -102,9 +102,14 @@ pub struct Job {
     pub dtype: Dtype,
     /// Receive buffers, one per posted receive, 8-byte aligned for the reduction.
     scratch: Vec<Option<Vec<u64>>>,
+    /// Receives placed straight into the caller's buffer (see [`Job::post_receive`]).
+    direct: Vec<bool>,
+    rank: u32,
     pub report: Report,
     started: Instant,
     pub last_progress: Instant,
+    /// A packet of this call arrived since `last_progress` was last updated.
+    pub progressed: bool,
     pub reply: Reply,
 }
 
@@ -114,7 +119,7 @@ impl Job {
         let n = schedule.transfers.len();
         let now = Instant::now();
         let report = Report { algorithm: schedule.name.clone(), min_delivered_fraction: 1.0, ..Report::default() };
-        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], report, started: now, last_progress: now, reply }
+        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, progressed: false, reply }
     }
 
     pub fn range(&self, t: TransferId) -> Range<u64> {
@@ -134,14 +139,50 @@ impl Job {
         (self.dtype == Dtype::F32).then(|| bytemuck::try_cast_slice(b).ok()).flatten()
     }
 
+    /// Prepares receive `t`. A `Copy` whose range no other transfer of this rank touches
+    /// concurrently lands straight in the caller's buffer: the payload is copied once
+    /// instead of twice and no scratch is allocated. Its bubbles are zeroed when it is
+    /// applied, so the result is the same as through a zeroed scratch.
+    ///
+    /// "Concurrently": another send or receive of this rank over an overlapping range is
+    /// fine when the two are ordered by the schedule's dependencies (one is among the
+    /// other's transitive `after`). If `t` waits for it, it was delivered at its
+    /// destination before `t` could start anywhere, and nothing placed or applied after
+    /// that uses it (late data for an applied receive is dropped); if it waits for `t`,
+    /// it starts after `t` was applied.
     pub fn post_receive(&mut self, t: TransferId) {
-        let bytes = self.range(t).end - self.range(t).start;
+        let tr = &self.schedule.transfers[t as usize];
+        let r = tr.range.clone();
+        if tr.op == Op::Copy && !r.is_empty() && self.alone(t) {
+            self.direct[t as usize] = true;
+            return;
+        }
+        let bytes = r.end - r.start;
         self.scratch[t as usize] = Some(vec![0u64; bytes.div_ceil(8) as usize]);
     }
 
-    /// Copies a received payload into receive `t`'s scratch at transfer offset `at`.
+    /// No transfer of this rank overlapping `t`'s range runs concurrently with it.
+    fn alone(&self, t: TransferId) -> bool {
+        let s = &self.schedule;
+        let r = &s.transfers[t as usize].range;
+        s.transfers.iter().enumerate().all(|(i, o)| {
+            let i = i as TransferId;
+            i == t
+                || (o.src != self.rank && o.dst != self.rank)
+                || !(o.range.start < r.end && r.start < o.range.end)
+                || depends(s, t, i)
+                || depends(s, i, t)
+        })
+    }
+
+    /// Copies a received payload into receive `t`'s scratch (or, for a direct receive,
+    /// the buffer) at transfer offset `at`.
     pub fn place(&mut self, t: TransferId, at: Range<u64>, payload: &[u8]) {
-        if let Some(s) = self.scratch[t as usize].as_mut() {
+        if self.direct[t as usize] {
+            let base = self.schedule.transfers[t as usize].range.start;
+            let dst = &mut self.buf.bytes_mut()[(base + at.start) as usize..(base + at.end) as usize];
+            dst.copy_from_slice(payload);
+        } else if let Some(s) = self.scratch[t as usize].as_mut() {
             let dst = &mut bytemuck::cast_slice_mut::<u64, u8>(s)[at.start as usize..at.end as usize];
             dst.copy_from_slice(payload);
         }
@@ -150,17 +191,24 @@ impl Job {
 
     /// Receive `t` is delivered: apply it to the buffer (bubbles are the scratch's zeros).
     pub fn apply(&mut self, t: TransferId, bubbles: &[Range<u64>]) {
-        let Some(scratch) = self.scratch[t as usize].take() else { return };
         let tr = &self.schedule.transfers[t as usize];
         let (r, op, src) = (tr.range.clone(), tr.op, tr.src);
         let len = (r.end - r.start) as usize;
-        let got = &bytemuck::cast_slice::<u64, u8>(&scratch)[..len];
-        let dtype = self.dtype;
-        let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
-        match (op, dtype) {
-            (Op::Copy, _) => dst.copy_from_slice(got),
-            (Op::Reduce, Dtype::F32) => add::<f32>(dst, got),
-            (Op::Reduce, Dtype::F64) => add::<f64>(dst, got),
+        if std::mem::take(&mut self.direct[t as usize]) {
+            let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
+            for b in bubbles {
+                dst[b.start as usize..b.end as usize].fill(0);
+            }
+        } else {
+            let Some(scratch) = self.scratch[t as usize].take() else { return };
+            let got = &bytemuck::cast_slice::<u64, u8>(&scratch)[..len];
+            let dtype = self.dtype;
+            let dst = &mut self.buf.bytes_mut()[r.start as usize..r.end as usize];
+            match (op, dtype) {
+                (Op::Copy, _) => dst.copy_from_slice(got),
+                (Op::Reduce, Dtype::F32) => add::<f32>(dst, got),
+                (Op::Reduce, Dtype::F64) => add::<f64>(dst, got),
+            }
         }
         let lost: u64 = bubbles.iter().map(|b| b.end - b.start).sum();
         for b in bubbles {
@@ -178,6 +226,28 @@ impl Job {
     }
 }
 
+/// `a` waits (transitively, through `after`) for `b`. Bounded: a schedule too large to
+/// search answers "no" (the receive then simply goes through a scratch buffer).
+fn depends(s: &Schedule, a: TransferId, b: TransferId) -> bool {
+    const LIMIT: usize = 1 << 16;
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![a];
+    while let Some(x) = stack.pop() {
+        for &y in &s.transfers[x as usize].after {
+            if y == b {
+                return true;
+            }
+            if seen.len() >= LIMIT {
+                return false;
+            }
+            if seen.insert(y) {
+                stack.push(y);
+            }
+        }
+    }
+    false
+}
+
 /// `dst += src` elementwise; both are whole elements (ranges are element-aligned).
 fn add<T: bytemuck::Pod + std::ops::AddAssign>(dst: &mut [u8], src: &[u8]) {
     match (bytemuck::try_cast_slice_mut::<u8, T>(dst), bytemuck::try_cast_slice::<u8, T>(src)) {
@@ -191,5 +261,62 @@ fn add<T: bytemuck::Pod + std::ops::AddAssign>(dst: &mut [u8], src: &[u8]) {
                 d.copy_from_slice(bytemuck::bytes_of(&a));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gradwire_core::collective::{ring, CollectiveOptions, Transfer};
+
+    use super::*;
+
+    fn job(s: Schedule, rank: u32, buf: &mut [f32]) -> Job {
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let mut j = Job::new(0, Arc::new(s), rank, RawBuffer::from_slice(buf), Dtype::F32, tx);
+        for t in j.schedule.clone().receives_of(rank) {
+            j.post_receive(t);
+        }
+        j
+    }
+
+    #[test]
+    fn ring_all_gather_receives_are_direct_and_reduces_are_not() {
+        for n in [2u32, 4, 5] {
+            let s = ring(n, 4000 * n as u64, 4, &CollectiveOptions::default());
+            for rank in 0..n {
+                let mut buf = vec![0f32; 1000 * n as usize];
+                let j = job(s.clone(), rank, &mut buf);
+                for t in s.receives_of(rank) {
+                    let copy = s.transfers[t as usize].op == Op::Copy;
+                    assert_eq!(j.direct[t as usize], copy, "{n} ranks, rank {rank}, transfer {t}");
+                    assert_eq!(j.scratch[t as usize].is_some(), !copy);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unordered_overlapping_send_keeps_the_scratch() {
+        // Rank 1 receives a copy of 0..400 while it sends 0..400 to rank 0, unordered.
+        let a = Transfer { src: 0, dst: 1, range: 0..400, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
+        let b = Transfer { src: 1, dst: 0, range: 0..400, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
+        let s = Schedule { name: "x".into(), world: 2, bytes: 400, elem_bytes: 4, transfers: vec![a, b] };
+        let mut buf = vec![0f32; 100];
+        let j = job(s, 1, &mut buf);
+        assert!(!j.direct[0] && j.scratch[0].is_some());
+    }
+
+    #[test]
+    fn a_direct_receive_zeroes_its_bubbles_and_ignores_late_data() {
+        let a = Transfer { src: 0, dst: 1, range: 8..24, op: Op::Copy, after: vec![], loss_bound: 0.5, priority: 1 };
+        let s = Schedule { name: "x".into(), world: 2, bytes: 32, elem_bytes: 4, transfers: vec![a] };
+        let mut buf = vec![9f32; 8];
+        let mut j = job(s, 1, &mut buf);
+        assert!(j.direct[0]);
+        j.place(0, 0..4, &1f32.to_ne_bytes());
+        j.apply(0, &[4..16]);
+        j.place(0, 4..8, &2f32.to_ne_bytes()); // after apply: dropped
+        drop(j);
+        assert_eq!(buf, vec![9.0, 9.0, 1.0, 0.0, 0.0, 0.0, 9.0, 9.0]);
     }
 }

@@ -44,9 +44,11 @@ pub struct RecvBufs {
     filled: usize,
 }
 
+/// Empty: costs nothing, so the engine can `mem::take` it every turn; the buffers are
+/// allocated on the first read.
 impl Default for RecvBufs {
     fn default() -> Self {
-        RecvBufs { bufs: vec![vec![0u8; RECV_BUF_BYTES]; RECV_BUFS], metas: vec![RecvMeta::default(); RECV_BUFS], filled: 0 }
+        RecvBufs { bufs: Vec::new(), metas: Vec::new(), filled: 0 }
     }
 }
 
@@ -117,9 +119,32 @@ impl DataSocket {
         Ok(())
     }
 
+    /// Sends datagrams given as a gather list of exactly two slices each (header,
+    /// payload), all but the last `segment` bytes long: one GSO `sendmsg` where possible,
+    /// else one `sendmsg` per datagram. Errors as [`Self::send_batch`].
+    pub fn send_datagrams(&self, dst: SocketAddr, tos: u8, segment: usize, iov: &[IoSlice<'_>]) -> io::Result<()> {
+        let addr = SockaddrStorage::from(dst);
+        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
+        let fd = self.sock.as_raw_fd();
+        if self.gso && iov.len() > 2 {
+            let seg = segment as u16;
+            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
+            sendmsg(fd, iov, &cmsgs, MsgFlags::empty(), Some(&addr))?;
+            return Ok(());
+        }
+        for d in iov.chunks(2) {
+            sendmsg(fd, d, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+        }
+        Ok(())
+    }
+
     /// One batched read into `bufs`; `Ok(false)` when nothing is waiting.
     pub fn recv(&self, bufs: &mut RecvBufs) -> io::Result<bool> {
         bufs.filled = 0;
+        if bufs.bufs.is_empty() {
+            bufs.bufs = vec![vec![0u8; RECV_BUF_BYTES]; RECV_BUFS];
+            bufs.metas = vec![RecvMeta::default(); RECV_BUFS];
+        }
         loop {
             let mut slices: Vec<IoSliceMut<'_>> = bufs.bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
             return match self.state.recv(UdpSockRef::from(&self.sock), &mut slices, &mut bufs.metas) {
@@ -171,6 +196,30 @@ mod tests {
             for (i, d) in got.iter().enumerate() {
                 assert!(d.iter().all(|&b| b == i as u8));
                 assert_eq!(d.len(), if i == 9 { 100 } else { seg });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod gro_probe {
+    use super::*;
+
+    /// Prints how a GSO batch arrives (one GRO buffer or one buffer per datagram).
+    #[test]
+    #[ignore]
+    fn gro_probe() {
+        let rx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 8 << 20, true).unwrap();
+        let tx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 8 << 20, true).unwrap();
+        println!("gso {} gro_segments {}", tx.gso, rx.state.gro_segments());
+        let seg = 1472;
+        let contents = vec![7u8; seg * 40];
+        tx.send_batch(rx.local_addr().unwrap(), 0, seg, &contents).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut bufs = RecvBufs::default();
+        while rx.recv(&mut bufs).unwrap() {
+            for m in &bufs.metas[..bufs.filled] {
+                println!("meta len {} stride {}", m.len, m.stride);
             }
         }
     }
