@@ -321,7 +321,7 @@ fn rate_control_halves_on_low_receive_rate_and_resets_on_retx() {
     // A retransmission request (answering STOP 0, which this sender has not sent yet) is
     // ignored; rate resets only for a request the sender acts on.
     let retx = |arg| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, arg, 64);
-    s.handle_packet(t, &retx(RetxReq { round: 0, first: 0, count: 1 }.pack()));
+    s.handle_packet(t, &retx(RetxReq { round: 0, last: true, first: 0, set: RetxSet::Run(1) }.pack()));
     assert_eq!((s.retx_ignored(), s.rate_bps()), (1, line / 2 + line / 20));
 }
 
@@ -387,4 +387,86 @@ proptest! {
         check_completed(&o, size, bound);
         prop_assert!(o.receiver.delivered_fraction() >= 1.0 - bound - 1e-9);
     }
+}
+
+proptest! {
+    /// A round's batch of RETX messages names exactly the missing segments, survives
+    /// packing, flags only its last message, and needs at most one message per missing
+    /// run (fewer when runs are short and close: bitmaps).
+    #[test]
+    fn retx_batch_encodes_exactly_the_missing_segments(
+        gaps in proptest::collection::vec((0u64..60, 1u64..80), 0..40),
+        round in 0u64..5000,
+    ) {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        let mut at = 0;
+        for (skip, len) in gaps {
+            at += skip + if runs.is_empty() { 0 } else { 1 };
+            runs.push(at..at + len);
+            at += len;
+        }
+        let batch = RetxReq::batch(round, &runs);
+        prop_assert!(batch.len() <= runs.len());
+        prop_assert_eq!(batch.iter().filter(|r| r.last).count(), (!runs.is_empty()) as usize);
+        prop_assert!(batch.last().map_or(true, |r| r.last));
+        let mut got: Vec<u64> = Vec::new();
+        for r in &batch {
+            let u = RetxReq::unpack(r.pack());
+            prop_assert_eq!(u, *r);
+            prop_assert_eq!(u.round as u64, round % 1024);
+            got.extend(u.runs().into_iter().flatten());
+        }
+        let want: Vec<u64> = runs.iter().cloned().flatten().collect();
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn next_stop_waits_for_the_whole_request_and_rate_resets_once_per_round() {
+    let c = cfg(0.0);
+    let n = 100u64; // segments
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, n * 1440, 0);
+    let mut t = 0;
+    let mut stops = 0;
+    // round 0: everything goes out, then STOP(0)
+    while stops == 0 {
+        while let Some(p) = s.poll_transmit(t) {
+            stops += (p.kind == PacketKind::Ctrl(CtrlOp::Stop)) as u32;
+        }
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    let retx = |r: RetxReq| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, r.pack(), 64);
+    let batch = RetxReq::batch(0, &[3..4, 10..12, 50..90]);
+    assert_eq!(batch.len(), 2, "a bitmap for 3 and 10..12, a run for 50..90");
+    // The first message of the batch: resent, but no STOP(1) before the flagged last one.
+    s.handle_packet(t, &retx(batch[0]));
+    assert_eq!(s.rate_bps(), c.line_rate_bps);
+    let mut resent = 0;
+    for _ in 0..100 {
+        while let Some(p) = s.poll_transmit(t) {
+            assert_ne!(p.kind, PacketKind::Ctrl(CtrlOp::Stop), "STOP before the request was complete");
+            resent += (p.kind == PacketKind::Data) as u32;
+        }
+        match s.poll_timeout() {
+            Some(d) if d <= t + c.rate_period / 4 => {
+                t = d;
+                s.handle_timeout(t);
+            }
+            _ => break,
+        }
+    }
+    assert_eq!(resent, 3);
+    s.handle_packet(t, &retx(batch[1]));
+    s.handle_packet(t, &retx(batch[1])); // a duplicate is ignored
+    assert_eq!(s.retx_ignored(), 1);
+    let mut data = 0;
+    while s.rounds() < 2 {
+        while let Some(p) = s.poll_transmit(t) {
+            data += (p.kind == PacketKind::Data) as u32;
+        }
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    assert_eq!(data, 40, "the run, once; then STOP(1)");
 }
