@@ -143,6 +143,10 @@ def test_cost_estimate_orders_by_bytes():
     small = {"workload": {"kind": "dnn", "model": "resnet18", "workers": 16}}
     big = {"workload": {"kind": "dnn", "model": "resnet50", "workers": 144}}
     assert rp.estimate_cost(big) > rp.estimate_cost(small) > 0
+    # at the same scale a DLCP run (resend rounds) is expected to cost more than DCTCP
+    dlcp = {**big, "transport": {"kind": "dlcp"}}
+    dctcp = {**big, "transport": {"kind": "dctcp"}}
+    assert rp.estimate_cost(dlcp) > rp.estimate_cost(dctcp) == rp.estimate_cost(big)
 
 
 def test_list_and_errors(cli, tmp_path):
