@@ -331,6 +331,25 @@ def bst_per_iteration(flows) -> "dict[int, float]":
     return out
 
 
+def stage_fct(flows_csv: Path) -> dict:
+    """Mean and p99 FCT (µs, nearest rank) of the push and of the pull flows of a run, from
+    the `pull` column of flows.csv; NaN where there is no such flow (or no column)."""
+    import pandas as pd
+
+    out = {f"{st}_{m}_us": math.nan for st in ("push", "pull") for m in ("mean", "p99")}
+    try:
+        flows = pd.read_csv(flows_csv, usecols=["fct_ns", "pull"])
+    except (OSError, ValueError):
+        return out
+    for name, is_pull in (("push", 0), ("pull", 1)):
+        fct = pd.to_numeric(flows.loc[flows["pull"] == is_pull, "fct_ns"], errors="coerce").dropna()
+        us = sorted(v / 1e3 for v in fct)
+        if us:
+            out[f"{name}_mean_us"] = sum(us) / len(us)
+            out[f"{name}_p99_us"] = nearest_rank(us, 0.99)
+    return out
+
+
 def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
     """The metric columns of one run."""
     if repro.reduce == "fct":
@@ -339,7 +358,9 @@ def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
             v = summary.get(k)
             return math.nan if v is None else v / 1e3
 
-        return {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
+        out = {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
+        out.update(stage_fct(run_dir / "flows.csv"))
+        return out
     if repro.reduce == "bst":
         import pandas as pd
 
