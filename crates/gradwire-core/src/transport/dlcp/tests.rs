@@ -423,44 +423,59 @@ proptest! {
 
 #[test]
 fn next_stop_waits_for_the_whole_request_and_rate_resets_once_per_round() {
-    let c = cfg(0.0);
-    let n = 100u64; // segments
+    let c = cfg(0.0); // 10 Gb/s: a 1500 B packet every 1.2 us
+    let n = 1000u64; // segments
     let mut s = DlcpSender::new(c, FLOW, SRC, DST, n * 1440, 0);
     let mut t = 0;
-    let mut stops = 0;
     // round 0: everything goes out, then STOP(0)
-    while stops == 0 {
-        while let Some(p) = s.poll_transmit(t) {
-            stops += (p.kind == PacketKind::Ctrl(CtrlOp::Stop)) as u32;
-        }
+    while s.rounds() == 0 {
+        while s.poll_transmit(t).is_some() {}
         t = s.poll_timeout().unwrap();
         s.handle_timeout(t);
     }
+    // START and STOP(0) arrived (else the control channel would repeat them)
+    for (op, arg) in [(CtrlOp::Start, n * 1440), (CtrlOp::Stop, 0)] {
+        s.handle_packet(t, &Packet::ctrl(PacketKind::CtrlAck(op), FLOW, DST, SRC, arg, 64));
+    }
     let retx = |r: RetxReq| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, r.pack(), 64);
-    let batch = RetxReq::batch(0, &[3..4, 10..12, 50..90]);
-    assert_eq!(batch.len(), 2, "a bitmap for 3 and 10..12, a run for 50..90");
-    // The first message of the batch: resent, but no STOP(1) before the flagged last one.
+    let report = |bps| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, bps, 64);
+    let batch = RetxReq::batch(0, &[0..600, 900..901, 905..907]);
+    assert_eq!(batch.len(), 2, "a run for 0..600, one bitmap for 900 and 905..907");
+    // The first message: resent at line rate; no STOP(1) before the flagged last one.
     s.handle_packet(t, &retx(batch[0]));
     assert_eq!(s.rate_bps(), c.line_rate_bps);
-    let mut resent = 0;
-    for _ in 0..100 {
+    let mut data = 0;
+    // Two rate periods of sending while the receiver reports almost nothing: the first
+    // decision after the reset is skipped, the second halves.
+    let until = t + 2 * c.rate_period + 1;
+    while t < until {
+        s.handle_packet(t, &report(1));
         while let Some(p) = s.poll_transmit(t) {
             assert_ne!(p.kind, PacketKind::Ctrl(CtrlOp::Stop), "STOP before the request was complete");
-            resent += (p.kind == PacketKind::Data) as u32;
+            data += (p.kind == PacketKind::Data) as u32;
         }
-        match s.poll_timeout() {
-            Some(d) if d <= t + c.rate_period / 4 => {
-                t = d;
-                s.handle_timeout(t);
-            }
-            _ => break,
-        }
+        t = s.poll_timeout().unwrap().min(until);
+        s.handle_timeout(t);
     }
-    assert_eq!(resent, 3);
+    assert_eq!(s.rate_bps(), c.line_rate_bps / 2);
+    // The run is all resent well within 2 ms; still no STOP: the request is not complete.
+    let until = t + 2 * MS;
+    while t < until {
+        while let Some(p) = s.poll_transmit(t) {
+            assert_ne!(p.kind, PacketKind::Ctrl(CtrlOp::Stop), "STOP before the request was complete");
+            data += (p.kind == PacketKind::Data) as u32;
+        }
+        t = s.poll_timeout().unwrap().min(until);
+        s.handle_timeout(t);
+    }
+    assert_eq!((data, s.rounds()), (600, 1));
+    // The rest of the same request does not reset the rate again: once per round.
+    let before = s.rate_bps();
+    assert!(before <= c.line_rate_bps / 2);
     s.handle_packet(t, &retx(batch[1]));
+    assert_eq!(s.rate_bps(), before);
     s.handle_packet(t, &retx(batch[1])); // a duplicate is ignored
     assert_eq!(s.retx_ignored(), 1);
-    let mut data = 0;
     while s.rounds() < 2 {
         while let Some(p) = s.poll_transmit(t) {
             data += (p.kind == PacketKind::Data) as u32;
@@ -468,5 +483,5 @@ fn next_stop_waits_for_the_whole_request_and_rate_resets_once_per_round() {
         t = s.poll_timeout().unwrap();
         s.handle_timeout(t);
     }
-    assert_eq!(data, 40, "the run, once; then STOP(1)");
+    assert_eq!(data, 603, "the whole request, once; then STOP(1)");
 }
