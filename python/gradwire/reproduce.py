@@ -192,15 +192,24 @@ def _model_bytes(model: str) -> float:
         return 1e8
 
 
+# Simulation cost per byte moved, relative to TCP, measured on the dlcp-fig14 runs (CPU
+# seconds at 32 and 144 workers): pFabric scans its rank-ordered port buffers (1.3-2.3x),
+# DLCP resends the pushes lost in PS incast several times over (2.5x at 32 workers, more
+# at 144). Only the order of runs depends on it: the longest go first.
+_TRANSPORT_COST = {"pfabric": 2.0, "dlcp": 4.0}
+
+
 def estimate_cost(config: dict) -> float:
-    """A rough relative cost of a run: the bytes its workload moves (no simulation)."""
+    """A rough relative cost of a run: the bytes its workload moves (no simulation), times
+    its transport's relative cost per byte."""
     w = config.get("workload", {})
     kind = w.get("kind")
+    factor = _TRANSPORT_COST.get(config.get("transport", {}).get("kind", ""), 1.0)
     if kind == "dnn":
-        return w.get("workers", 1) * _model_bytes(w.get("model", "")) * w.get("iterations", 1)
+        return factor * w.get("workers", 1) * _model_bytes(w.get("model", "")) * w.get("iterations", 1)
     if kind == "ps":
-        return w.get("workers", 1) * (w.get("push_bytes", 0) + (w.get("pull_bytes") or w.get("push_bytes", 0)))
-    return float(w.get("flow_bytes", 1) or 1)
+        return factor * w.get("workers", 1) * (w.get("push_bytes", 0) + (w.get("pull_bytes") or w.get("push_bytes", 0)))
+    return factor * float(w.get("flow_bytes", 1) or 1)
 
 
 def plan_reproduction(
@@ -322,6 +331,25 @@ def bst_per_iteration(flows) -> "dict[int, float]":
     return out
 
 
+def stage_fct(flows_csv: Path) -> dict:
+    """Mean and p99 FCT (µs, nearest rank) of the push and of the pull flows of a run, from
+    the `pull` column of flows.csv; NaN where there is no such flow (or no column)."""
+    import pandas as pd
+
+    out = {f"{st}_{m}_us": math.nan for st in ("push", "pull") for m in ("mean", "p99")}
+    try:
+        flows = pd.read_csv(flows_csv, usecols=["fct_ns", "pull"])
+    except (OSError, ValueError):
+        return out
+    for name, is_pull in (("push", 0), ("pull", 1)):
+        fct = pd.to_numeric(flows.loc[flows["pull"] == is_pull, "fct_ns"], errors="coerce").dropna()
+        us = sorted(v / 1e3 for v in fct)
+        if us:
+            out[f"{name}_mean_us"] = sum(us) / len(us)
+            out[f"{name}_p99_us"] = nearest_rank(us, 0.99)
+    return out
+
+
 def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
     """The metric columns of one run."""
     if repro.reduce == "fct":
@@ -330,7 +358,9 @@ def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
             v = summary.get(k)
             return math.nan if v is None else v / 1e3
 
-        return {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
+        out = {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
+        out.update(stage_fct(run_dir / "flows.csv"))
+        return out
     if repro.reduce == "bst":
         import pandas as pd
 

@@ -14,7 +14,7 @@ from gradwire.results import COLUMNS
 
 from conftest import INCAST, SMALL, run_cli, set_args
 
-FLOWS_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "start_ns", "finish_ns", "fct_ns", "retransmits", "timeouts", "iteration"]
+FLOWS_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "start_ns", "finish_ns", "fct_ns", "retransmits", "timeouts", "iteration", "pull", "layer"]
 
 
 @pytest.fixture

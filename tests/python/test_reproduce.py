@@ -72,6 +72,13 @@ def test_dlcp_fig14_quick(cli, tmp_path):
         ["fct_mean_us", "fct_p99_us"], [4, 8], ["dctcp", "pias", "pfabric", "dlcp"],
     )
     assert (table["fct_p99_us"] >= table["fct_mean_us"]).all()
+    # per stage: every run has pushes and pulls, and the overall p99 is one of the two stages'
+    for st in ("push", "pull"):
+        assert (table[f"{st}_p99_us"] >= table[f"{st}_mean_us"]).all()
+    assert (table["fct_p99_us"] <= table[["push_p99_us", "pull_p99_us"]].max(axis=1) + 1e-6).all()
+    lo = table[["push_mean_us", "pull_mean_us"]].min(axis=1) - 1e-6
+    hi = table[["push_mean_us", "pull_mean_us"]].max(axis=1) + 1e-6
+    assert ((table["fct_mean_us"] >= lo) & (table["fct_mean_us"] <= hi)).all()
     assert set(table["model"]) == {"resnet18"}  # the override, reported truthfully
     assert "total wall time" in stdout and "p99 FCT" in stdout
     assert json.loads((out / "reproduce.json").read_text())["jobs"] == 1
@@ -143,6 +150,10 @@ def test_cost_estimate_orders_by_bytes():
     small = {"workload": {"kind": "dnn", "model": "resnet18", "workers": 16}}
     big = {"workload": {"kind": "dnn", "model": "resnet50", "workers": 144}}
     assert rp.estimate_cost(big) > rp.estimate_cost(small) > 0
+    # at the same scale a DLCP run (resend rounds) is expected to cost more than DCTCP
+    dlcp = {**big, "transport": {"kind": "dlcp"}}
+    dctcp = {**big, "transport": {"kind": "dctcp"}}
+    assert rp.estimate_cost(dlcp) > rp.estimate_cost(dctcp) == rp.estimate_cost(big)
 
 
 def test_list_and_errors(cli, tmp_path):

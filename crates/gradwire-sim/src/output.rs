@@ -106,7 +106,7 @@ impl Summary {
 
 /// `flows.csv`: one row per flow; unfinished flows have empty finish and FCT.
 pub fn flows_csv(sim: &Simulation) -> String {
-    let mut out = String::from("flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration\n");
+    let mut out = String::from("flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n");
     for (i, (spec, st)) in sim.workload.flows.iter().zip(&sim.flows).enumerate() {
         let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
         let start = st.started.map(|t| t / NS);
@@ -114,7 +114,7 @@ pub fn flows_csv(sim: &Simulation) -> String {
         let fct = st.finished.zip(st.started).map(|(f, s)| (f - s) / NS);
         let _ = writeln!(
             out,
-            "{i},{},{},{},{},{},{},{},{},{}",
+            "{i},{},{},{},{},{},{},{},{},{},{},{}",
             spec.src,
             spec.dst,
             spec.bytes,
@@ -123,7 +123,9 @@ pub fn flows_csv(sim: &Simulation) -> String {
             opt(fct),
             st.stats.retransmits,
             st.stats.timeouts,
-            spec.iteration
+            spec.iteration,
+            spec.pull as u8,
+            spec.layer
         );
     }
     out

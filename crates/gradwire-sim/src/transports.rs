@@ -7,11 +7,21 @@ use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time};
 use gradwire_core::time::NS;
 use gradwire_core::transport::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
-use gradwire_core::transport::ltp::{LtpConfig, LtpReceiver, LtpSender};
+use gradwire_core::transport::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use gradwire_core::transport::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use gradwire_core::transport::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
-use gradwire_core::transport::Endpoint;
+use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
+use gradwire_core::Packet;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// LTP's LT threshold state per (sender host, receiver host, transfer size): each
+/// point-to-point link keeps its own threshold across transfers (ltp.md §III-B1), and a
+/// measured duration is only reused for a transfer of the same size (one layer's tensor
+/// in the next iteration), as [`LtThreshold`] does.
+type LtStates = Rc<RefCell<HashMap<(u32, u32, u64), LtThreshold>>>;
 
 pub struct EndpointFactory {
     kind: TransportKind,
@@ -23,6 +33,7 @@ pub struct EndpointFactory {
     pfabric_rto: Option<Time>,
     base_rtt: Time,
     ltp: LtpConfig,
+    lt_states: LtStates,
 }
 
 pub type EndpointPair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
@@ -76,6 +87,7 @@ impl EndpointFactory {
             pfabric_rto: tr.pfabric_rto_us.map(from_us),
             base_rtt: s.base_rtt_ns() * NS,
             ltp,
+            lt_states: LtStates::default(),
             tcp,
             dlcp,
             pull_loss_bound: tr.pull_loss_bound,
@@ -115,9 +127,15 @@ impl EndpointFactory {
             TransportKind::Ltp => {
                 // lossy gather (push), fully reliable broadcast (pull): ltp.md §IV
                 let cfg = LtpConfig { initial_btlbw_bps: line_rate_bps, loss_tolerant: !spec.pull, ..self.ltp.clone() };
+                let key = (src, dst, bytes);
+                let lt = self.lt_states.borrow().get(&key).cloned().unwrap_or_else(|| LtThreshold::from_config(&cfg));
                 (
                     Box::new(LtpSender::new(cfg.clone(), f, src, dst, bytes, now)),
-                    Box::new(LtpReceiver::new(cfg, f, dst, src, bytes)),
+                    Box::new(CarryLt {
+                        inner: LtpReceiver::with_lt_state(cfg, f, dst, src, bytes, lt),
+                        key,
+                        states: self.lt_states.clone(),
+                    }),
                 )
             }
             TransportKind::Pias => (
@@ -136,5 +154,132 @@ impl EndpointFactory {
                 )
             }
         }
+    }
+}
+
+/// An LTP receiver that hands its link's LT state back to the factory when its transfer
+/// closes, so the next transfer on the link starts from it.
+struct CarryLt {
+    inner: LtpReceiver,
+    key: (u32, u32, u64),
+    states: LtStates,
+}
+
+impl Endpoint for CarryLt {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        self.inner.handle_packet(now, pkt)
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.inner.handle_timeout(now)
+    }
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        self.inner.poll_transmit(now)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.inner.poll_timeout()
+    }
+
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        let ev = self.inner.poll_event();
+        if matches!(ev, Some(EndpointEvent::Delivered { .. })) {
+            self.states.borrow_mut().insert(self.key, self.inner.lt_state().clone());
+        }
+        ev
+    }
+
+    fn stats(&self) -> EndpointStats {
+        self.inner.stats()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::load;
+
+    fn spec(src: u32, dst: u32, bytes: u64) -> FlowSpec {
+        FlowSpec {
+            src,
+            dst,
+            bytes,
+            start: 0,
+            gate: None,
+            feeds: Vec::new(),
+            layer: 0,
+            layers: 1,
+            pull: false,
+            iteration: 0,
+            gate_delay: 0,
+        }
+    }
+
+    /// Run a pair over a lossless pipe with a fixed one-way delay until the receiver
+    /// delivers; returns when.
+    fn run_pair((mut s, mut r): EndpointPair, delay: Time) -> Time {
+        let mut wire: std::collections::BTreeMap<(Time, u64), (bool, Packet)> = Default::default();
+        let (mut now, mut n) = (0, 0u64);
+        for _ in 0..1_000_000 {
+            while let Some(p) = s.poll_transmit(now) {
+                wire.insert((now + delay, n), (true, p));
+                n += 1;
+            }
+            while let Some(p) = r.poll_transmit(now) {
+                wire.insert((now + delay, n), (false, p));
+                n += 1;
+            }
+            if let Some(EndpointEvent::Delivered { .. }) = r.poll_event() {
+                return now;
+            }
+            let next_pkt = wire.keys().next().map(|k| k.0);
+            let next = [next_pkt, s.poll_timeout(), r.poll_timeout()].into_iter().flatten().min().expect("stuck");
+            now = now.max(next);
+            while let Some(e) = wire.first_entry().filter(|e| e.key().0 <= now) {
+                let (to_r, p) = e.remove();
+                if to_r { r.handle_packet(now, &p) } else { s.handle_packet(now, &p) }
+            }
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+            if r.poll_timeout().is_some_and(|t| t <= now) {
+                r.handle_timeout(now);
+            }
+        }
+        panic!("transfer did not finish");
+    }
+
+    #[test]
+    fn ltp_lt_state_is_carried_per_link_and_size() {
+        let text = "[topology]\nleaves = 1\nspines = 1\nuplinks_per_leaf = 1\nhosts_per_leaf = 4\n\
+                    [transport]\nkind = \"ltp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 100000\n";
+        let s = &load(text, &[]).unwrap()[0].scenario;
+        let fac = EndpointFactory::new(s);
+        let line = 100_000_000_000;
+        assert!(fac.lt_states.borrow().is_empty());
+        let d = run_pair(fac.make(0, &spec(1, 0, 100_000), line, 0), 5 * NS * 1000);
+        let states = fac.lt_states.borrow().clone();
+        assert_eq!(states.len(), 1);
+        let lt = &states[&(1, 0, 100_000)];
+        // the complete transfer's duration (from its first packet) is the link's threshold now
+        let (size, shortest) = lt.shortest_complete().expect("a complete transfer is recorded");
+        assert_eq!(size, 100_000);
+        assert!(shortest > 0 && shortest <= d, "{shortest} vs delivered at {d}");
+        // another link, another size: their own entries; the first one is left alone
+        run_pair(fac.make(1, &spec(2, 0, 100_000), line, 0), 5 * NS * 1000);
+        run_pair(fac.make(2, &spec(1, 0, 50_000), line, 0), 5 * NS * 1000);
+        let states = fac.lt_states.borrow().clone();
+        assert_eq!(states.len(), 3);
+        assert_eq!(states[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
+        // the next transfer on the first link starts from the carried state, and a slower
+        // run (longer delay) does not raise the shortest
+        run_pair(fac.make(3, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
+        assert_eq!(fac.lt_states.borrow()[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
+        // without the carried state the slow run starts from the formula again (and, past
+        // that threshold with 90 % in, closes early: nothing complete to record)
+        fac.lt_states.borrow_mut().clear();
+        run_pair(fac.make(4, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
+        assert_eq!(fac.lt_states.borrow()[&(1, 0, 100_000)].shortest_complete(), None);
     }
 }

@@ -8,9 +8,12 @@
 //! START(size) + data at once (zero RTT) ───▶  data before START is discarded (counted)
 //! data ... (paced at the rate-control rate) ▶ bound checked on every data packet
 //!                            ◀──────────────  RATE(bit/s) every period (unreliable)
-//! STOP(round) when out of data ───────────▶   bound not met: one RETX per missing run
-//!                            ◀──────────────  RETX(round, first segment, count) ...
-//! resend at line rate, then STOP(round + 1)   (repeat until the bound is met)
+//! STOP(round) when out of data ───────────▶   bound not met: one request for everything
+//!                            ◀──────────────  missing, as a batch RETX(round, runs or
+//!                                             bitmaps), the last one flagged
+//! resend at line rate (one reset per round);
+//! STOP(round + 1) once the batch's last RETX   (repeat until the bound is met)
+//! is in and the resend queue is empty
 //!                            ◀──────────────  FINISH(delivered bytes); `Delivered` event
 //! CONFIRM ─────────────────────────────────▶  closed: later data is ignored
 //! CONFIRM acknowledged: `SenderDone`
@@ -23,10 +26,13 @@
 //! Packets: the tensor id is the flow id; data `seq`/`len` are the segment's byte offset
 //! and length ([`crate::tensor::Segmentation`], elements never split); control messages
 //! are [`PacketKind::Ctrl`](crate::PacketKind) with one `u64` argument in `seq`, and each
-//! reliable one is acknowledged by a `CtrlAck` of the same op and argument. RETX packs
-//! `round:16 | first segment:32 | count:16`; the sender acts only on requests answering
-//! its latest STOP, so a stale or duplicated request never causes a resend, and a range
-//! the sender missed is simply requested again after the next STOP.
+//! reliable one is acknowledged by a `CtrlAck` of the same op and argument. A RETX names a
+//! run of missing segments or a bitmap of the next 28 (see `RetxReq`); the sender acts
+//! only on requests answering its latest STOP, so a stale or duplicated request never
+//! causes a resend, and a range the sender missed is simply requested again after the
+//! next STOP. If the flagged last RETX of a batch is lost, the control channel repeats it
+//! and the next STOP waits for it (one `ctrl_rto`), so a lost message never ends a round
+//! early with most of the batch unsent.
 
 mod receiver;
 mod sender;
@@ -144,20 +150,135 @@ impl DlcpConfig {
     }
 }
 
-/// RETX argument: a run of segments answering STOP(`round`).
+/// Segment indices a RETX can address: `first` has 24 bits (2^24 segments, 24 GB at an
+/// MSS of 1440). Larger tensors still travel in the first round; their segments beyond
+/// this index cannot be requested again.
+pub const RETX_MAX_SEGMENTS: u64 = 1 << 24;
+/// Segments one bitmap request covers.
+pub const RETX_BITMAP_BITS: u32 = 28;
+
+/// What a RETX asks for, starting at segment `first`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RetxSet {
+    /// `count` consecutive segments (1..2^28).
+    Run(u32),
+    /// Bit i set: segment `first + i` is missing (bit 0 is always set).
+    Bitmap(u32),
+}
+
+/// RETX argument: some missing segments, answering STOP(`round`). A round's request is a
+/// batch of these (the paper's one "retransmission request for the missing gradients",
+/// cut into control messages); `last` marks the batch's final message, and the sender
+/// sends its next STOP only after that one has arrived and the resend queue is empty.
+///
+/// Packed as `round:10 | last:1 | bitmap:1 | first:24 | payload:28` (payload: the run's
+/// count or the bitmap). Rounds are compared modulo 2^10.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct RetxReq {
     round: u16,
+    last: bool,
     first: u32,
-    count: u16,
+    set: RetxSet,
 }
 
 impl RetxReq {
+    const ROUND_MASK: u64 = (1 << 10) - 1;
+    const PAYLOAD_MASK: u64 = (1 << RETX_BITMAP_BITS) - 1;
+
     fn pack(self) -> u64 {
-        (self.round as u64) << 48 | (self.first as u64) << 16 | self.count as u64
+        let (bitmap, payload) = match self.set {
+            RetxSet::Run(n) => (0, n as u64),
+            RetxSet::Bitmap(b) => (1, b as u64),
+        };
+        (self.round as u64 & Self::ROUND_MASK) << 54
+            | (self.last as u64) << 53
+            | bitmap << 52
+            | (self.first as u64 & (RETX_MAX_SEGMENTS - 1)) << 28
+            | payload & Self::PAYLOAD_MASK
     }
 
     fn unpack(arg: u64) -> Self {
-        RetxReq { round: (arg >> 48) as u16, first: (arg >> 16) as u32, count: arg as u16 }
+        let payload = (arg & Self::PAYLOAD_MASK) as u32;
+        RetxReq {
+            round: (arg >> 54) as u16,
+            last: arg >> 53 & 1 == 1,
+            first: ((arg >> 28) & (RETX_MAX_SEGMENTS - 1)) as u32,
+            set: if arg >> 52 & 1 == 1 { RetxSet::Bitmap(payload) } else { RetxSet::Run(payload) },
+        }
+    }
+
+    /// Round number as carried (10 bits).
+    fn round_of(round: u64) -> u16 {
+        (round & Self::ROUND_MASK) as u16
+    }
+
+    /// The requested segments as runs.
+    fn runs(&self) -> Vec<std::ops::Range<u64>> {
+        let first = self.first as u64;
+        match self.set {
+            RetxSet::Run(n) => vec![first..first + n as u64],
+            RetxSet::Bitmap(b) => {
+                let mut out: Vec<std::ops::Range<u64>> = Vec::new();
+                for i in 0..RETX_BITMAP_BITS as u64 {
+                    if b >> i & 1 == 1 {
+                        match out.last_mut() {
+                            Some(r) if r.end == first + i => r.end += 1,
+                            _ => out.push(first + i..first + i + 1),
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Encode the missing `runs` (sorted, disjoint) as a batch for `round`: a run of at
+    /// least [`RETX_BITMAP_BITS`] segments as one run message, anything sparser as
+    /// bitmaps of the next [`RETX_BITMAP_BITS`] segments. The last message is flagged.
+    fn batch(round: u64, runs: &[std::ops::Range<u64>]) -> Vec<RetxReq> {
+        let round = Self::round_of(round);
+        let bits = RETX_BITMAP_BITS as u64;
+        let runs: Vec<_> = runs
+            .iter()
+            .map(|r| r.start.min(RETX_MAX_SEGMENTS)..r.end.min(RETX_MAX_SEGMENTS))
+            .filter(|r| !r.is_empty())
+            .collect();
+        let mut out = Vec::new();
+        let (mut i, mut at) = (0usize, runs.first().map_or(0, |r| r.start));
+        while i < runs.len() {
+            let r = &runs[i];
+            at = at.max(r.start);
+            if at >= r.end {
+                i += 1;
+                continue;
+            }
+            if r.end - at >= bits {
+                let n = (r.end - at).min(Self::PAYLOAD_MASK);
+                out.push(RetxReq { round, last: false, first: at as u32, set: RetxSet::Run(n as u32) });
+                at += n;
+                continue;
+            }
+            // a bitmap over [at, at + bits): every missing segment in that window
+            let (base, end) = (at, at + bits);
+            let mut mask = 0u32;
+            let mut j = i;
+            while j < runs.len() && runs[j].start < end {
+                let (s, e) = (runs[j].start.max(base), runs[j].end.min(end));
+                for k in s..e {
+                    mask |= 1 << (k - base);
+                }
+                if runs[j].end > end {
+                    break;
+                }
+                j += 1;
+            }
+            out.push(RetxReq { round, last: false, first: base as u32, set: RetxSet::Bitmap(mask) });
+            i = j;
+            at = end;
+        }
+        if let Some(l) = out.last_mut() {
+            l.last = true;
+        }
+        out
     }
 }

@@ -189,17 +189,12 @@ impl DlcpReceiver {
         }
     }
 
-    /// After STOP(round): one RETX per missing run of segments, replacing older requests.
+    /// After STOP(round): one request for every missing segment, as a batch of RETX
+    /// messages (runs or bitmaps, the last one flagged), replacing older requests.
     fn request_missing(&mut self, now: Time, round: u64) {
         self.ctrl.cancel(CtrlOp::Retx);
-        for run in self.reasm.missing_runs() {
-            let mut first = run.start;
-            while first < run.end {
-                let count = (run.end - first).min(u16::MAX as u64);
-                let req = RetxReq { round: round as u16, first: first as u32, count: count as u16 };
-                self.ctrl.send(now, CtrlOp::Retx, req.pack());
-                first += count;
-            }
+        for req in RetxReq::batch(round, &self.reasm.missing_runs()) {
+            self.ctrl.send(now, CtrlOp::Retx, req.pack());
         }
     }
 

@@ -34,6 +34,9 @@ pub struct DlcpSender {
     queue: VecDeque<Range<u64>>,
     /// RETX arguments accepted since the last STOP (duplicates are acked, not resent).
     accepted: HashSet<u64>,
+    /// The last RETX of the batch answering the latest STOP has arrived: once the queue
+    /// is empty, the next STOP may go.
+    batch_complete: bool,
     /// STOPs sent so far; the next STOP carries this number.
     round: u64,
     /// Earliest time the next data packet may leave (pacing).
@@ -67,6 +70,7 @@ impl DlcpSender {
             cc: MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate),
             queue: VecDeque::new(),
             accepted: HashSet::new(),
+            batch_complete: false,
             round: 0,
             next_slot: now,
             importance_mask: None,
@@ -129,25 +133,34 @@ impl DlcpSender {
         self.ctrl.send(now, CtrlOp::Stop, self.round);
         self.round += 1;
         self.accepted.clear();
+        self.batch_complete = false;
     }
 
     fn on_retx(&mut self, arg: u64) {
         let req = RetxReq::unpack(arg);
-        let (first, end) = (req.first as u64, req.first as u64 + req.count as u64);
+        let runs = req.runs();
         // Only requests answering the latest STOP count: an older round's requests were
         // superseded by the receiver's view at that STOP.
-        let latest = self.round.checked_sub(1).map(|r| r as u16);
-        let valid = self.state == State::Sending && latest == Some(req.round) && req.count > 0 && end <= self.seg.count();
-        if !valid || !self.accepted.insert(arg) {
+        let latest = self.round.checked_sub(1).map(RetxReq::round_of);
+        let valid = self.state == State::Sending
+            && latest == Some(req.round)
+            && !runs.is_empty()
+            && runs.iter().all(|r| r.end <= self.seg.count());
+        if !valid || self.accepted.contains(&arg) {
             self.retx_ignored += 1;
             return;
         }
-        self.queue.push_back(first..end);
-        self.cc.on_retransmit_request();
-        // Reports in flight describe the idle gap before this round; judging the new
-        // line-rate burst by them would halve it at once. Skip one decision.
-        self.report = None;
-        self.skip_decision = true;
+        if self.accepted.is_empty() {
+            // The round's retransmission request: back to "line rate start" once per
+            // round (Figure 7). Reports in flight describe the idle gap before this round;
+            // judging the new line-rate burst by them would halve it at once: skip one.
+            self.cc.on_retransmit_request();
+            self.report = None;
+            self.skip_decision = true;
+        }
+        self.accepted.insert(arg);
+        self.queue.extend(runs);
+        self.batch_complete |= req.last;
     }
 
     fn on_finish(&mut self, now: Time) {
@@ -198,8 +211,9 @@ impl DlcpSender {
         if self.round > 0 {
             self.stats.retransmits += 1;
         }
-        if self.queue.is_empty() {
-            // Out of data: tell the receiver right behind the last packet.
+        if self.queue.is_empty() && (self.round == 0 || self.batch_complete) {
+            // Out of data: tell the receiver right behind the last packet. In a resend
+            // round, only once the whole request has arrived.
             self.send_stop(now);
         }
         Some(p)

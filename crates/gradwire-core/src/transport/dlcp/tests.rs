@@ -321,7 +321,7 @@ fn rate_control_halves_on_low_receive_rate_and_resets_on_retx() {
     // A retransmission request (answering STOP 0, which this sender has not sent yet) is
     // ignored; rate resets only for a request the sender acts on.
     let retx = |arg| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, arg, 64);
-    s.handle_packet(t, &retx(RetxReq { round: 0, first: 0, count: 1 }.pack()));
+    s.handle_packet(t, &retx(RetxReq { round: 0, last: true, first: 0, set: RetxSet::Run(1) }.pack()));
     assert_eq!((s.retx_ignored(), s.rate_bps()), (1, line / 2 + line / 20));
 }
 
@@ -387,4 +387,101 @@ proptest! {
         check_completed(&o, size, bound);
         prop_assert!(o.receiver.delivered_fraction() >= 1.0 - bound - 1e-9);
     }
+}
+
+proptest! {
+    /// A round's batch of RETX messages names exactly the missing segments, survives
+    /// packing, flags only its last message, and needs at most one message per missing
+    /// run (fewer when runs are short and close: bitmaps).
+    #[test]
+    fn retx_batch_encodes_exactly_the_missing_segments(
+        gaps in proptest::collection::vec((0u64..60, 1u64..80), 0..40),
+        round in 0u64..5000,
+    ) {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        let mut at = 0;
+        for (skip, len) in gaps {
+            at += skip + if runs.is_empty() { 0 } else { 1 };
+            runs.push(at..at + len);
+            at += len;
+        }
+        let batch = RetxReq::batch(round, &runs);
+        prop_assert!(batch.len() <= runs.len());
+        prop_assert_eq!(batch.iter().filter(|r| r.last).count(), (!runs.is_empty()) as usize);
+        prop_assert!(batch.last().map_or(true, |r| r.last));
+        let mut got: Vec<u64> = Vec::new();
+        for r in &batch {
+            let u = RetxReq::unpack(r.pack());
+            prop_assert_eq!(u, *r);
+            prop_assert_eq!(u.round as u64, round % 1024);
+            got.extend(u.runs().into_iter().flatten());
+        }
+        let want: Vec<u64> = runs.iter().cloned().flatten().collect();
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn next_stop_waits_for_the_whole_request_and_rate_resets_once_per_round() {
+    let c = cfg(0.0); // 10 Gb/s: a 1500 B packet every 1.2 us
+    let n = 1000u64; // segments
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, n * 1440, 0);
+    let mut t = 0;
+    // round 0: everything goes out, then STOP(0)
+    while s.rounds() == 0 {
+        while s.poll_transmit(t).is_some() {}
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    // START and STOP(0) arrived (else the control channel would repeat them)
+    for (op, arg) in [(CtrlOp::Start, n * 1440), (CtrlOp::Stop, 0)] {
+        s.handle_packet(t, &Packet::ctrl(PacketKind::CtrlAck(op), FLOW, DST, SRC, arg, 64));
+    }
+    let retx = |r: RetxReq| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, r.pack(), 64);
+    let report = |bps| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, bps, 64);
+    let batch = RetxReq::batch(0, &[0..600, 900..901, 905..907]);
+    assert_eq!(batch.len(), 2, "a run for 0..600, one bitmap for 900 and 905..907");
+    // The first message: resent at line rate; no STOP(1) before the flagged last one.
+    s.handle_packet(t, &retx(batch[0]));
+    assert_eq!(s.rate_bps(), c.line_rate_bps);
+    let mut data = 0;
+    // Two rate periods of sending while the receiver reports almost nothing: the first
+    // decision after the reset is skipped, the second halves.
+    let until = t + 2 * c.rate_period + 1;
+    while t < until {
+        s.handle_packet(t, &report(1));
+        while let Some(p) = s.poll_transmit(t) {
+            assert_ne!(p.kind, PacketKind::Ctrl(CtrlOp::Stop), "STOP before the request was complete");
+            data += (p.kind == PacketKind::Data) as u32;
+        }
+        t = s.poll_timeout().unwrap().min(until);
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.rate_bps(), c.line_rate_bps / 2);
+    // The run is all resent well within 2 ms; still no STOP: the request is not complete.
+    let until = t + 2 * MS;
+    while t < until {
+        while let Some(p) = s.poll_transmit(t) {
+            assert_ne!(p.kind, PacketKind::Ctrl(CtrlOp::Stop), "STOP before the request was complete");
+            data += (p.kind == PacketKind::Data) as u32;
+        }
+        t = s.poll_timeout().unwrap().min(until);
+        s.handle_timeout(t);
+    }
+    assert_eq!((data, s.rounds()), (600, 1));
+    // The rest of the same request does not reset the rate again: once per round.
+    let before = s.rate_bps();
+    assert!(before <= c.line_rate_bps / 2);
+    s.handle_packet(t, &retx(batch[1]));
+    assert_eq!(s.rate_bps(), before);
+    s.handle_packet(t, &retx(batch[1])); // a duplicate is ignored
+    assert_eq!(s.retx_ignored(), 1);
+    while s.rounds() < 2 {
+        while let Some(p) = s.poll_transmit(t) {
+            data += (p.kind == PacketKind::Data) as u32;
+        }
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    assert_eq!(data, 603, "the whole request, once; then STOP(1)");
 }
