@@ -49,7 +49,7 @@ fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
         .into_iter()
         .zip(control)
         .enumerate()
-        .map(|(r, (udp, ctl))| Communicator::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32)).unwrap())
+        .map(|(r, (udp, ctl))| Communicator::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32), gradwire_net::CollectiveConfig::default()).unwrap())
         .collect()
 }
 

@@ -974,7 +974,7 @@ mod tests {
             .into_iter()
             .zip(control)
             .enumerate()
-            .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xbeef, udp, ctl, addrs.clone(), cfg.clone()).unwrap())
+            .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xbeef, udp, ctl, addrs.clone(), cfg.clone(), crate::CollectiveConfig::default()).unwrap())
             .collect()
     }
 
