@@ -52,6 +52,11 @@ impl PeerLink {
         self.wbuf.extend_from_slice(&frame);
     }
 
+    /// Frames queued but not yet taken by the socket.
+    pub fn has_pending(&self) -> bool {
+        self.wpos < self.wbuf.len()
+    }
+
     /// Writes what the socket takes now.
     pub fn flush(&mut self) -> Result<(), LinkDown> {
         while self.wpos < self.wbuf.len() {

@@ -69,7 +69,7 @@ impl Default for EngineConfig {
             impairments: Vec::new(),
             gso: true,
             socket_buffer_bytes: 32 << 20,
-            linger: Duration::from_secs(2),
+            linger: Duration::from_secs(10),
             early_buffer_bytes: 64 << 20,
         }
     }
@@ -325,8 +325,11 @@ impl Engine {
             self.idle_turns += !busy as u64;
             self.publish_counters();
             if let Some(since) = self.shutting_down {
+                // Stay until our receivers have their CONFIRMs (so every peer has read our
+                // FINISH) and every control frame is written, or `linger` passes.
                 let lingering = self.slots.values().any(|s| !s.ep.is_closed());
-                if (!lingering && self.job.is_none() && self.queue.is_empty()) || since.elapsed() > self.cfg.linger {
+                let unflushed = self.links.iter().flatten().any(|l| l.has_pending());
+                if (!lingering && !unflushed && self.job.is_none() && self.queue.is_empty()) || since.elapsed() > self.cfg.linger {
                     self.flush_links();
                     return;
                 }
@@ -411,7 +414,12 @@ impl Engine {
             return true;
         }
         let s = req.schedule.clone();
-        if let Some(r) = (0..s.world).find(|&r| s.transfers.iter().any(|t| t.src == r || t.dst == r) && self.down[r as usize].is_some()) {
+        // A partner of this rank that is already gone cannot finish its part of this call
+        // (each side of a transfer waits for the other); a rank we never talk to may have
+        // finished the call and exited already, so it does not count.
+        let me = self.rank;
+        let partner = |r: u32| s.transfers.iter().any(|t| (t.src == me && t.dst == r) || (t.src == r && t.dst == me));
+        if let Some(r) = (0..s.world).find(|&r| partner(r) && self.down[r as usize].is_some()) {
             let detail = self.down[r as usize].clone().unwrap_or_default();
             let _ = req.reply.send(Err(NetError::PeerLost { rank: r, detail }));
             return true;
