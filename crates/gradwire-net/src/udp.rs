@@ -200,27 +200,3 @@ mod tests {
         }
     }
 }
-
-#[cfg(test)]
-mod gro_probe {
-    use super::*;
-
-    /// Prints how a GSO batch arrives (one GRO buffer or one buffer per datagram).
-    #[test]
-    #[ignore]
-    fn gro_probe() {
-        let rx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 8 << 20, true).unwrap();
-        let tx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 8 << 20, true).unwrap();
-        println!("gso {} gro_segments {}", tx.gso, rx.state.gro_segments());
-        let seg = 1472;
-        let contents = vec![7u8; seg * 40];
-        tx.send_batch(rx.local_addr().unwrap(), 0, seg, &contents).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut bufs = RecvBufs::default();
-        while rx.recv(&mut bufs).unwrap() {
-            for m in &bufs.metas[..bufs.filled] {
-                println!("meta len {} stride {}", m.len, m.stride);
-            }
-        }
-    }
-}
