@@ -14,48 +14,19 @@
 //! Output: human-readable lines plus one `RESULT {json}` line per measurement.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gradwire_core::collective::{ring, CollectiveOptions, Op, Schedule, Transfer};
 use gradwire_net::endpoint::TransportKind;
 use gradwire_net::inject::Impairment;
-use gradwire_net::udp::DataSocket;
 use gradwire_net::{Communicator, EngineConfig};
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// `n` communicators on loopback, fully meshed by hand (as the tests do).
+/// `n` communicators on loopback, fully meshed (no rendezvous).
 fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
-    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    for i in 0..n {
-        for j in (i + 1)..n {
-            let c = TcpStream::connect(listeners[i as usize].local_addr().unwrap()).unwrap();
-            let (s, _) = listeners[i as usize].accept().unwrap();
-            control[i as usize][j as usize] = Some(s);
-            control[j as usize][i as usize] = Some(c);
-        }
-    }
-    let socks: Vec<DataSocket> = (0..n)
-        .map(|r| {
-            let c = cfg(r);
-            DataSocket::bind("127.0.0.1:0".parse().unwrap(), c.socket_buffer_bytes, c.gso).unwrap()
-        })
-        .collect();
-    let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
-    let session = rand_session();
-    socks
-        .into_iter()
-        .zip(control)
-        .enumerate()
-        .map(|(r, (udp, ctl))| Communicator::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32), gradwire_net::CollectiveConfig::default()).unwrap())
-        .collect()
-}
-
-fn rand_session() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    t ^ (std::process::id() as u64) << 32
+    Communicator::local_job(n, cfg, gradwire_net::CollectiveConfig::default()).unwrap()
 }
 
 fn base_cfg(mss: u32) -> EngineConfig {

@@ -5,7 +5,7 @@
 //! buffer; the call's [`Pending`] resolves to a [`Report`] (or an error) when this rank's
 //! part is done. Every rank must issue the same calls in the same order.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -102,6 +102,40 @@ impl Communicator {
             .spawn(move || engine.run())
             .map_err(|e| NetError::io("spawning the runtime thread", e))?;
         Ok(Communicator { rank, world, session, data_addr, tx, waker, thread: Some(thread), counters, schedules })
+    }
+
+    /// `n` ranks of one job inside this process, meshed over loopback without a
+    /// rendezvous (tests, benchmarks, single-machine embedding). `cfg(rank)` configures
+    /// each rank's engine.
+    pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig, collectives: CollectiveConfig) -> Result<Vec<Self>, NetError> {
+        fn io(what: &'static str) -> impl Fn(std::io::Error) -> NetError {
+            move |e| NetError::io(format!("local job: {what}"), e)
+        }
+        let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>().map_err(io("binding"))?;
+        let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
+        for i in 0..n as usize {
+            for j in (i + 1)..n as usize {
+                let c = TcpStream::connect(listeners[i].local_addr().map_err(io("address"))?).map_err(io("connecting"))?;
+                let (s, _) = listeners[i].accept().map_err(io("accepting"))?;
+                control[i][j] = Some(s);
+                control[j][i] = Some(c);
+            }
+        }
+        let mut socks = Vec::with_capacity(n as usize);
+        for r in 0..n {
+            let c = cfg(r);
+            socks.push(DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0), c.socket_buffer_bytes, c.gso).map_err(io("binding UDP"))?);
+        }
+        let addrs = socks.iter().map(|s| s.local_addr()).collect::<Result<Vec<_>, _>>().map_err(io("address"))?;
+        // Only needs to differ between jobs on this machine: clock and pid.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let session = (nanos ^ (std::process::id() as u64) << 32) | 1;
+        socks
+            .into_iter()
+            .zip(control)
+            .enumerate()
+            .map(|(r, (udp, ctl))| Self::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32), collectives.clone()))
+            .collect()
     }
 
     pub fn rank(&self) -> u32 {

@@ -955,35 +955,15 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use std::net::{TcpListener, TcpStream};
 
     use gradwire_core::collective::{ring, CollectiveOptions, Op, Transfer};
 
     use super::*;
-    use crate::udp::DataSocket;
     use crate::Communicator;
 
     fn local_job(n: u32) -> Vec<Communicator> {
-        let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-        let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-        for i in 0..n as usize {
-            for j in (i + 1)..n as usize {
-                let c = TcpStream::connect(listeners[i].local_addr().unwrap()).unwrap();
-                let (s, _) = listeners[i].accept().unwrap();
-                control[i][j] = Some(s);
-                control[j][i] = Some(c);
-            }
-        }
         let cfg = EngineConfig { peer_timeout: Duration::from_secs(10), ..EngineConfig::default() };
-        let socks: Vec<DataSocket> =
-            (0..n).map(|_| DataSocket::bind("127.0.0.1:0".parse().unwrap(), cfg.socket_buffer_bytes, cfg.gso).unwrap()).collect();
-        let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
-        socks
-            .into_iter()
-            .zip(control)
-            .enumerate()
-            .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xbeef, udp, ctl, addrs.clone(), cfg.clone(), crate::CollectiveConfig::default()).unwrap())
-            .collect()
+        Communicator::local_job(n, |_| cfg.clone(), crate::CollectiveConfig::default()).unwrap()
     }
 
     fn data(rank: u32, n: usize) -> Vec<f32> {

@@ -3,36 +3,14 @@
 
 #![allow(dead_code)]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 
 use gradwire_core::collective::{Op, Schedule, Transfer};
-use gradwire_net::udp::DataSocket;
 use gradwire_net::{CollectiveConfig, Communicator, EngineConfig};
 
 /// `n` communicators on loopback, fully meshed, with per-rank configs from `cfg(rank)`.
 pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
-    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
-    for i in 0..n {
-        for j in (i + 1)..n {
-            let c = TcpStream::connect(listeners[i as usize].local_addr().unwrap()).unwrap();
-            let (s, _) = listeners[i as usize].accept().unwrap();
-            control[i as usize][j as usize] = Some(s);
-            control[j as usize][i as usize] = Some(c);
-        }
-    }
-    let socks: Vec<DataSocket> = (0..n).map(|r| {
-        let c = cfg(r);
-        DataSocket::bind("127.0.0.1:0".parse().unwrap(), c.socket_buffer_bytes, c.gso).unwrap()
-    }).collect();
-    let addrs: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap()).collect();
-    socks
-        .into_iter()
-        .zip(control)
-        .enumerate()
-        .map(|(r, (udp, ctl))| Communicator::start(r as u32, 0xfeed, udp, ctl, addrs.clone(), cfg(r as u32), collectives(n)).unwrap())
-        .collect()
+    Communicator::local_job(n, cfg, collectives(n)).unwrap()
 }
 
 /// Two racks (first half, second half) for RAT.
