@@ -335,6 +335,11 @@ impl Engine {
                 }
             }
             let timeout = if busy { Some(Duration::ZERO) } else { self.sleep_for() };
+            if !busy && timeout == Some(Duration::ZERO) {
+                // Spinning for a deadline less than `SPIN` away: let another thread on
+                // this core (a peer rank on an oversubscribed host) run meanwhile.
+                std::thread::yield_now();
+            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.fail_all(NetError::io("epoll", e));
