@@ -184,6 +184,9 @@ pub struct Engine {
     /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE).
     early: Vec<u8>,
     early_index: Vec<(usize, usize, bool)>,
+    /// The previous early store, emptied: replays reuse its memory (already faulted in)
+    /// instead of growing a new one.
+    early_spare: (Vec<u8>, Vec<(usize, usize, bool)>),
     /// Turns run, and turns that found nothing to do (for `GRADWIRE_TRACE`).
     turns: u64,
     idle_turns: u64,
@@ -305,6 +308,7 @@ impl Engine {
             tracing: std::env::var_os("GRADWIRE_TRACE").is_some(),
             early: Vec::new(),
             early_index: Vec::new(),
+            early_spare: (Vec::new(), Vec::new()),
             turns: 0,
             idle_turns: 0,
         };
@@ -624,8 +628,9 @@ impl Engine {
         if self.early_index.is_empty() {
             return;
         }
-        let data = std::mem::take(&mut self.early);
-        let index = std::mem::take(&mut self.early_index);
+        let (spare_data, spare_index) = std::mem::take(&mut self.early_spare);
+        let mut data = std::mem::replace(&mut self.early, spare_data);
+        let mut index = std::mem::replace(&mut self.early_index, spare_index);
         for &(at, len, ce) in &index {
             let d = &data[at..at + len];
             let Ok((h, _)) = Header::decode(d) else { continue };
@@ -637,6 +642,9 @@ impl Engine {
                 self.early.extend_from_slice(d);
             }
         }
+        data.clear();
+        index.clear();
+        self.early_spare = (data, index);
     }
 
     fn classify_unknown(&mut self, flow: u32) {
