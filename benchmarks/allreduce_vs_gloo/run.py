@@ -492,7 +492,7 @@ def main() -> int:
     ap.add_argument("--loss", type=float, default=LOSS, help="injected loss on every rank's outgoing datagrams")
     ap.add_argument("--loss-bound", type=float, default=LOSS_BOUND)
     ap.add_argument("--no-loss", action="store_true", help="skip the lossy gradwire rows")
-    ap.add_argument("--mss", type=int, help="gradwire payload bytes per datagram (runtime default 1440)")
+    ap.add_argument("--mss", type=int, help="gradwire payload bytes per datagram (runtime default: from the path MTU, 65472 on loopback)")
     ap.add_argument("--line-rate-gbps", type=float, help="gradwire pacer rate (runtime default 25)")
     ap.add_argument("--transport", choices=["dlcp", "ltp"], help="gradwire transport (runtime default dlcp)")
     ap.add_argument("--variant", action="append", default=[], metavar="K=V[,K=V]",

@@ -70,13 +70,16 @@ pub struct Communicator {
 
 impl Communicator {
     /// Forms the job with `rdv` (see [`RendezvousConfig::from_env`]) and starts the engine.
-    pub fn init(rdv: &RendezvousConfig, cfg: EngineConfig, collectives: CollectiveConfig) -> Result<Self, NetError> {
+    /// The segment size is the one the job agreed on (`rdv.mss`, or from the path MTU);
+    /// it replaces `cfg.transport.mss`.
+    pub fn init(rdv: &RendezvousConfig, mut cfg: EngineConfig, collectives: CollectiveConfig) -> Result<Self, NetError> {
         collectives.check(rdv.world_size)?;
         let udp = DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), cfg.socket_buffer_bytes, cfg.gso)
             .map_err(|e| NetError::io("binding the UDP data socket", e))?;
         let port = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?.port();
         let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
         let addrs = mesh.peers.iter().map(|p| p.udp_addr).collect();
+        cfg.transport.mss = mesh.mss;
         Self::start(mesh.rank, mesh.session, udp, mesh.control, addrs, cfg, collectives)
     }
 

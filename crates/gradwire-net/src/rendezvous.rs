@@ -33,8 +33,8 @@
 //! 4|16 address bytes, u16 port):
 //! ```text
 //! Hello     magic "GWRENDZV", u16 version, str token, u32 rank, u32 world_size,
-//!           addr udp, addr control listener
-//! Welcome   u64 session, u32 n, n x (addr udp, addr control)      (indexed by rank)
+//!           addr udp, addr control listener, u32 mss (0: choose), u32 path MTU to rank 0
+//! Welcome   u64 session, u32 mss, u32 n, n x (addr udp, addr control)  (indexed by rank)
 //! Refuse    str reason
 //! MeshHello magic "GWRENDZV", u16 version, u64 session, u32 from rank, u32 to rank
 //! MeshAck   u64 session, u32 rank
@@ -42,6 +42,15 @@
 //! Abort     u8 kind (0 timeout, 1 peer lost, 2 failed), u32 rank, str message
 //! ```
 //! The decoder checks every length against the bytes it holds and rejects trailing bytes.
+//!
+//! # Segment size
+//! Sender and receiver of a transfer must cut it into the same segments, so the job agrees
+//! on one payload size per datagram (the mss) here. Given explicitly, every rank must give
+//! the same value (a rank that differs is refused). Otherwise rank 0 takes it from the
+//! path MTU, like TCP's MSS: the smallest MTU of the routes between rank 0 and the others
+//! (the kernel's `IP_MTU` of each rendezvous connection, both ends), less the IP, UDP and
+//! gradwire headers. On one host that is loopback's 64 KiB; across a fabric with
+//! 1500-byte frames it is the usual 1440.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
@@ -57,7 +66,15 @@ use crate::NetError;
 /// `GRADWIRE_RENDEZVOUS_TIMEOUT` when it is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Version of the rendezvous frames; a process speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// The segment size when nothing says otherwise (a 1500-byte IPv4 packet, or a
+/// single-rank job, which sends nothing).
+pub const DEFAULT_MSS: u32 = 1440;
+/// The largest payload whose datagram (payload + gradwire header) fits UDP's 65507 bytes.
+pub const MAX_MSS: u32 = 65_472;
+/// The smallest accepted segment.
+pub const MIN_MSS: u32 = 64;
 /// Largest frame accepted from a peer of the job (the Welcome of the largest world fits).
 pub const MAX_FRAME: usize = 1 << 20;
 /// Largest frame accepted from a connection that has not proven anything yet.
@@ -89,6 +106,8 @@ pub struct RendezvousConfig {
     pub token: String,
     /// Give up (with `NetError::Timeout`) if the job is not formed within this time.
     pub timeout: Duration,
+    /// Payload bytes per datagram; `None`: from the path MTU (see the module docs).
+    pub mss: Option<u32>,
 }
 
 /// A peer as the mesh knows it.
@@ -110,6 +129,8 @@ pub struct Mesh {
     pub peers: Vec<PeerInfo>,
     /// Indexed by rank; `None` at this rank's own index. Blocking streams, `TCP_NODELAY`.
     pub control: Vec<Option<TcpStream>>,
+    /// The job's segment size (payload bytes per datagram), the same on every rank.
+    pub mss: u32,
 }
 
 impl RendezvousConfig {
@@ -122,6 +143,7 @@ impl RendezvousConfig {
             world_size,
             token: String::new(),
             timeout: DEFAULT_TIMEOUT,
+            mss: None,
         }
     }
 
@@ -132,7 +154,9 @@ impl RendezvousConfig {
     ///   which only keeps apart jobs that set different tokens; set one per job whenever
     ///   several jobs may share hosts or ports;
     /// - `GRADWIRE_RENDEZVOUS_TIMEOUT`: seconds (decimals allowed) each rendezvous step may
-    ///   take, default 30.
+    ///   take, default 30;
+    /// - `GRADWIRE_MSS`: payload bytes per datagram, the same on every rank; unset: from
+    ///   the path MTU (see the module docs).
     ///
     /// A missing or garbled variable gives [`NetError::Config`] naming it and its value.
     pub fn from_env() -> Result<Self, NetError> {
@@ -188,7 +212,17 @@ impl RendezvousConfig {
                 }
             }
         };
-        let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout };
+        let mss = match get("GRADWIRE_MSS") {
+            None => None,
+            Some(text) => {
+                let hint = format!("payload bytes per datagram in {MIN_MSS}..={MAX_MSS} (1440 for 1500-byte packets), the same on every rank");
+                match text.trim().parse::<u32>() {
+                    Ok(m) if (MIN_MSS..=MAX_MSS).contains(&m) => Some(m),
+                    _ => return Err(garbled("GRADWIRE_MSS", &text, &hint)),
+                }
+            }
+        };
+        let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout, mss };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -271,6 +305,10 @@ struct Hello {
     world_size: u32,
     udp: SocketAddr,
     ctrl: SocketAddr,
+    /// The rank's explicit segment size, 0 if it leaves the choice to rank 0.
+    mss: u32,
+    /// The path MTU of the rank's connection to rank 0.
+    mtu: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,7 +327,7 @@ enum AbortKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Frame {
     Hello(Hello),
-    Welcome { session: u64, peers: Vec<Entry> },
+    Welcome { session: u64, mss: u32, peers: Vec<Entry> },
     Refuse(String),
     MeshHello { session: u64, from: u32, to: u32 },
     MeshAck { session: u64, rank: u32 },
@@ -424,10 +462,13 @@ impl Frame {
                 w.u32(h.world_size);
                 w.addr(h.udp);
                 w.addr(h.ctrl);
+                w.u32(h.mss);
+                w.u32(h.mtu);
             }
-            Frame::Welcome { session, peers } => {
+            Frame::Welcome { session, mss, peers } => {
                 w.u8(K_WELCOME);
                 w.u64(*session);
+                w.u32(*mss);
                 w.u32(peers.len() as u32);
                 for e in peers {
                     w.addr(e.udp);
@@ -485,10 +526,19 @@ impl Frame {
                 let world_size = r.u32()?;
                 let udp = r.addr()?;
                 let ctrl = r.addr()?;
-                Frame::Hello(Hello { token, rank, world_size, udp, ctrl })
+                let mss = r.u32()?;
+                if mss != 0 && !(MIN_MSS..=MAX_MSS).contains(&mss) {
+                    return Err(DecodeError::Bad(format!("mss {mss} is outside {MIN_MSS}..={MAX_MSS}")));
+                }
+                let mtu = r.u32()?;
+                Frame::Hello(Hello { token, rank, world_size, udp, ctrl, mss, mtu })
             }
             K_WELCOME => {
                 let session = r.u64()?;
+                let mss = r.u32()?;
+                if !(MIN_MSS..=MAX_MSS).contains(&mss) {
+                    return Err(DecodeError::Bad(format!("welcome with mss {mss}")));
+                }
                 let n = r.u32()?;
                 if n == 0 || n > MAX_WORLD_SIZE {
                     return Err(DecodeError::Bad(format!("welcome for {n} ranks")));
@@ -501,7 +551,7 @@ impl Frame {
                 for _ in 0..n {
                     peers.push(Entry { udp: r.addr()?, ctrl: r.addr()? });
                 }
-                Frame::Welcome { session, peers }
+                Frame::Welcome { session, mss, peers }
             }
             K_REFUSE => Frame::Refuse(r.string()?),
             K_MESH_HELLO => {
@@ -704,6 +754,22 @@ fn finish_stream(s: &TcpStream) -> Result<(), NetError> {
     s.set_nodelay(true).map_err(ctx)
 }
 
+/// The kernel's path MTU for a connected socket (IPv4 `IP_MTU`); 1500 when it cannot say.
+fn path_mtu(s: &TcpStream) -> u32 {
+    use nix::sys::socket::{getsockopt, sockopt};
+    match s.peer_addr() {
+        Ok(SocketAddr::V4(_)) => getsockopt(s, sockopt::IpMtu).ok().filter(|&m| m > 0).map_or(1500, |m| m as u32),
+        _ => 1500,
+    }
+}
+
+/// The payload that fills a `mtu`-byte packet: less the IP header (20 or 40 bytes), UDP's
+/// 8 and gradwire's; within [`MIN_MSS`]..=[`MAX_MSS`].
+pub fn mss_for_mtu(mtu: u32, ip: IpAddr) -> u32 {
+    let ip_header = if ip.is_ipv4() { 20 } else { 40 };
+    mtu.saturating_sub(ip_header + 8 + gradwire_core::wire::HEADER_LEN as u32).clamp(MIN_MSS, MAX_MSS)
+}
+
 fn random_session() -> u64 {
     loop {
         let s = rand::rngs::OsRng.next_u64();
@@ -733,6 +799,8 @@ struct Joined {
     stream: TcpStream,
     from: SocketAddr,
     entry: Entry,
+    /// Path MTU between this rank and rank 0 (the smaller of both ends' views).
+    mtu: u32,
 }
 
 fn bind_master(cfg: &RendezvousConfig) -> Result<TcpListener, NetError> {
@@ -779,6 +847,17 @@ fn check_hello(cfg: &RendezvousConfig, h: &Hello, joined: &mut BTreeMap<u32, Joi
     if h.rank >= cfg.world_size {
         return Some(format!("rank {} is outside 0..{} (set RANK to a rank in 0..{})", h.rank, cfg.world_size, cfg.world_size));
     }
+    if h.mss != cfg.mss.unwrap_or(0) {
+        let theirs = match h.mss {
+            0 => "leaves the segment size to the path MTU".to_string(),
+            m => format!("asks for mss={m}"),
+        };
+        let ours = match cfg.mss {
+            None => "chooses it from the path MTU".to_string(),
+            Some(m) => format!("uses mss={m}"),
+        };
+        return Some(format!("this rank {theirs} but rank 0 {ours} (give every rank the same mss, or none)"));
+    }
     if h.rank == 0 {
         return Some(format!(
             "rank 0 has already joined (rank 0 is the process listening at {}; check RANK)",
@@ -806,6 +885,7 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
             session: random_session(),
             peers: vec![PeerInfo { rank: 0, udp_addr }],
             control: vec![None],
+            mss: cfg.mss.unwrap_or(DEFAULT_MSS),
         });
     }
     let listener = bind_master(cfg)?;
@@ -859,7 +939,8 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
                     }
                     let entry = Entry { udp: h.udp, ctrl: h.ctrl };
                     let _ = s.set_read_timeout(None);
-                    joined.insert(h.rank, Joined { stream: s, from, entry });
+                    let mtu = h.mtu.min(path_mtu(&s));
+                    joined.insert(h.rank, Joined { stream: s, from, entry, mtu });
                 }
             },
             Ok((s, from, Ok(other))) => {
@@ -916,6 +997,7 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
     }];
     table.extend(joined.values().map(|j| j.entry));
     let session = random_session();
+    let mss = cfg.mss.unwrap_or_else(|| mss_for_mtu(joined.values().map(|j| j.mtu).min().unwrap_or(1500), my_ip));
     let mut streams: Vec<(u32, TcpStream)> = joined.into_iter().map(|(r, j)| (r, j.stream)).collect();
 
     let fail_all = |streams: &mut Vec<(u32, TcpStream)>, skip: u32, e: &NetError| {
@@ -929,7 +1011,7 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
 
     // Welcome.
     let step = Instant::now() + cfg.timeout;
-    let welcome = Frame::Welcome { session, peers: table.clone() };
+    let welcome = Frame::Welcome { session, mss, peers: table.clone() };
     for i in 0..streams.len() {
         let r = streams[i].0;
         if let Err(e) = send_frame(&mut streams[i].1, &welcome, step) {
@@ -985,7 +1067,7 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
         control.push(Some(s));
     }
     let peers = table.iter().enumerate().map(|(r, e)| PeerInfo { rank: r as u32, udp_addr: e.udp }).collect();
-    Ok(Mesh { rank: 0, world_size: n, session, peers, control })
+    Ok(Mesh { rank: 0, world_size: n, session, peers, control, mss })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1011,14 +1093,22 @@ fn joiner(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
 
     // Be admitted.
     let step = Instant::now() + cfg.timeout + grace(cfg.timeout);
-    let hello = Frame::Hello(Hello { token: cfg.token.as_bytes().to_vec(), rank: me, world_size: n, udp, ctrl });
+    let hello = Frame::Hello(Hello {
+        token: cfg.token.as_bytes().to_vec(),
+        rank: me,
+        world_size: n,
+        udp,
+        ctrl,
+        mss: cfg.mss.unwrap_or(0),
+        mtu: path_mtu(&master),
+    });
     let what = format!("rank {me} waiting for rank 0 at {here} to admit it (rank 0 waits until all ranks have joined)");
-    let (session, table) = match send_frame(&mut master, &hello, step).and_then(|_| recv_frame(&mut master, MAX_FRAME, step)) {
-        Ok(Frame::Welcome { session, peers }) => {
-            if session == 0 || peers.len() != n as usize || peers[me as usize] != (Entry { udp, ctrl }) {
+    let (session, mss, table) = match send_frame(&mut master, &hello, step).and_then(|_| recv_frame(&mut master, MAX_FRAME, step)) {
+        Ok(Frame::Welcome { session, mss, peers }) => {
+            if session == 0 || peers.len() != n as usize || peers[me as usize] != (Entry { udp, ctrl }) || cfg.mss.is_some_and(|m| m != mss) {
                 return Err(NetError::Protocol(format!("{what}: rank 0 sent an inconsistent peer table")));
             }
-            (session, peers)
+            (session, mss, peers)
         }
         Ok(Frame::Refuse(reason)) => {
             return Err(NetError::Refused(format!("rank 0 at {here} refused this process: {reason}")))
@@ -1052,7 +1142,7 @@ fn joiner(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
         finish_stream(s)?;
     }
     let peers = table.iter().enumerate().map(|(r, e)| PeerInfo { rank: r as u32, udp_addr: e.udp }).collect();
-    Ok(Mesh { rank: me, world_size: n, session, peers, control })
+    Ok(Mesh { rank: me, world_size: n, session, peers, control, mss })
 }
 
 /// Rank `me`'s control connections to ranks 1..n other than itself (index 0 left `None`).
@@ -1174,6 +1264,7 @@ mod tests {
             world_size: n,
             token: TOKEN.into(),
             timeout,
+            mss: None,
         }
     }
 
@@ -1264,6 +1355,37 @@ mod tests {
     }
 
     #[test]
+    fn the_job_agrees_on_one_segment_size() {
+        // Chosen from loopback's 64 KiB MTU, on every rank.
+        let port = free_port();
+        let t = Duration::from_secs(10);
+        let handles: Vec<_> = (0..3).map(|r| spawn_rank(cfg(port, r, 3, t), Duration::ZERO)).collect();
+        let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+        assert!(meshes.iter().all(|m| m.mss == MAX_MSS), "{:?}", meshes.iter().map(|m| m.mss).collect::<Vec<_>>());
+        // Given explicitly, the same on every rank.
+        let port = free_port();
+        let with = |r| RendezvousConfig { mss: Some(1440), ..cfg(port, r, 3, t) };
+        let handles: Vec<_> = (0..3).map(|r| spawn_rank(with(r), Duration::ZERO)).collect();
+        let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+        assert!(meshes.iter().all(|m| m.mss == 1440));
+    }
+
+    #[test]
+    fn segment_size_fills_the_path_mtu() {
+        let v4 = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let v6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
+        assert_eq!(mss_for_mtu(1500, v4), 1440);
+        assert_eq!(mss_for_mtu(9000, v4), 8940);
+        assert_eq!(mss_for_mtu(1500, v6), 1420);
+        assert_eq!(mss_for_mtu(65536, v4), MAX_MSS);
+        assert_eq!(mss_for_mtu(68, v4), MIN_MSS);
+        // A connected loopback socket reports loopback's MTU (65536, capped at IP's 65535).
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        assert!(path_mtu(&s) >= 65_535, "{}", path_mtu(&s));
+    }
+
+    #[test]
     fn mesh_forms_for_8_ranks() {
         form(8, Duration::ZERO);
     }
@@ -1290,6 +1412,8 @@ mod tests {
             world_size,
             udp: SocketAddr::from(([127, 0, 0, 1], 40000 + rank as u16)),
             ctrl,
+            mss: 0,
+            mtu: 65536,
         })
     }
 
@@ -1318,6 +1442,12 @@ mod tests {
         assert!(m.starts_with(&format!("{prefix}WORLD_SIZE is 8 but the job has 4 ranks")), "{m}");
         let m = refused(cfg(port, 3, n, short));
         assert!(m.starts_with(&format!("{prefix}rank 3 has already joined")), "{m}");
+        let mut other_mss = cfg(port, 1, n, short);
+        other_mss.mss = Some(1000);
+        assert_eq!(
+            refused(other_mss),
+            format!("{prefix}this rank asks for mss=1000 but rank 0 chooses it from the path MTU (give every rank the same mss, or none)")
+        );
 
         // Out of range and another protocol version cannot come from a valid config: hand-made.
         let ctrl = SocketAddr::from(([127, 0, 0, 1], 1));
@@ -1459,7 +1589,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // A Welcome sent to rank 0, and random bytes (xorshift, fixed seed).
-        let w = Frame::Welcome { session: 1, peers: vec![] }.encode();
+        let w = Frame::Welcome { session: 1, mss: 1440, peers: vec![] }.encode();
         assert!(matches!(raw(port, &w).1, Ok(Frame::Refuse(_))));
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         for _ in 0..40 {
@@ -1495,7 +1625,7 @@ mod tests {
         let d = || Instant::now() + Duration::from_secs(3);
         let mut m = connect_retry(|| Ok(SocketAddr::from(([127, 0, 0, 1], port))), d(), "test", Instant::now()).unwrap();
         send_frame(&mut m, &hello(2, 3, l.local_addr().unwrap()), d()).unwrap();
-        let Ok(Frame::Welcome { session, peers }) = recv_frame(&mut m, MAX_FRAME, d()) else { panic!("no welcome") };
+        let Ok(Frame::Welcome { session, peers, .. }) = recv_frame(&mut m, MAX_FRAME, d()) else { panic!("no welcome") };
         let to_rank_1 = |f: Frame| {
             let mut s = TcpStream::connect(peers[1].ctrl).unwrap();
             send_frame(&mut s, &f, d()).unwrap();
@@ -1664,7 +1794,7 @@ mod tests {
         let a6: SocketAddr = "[fe80::1]:4000".parse().unwrap();
         let frames = vec![
             hello(3, 8, a6),
-            Frame::Welcome { session: 77, peers: vec![Entry { udp: a4, ctrl: a6 }, Entry { udp: a6, ctrl: a4 }] },
+            Frame::Welcome { session: 77, mss: 8936, peers: vec![Entry { udp: a4, ctrl: a6 }, Entry { udp: a6, ctrl: a4 }] },
             Frame::Refuse("no".into()),
             Frame::MeshHello { session: 5, from: 3, to: 1 },
             Frame::MeshAck { session: 5, rank: 1 },

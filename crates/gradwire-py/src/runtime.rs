@@ -10,6 +10,7 @@ use std::time::Duration;
 use gradwire_core::collective::RackMap;
 use gradwire_net::endpoint::TransportKind;
 use gradwire_net::inject::Impairment;
+use gradwire_net::rendezvous::{MAX_MSS, MIN_MSS};
 use gradwire_net::{Algorithm, CallKind, CollectiveConfig, Communicator, Dtype, EngineConfig, NetError, Pending, RawBuffer, RendezvousConfig, Report};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -187,7 +188,7 @@ impl PyCommunicator {
     /// Joins the job (blocking, GIL released) and starts the runtime thread.
     #[new]
     #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
-        transport="dlcp", mss=1440, line_rate_gbps=25.0, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
+        transport="dlcp", mss=None, line_rate_gbps=25.0, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
         impair=None, gso=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -200,7 +201,7 @@ impl PyCommunicator {
         timeout: f64,
         peer_timeout: f64,
         transport: &str,
-        mss: u32,
+        mss: Option<u32>,
         line_rate_gbps: f64,
         topology: Option<String>,
         ps_servers: Option<u32>,
@@ -222,11 +223,12 @@ impl PyCommunicator {
         let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, ..EngineConfig::default() };
         cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
         // A datagram is mss + 32 header bytes and must fit UDP's 65507-byte payload;
-        // segments carry the most whole elements that fit, so any mss works.
-        if !(64..=65_472).contains(&mss) {
-            return Err(PyValueError::new_err(format!("mss {mss} is outside 64..=65472 (1440 for 1500-byte packets, 8940 for 9000-byte jumbo)")));
+        // segments carry the most whole elements that fit, so any mss works. None: the
+        // job takes it from the path MTU.
+        if let Some(m) = mss.filter(|m| !(MIN_MSS..=MAX_MSS).contains(m)) {
+            return Err(PyValueError::new_err(format!("mss {m} is outside {MIN_MSS}..={MAX_MSS} (1440 for 1500-byte packets, 8940 for 9000-byte jumbo)")));
         }
-        cfg.transport.mss = mss;
+        rdv.mss = mss;
         if !(line_rate_gbps.is_finite() && line_rate_gbps > 0.0) {
             return Err(PyValueError::new_err(format!("line_rate_gbps must be positive, got {line_rate_gbps}")));
         }
