@@ -123,6 +123,16 @@ impl Header {
         let Some((h, payload)) = datagram.split_first_chunk::<HEADER_LEN>() else {
             return Err(WireError::TooShort { got: datagram.len() });
         };
+        let header = Header::decode_header(h)?;
+        if header.payload_len as usize != payload.len() {
+            return Err(WireError::LengthMismatch { claimed: header.payload_len, actual: payload.len() });
+        }
+        Ok((header, payload))
+    }
+
+    /// The header alone, every check but the payload length's (for a receiver that reads
+    /// the header before it decides where the payload goes).
+    pub fn decode_header(h: &[u8; HEADER_LEN]) -> Result<Header, WireError> {
         if h[0..2] != MAGIC {
             return Err(WireError::BadMagic);
         }
@@ -142,11 +152,7 @@ impl Header {
         }
         let be32 = |r: std::ops::Range<usize>| u32::from_be_bytes(h[r].try_into().expect("4 bytes"));
         let be64 = |r: std::ops::Range<usize>| u64::from_be_bytes(h[r].try_into().expect("8 bytes"));
-        let payload_len = be32(20..24);
-        if payload_len as usize != payload.len() {
-            return Err(WireError::LengthMismatch { claimed: payload_len, actual: payload.len() });
-        }
-        let header = Header {
+        Ok(Header {
             kind,
             ect: flags & FLAG_ECT != 0,
             ce: flags & FLAG_CE != 0,
@@ -154,10 +160,9 @@ impl Header {
             priority: h[5],
             session: be64(8..16),
             flow: be32(16..20),
-            payload_len,
+            payload_len: be32(20..24),
             seq: be64(24..32),
-        };
-        Ok((header, payload))
+        })
     }
 }
 

@@ -177,6 +177,16 @@ impl Ep {
         }
     }
 
+    /// Receivers: a data segment at `offset` of `len` bytes would be placed (a whole, new
+    /// segment, while data is still accepted).
+    pub fn wants(&self, offset: u64, len: u32) -> bool {
+        match self {
+            Ep::DlcpRecv(r) => r.accepts_data() && r.reassembly().wants(offset, len),
+            Ep::LtpRecv(r) => r.accepts_data() && r.reassembly().wants(offset, len),
+            _ => false,
+        }
+    }
+
     /// Receivers: ranges that never arrived (bubbles), in transfer offsets.
     pub fn bubbles(&self) -> Vec<Range<u64>> {
         match self {

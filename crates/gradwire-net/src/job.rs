@@ -198,6 +198,24 @@ impl Job {
         self.report.bytes_received += at.end - at.start;
     }
 
+    /// Where a payload for transfer offsets `at` of receive `t` may be read straight into
+    /// place: only for a direct `Copy` (a reduce must add, so its payload needs a place
+    /// of its own first), and only inside the transfer. Account for it with
+    /// [`Job::landed`] once the endpoint has taken the segment.
+    pub fn direct_dst(&mut self, t: TransferId, at: Range<u64>) -> Option<&mut [u8]> {
+        let tr = &self.schedule.transfers[t as usize];
+        if !self.direct[t as usize] || tr.op != Op::Copy || at.end > tr.range.end - tr.range.start || at.start >= at.end {
+            return None;
+        }
+        let base = tr.range.start;
+        Some(&mut self.buf.bytes_mut()[(base + at.start) as usize..(base + at.end) as usize])
+    }
+
+    /// A payload read in place through [`Job::direct_dst`] was taken by the endpoint.
+    pub fn landed(&mut self, at: Range<u64>) {
+        self.report.bytes_received += at.end - at.start;
+    }
+
     /// Receive `t` is delivered: apply it to the buffer (bubbles are the scratch's zeros).
     pub fn apply(&mut self, t: TransferId, bubbles: &[Range<u64>]) {
         let tr = &self.schedule.transfers[t as usize];

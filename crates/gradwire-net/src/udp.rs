@@ -6,13 +6,18 @@
 //! writes the whole IP TOS byte from the ECN codepoint and so erases the DSCP that
 //! carries gradwire's layer priority (DLCP §4.2). Without GSO (old kernel, or turned off)
 //! every datagram is its own `sendmsg`.
+//!
+//! Large datagrams can also be read one at a time straight into place: [`DataSocket::peek`]
+//! shows the header, [`DataSocket::recv_into`] reads header and payload into two places.
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 
 use mio::net::UdpSocket;
-use nix::sys::socket::{sendmsg, setsockopt, sockopt, ControlMessage, MsgFlags, SockaddrStorage};
+use gradwire_core::wire::HEADER_LEN;
+use nix::errno::Errno;
+use nix::sys::socket::{recv, recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
 
 /// Kernel limit on segments per GSO send.
@@ -136,6 +141,39 @@ impl DataSocket {
             sendmsg(fd, d, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
         }
         Ok(())
+    }
+
+    /// The next datagram's first bytes (into `head`) and its whole length, without
+    /// taking it; a GRO batch counts as one datagram. `Ok(None)` when nothing is waiting.
+    pub fn peek(&self, head: &mut [u8; HEADER_LEN]) -> io::Result<Option<usize>> {
+        let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC | MsgFlags::MSG_DONTWAIT;
+        loop {
+            return match recv(self.sock.as_raw_fd(), head, flags) {
+                Ok(n) => Ok(Some(n)),
+                Err(Errno::EAGAIN) => Ok(None),
+                Err(Errno::EINTR) => continue,
+                Err(e) => Err(e.into()),
+            };
+        }
+    }
+
+    /// Takes the next datagram: its first `HEADER_LEN` bytes into `head`, the rest into
+    /// `payload`. Returns the bytes read and the CE mark. A datagram longer than both is
+    /// an error (its tail is gone); call after [`Self::peek`] said how long it is.
+    pub fn recv_into(&self, head: &mut [u8; HEADER_LEN], payload: &mut [u8]) -> io::Result<(usize, bool)> {
+        let mut iov = [IoSliceMut::new(head), IoSliceMut::new(payload)];
+        let mut space = nix::cmsg_space!(u8, i32);
+        let msg = loop {
+            match recvmsg::<()>(self.sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT) {
+                Err(Errno::EINTR) => continue,
+                r => break r?,
+            }
+        };
+        if msg.flags.contains(MsgFlags::MSG_TRUNC) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "datagram longer than its place"));
+        }
+        let ce = msg.cmsgs().into_iter().flatten().any(|c| matches!(c, ControlMessageOwned::Ipv4Tos(t) if t & 3 == 3));
+        Ok((msg.bytes, ce))
     }
 
     /// One batched read into `bufs`; `Ok(false)` when nothing is waiting.

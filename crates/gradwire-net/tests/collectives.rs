@@ -48,10 +48,20 @@ fn ltp_star_allreduce_is_exact_without_loss() {
 
 #[test]
 fn lossy_push_meets_the_bound_and_reports_exact_bubbles() {
+    lossy_push(EngineConfig::default().transport.mss);
+}
+
+#[test]
+fn lossy_push_with_large_segments_read_in_place() {
+    lossy_push(65_000);
+}
+
+fn lossy_push(mss: u32) {
     // 3 workers push to rank 0 over 5% injected loss with a 10% bound; the pull is reliable.
     let (n, elems, bound) = (4, 100_000, 0.10);
     let comms = local_job(n, |r| {
         let mut c = cfg(TransportKind::Dlcp);
+        c.transport.mss = mss;
         if r != 0 {
             c.impairments = vec![Impairment { loss: 0.05, delay: Duration::ZERO }; n as usize];
         }
@@ -184,10 +194,23 @@ fn calls_run_in_order_and_results_stay_exact() {
 
 #[test]
 fn every_algorithm_allreduces_exactly_and_bitwise_equal() {
+    every_algorithm(EngineConfig::default().transport.mss);
+}
+
+#[test]
+fn every_algorithm_is_exact_with_large_segments_read_in_place() {
+    every_algorithm(65_000);
+}
+
+fn every_algorithm(mss: u32) {
     use gradwire_net::Algorithm;
     for n in [2u32, 3, 5] {
         let elems = 30_011; // not a multiple of anything
-        let comms = local_job(n, |_| cfg(TransportKind::Dlcp));
+        let comms = local_job(n, |_| {
+            let mut c = cfg(TransportKind::Dlcp);
+            c.transport.mss = mss;
+            c
+        });
         let want = sum(n, elems);
         for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
             let out = on_all(&comms, |r, c| {

@@ -296,6 +296,7 @@ impl PyCommunicator {
         d.set_item("send_drops", c.send_drops)?;
         d.set_item("datagrams_sent", c.datagrams_sent)?;
         d.set_item("datagrams_received", c.datagrams_received)?;
+        d.set_item("received_in_place", c.received_in_place)?;
         Ok(d)
     }
 

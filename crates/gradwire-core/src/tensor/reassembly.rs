@@ -56,6 +56,12 @@ impl Reassembly {
         Ok(Placed::New(index))
     }
 
+    /// A segment at `offset` of `len` bytes would be placed: it is a whole segment of this
+    /// tensor and has not arrived yet.
+    pub fn wants(&self, offset: u64, len: u32) -> bool {
+        self.seg.locate(offset, len).is_ok_and(|i| !self.has(i))
+    }
+
     pub fn has(&self, index: u64) -> bool {
         index < self.seg.count() && self.bits[(index / 64) as usize] & (1 << (index % 64)) != 0
     }

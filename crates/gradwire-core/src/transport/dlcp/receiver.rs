@@ -86,6 +86,11 @@ impl DlcpReceiver {
         self.reasm.bubbles()
     }
 
+    /// Data arriving now may be placed (started, not closed).
+    pub fn accepts_data(&self) -> bool {
+        matches!(self.state, State::Receiving | State::Finishing)
+    }
+
     pub fn reassembly(&self) -> &Reassembly {
         &self.reasm
     }

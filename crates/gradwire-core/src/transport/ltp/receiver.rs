@@ -168,6 +168,11 @@ impl LtpReceiver {
         self.reasm.bubbles()
     }
 
+    /// Data arriving now may be placed (the transfer has not closed).
+    pub fn accepts_data(&self) -> bool {
+        self.close.is_none()
+    }
+
     pub fn reassembly(&self) -> &Reassembly {
         &self.reasm
     }
