@@ -20,11 +20,7 @@ use gradwire_core::transport::dlcp::DlcpSender;
 use gradwire_core::transport::Endpoint;
 use gradwire_core::transport::EndpointEvent;
 use gradwire_core::wire::{Header, HEADER_LEN};
-use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use nix::sys::time::TimeSpec;
-use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use std::os::fd::{AsFd, AsRawFd};
 
 use crate::control::{LinkDown, PeerLink};
 use crate::endpoint::{Ep, TransferSpec, TransportConfig};
@@ -35,8 +31,6 @@ use crate::udp::{tos_byte, DataSocket, RecvBufs};
 
 const UDP: Token = Token(0);
 const WAKER: Token = Token(1);
-/// The timerfd for waits shorter than epoll's millisecond (peers use `PEER_BASE + rank`).
-const TIMER: Token = Token(usize::MAX - 1);
 const PEER_BASE: usize = 2;
 /// Flow id = call (12 bits) | transfer (20 bits).
 const TRANSFER_BITS: u32 = 20;
@@ -49,7 +43,7 @@ const TX_BUDGET: usize = 1024;
 /// Datagram bytes read per turn (at most about; each read takes up to 1 MiB).
 const RECV_TURN_BYTES: usize = 8 << 20;
 /// Deadlines closer than this are spun for rather than slept on.
-const SPIN: Time = 10_000_000; // 10 µs
+const SPIN: Time = 50_000_000; // 50 µs
 /// Datagrams with at least this much payload are worth a peek to be read straight into
 /// place (the extra syscall costs less than the copy it saves).
 const DIRECT_MIN: usize = 16 << 10;
@@ -164,9 +158,6 @@ pub struct Engine {
     session: u64,
     cfg: EngineConfig,
     poll: Poll,
-    /// Wakes the loop for a deadline less than a millisecond away (epoll counts whole
-    /// milliseconds); armed only for such a wait.
-    timer: TimerFd,
     udp: DataSocket,
     links: Vec<Option<PeerLink>>,
     addrs: Vec<SocketAddr>,
@@ -284,8 +275,6 @@ impl Engine {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut udp = udp;
         poll.registry().register(udp.mio(), UDP, Interest::READABLE)?;
-        let timer = TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC)?;
-        poll.registry().register(&mut SourceFd(&timer.as_fd().as_raw_fd()), TIMER, Interest::READABLE)?;
         let mut wrapped = Vec::with_capacity(links.len());
         for (i, l) in links.into_iter().enumerate() {
             let link = match l {
@@ -307,7 +296,6 @@ impl Engine {
             session,
             cfg,
             poll,
-            timer,
             udp,
             links: wrapped,
             addrs,
@@ -349,8 +337,6 @@ impl Engine {
     /// have closed or `linger` has passed.
     pub fn run(mut self) {
         let mut events = Events::with_capacity(256);
-        // Short timer waits should end on time, not up to the default 50 µs late.
-        let _ = nix::sys::prctl::set_timerslack(1_000);
         loop {
             let busy = self.turn();
             self.turns += 1;
@@ -366,30 +352,13 @@ impl Engine {
                     return;
                 }
             }
-            let mut timeout = if busy { Some(Duration::ZERO) } else { self.sleep_for() };
-            let mut armed = false;
-            match timeout {
-                Some(t) if !busy && t.is_zero() => {
-                    // Spinning for a deadline less than `SPIN` away: let another thread on
-                    // this core (a peer rank on an oversubscribed host) run meanwhile.
-                    std::thread::yield_now();
-                }
-                Some(t) if t < Duration::from_millis(1) => {
-                    // Sleep, to give the core away, but on a timer: epoll would round up
-                    // to a millisecond. Its own timeout stays as a backstop.
-                    armed = self.timer.set(Expiration::OneShot(TimeSpec::from_duration(t)), TimerSetTimeFlags::empty()).is_ok();
-                    if armed {
-                        timeout = Some(Duration::from_millis(1));
-                    }
-                }
-                _ => {}
+            let timeout = if busy { Some(Duration::ZERO) } else { self.sleep_for() };
+            if !busy && timeout == Some(Duration::ZERO) {
+                // Spinning for a deadline less than `SPIN` away: let another thread on
+                // this core (a peer rank on an oversubscribed host) run meanwhile.
+                std::thread::yield_now();
             }
-            let polled = self.poll.poll(&mut events, timeout);
-            if armed {
-                let _ = self.timer.unset();
-                let _ = self.timer.wait(); // drain an expiry (non-blocking)
-            }
-            if let Err(e) = polled {
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.fail_all(NetError::io("epoll", e));
                     return;
