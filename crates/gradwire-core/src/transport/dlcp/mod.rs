@@ -8,8 +8,9 @@
 //! START(size) + data at once (zero RTT) ───▶  data before START is discarded (counted)
 //! data ... (paced at the rate-control rate) ▶ bound checked on every data packet
 //!                            ◀──────────────  RATE(bit/s) every period (unreliable)
-//! STOP(round) when out of data ───────────▶   bound not met: one request for everything
-//!                            ◀──────────────  missing, as a batch RETX(round, runs or
+//! STOP(round) when out of data ───────────▶   bound not met: one request for the first
+//!                                             missing segments that would meet the bound
+//!                            ◀──────────────  (not all that is missing), as a batch RETX(round, runs or
 //!                                             bitmaps), the last one flagged
 //! resend at line rate (one reset per round);
 //! STOP(round + 1) once the batch's last RETX   (repeat until the bound is met)
@@ -92,6 +93,9 @@ pub struct DlcpConfig {
     pub importance: Importance,
     /// Retransmission timeout of an unacknowledged control message.
     pub ctrl_rto: Time,
+    /// After STOP, request every missing segment rather than only the first ones whose
+    /// bytes meet the bound (the default; see `DlcpReceiver`).
+    pub request_all_missing: bool,
 }
 
 impl Default for DlcpConfig {
@@ -110,6 +114,7 @@ impl Default for DlcpConfig {
             data_priority: 1,
             importance: Importance::All,
             ctrl_rto: MS,
+            request_all_missing: false,
         }
     }
 }
