@@ -8,9 +8,8 @@
 //! START(size) + data at once (zero RTT) ───▶  data before START is discarded (counted)
 //! data ... (paced at the rate-control rate) ▶ bound checked on every data packet
 //!                            ◀──────────────  RATE(bit/s) every period (unreliable)
-//! STOP(round) when out of data ───────────▶   bound not met: one request for the first
-//!                                             missing segments that would meet the bound
-//!                            ◀──────────────  (not all that is missing), as a batch RETX(round, runs or
+//! STOP(round) when out of data ───────────▶   bound not met: one request for everything
+//!                            ◀──────────────  missing, as a batch RETX(round, runs or
 //!                                             bitmaps), the last one flagged
 //! resend at line rate (one reset per round);
 //! STOP(round + 1) once the batch's last RETX   (repeat until the bound is met)
@@ -93,8 +92,10 @@ pub struct DlcpConfig {
     pub importance: Importance,
     /// Retransmission timeout of an unacknowledged control message.
     pub ctrl_rto: Time,
-    /// After STOP, request every missing segment rather than only the first ones whose
-    /// bytes meet the bound (the default; see `DlcpReceiver`).
+    /// After STOP, request every missing segment (the default), or, when false, only the
+    /// first missing segments whose bytes meet the bound. Measured on the Fig. 14 runs at
+    /// 16 workers the latter resends ~4 % fewer packets, costs the same simulator time, and
+    /// moves mean FCT by -3 % (ResNet50) / +10 % (InceptionV3): kept as an option only.
     pub request_all_missing: bool,
 }
 
@@ -114,7 +115,7 @@ impl Default for DlcpConfig {
             data_priority: 1,
             importance: Importance::All,
             ctrl_rto: MS,
-            request_all_missing: false,
+            request_all_missing: true,
         }
     }
 }

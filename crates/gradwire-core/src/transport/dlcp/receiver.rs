@@ -200,9 +200,9 @@ impl DlcpReceiver {
         }
     }
 
-    /// The first missing segments (in offset order) whose bytes, once in, meet the bound:
-    /// the receiver asks for what it needs, not for everything it lacks (§3.2.1: "the bound
-    /// set here is just a guarantee that at least the amount of data will be received").
+    /// With `request_all_missing = false`: the first missing segments (in offset order)
+    /// whose bytes, once in, meet the bound — one reading of §3.2.1 ("the bound set here is
+    /// just a guarantee that at least the amount of data will be received").
     fn needed_runs(&self, runs: Vec<Range<u64>>) -> Vec<Range<u64>> {
         let seg = self.reasm.segmentation();
         let mut need = self.reasm.missing_bytes().saturating_sub(self.allowed_missing);
