@@ -92,6 +92,11 @@ pub struct DlcpConfig {
     pub importance: Importance,
     /// Retransmission timeout of an unacknowledged control message.
     pub ctrl_rto: Time,
+    /// After STOP, request every missing segment (the default), or, when false, only the
+    /// first missing segments whose bytes meet the bound. Measured on the Fig. 14 runs at
+    /// 16 workers the latter resends ~4 % fewer packets, costs the same simulator time, and
+    /// moves mean FCT by -3 % (ResNet50) / +10 % (InceptionV3): kept as an option only.
+    pub request_all_missing: bool,
 }
 
 impl Default for DlcpConfig {
@@ -110,6 +115,7 @@ impl Default for DlcpConfig {
             data_priority: 1,
             importance: Importance::All,
             ctrl_rto: MS,
+            request_all_missing: true,
         }
     }
 }

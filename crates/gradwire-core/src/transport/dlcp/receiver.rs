@@ -198,9 +198,44 @@ impl DlcpReceiver {
     /// messages (runs or bitmaps, the last one flagged), replacing older requests.
     fn request_missing(&mut self, now: Time, round: u64) {
         self.ctrl.cancel(CtrlOp::Retx);
-        for req in RetxReq::batch(round, &self.reasm.missing_runs()) {
+        let runs = self.reasm.missing_runs();
+        let runs = if self.cfg.request_all_missing { runs } else { self.needed_runs(runs) };
+        for req in RetxReq::batch(round, &runs) {
             self.ctrl.send(now, CtrlOp::Retx, req.pack());
         }
+    }
+
+    /// With `request_all_missing = false`: the first missing segments (in offset order)
+    /// whose bytes, once in, meet the bound — one reading of §3.2.1 ("the bound set here is
+    /// just a guarantee that at least the amount of data will be received").
+    fn needed_runs(&self, runs: Vec<Range<u64>>) -> Vec<Range<u64>> {
+        let seg = self.reasm.segmentation();
+        let mut need = self.reasm.missing_bytes().saturating_sub(self.allowed_missing);
+        let mut out = Vec::new();
+        for r in runs {
+            if need == 0 {
+                break;
+            }
+            let bytes = |a: u64, b: u64| match (seg.segment(a), seg.segment(b - 1)) {
+                (Some(s), Some(e)) => e.end() - s.offset,
+                _ => 0,
+            };
+            let all = bytes(r.start, r.end);
+            if all <= need {
+                need -= all;
+                out.push(r);
+                continue;
+            }
+            // part of this run: whole segments until `need` is covered
+            let per = seg.seg_bytes().max(1) as u64;
+            let mut end = (r.start + need.div_ceil(per)).min(r.end);
+            while end < r.end && bytes(r.start, end) < need {
+                end += 1;
+            }
+            out.push(r.start..end);
+            need = 0;
+        }
+        out
     }
 
     fn check_bound(&mut self, now: Time) {

@@ -485,3 +485,27 @@ fn next_stop_waits_for_the_whole_request_and_rate_resets_once_per_round() {
     }
     assert_eq!(data, 603, "the whole request, once; then STOP(1)");
 }
+
+/// After STOP the receiver asks for the first missing segments that meet the bound, not
+/// for everything missing (unless `request_all_missing`).
+#[test]
+fn retx_request_covers_only_what_the_bound_needs() {
+    for (all, want) in [(false, 50..90u64), (true, 50..100u64)] {
+        let c = DlcpConfig { request_all_missing: all, ..cfg(0.1) };
+        let seg = c.segmentation(FLOW, 100 * c.mss as u64);
+        let mut r = DlcpReceiver::new(c, FLOW, DST, SRC, seg.total_bytes());
+        let ctrl = |op, arg| Packet::ctrl(PacketKind::Ctrl(op), FLOW, SRC, DST, arg, 64);
+        r.handle_packet(0, &ctrl(CtrlOp::Start, seg.total_bytes()));
+        for g in seg.iter().take(50) {
+            r.handle_packet(1, &Packet::data(FLOW, SRC, DST, g.offset, g.len, 60));
+        }
+        r.handle_packet(2, &ctrl(CtrlOp::Stop, 0));
+        let mut asked: Vec<u64> = Vec::new();
+        while let Some(p) = r.poll_transmit(3) {
+            if p.kind == PacketKind::Ctrl(CtrlOp::Retx) {
+                asked.extend(RetxReq::unpack(p.seq).runs().into_iter().flatten());
+            }
+        }
+        assert_eq!(asked, want.collect::<Vec<_>>(), "request_all_missing = {all}");
+    }
+}
