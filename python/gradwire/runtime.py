@@ -219,6 +219,12 @@ class Communicator:
     def world_size(self) -> int:
         return self._c.world_size
 
+    @property
+    def mss(self) -> int:
+        """Payload bytes per datagram, the same on every rank: the `mss` given, or the
+        path MTU less the IP, UDP and gradwire headers (65472 on one host)."""
+        return self._c.mss
+
     def counters(self) -> dict[str, int]:
         """Runtime-wide counters (malformed, foreign_session, stale, injected_drops, ...)."""
         return dict(self._c.counters())

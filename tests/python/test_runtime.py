@@ -217,6 +217,34 @@ def test_a_rank_with_the_wrong_world_size_is_refused(tmp_path):
     master.communicate()
 
 
+def test_the_job_agrees_on_one_segment_size(tmp_path):
+    script = "import gradwire; c = gradwire.init(timeout=20); print('mss', c.mss); c.close()"
+
+    def job(**extra: str) -> list[int]:
+        port = free_port()
+        procs = [subprocess.Popen([sys.executable, "-c", script], env=env_for(r, 2, "127.0.0.1", port, **extra),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+        assert all(p.returncode == 0 for p in procs), outs
+        return [int(o.split("mss")[-1].split()[0]) for o in outs]
+
+    # From the path MTU: loopback's 64 KiB (capped at 65535 by IP) less 20 + 8 + 32 header bytes.
+    assert job() == [65472, 65472]
+    assert job(GRADWIRE_MSS="8940") == [8940, 8940]
+
+
+def test_a_rank_with_another_segment_size_is_refused(tmp_path):
+    port = free_port()
+    master = subprocess.Popen([sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
+                              env=env_for(0, 2, "127.0.0.1", port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wrong = subprocess.run([sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
+                           env=env_for(1, 2, "127.0.0.1", port, GRADWIRE_MSS="1440"), capture_output=True, text=True, timeout=60)
+    assert wrong.returncode != 0
+    assert "asks for mss=1440 but rank 0 chooses it from the path MTU" in wrong.stderr, wrong.stderr[-1500:]
+    master.kill()
+    master.communicate()
+
+
 def test_a_rank_that_dies_mid_job_gives_the_others_an_error_within_the_timeout(tmp_path):
     world, elems = 3, 50_000
     plan = {"elems": elems, "calls": [{"op": "allreduce"}, {"op": "allreduce"}], "init": {"peer_timeout": 3.0}}

@@ -61,6 +61,8 @@ pub struct Communicator {
     world: u32,
     session: u64,
     data_addr: SocketAddr,
+    /// Payload bytes per datagram (the job's agreed segment size).
+    mss: u32,
     tx: Sender<Command>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
@@ -96,6 +98,7 @@ impl Communicator {
         let world = addrs.len() as u32;
         let schedules = Schedules::new(world, collectives)?;
         let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
+        let mss = cfg.transport.mss;
         let (tx, rx) = channel();
         let counters = Arc::new(Mutex::new(Counters::default()));
         let (engine, waker) = Engine::new(rank, session, cfg, udp, control, addrs, rx, counters.clone())
@@ -104,7 +107,7 @@ impl Communicator {
             .name(format!("gradwire-rank{rank}"))
             .spawn(move || engine.run())
             .map_err(|e| NetError::io("spawning the runtime thread", e))?;
-        Ok(Communicator { rank, world, session, data_addr, tx, waker, thread: Some(thread), counters, schedules })
+        Ok(Communicator { rank, world, session, data_addr, mss, tx, waker, thread: Some(thread), counters, schedules })
     }
 
     /// `n` ranks of one job inside this process, meshed over loopback without a
@@ -152,6 +155,11 @@ impl Communicator {
     /// Where this rank receives datagrams.
     pub fn data_addr(&self) -> SocketAddr {
         self.data_addr
+    }
+
+    /// Payload bytes per datagram, the same on every rank of the job.
+    pub fn mss(&self) -> u32 {
+        self.mss
     }
 
     pub fn session(&self) -> u64 {

@@ -266,6 +266,12 @@ impl PyCommunicator {
         Ok(self.comm()?.world_size())
     }
 
+    /// Payload bytes per datagram, agreed by the job (explicit or from the path MTU).
+    #[getter]
+    fn mss(&self) -> PyResult<u32> {
+        Ok(self.comm()?.mss())
+    }
+
     #[getter]
     fn session(&self) -> PyResult<u64> {
         Ok(self.comm()?.session())
