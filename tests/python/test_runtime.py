@@ -139,7 +139,9 @@ def test_lossy_push_meets_its_bound_and_reports_exact_bubbles(tmp_path):
     plan = {
         "elems": elems,
         "calls": [{"op": "push", "loss_bound": bound}, {"op": "allreduce", "algorithm": "ring", "loss_bound": bound}],
-        "init": {"impair": {int(k): tuple(v) for k, v in imp.items()}, "ps_servers": 1},
+        # 1500-byte packets: hundreds of datagrams per transfer, so 2% loss always hits
+        # (loopback's default 64 KiB segments would make ~13 per push).
+        "init": {"impair": {int(k): tuple(v) for k, v in imp.items()}, "ps_servers": 1, "mss": 1440},
     }
     # JSON keys must be strings; the worker passes `init` straight to gradwire.init.
     plan["init"]["impair"] = {k: v for k, v in imp.items()}
