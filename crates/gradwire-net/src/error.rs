@@ -8,7 +8,8 @@ use std::time::Duration;
 pub enum NetError {
     /// A setting is missing or wrong (environment variable, argument).
     Config(String),
-    /// Rank 0 (or a peer) refused this process: the message says why (token, world size, rank).
+    /// Rank 0 (or a peer) refused this process: the message says who refused it and why
+    /// (token, world size, rank, segment size).
     Refused(String),
     /// Nothing happened for `waited`: a peer died or stalls. `what` names the step and peer.
     Timeout { what: String, waited: Duration },
@@ -29,7 +30,8 @@ impl fmt::Display for NetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NetError::Config(m) => write!(f, "configuration error: {m}"),
-            NetError::Refused(m) => write!(f, "refused: {m}"),
+            // The message already says who refused what ("rank 0 at … refused this process: …").
+            NetError::Refused(m) => write!(f, "{m}"),
             NetError::Timeout { what, waited } => write!(f, "timed out after {:.1} s: {what}", waited.as_secs_f64()),
             NetError::PeerLost { rank, detail } => write!(f, "lost rank {rank}: {detail}"),
             NetError::Protocol(m) => write!(f, "protocol error: {m}"),
