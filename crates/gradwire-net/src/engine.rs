@@ -40,8 +40,11 @@ const CALL_MASK: u16 = (1 << (32 - TRANSFER_BITS)) - 1;
 const STASH_LIMIT: usize = 1 << 16;
 /// Packets one endpoint may emit per turn, so one big send cannot starve the rest.
 const TX_BUDGET: usize = 1024;
-/// Datagram bytes read per turn (at most about; each read takes up to 1 MiB).
-const RECV_TURN_BYTES: usize = 8 << 20;
+/// Datagram bytes read per turn (about: a read takes up to 1 MiB). Small, so a rank that
+/// forwards (a ring step) sends between reads instead of after 8 MiB of them: 4 ranks ×
+/// 25 MB allreduce 0.78–0.93× Gloo instead of 0.93–1.08× (three paired runs), goodput
+/// unchanged at 1500 B, 5 % lower at 9000 B.
+const RECV_TURN_BYTES: usize = 256 << 10;
 /// Deadlines closer than this are spun for rather than slept on.
 const SPIN: Time = 50_000_000; // 50 µs
 /// Datagrams with at least this much payload are worth a peek to be read straight into
