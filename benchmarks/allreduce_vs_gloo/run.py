@@ -75,6 +75,7 @@ VARIANT_KEYS = {
     "transport": str,
     "gso": lambda s: s.lower() in ("1", "true", "yes", "on"),
     "pipeline_chunks": int,
+    "send_thread": lambda s: s.lower() in ("1", "true", "yes", "on"),
 }
 
 

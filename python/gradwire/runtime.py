@@ -178,6 +178,7 @@ class Communicator:
         pipeline_chunks: int = 4,
         impair: dict[int, tuple[float, float]] | None = None,
         gso: bool = True,
+        send_thread: bool = False,
     ):
         world = _env_int("WORLD_SIZE", world_size)
         if topology is None:
@@ -208,6 +209,7 @@ class Communicator:
             pipeline_chunks=pipeline_chunks,
             impair=imp,
             gso=gso,
+            send_thread=send_thread,
         )
         self.ps = _PS(self)
 

@@ -6,7 +6,7 @@
 //! sends it unblocks, finish the call), then sleep in `epoll` until the next deadline.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
@@ -27,6 +27,7 @@ use crate::endpoint::{Ep, TransferSpec, TransportConfig};
 use crate::error::NetError;
 use crate::inject::{Delayed, Impairment, Injector};
 use crate::job::{Dtype, Job, RawBuffer, Reply};
+use crate::tx::{Batch, Outbox, Payload};
 use crate::udp::{tos_byte, DataSocket, RecvBufs};
 
 const UDP: Token = Token(0);
@@ -65,6 +66,8 @@ pub struct EngineConfig {
     /// Datagram bytes kept for calls this rank has not posted yet (a peer that calls
     /// first sends at once); beyond this they are dropped and resent on request.
     pub early_buffer_bytes: usize,
+    /// Make the send syscalls on a second thread (see [`crate::tx`]); off by default.
+    pub send_thread: bool,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +80,7 @@ impl Default for EngineConfig {
             socket_buffer_bytes: 32 << 20,
             linger: Duration::from_secs(10),
             early_buffer_bytes: 64 << 20,
+            send_thread: false,
         }
     }
 }
@@ -126,36 +130,6 @@ struct Slot {
     pace: Time,
 }
 
-/// Datagrams to one peer with one TOS, back to back, all but the last `seg` bytes long.
-///
-/// Each datagram is its encoded header plus a payload that stays where it is (in the
-/// caller's buffer): the kernel gathers both with one `sendmsg` (GSO), so the payload is
-/// copied once, by the kernel, as for TCP.
-struct Batch {
-    peer: u32,
-    tos: u8,
-    seg: usize,
-    heads: Vec<[u8; HEADER_LEN]>,
-    /// Per datagram: the payload (pointer, length) in the call's buffer. Valid until the
-    /// batch is sent, which is always within the turn that built it, before any event
-    /// can finish the call and release the buffer.
-    payloads: Vec<Payload>,
-    closed: bool,
-}
-
-/// A payload's place in the call's buffer (see [`Batch::payloads`]).
-#[derive(Clone, Copy)]
-struct Payload(*const u8, usize);
-
-// SAFETY: only the engine thread holds and dereferences these, while the call runs.
-unsafe impl Send for Payload {}
-
-impl Batch {
-    fn count(&self) -> usize {
-        self.heads.len()
-    }
-}
-
 pub struct Engine {
     rank: u32,
     session: u64,
@@ -163,7 +137,6 @@ pub struct Engine {
     poll: Poll,
     udp: DataSocket,
     links: Vec<Option<PeerLink>>,
-    addrs: Vec<SocketAddr>,
     down: Vec<Option<String>>,
     cmds: Receiver<Command>,
     epoch: Instant,
@@ -172,7 +145,12 @@ pub struct Engine {
     next_call: u16,
     slots: HashMap<u32, Slot>,
     stash: Vec<(u32, Header)>,
+    /// Batches being filled this turn.
     batches: Vec<Batch>,
+    outbox: Outbox,
+    /// A STOP was queued: data handed to the send thread before it must reach the kernel
+    /// before the STOP reaches its TCP link, or the receiver sees STOP before the data.
+    fence: bool,
     inject: Injector,
     counters: Arc<std::sync::Mutex<Counters>>,
     local: Counters,
@@ -183,10 +161,6 @@ pub struct Engine {
     trace_at: Time,
     /// Packets of one turn, kept to reuse the allocation.
     txq: Vec<(u32, Packet)>,
-    /// Sent batches, kept to reuse their allocations.
-    spare: Vec<Batch>,
-    /// The gather list of one send, kept empty between sends (allocation reuse).
-    iov: Vec<IoSlice<'static>>,
     /// `GRADWIRE_TRACE` is set.
     tracing: bool,
     /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE).
@@ -294,6 +268,11 @@ impl Engine {
         let mut impairments = cfg.impairments.clone();
         impairments.resize(world, Impairment::default());
         let seed = session ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let outbox = if cfg.send_thread {
+            Outbox::threaded(udp.sender()?, addrs, format!("gradwire-send-{rank}"))?
+        } else {
+            Outbox::inline(udp.sender()?, addrs)
+        };
         let engine = Engine {
             rank,
             session,
@@ -301,7 +280,6 @@ impl Engine {
             poll,
             udp,
             links: wrapped,
-            addrs,
             down: vec![None; world],
             cmds,
             epoch: Instant::now(),
@@ -311,6 +289,8 @@ impl Engine {
             slots: HashMap::new(),
             stash: Vec::new(),
             batches: Vec::new(),
+            outbox,
+            fence: false,
             inject: Injector::new(impairments, seed),
             counters,
             local: Counters::default(),
@@ -320,8 +300,6 @@ impl Engine {
             rbufs: RecvBufs::default(),
             trace_at: 0,
             txq: Vec::new(),
-            spare: Vec::new(),
-            iov: Vec::new(),
             tracing: std::env::var_os("GRADWIRE_TRACE").is_some(),
             early: Vec::new(),
             early_index: Vec::new(),
@@ -372,6 +350,7 @@ impl Engine {
 
     fn publish_counters(&mut self) {
         self.local.injected_drops = self.inject.dropped;
+        (self.local.datagrams_sent, self.local.send_drops) = self.outbox.counts();
         if let Ok(mut c) = self.counters.lock() {
             *c = self.local;
         }
@@ -531,6 +510,11 @@ impl Engine {
             job.report.retransmits += stats.retransmits;
         }
         let _ = job.exec.finished(&job.schedule, t);
+        if self.tracing {
+            let tr = &job.schedule.transfers[t as usize];
+            let at = self.epoch.elapsed().as_secs_f64() * 1e3;
+            eprintln!("t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {})", self.rank, job.call, tr.src, tr.dst, tr.bytes(), if slot.ep.is_receiver() { "received" } else { "sent" });
+        }
         let now = self.now();
         self.start_ready_sends(now);
         self.maybe_complete();
@@ -540,13 +524,19 @@ impl Engine {
         if !self.job.as_ref().is_some_and(|j| j.exec.is_complete()) {
             return;
         }
+        // The batches in flight point into the call's buffer, which the reply gives back.
+        self.outbox.wait_idle();
         let mut job = self.job.take().expect("job");
         let report = job.finish_report();
+        if self.tracing {
+            eprintln!("t={:.3}ms rank {} call {} complete", self.now() as f64 / 1e9, self.rank, job.call);
+        }
         let _ = job.reply.send(Ok(report));
     }
 
     fn fail_call(&mut self, err: NetError) {
         if let Some(job) = self.job.take() {
+            self.outbox.wait_idle(); // as in `maybe_complete`
             self.broken = Some(err.to_string());
             let call = job.call;
             self.slots.retain(|_, s| s.call != call);
@@ -917,6 +907,7 @@ impl Engine {
             seq: p.seq,
         };
         if matches!(p.kind, PacketKind::Ctrl(_) | PacketKind::CtrlAck(_)) {
+            self.fence |= p.kind == PacketKind::Ctrl(CtrlOp::Stop);
             if let Some(l) = self.links[peer as usize].as_mut() {
                 l.queue(&header);
             }
@@ -956,18 +947,8 @@ impl Engine {
                     let b = self.batches.swap_remove(i);
                     self.send_one(b);
                 }
-                let b = self.spare.pop().map(|mut b| {
-                    (b.peer, b.tos, b.seg, b.closed) = (peer, tos, len, false);
-                    b
-                });
-                self.batches.push(b.unwrap_or_else(|| Batch {
-                    peer,
-                    tos,
-                    seg: len,
-                    heads: Vec::with_capacity(64),
-                    payloads: Vec::with_capacity(64),
-                    closed: false,
-                }));
+                let b = self.outbox.batch(peer, tos, len);
+                self.batches.push(b);
                 self.batches.len() - 1
             }
         };
@@ -978,28 +959,8 @@ impl Engine {
         b.closed = len < b.seg || b.count() >= limit;
     }
 
-    fn send_one(&mut self, mut b: Batch) {
-        let n = b.count();
-        if n > 0 {
-            let dst = self.addrs[b.peer as usize];
-            let mut iov = std::mem::take(&mut self.iov);
-            for (h, &Payload(ptr, len)) in b.heads.iter().zip(&b.payloads) {
-                iov.push(IoSlice::new(h));
-                // SAFETY: see `Batch::payloads`.
-                iov.push(IoSlice::new(if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr, len) } }));
-            }
-            match self.udp.send_datagrams(dst, b.tos, b.seg, &iov) {
-                Ok(()) => self.local.datagrams_sent += n as u64,
-                Err(_) => self.local.send_drops += n as u64,
-            }
-            iov.clear();
-            // SAFETY: the slices borrowed nothing that outlives this point; the vector is
-            // empty and only its allocation is kept.
-            self.iov = unsafe { std::mem::transmute::<Vec<IoSlice<'_>>, Vec<IoSlice<'static>>>(iov) };
-        }
-        b.heads.clear();
-        b.payloads.clear();
-        self.spare.push(b);
+    fn send_one(&mut self, b: Batch) {
+        self.outbox.send(b);
     }
 
     fn flush_batches(&mut self) {
@@ -1014,16 +975,16 @@ impl Engine {
         for peer in 0..self.inject.held.len() {
             while self.inject.held[peer].front().is_some_and(|d| d.release <= now) {
                 let d = self.inject.held[peer].pop_front().expect("front");
-                let dst = self.addrs[peer];
-                match self.udp.send_batch(dst, d.tos, d.datagram.len(), &d.datagram) {
-                    Ok(()) => self.local.datagrams_sent += 1,
-                    Err(_) => self.local.send_drops += 1,
-                }
+                self.outbox.send_owned(peer as u32, d.tos, &d.datagram);
             }
         }
     }
 
     fn flush_links(&mut self) {
+        if std::mem::take(&mut self.fence) {
+            self.flush_batches();
+            self.outbox.wait_idle();
+        }
         let mut lost = Vec::new();
         for (peer, link) in self.links.iter_mut().enumerate() {
             if let Some(l) = link.as_mut() {
@@ -1052,7 +1013,11 @@ mod tests {
     }
 
     fn local_job_with(n: u32, mss: u32) -> Vec<Communicator> {
-        let mut cfg = EngineConfig { peer_timeout: Duration::from_secs(10), ..EngineConfig::default() };
+        local_job_cfg(n, mss, false)
+    }
+
+    fn local_job_cfg(n: u32, mss: u32, send_thread: bool) -> Vec<Communicator> {
+        let mut cfg = EngineConfig { peer_timeout: Duration::from_secs(10), send_thread, ..EngineConfig::default() };
         cfg.transport.mss = mss;
         Communicator::local_job(n, |_| cfg.clone(), crate::CollectiveConfig::default()).unwrap()
     }
@@ -1073,11 +1038,23 @@ mod tests {
         assert!(comms.iter().all(|c| c.counters().received_in_place > 0), "{:?}", comms.iter().map(|c| c.counters()).collect::<Vec<_>>());
     }
 
+    #[test]
+    fn ring_allreduce_is_exact_with_a_send_thread() {
+        for mss in [1440, 65_000] {
+            let comms = ring_allreduce_is_exact_cfg(mss, true);
+            assert!(comms.iter().all(|c| c.counters().datagrams_sent > 0 && c.counters().send_drops == 0));
+        }
+    }
+
     fn ring_allreduce_is_exact(mss: u32) -> Vec<Communicator> {
+        ring_allreduce_is_exact_cfg(mss, false)
+    }
+
+    fn ring_allreduce_is_exact_cfg(mss: u32, send_thread: bool) -> Vec<Communicator> {
         let mut last = Vec::new();
         for n in [2u32, 3, 4] {
             let elems = 300_001;
-            let comms = local_job_with(n, mss);
+            let comms = local_job_cfg(n, mss, send_thread);
             let sched = Arc::new(ring(n, elems as u64 * 4, 4, &CollectiveOptions::default()));
             let out: Vec<Vec<f32>> = std::thread::scope(|s| {
                 let hs: Vec<_> = comms

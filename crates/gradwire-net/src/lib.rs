@@ -7,7 +7,8 @@
 //! Layers, bottom up:
 //! - [`rendezvous`]: torchrun-style job formation (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
 //!   `WORLD_SIZE`, a job token) into a [`rendezvous::Mesh`] of control connections.
-//! - [`udp`]: batched datagram I/O; [`control`]: framed TCP control links.
+//! - [`udp`]: batched datagram I/O; [`tx`]: outgoing batches and the send thread;
+//!   [`control`]: framed TCP control links.
 //! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
 //! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
 //! - [`engine`]: the event loop thread; [`inject`]: loss/delay testing hooks.
@@ -22,6 +23,7 @@ pub mod error;
 pub mod inject;
 pub mod job;
 pub mod rendezvous;
+mod tx;
 pub mod udp;
 
 pub use algorithms::{Algorithm, CallKind, CollectiveConfig};

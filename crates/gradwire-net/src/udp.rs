@@ -12,7 +12,7 @@
 
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use mio::net::UdpSocket;
 use gradwire_core::wire::HEADER_LEN;
@@ -39,6 +39,52 @@ pub struct DataSocket {
     sock: UdpSocket,
     state: UdpSocketState,
     gso: bool,
+}
+
+/// The sending side of a [`DataSocket`].
+pub struct DataSender {
+    sock: std::net::UdpSocket,
+    gso: bool,
+}
+
+impl DataSender {
+    /// Sends `contents`: datagrams of `segment` bytes back to back (the last may be
+    /// shorter), all to `dst` with TOS `tos`. `WouldBlock` means the kernel buffer is full:
+    /// the datagrams are dropped, as a full NIC queue would drop them.
+    pub fn send_batch(&self, dst: SocketAddr, tos: u8, segment: usize, contents: &[u8]) -> io::Result<()> {
+        let addr = SockaddrStorage::from(dst);
+        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
+        let fd = self.sock.as_raw_fd();
+        if self.gso && contents.len() > segment {
+            let seg = segment as u16;
+            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
+            sendmsg(fd, &[IoSlice::new(contents)], &cmsgs, MsgFlags::empty(), Some(&addr))?;
+            return Ok(());
+        }
+        for d in contents.chunks(segment.max(1)) {
+            sendmsg(fd, &[IoSlice::new(d)], &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+        }
+        Ok(())
+    }
+
+    /// Sends datagrams given as a gather list of exactly two slices each (header,
+    /// payload), all but the last `segment` bytes long: one GSO `sendmsg` where possible,
+    /// else one `sendmsg` per datagram. Errors as [`Self::send_batch`].
+    pub fn send_datagrams(&self, dst: SocketAddr, tos: u8, segment: usize, iov: &[IoSlice<'_>]) -> io::Result<()> {
+        let addr = SockaddrStorage::from(dst);
+        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
+        let fd = self.sock.as_raw_fd();
+        if self.gso && iov.len() > 2 {
+            let seg = segment as u16;
+            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
+            sendmsg(fd, iov, &cmsgs, MsgFlags::empty(), Some(&addr))?;
+            return Ok(());
+        }
+        for d in iov.chunks(2) {
+            sendmsg(fd, d, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+        }
+        Ok(())
+    }
 }
 
 /// Receive buffers, kept apart from the socket so datagrams can be handled while the
@@ -105,42 +151,13 @@ impl DataSocket {
         }
     }
 
-    /// Sends `contents`: datagrams of `segment` bytes back to back (the last may be
-    /// shorter), all to `dst` with TOS `tos`. `WouldBlock` means the kernel buffer is full:
-    /// the datagrams are dropped, as a full NIC queue would drop them.
-    pub fn send_batch(&self, dst: SocketAddr, tos: u8, segment: usize, contents: &[u8]) -> io::Result<()> {
-        let addr = SockaddrStorage::from(dst);
-        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
-        let fd = self.sock.as_raw_fd();
-        if self.gso && contents.len() > segment {
-            let seg = segment as u16;
-            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
-            sendmsg(fd, &[IoSlice::new(contents)], &cmsgs, MsgFlags::empty(), Some(&addr))?;
-            return Ok(());
-        }
-        for d in contents.chunks(segment.max(1)) {
-            sendmsg(fd, &[IoSlice::new(d)], &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
-        }
-        Ok(())
-    }
-
-    /// Sends datagrams given as a gather list of exactly two slices each (header,
-    /// payload), all but the last `segment` bytes long: one GSO `sendmsg` where possible,
-    /// else one `sendmsg` per datagram. Errors as [`Self::send_batch`].
-    pub fn send_datagrams(&self, dst: SocketAddr, tos: u8, segment: usize, iov: &[IoSlice<'_>]) -> io::Result<()> {
-        let addr = SockaddrStorage::from(dst);
-        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
-        let fd = self.sock.as_raw_fd();
-        if self.gso && iov.len() > 2 {
-            let seg = segment as u16;
-            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
-            sendmsg(fd, iov, &cmsgs, MsgFlags::empty(), Some(&addr))?;
-            return Ok(());
-        }
-        for d in iov.chunks(2) {
-            sendmsg(fd, d, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
-        }
-        Ok(())
+    /// A handle that sends from this socket (its own file descriptor, so another thread
+    /// may own it).
+    pub fn sender(&self) -> io::Result<DataSender> {
+        // SAFETY: the descriptor is open for as long as `self` is, and is only borrowed to
+        // be duplicated.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.sock.as_raw_fd()) }.try_clone_to_owned()?;
+        Ok(DataSender { sock: std::net::UdpSocket::from(fd), gso: self.gso })
     }
 
     /// The next datagram's first bytes (into `head`) and its whole length, without
@@ -221,7 +238,7 @@ mod tests {
                 let len = if i == 9 { 100 } else { seg };
                 contents.extend(std::iter::repeat(i).take(len));
             }
-            tx.send_batch(rx.local_addr().unwrap(), tos_byte(2, true), seg, &contents).unwrap();
+            tx.sender().unwrap().send_batch(rx.local_addr().unwrap(), tos_byte(2, true), seg, &contents).unwrap();
             let mut got = Vec::new();
             let mut bufs = RecvBufs::default();
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);

@@ -48,21 +48,27 @@ fn ltp_star_allreduce_is_exact_without_loss() {
 
 #[test]
 fn lossy_push_meets_the_bound_and_reports_exact_bubbles() {
-    lossy_push(EngineConfig::default().transport.mss);
+    lossy_push(EngineConfig::default().transport.mss, false);
 }
 
 #[test]
 fn lossy_push_with_large_segments_read_in_place() {
-    lossy_push(65_000);
+    lossy_push(65_000, false);
 }
 
-fn lossy_push(mss: u32) {
+/// Sends on a second thread: a round's STOP must still follow its data.
+#[test]
+fn lossy_push_with_a_send_thread() {
+    lossy_push(EngineConfig::default().transport.mss, true);
+}
+
+fn lossy_push(mss: u32, send_thread: bool) {
     // 3 workers push to rank 0 over 5% injected loss with a 10% bound; the pull is reliable.
     // At least ~100 datagrams per push, so the loss always hits some (0.95^300 ≈ 2e-7).
     let (n, bound) = (4, 0.10);
     let elems = (100 * mss as usize / 4).max(100_000);
     let comms = local_job(n, |r| {
-        let mut c = cfg(TransportKind::Dlcp);
+        let mut c = EngineConfig { send_thread, ..cfg(TransportKind::Dlcp) };
         c.transport.mss = mss;
         if r != 0 {
             c.impairments = vec![Impairment { loss: 0.05, delay: Duration::ZERO }; n as usize];
@@ -196,20 +202,25 @@ fn calls_run_in_order_and_results_stay_exact() {
 
 #[test]
 fn every_algorithm_allreduces_exactly_and_bitwise_equal() {
-    every_algorithm(EngineConfig::default().transport.mss);
+    every_algorithm(EngineConfig::default().transport.mss, false);
 }
 
 #[test]
 fn every_algorithm_is_exact_with_large_segments_read_in_place() {
-    every_algorithm(65_000);
+    every_algorithm(65_000, false);
 }
 
-fn every_algorithm(mss: u32) {
+#[test]
+fn every_algorithm_is_exact_with_a_send_thread() {
+    every_algorithm(EngineConfig::default().transport.mss, true);
+}
+
+fn every_algorithm(mss: u32, send_thread: bool) {
     use gradwire_net::Algorithm;
     for n in [2u32, 3, 5] {
         let elems = 30_011; // not a multiple of anything
         let comms = local_job(n, |_| {
-            let mut c = cfg(TransportKind::Dlcp);
+            let mut c = EngineConfig { send_thread, ..cfg(TransportKind::Dlcp) };
             c.transport.mss = mss;
             c
         });

@@ -189,7 +189,7 @@ impl PyCommunicator {
     #[new]
     #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
         transport="dlcp", mss=None, line_rate_gbps=25.0, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
-        impair=None, gso=true))]
+        impair=None, gso=true, send_thread=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -209,6 +209,7 @@ impl PyCommunicator {
         pipeline_chunks: u32,
         impair: Option<Vec<(f64, f64)>>,
         gso: bool,
+        send_thread: bool,
     ) -> PyResult<Self> {
         let positive = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
@@ -220,7 +221,7 @@ impl PyCommunicator {
         let mut rdv = RendezvousConfig::new(master_addr, master_port, rank, world_size);
         rdv.token = token;
         rdv.timeout = Duration::from_secs_f64(positive("timeout", timeout)?);
-        let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, ..EngineConfig::default() };
+        let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, send_thread, ..EngineConfig::default() };
         cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
         // A datagram is mss + 32 header bytes and must fit UDP's 65507-byte payload;
         // segments carry the most whole elements that fit, so any mss works. None: the
