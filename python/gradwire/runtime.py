@@ -172,7 +172,7 @@ class Communicator:
         timeout: float = 30.0,
         peer_timeout: float = 30.0,
         mss: int | None = None,
-        line_rate_gbps: float = 25.0,
+        line_rate_gbps: float | None = None,
         ps_servers: int | None = None,
         tree_arity: int = 2,
         pipeline_chunks: int = 4,
@@ -220,6 +220,13 @@ class Communicator:
     @property
     def world_size(self) -> int:
         return self._c.world_size
+
+    @property
+    def line_rate_gbps(self) -> float:
+        """The rate DLCP senders start at: `line_rate_gbps` if given, else the speed the
+        kernel reports for the interface toward the peers (100 on loopback, 25 when the
+        interface reports none)."""
+        return self._c.line_rate_gbps
 
     @property
     def mss(self) -> int:

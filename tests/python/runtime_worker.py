@@ -31,6 +31,7 @@ def main() -> None:
     arrays = {}
     try:
         comm = gradwire.init(**init_kw)
+        result["mss"], result["line_rate_gbps"] = comm.mss, comm.line_rate_gbps
         for i, call in enumerate(plan["calls"]):
             if plan.get("die_after") == i:
                 os._exit(3)

@@ -116,7 +116,10 @@ def racks(world: int) -> str:
 def test_every_collective_is_exact_between_processes_on_loopback(tmp_path, world):
     elems = 100_003
     plan = {"elems": elems, "calls": ALLREDUCE_PLAN, "init": {"topology": racks(world), "peer_timeout": 60}}
-    check_allreduce_plan(run_job(tmp_path, world, plan), world, elems)
+    results = run_job(tmp_path, world, plan)
+    check_allreduce_plan(results, world, elems)
+    # Loopback: 64 KiB segments, and the loopback line rate (there is no link speed).
+    assert {(r["mss"], r["line_rate_gbps"]) for r in results} == {(65472, 100.0)}
 
 
 needs_netns = pytest.mark.skipif(not netns_available(), reason=netns_unavailable_reason() or "")
@@ -130,6 +133,8 @@ def test_every_collective_is_exact_across_network_namespaces(tmp_path, world):
     with NetnsCluster(world) as cluster:
         results = run_job(tmp_path, world, plan, netns=cluster)
     check_allreduce_plan(results, world, elems)
+    # A 1500-byte fabric: 1500-byte packets; DLCP starts at the veth's reported 10 Gbit/s.
+    assert {(r["mss"], r["line_rate_gbps"]) for r in results} == {(1440, 10.0)}
 
 
 def test_lossy_push_meets_its_bound_and_reports_exact_bubbles(tmp_path):

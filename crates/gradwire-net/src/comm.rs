@@ -18,6 +18,7 @@ use crate::algorithms::{Algorithm, CallKind, CollectiveConfig, Schedules};
 use crate::engine::{CallRequest, Command, Counters, Engine, EngineConfig, MAX_TRANSFERS};
 use crate::error::NetError;
 use crate::job::{Dtype, RawBuffer, Report};
+use crate::line_rate::line_rate_to;
 use crate::rendezvous::{rendezvous, RendezvousConfig};
 use crate::udp::DataSocket;
 
@@ -63,6 +64,8 @@ pub struct Communicator {
     data_addr: SocketAddr,
     /// Payload bytes per datagram (the job's agreed segment size).
     mss: u32,
+    /// DLCP's start rate, bit/s.
+    line_rate_bps: u64,
     tx: Sender<Command>,
     waker: Arc<Waker>,
     thread: Option<JoinHandle<()>>,
@@ -73,15 +76,20 @@ pub struct Communicator {
 impl Communicator {
     /// Forms the job with `rdv` (see [`RendezvousConfig::from_env`]) and starts the engine.
     /// The segment size is the one the job agreed on (`rdv.mss`, or from the path MTU);
-    /// it replaces `cfg.transport.mss`.
+    /// it replaces `cfg.transport.mss`. A `cfg.transport.line_rate_bps` of 0 means the
+    /// speed of the interface toward the peers ([`crate::line_rate`]).
     pub fn init(rdv: &RendezvousConfig, mut cfg: EngineConfig, collectives: CollectiveConfig) -> Result<Self, NetError> {
         collectives.check(rdv.world_size)?;
         let udp = DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), cfg.socket_buffer_bytes, cfg.gso)
             .map_err(|e| NetError::io("binding the UDP data socket", e))?;
         let port = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?.port();
         let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
-        let addrs = mesh.peers.iter().map(|p| p.udp_addr).collect();
+        let addrs: Vec<SocketAddr> = mesh.peers.iter().map(|p| p.udp_addr).collect();
         cfg.transport.mss = mesh.mss;
+        if cfg.transport.line_rate_bps == 0 {
+            let next = addrs[((mesh.rank + 1) % rdv.world_size) as usize];
+            cfg.transport.line_rate_bps = line_rate_to(next).0;
+        }
         Self::start(mesh.rank, mesh.session, udp, mesh.control, addrs, cfg, collectives)
     }
 
@@ -98,7 +106,7 @@ impl Communicator {
         let world = addrs.len() as u32;
         let schedules = Schedules::new(world, collectives)?;
         let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
-        let mss = cfg.transport.mss;
+        let (mss, line_rate_bps) = (cfg.transport.mss, cfg.transport.line_rate_bps);
         let (tx, rx) = channel();
         let counters = Arc::new(Mutex::new(Counters::default()));
         let (engine, waker) = Engine::new(rank, session, cfg, udp, control, addrs, rx, counters.clone())
@@ -107,7 +115,7 @@ impl Communicator {
             .name(format!("gradwire-rank{rank}"))
             .spawn(move || engine.run())
             .map_err(|e| NetError::io("spawning the runtime thread", e))?;
-        Ok(Communicator { rank, world, session, data_addr, mss, tx, waker, thread: Some(thread), counters, schedules })
+        Ok(Communicator { rank, world, session, data_addr, mss, line_rate_bps, tx, waker, thread: Some(thread), counters, schedules })
     }
 
     /// `n` ranks of one job inside this process, meshed over loopback without a
@@ -160,6 +168,11 @@ impl Communicator {
     /// Payload bytes per datagram, the same on every rank of the job.
     pub fn mss(&self) -> u32 {
         self.mss
+    }
+
+    /// The rate DLCP senders start at (bit/s): configured, or the interface's speed.
+    pub fn line_rate_bps(&self) -> u64 {
+        self.line_rate_bps
     }
 
     pub fn session(&self) -> u64 {

@@ -41,6 +41,7 @@ pub struct TransportConfig {
     /// 1440 makes 1500-byte IP packets, 8940 makes 9000-byte (jumbo) ones.
     pub mss: u32,
     /// DLCP: the sender's start and maximum rate. LTP: the initial bottleneck estimate.
+    /// 0 asks `Communicator::init` for the speed of the interface toward the peers.
     pub line_rate_bps: u64,
     /// The pacer may run this far ahead of real time, so sends leave in GSO-sized bursts.
     pub burst: Time,

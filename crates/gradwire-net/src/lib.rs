@@ -11,6 +11,7 @@
 //!   [`control`]: framed TCP control links.
 //! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
 //! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
+//! - [`line_rate`]: the interface speed DLCP starts at (as the MSS comes from the MTU).
 //! - [`engine`]: the event loop thread; [`inject`]: loss/delay testing hooks.
 //! - [`algorithms`]: which schedule a call runs; [`comm`]: the public [`Communicator`].
 
@@ -22,6 +23,7 @@ pub mod engine;
 pub mod error;
 pub mod inject;
 pub mod job;
+pub mod line_rate;
 pub mod rendezvous;
 mod tx;
 pub mod udp;

@@ -160,6 +160,21 @@ impl DataSocket {
         Ok(DataSender { sock: std::net::UdpSocket::from(fd), gso: self.gso })
     }
 
+    /// Bytes the kernel holds for this socket's receive queue (its memory accounting, so a
+    /// little more than the datagrams' size); `None` if it cannot say.
+    pub fn queued_bytes(&self) -> Option<usize> {
+        // <linux/sock_diag.h>: SK_MEMINFO_VARS entries; <asm-generic/socket.h>: SO_MEMINFO.
+        const SK_MEMINFO_VARS: usize = 9;
+        const SO_MEMINFO: libc::c_int = 55;
+        let mut info = [0u32; SK_MEMINFO_VARS];
+        let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+        // SAFETY: `info` and `len` describe a writable buffer of `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(self.sock.as_raw_fd(), libc::SOL_SOCKET, SO_MEMINFO, info.as_mut_ptr().cast(), &mut len)
+        };
+        (r == 0).then(|| info[libc::SK_MEMINFO_RMEM_ALLOC as usize] as usize)
+    }
+
     /// The next datagram's first bytes (into `head`) and its whole length, without
     /// taking it; a GRO batch counts as one datagram. `Ok(None)` when nothing is waiting.
     pub fn peek(&self, head: &mut [u8; HEADER_LEN]) -> io::Result<Option<usize>> {
@@ -218,6 +233,15 @@ impl DataSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queued_bytes_counts_what_waits_to_be_read() {
+        let rx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 1 << 20, true).unwrap();
+        assert_eq!(rx.queued_bytes(), Some(0));
+        let tx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 1 << 20, true).unwrap();
+        tx.sender().unwrap().send_batch(rx.local_addr().unwrap(), 0, 10_000, &[1u8; 30_000]).unwrap();
+        assert!(rx.queued_bytes().unwrap() >= 30_000, "{:?}", rx.queued_bytes());
+    }
 
     #[test]
     fn tos_puts_priority_in_dscp_and_importance_in_ect() {

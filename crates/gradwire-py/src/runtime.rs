@@ -188,7 +188,7 @@ impl PyCommunicator {
     /// Joins the job (blocking, GIL released) and starts the runtime thread.
     #[new]
     #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
-        transport="dlcp", mss=None, line_rate_gbps=25.0, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
+        transport="dlcp", mss=None, line_rate_gbps=None, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
         impair=None, gso=true, send_thread=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -202,7 +202,7 @@ impl PyCommunicator {
         peer_timeout: f64,
         transport: &str,
         mss: Option<u32>,
-        line_rate_gbps: f64,
+        line_rate_gbps: Option<f64>,
         topology: Option<String>,
         ps_servers: Option<u32>,
         tree_arity: u32,
@@ -230,10 +230,12 @@ impl PyCommunicator {
             return Err(PyValueError::new_err(format!("mss {m} is outside {MIN_MSS}..={MAX_MSS} (1440 for 1500-byte packets, 8940 for 9000-byte jumbo)")));
         }
         rdv.mss = mss;
-        if !(line_rate_gbps.is_finite() && line_rate_gbps > 0.0) {
-            return Err(PyValueError::new_err(format!("line_rate_gbps must be positive, got {line_rate_gbps}")));
-        }
-        cfg.transport.line_rate_bps = (line_rate_gbps * 1e9) as u64;
+        // None: the speed of the interface toward the peers (100 Gbit/s on loopback).
+        cfg.transport.line_rate_bps = match line_rate_gbps {
+            None => 0,
+            Some(g) if g.is_finite() && g > 0.0 => ((g * 1e9) as u64).max(1),
+            Some(g) => return Err(PyValueError::new_err(format!("line_rate_gbps must be positive, got {g}"))),
+        };
         if let Some(imp) = impair {
             if imp.len() != world_size as usize {
                 return Err(PyValueError::new_err(format!("impair has {} entries; expected one (loss, delay_s) per rank ({world_size})", imp.len())));
@@ -271,6 +273,12 @@ impl PyCommunicator {
     #[getter]
     fn mss(&self) -> PyResult<u32> {
         Ok(self.comm()?.mss())
+    }
+
+    /// DLCP's start rate in Gbit/s: given, or the interface's speed.
+    #[getter]
+    fn line_rate_gbps(&self) -> PyResult<f64> {
+        Ok(self.comm()?.line_rate_bps() as f64 / 1e9)
     }
 
     #[getter]
