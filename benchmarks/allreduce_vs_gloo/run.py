@@ -26,7 +26,7 @@ be bitwise identical on every rank and match the exact sum on almost every eleme
 
     python benchmarks/allreduce_vs_gloo/run.py                 # worlds 2,4; 1, 25, 100 MB
     python benchmarks/allreduce_vs_gloo/run.py --quick         # smoke test: tiny sizes
-    python benchmarks/allreduce_vs_gloo/run.py --variant mss=8940 --variant line_rate_gbps=100
+    python benchmarks/allreduce_vs_gloo/run.py --variant mss=8940 --variant line_rate_gbps=25
 
 Writes <out>/results.csv, results.json (records), meta.json and allreduce_vs_gloo.png
 (default out: results/allreduce_vs_gloo under the repository root). Exit 0 when every run
@@ -494,7 +494,7 @@ def main() -> int:
     ap.add_argument("--loss-bound", type=float, default=LOSS_BOUND)
     ap.add_argument("--no-loss", action="store_true", help="skip the lossy gradwire rows")
     ap.add_argument("--mss", type=int, help="gradwire payload bytes per datagram (runtime default: from the path MTU, 65472 on loopback)")
-    ap.add_argument("--line-rate-gbps", type=float, help="gradwire pacer rate (runtime default 25)")
+    ap.add_argument("--line-rate-gbps", type=float, help="gradwire pacer rate (runtime default: the interface speed, 100 on loopback)")
     ap.add_argument("--transport", choices=["dlcp", "ltp"], help="gradwire transport (runtime default dlcp)")
     ap.add_argument("--variant", action="append", default=[], metavar="K=V[,K=V]",
                     help=f"extra gradwire configuration run side by side ({', '.join(VARIANT_KEYS)}); repeatable")
