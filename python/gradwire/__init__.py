@@ -19,7 +19,7 @@ from gradwire._core import __version__ as _core_version
 __version__ = _core_version
 
 from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_text  # noqa: E402
-from gradwire import ps  # noqa: E402
+from gradwire import ddp, ps  # noqa: E402
 from gradwire.runtime import (  # noqa: E402
     Bubble,
     CommError,
@@ -55,6 +55,7 @@ __all__ = [
     "destroy",
     "init",
     "is_initialized",
+    "ddp",
     "ps",
     "Simulation",
     "__version__",
