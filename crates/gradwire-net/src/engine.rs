@@ -214,6 +214,16 @@ fn pace_dlcp(s: &mut DlcpSender, pace: &mut Time, now: Time, burst: Time, catch_
     n
 }
 
+/// What [`Engine::receive_direct`] did with the next datagram.
+enum Direct {
+    /// Nothing is waiting.
+    Empty,
+    /// Read into place; its length.
+    Landed(usize),
+    /// Left for the usual read; `large`: at least `DIRECT_MIN` of payload.
+    Declined { large: bool },
+}
+
 /// A datagram's payload as [`Engine::dispatch`] gets it.
 #[derive(Clone, Copy)]
 enum Incoming<'a> {
@@ -599,14 +609,21 @@ impl Engine {
         let mut bufs = std::mem::take(&mut self.rbufs);
         let direct = self.cfg.transport.mss as usize >= DIRECT_MIN;
         while bytes < max_bytes {
+            // A batched read would also take the large datagrams behind this one, which
+            // could have gone straight into place: after a large one, read one at a time.
+            let mut batch = usize::MAX;
             if direct {
-                if let Some(n) = self.receive_direct(now) {
-                    count += 1;
-                    bytes += n;
-                    continue;
+                match self.receive_direct(now) {
+                    Direct::Empty => break,
+                    Direct::Landed(n) => {
+                        count += 1;
+                        bytes += n;
+                        continue;
+                    }
+                    Direct::Declined { large } => batch = if large { 1 } else { usize::MAX },
                 }
             }
-            match self.udp.recv(&mut bufs) {
+            match self.udp.recv(&mut bufs, batch) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -633,34 +650,39 @@ impl Engine {
     /// This thread is the socket's only reader, so the datagram read is the one peeked.
     /// Should the read still fail, the segment's place holds garbage but the endpoint has
     /// not taken it: a resend overwrites it, or it is zeroed as a bubble.
-    fn receive_direct(&mut self, now: Time) -> Option<usize> {
+    fn receive_direct(&mut self, now: Time) -> Direct {
         let mut head = [0u8; HEADER_LEN];
-        let total = self.udp.peek(&mut head).ok()??;
+        let total = match self.udp.peek(&mut head) {
+            Ok(Some(total)) => total,
+            Ok(None) => return Direct::Empty,
+            Err(_) => return Direct::Declined { large: false }, // the read reports it
+        };
+        let declined = Direct::Declined { large: total >= HEADER_LEN + DIRECT_MIN };
         if total < HEADER_LEN + DIRECT_MIN {
-            return None;
+            return declined;
         }
-        let h = Header::decode_header(&head).ok()?;
+        let Ok(h) = Header::decode_header(&head) else { return declined };
         if h.kind != PacketKind::Data || h.session != self.session || total != HEADER_LEN + h.payload_len as usize {
-            return None;
+            return declined;
         }
-        let slot = self.slots.get(&h.flow)?;
+        let Some(slot) = self.slots.get(&h.flow) else { return declined };
         let (from, call, transfer) = (slot.peer, slot.call, slot.transfer);
         if !slot.ep.wants(h.seq, h.payload_len) {
-            return None;
+            return declined;
         }
-        let job = self.job.as_mut().filter(|j| j.call == call)?;
-        let dst = job.direct_dst(transfer, h.seq..h.seq + h.payload_len as u64)?;
+        let Some(job) = self.job.as_mut().filter(|j| j.call == call) else { return declined };
+        let Some(dst) = job.direct_dst(transfer, h.seq..h.seq + h.payload_len as u64) else { return declined };
         match self.udp.recv_into(&mut head, dst) {
             Ok((n, ce)) if n == total => {
                 let mut h = h;
                 h.ce |= ce;
                 self.dispatch(from, &h, Incoming::Landed(h.payload_len), now);
                 self.local.received_in_place += 1;
-                Some(n)
+                Direct::Landed(n)
             }
             _ => {
                 self.local.malformed += 1;
-                None
+                declined
             }
         }
     }

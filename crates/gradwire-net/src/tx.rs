@@ -251,7 +251,7 @@ mod tests {
             let mut bufs = crate::udp::RecvBufs::default();
             let mut got = Vec::new();
             while got.len() < 200 {
-                if rx.recv(&mut bufs).unwrap() {
+                if rx.recv(&mut bufs, usize::MAX).unwrap() {
                     got.extend(bufs.datagrams().map(|(d, _)| (d[0], d.len())));
                 }
             }

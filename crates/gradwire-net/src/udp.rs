@@ -208,15 +208,16 @@ impl DataSocket {
         Ok((msg.bytes, ce))
     }
 
-    /// One batched read into `bufs`; `Ok(false)` when nothing is waiting.
-    pub fn recv(&self, bufs: &mut RecvBufs) -> io::Result<bool> {
+    /// One batched read of at most `max` datagrams into `bufs`; `Ok(false)` when nothing
+    /// is waiting.
+    pub fn recv(&self, bufs: &mut RecvBufs, max: usize) -> io::Result<bool> {
         bufs.filled = 0;
         if bufs.bufs.is_empty() {
             bufs.bufs = vec![vec![0u8; RECV_BUF_BYTES]; RECV_BUFS];
             bufs.metas = vec![RecvMeta::default(); RECV_BUFS];
         }
         loop {
-            let mut slices: Vec<IoSliceMut<'_>> = bufs.bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let mut slices: Vec<IoSliceMut<'_>> = bufs.bufs.iter_mut().take(max.max(1)).map(|b| IoSliceMut::new(b)).collect();
             return match self.state.recv(UdpSockRef::from(&self.sock), &mut slices, &mut bufs.metas) {
                 Ok(got) => {
                     bufs.filled = got;
@@ -267,7 +268,7 @@ mod tests {
             let mut bufs = RecvBufs::default();
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
             while got.len() < 10 && std::time::Instant::now() < deadline {
-                if rx.recv(&mut bufs).unwrap() {
+                if rx.recv(&mut bufs, usize::MAX).unwrap() {
                     got.extend(bufs.datagrams().map(|(d, _)| d.to_vec()));
                 }
             }
