@@ -1,0 +1,173 @@
+//! A call's lifecycle at this rank: posting its receives, starting the sends its
+//! schedule makes ready, finishing transfers, completing or failing the call.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn start_next_call(&mut self) -> bool {
+        let Some(req) = self.queue.pop_front() else { return false };
+        let call = self.next_call;
+        self.next_call = self.next_call.wrapping_add(1) & CALL_MASK;
+        if let Some(why) = &self.broken {
+            let _ = req.reply.send(Err(NetError::Protocol(format!("the communicator is unusable after an earlier failure: {why}"))));
+            return true;
+        }
+        let s = req.schedule.clone();
+        // A partner of this rank that is already gone cannot finish its part of this call
+        // (each side of a transfer waits for the other); a rank we never talk to may have
+        // finished the call and exited already, so it does not count.
+        let me = self.rank;
+        let partner = |r: u32| s.transfers.iter().any(|t| (t.src == me && t.dst == r) || (t.src == r && t.dst == me));
+        if let Some(r) = (0..s.world).find(|&r| partner(r) && self.down[r as usize].is_some()) {
+            let detail = self.down[r as usize].clone().unwrap_or_default();
+            let _ = req.reply.send(Err(NetError::PeerLost { rank: r, detail }));
+            return true;
+        }
+        let mut job = Job::new(call, s.clone(), self.rank, req.buf, req.dtype, req.reply);
+        let now = self.now();
+        if self.tracing {
+            eprintln!("t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept", now as f64 / 1e9, self.rank, s.name, self.early_index.len());
+        }
+        for t in s.receives_of(self.rank) {
+            job.post_receive(t);
+            let spec = self.spec(&s, call, t, job.dtype);
+            let ep = Ep::receiver(&self.cfg.transport, &spec, now);
+            let peer = spec.src;
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false, pace: 0 });
+        }
+        self.job = Some(job);
+        // Data that arrived before this call was posted (kept, or left in the socket: see
+        // `should_read`), then its control (a STOP must find the data its round sent
+        // already placed).
+        self.replay_early(call, now);
+        if let Some(queued) = self.udp.queued_bytes().filter(|&b| b > 0) {
+            self.receive_datagrams(queued);
+        }
+        let stash = std::mem::take(&mut self.stash);
+        for (from, h) in stash {
+            if call_of(h.flow) == call {
+                self.dispatch(from, &h, Incoming::Bytes(&[]), now);
+            } else if is_future(call_of(h.flow), self.next_call) {
+                self.stash.push((from, h));
+            }
+        }
+        self.start_ready_sends(now);
+        self.maybe_complete();
+        true
+    }
+
+    pub(super) fn spec(&self, s: &Schedule, call: u16, t: TransferId, dtype: Dtype) -> TransferSpec {
+        let tr = &s.transfers[t as usize];
+        TransferSpec {
+            flow: flow_id(call, t),
+            src: tr.src,
+            dst: tr.dst,
+            bytes: tr.bytes(),
+            loss_bound: tr.loss_bound,
+            priority: tr.priority,
+            elem_bytes: dtype.size(),
+        }
+    }
+
+    pub(super) fn start_ready_sends(&mut self, now: Time) {
+        let Some(job) = self.job.as_mut() else { return };
+        let mut started = Vec::new();
+        while let Some(t) = job.exec.poll_ready() {
+            started.push(t);
+        }
+        for t in started {
+            let job = self.job.as_ref().expect("job");
+            let spec = self.spec(&job.schedule, job.call, t, job.dtype);
+            // Importance from the real gradient values (DLCP §3.2.2), only when loss is allowed.
+            let mss = self.cfg.transport.mss as usize;
+            let importance = (spec.loss_bound > 0.0)
+                .then(|| job.send_f32(t).map(|g| importance_mask(g, (mss / 4).max(1))))
+                .flatten();
+            let ep = Ep::sender(&self.cfg.transport, &spec, importance, now);
+            let call = job.call;
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false, pace: 0 });
+            self.job.as_mut().expect("job").report.transfers_sent += 1;
+        }
+    }
+
+    /// Reports transfer `t` of the current call finished at this rank.
+    pub(super) fn finish_transfer(&mut self, flow: u32) {
+        let Some(slot) = self.slots.get_mut(&flow) else { return };
+        if slot.finished {
+            return;
+        }
+        let Some(job) = self.job.as_mut().filter(|j| j.call == slot.call) else { return };
+        slot.finished = true;
+        let t = slot.transfer;
+        if slot.ep.is_receiver() {
+            let bubbles = slot.ep.bubbles();
+            job.apply(t, &bubbles);
+        }
+        let stats = slot.ep.stats();
+        if !slot.ep.is_receiver() {
+            job.report.retransmits += stats.retransmits;
+        }
+        let _ = job.exec.finished(&job.schedule, t);
+        if self.tracing {
+            let tr = &job.schedule.transfers[t as usize];
+            let at = self.epoch.elapsed().as_secs_f64() * 1e3;
+            eprintln!("t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {})", self.rank, job.call, tr.src, tr.dst, tr.bytes(), if slot.ep.is_receiver() { "received" } else { "sent" });
+        }
+        let now = self.now();
+        self.start_ready_sends(now);
+        self.maybe_complete();
+    }
+
+    pub(super) fn maybe_complete(&mut self) {
+        if !self.job.as_ref().is_some_and(|j| j.exec.is_complete()) {
+            return;
+        }
+        // The batches in flight point into the call's buffer, which the reply gives back.
+        self.outbox.wait_idle();
+        let mut job = self.job.take().expect("job");
+        let report = job.finish_report();
+        if self.tracing {
+            eprintln!("t={:.3}ms rank {} call {} complete", self.now() as f64 / 1e9, self.rank, job.call);
+        }
+        let _ = job.reply.send(Ok(report));
+    }
+
+    pub(super) fn fail_call(&mut self, err: NetError) {
+        if let Some(job) = self.job.take() {
+            self.outbox.wait_idle(); // as in `maybe_complete`
+            self.broken = Some(err.to_string());
+            let call = job.call;
+            self.slots.retain(|_, s| s.call != call);
+            let _ = job.reply.send(Err(err));
+        }
+    }
+
+    pub(super) fn fail_all(&mut self, err: NetError) {
+        let msg = err.to_string();
+        self.fail_call(err);
+        for req in self.queue.drain(..) {
+            let _ = req.reply.send(Err(NetError::Protocol(msg.clone())));
+        }
+    }
+
+    pub(super) fn check_stall(&mut self) {
+        let Some(job) = self.job.as_mut() else { return };
+        // Packets mark progress; the clock is read once per turn, not once per packet.
+        if std::mem::take(&mut job.progressed) {
+            job.last_progress = Instant::now();
+        }
+        let waited = job.last_progress.elapsed();
+        if waited < self.cfg.peer_timeout {
+            return;
+        }
+        let call = job.call;
+        let mut peers: Vec<u32> = self.slots.values().filter(|s| s.call == call && !s.finished).map(|s| s.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let what = format!(
+            "rank {} got nothing for collective '{}' (call {}) from its peers; transfers with ranks {:?} are unfinished (dead or stalled peer?)",
+            self.rank, job.schedule.name, call, peers
+        );
+        self.fail_call(NetError::Timeout { what, waited });
+    }
+}

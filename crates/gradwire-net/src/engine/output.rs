@@ -1,0 +1,182 @@
+//! Writing: endpoints' packets into per-peer batches (data) or onto control links, paced
+//! DLCP senders, delayed (injected) datagrams.
+
+use super::*;
+
+/// Polls a DLCP sender for the packets its pacer allows up to `now + burst`.
+///
+/// The sender schedules its next packet at `max(next slot, the time it is given) +
+/// serialization`. Given `now + burst` directly, a sender whose slot fell behind (a turn
+/// that came late: a busy receive, a preempted thread, an epoll sleep) would jump to
+/// `now + burst` and send a single packet per turn, so the loop's gaps would set the rate.
+/// Instead the engine walks a clock `pace` through the sender's slots: from where it
+/// stopped, but no further back than `now - catch_up` (the paced rate is kept on average
+/// across a gap of up to `catch_up`, in one burst), to `now + burst`.
+fn pace_dlcp(s: &mut DlcpSender, pace: &mut Time, now: Time, burst: Time, catch_up: Time, mut out: impl FnMut(Packet)) -> usize {
+    let limit = now + burst;
+    let mut at = (*pace).max(now.saturating_sub(catch_up));
+    let mut n = 0;
+    while n < TX_BUDGET {
+        let rate = s.rate_bps();
+        match s.poll_transmit(at) {
+            Some(p) => {
+                n += 1;
+                let data = p.kind == PacketKind::Data;
+                let wire = p.wire_bytes;
+                out(p);
+                if data {
+                    // The sender's next slot is now `at + serialization`.
+                    at += serialization(wire, rate);
+                    if at > limit {
+                        break;
+                    }
+                }
+            }
+            None => match s.poll_timeout() {
+                // The next slot lies ahead of `at` (left there by the last turn).
+                Some(t) if t > at && t <= limit => at = t,
+                _ => break,
+            },
+        }
+    }
+    *pace = at.min(limit);
+    n
+}
+
+impl Engine {
+    pub(super) fn transmit(&mut self, now: Time) -> bool {
+        let burst = self.cfg.transport.burst;
+        let catch_up = self.cfg.transport.max_catch_up;
+        let mut out = std::mem::take(&mut self.txq);
+        let mut more = false;
+        for (&flow, slot) in self.slots.iter_mut() {
+            let n = match &mut slot.ep {
+                Ep::DlcpSend(s) => pace_dlcp(s, &mut slot.pace, now, burst, catch_up, |p| out.push((flow, p))),
+                ep => {
+                    let ep = ep.endpoint();
+                    let mut n = 0;
+                    while n < TX_BUDGET {
+                        let Some(p) = ep.poll_transmit(now + burst) else { break };
+                        out.push((flow, p));
+                        n += 1;
+                    }
+                    n
+                }
+            };
+            more |= n == TX_BUDGET;
+        }
+        let sent = !out.is_empty();
+        for (flow, p) in out.drain(..) {
+            self.emit(flow, &p, now);
+        }
+        self.txq = out;
+        more || sent
+    }
+
+    pub(super) fn emit(&mut self, flow: u32, p: &Packet, now: Time) {
+        let Some(slot) = self.slots.get(&flow) else { return };
+        let (peer, transfer, call) = (slot.peer, slot.transfer, slot.call);
+        let is_data = p.kind == PacketKind::Data;
+        let header = Header {
+            kind: p.kind,
+            ect: p.ecn.ect,
+            ce: p.ecn.ce,
+            ece: p.ece,
+            priority: p.priority.min(7),
+            session: self.session,
+            flow,
+            payload_len: if is_data { p.len } else { 0 },
+            seq: p.seq,
+        };
+        if matches!(p.kind, PacketKind::Ctrl(_) | PacketKind::CtrlAck(_)) {
+            self.fence |= p.kind == PacketKind::Ctrl(CtrlOp::Stop);
+            if let Some(l) = self.links[peer as usize].as_mut() {
+                l.queue(&header);
+            }
+            return;
+        }
+        let mut head = [0u8; HEADER_LEN];
+        header.encode(&mut head);
+        let job = self.job.as_mut().filter(|j| j.call == call);
+        let payload: &[u8] = match (is_data, job) {
+            (false, _) => &[],
+            (true, Some(job)) => {
+                job.report.bytes_sent += p.len as u64;
+                job.report.packets_sent += 1;
+                job.payload(transfer, p.seq, p.len)
+            }
+            (true, None) => return, // the call is gone: nothing to send from
+        };
+        if self.inject.drop_now(peer) {
+            return;
+        }
+        let tos = tos_byte(p.priority, p.ecn.ect);
+        let delay = self.inject.get(peer).delay;
+        if !delay.is_zero() {
+            let datagram = [&head[..], payload].concat();
+            let release = now + delay.as_nanos() as Time * 1000;
+            self.inject.held[peer as usize].push_back(Delayed { release, tos, datagram });
+            return;
+        }
+        let len = HEADER_LEN + payload.len();
+        let payload = Payload(payload.as_ptr(), payload.len());
+        let limit = self.udp.batch_limit(len);
+        let i = match self.batches.iter().position(|b| b.peer == peer && b.tos == tos && !b.closed && len <= b.seg) {
+            Some(i) => i,
+            None => {
+                // The key's closed batch leaves first, so datagrams keep their order.
+                if let Some(i) = self.batches.iter().position(|b| b.peer == peer && b.tos == tos) {
+                    let b = self.batches.swap_remove(i);
+                    self.send_one(b);
+                }
+                let b = self.outbox.batch(peer, tos, len);
+                self.batches.push(b);
+                self.batches.len() - 1
+            }
+        };
+        let b = &mut self.batches[i];
+        b.heads.push(head);
+        b.payloads.push(payload);
+        // GSO: every datagram but the last has the full segment size.
+        b.closed = len < b.seg || b.count() >= limit;
+    }
+
+    pub(super) fn send_one(&mut self, b: Batch) {
+        self.outbox.send(b);
+    }
+
+    pub(super) fn flush_batches(&mut self) {
+        let mut batches = std::mem::take(&mut self.batches);
+        for b in batches.drain(..) {
+            self.send_one(b);
+        }
+        self.batches = batches;
+    }
+
+    pub(super) fn release_delayed(&mut self, now: Time) {
+        for peer in 0..self.inject.held.len() {
+            while self.inject.held[peer].front().is_some_and(|d| d.release <= now) {
+                let d = self.inject.held[peer].pop_front().expect("front");
+                self.outbox.send_owned(peer as u32, d.tos, &d.datagram);
+            }
+        }
+    }
+
+    pub(super) fn flush_links(&mut self) {
+        if std::mem::take(&mut self.fence) {
+            self.flush_batches();
+            self.outbox.wait_idle();
+        }
+        let mut lost = Vec::new();
+        for (peer, link) in self.links.iter_mut().enumerate() {
+            if let Some(l) = link.as_mut() {
+                if let Err(e) = l.flush() {
+                    lost.push((peer as u32, e));
+                }
+            }
+        }
+        for (peer, e) in lost {
+            self.peer_down(peer, e);
+        }
+    }
+}
