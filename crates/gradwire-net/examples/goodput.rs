@@ -36,6 +36,12 @@ fn base_cfg(mss: u32) -> EngineConfig {
     }
     c.transport.kind = TransportKind::Dlcp;
     c.transport.mss = mss;
+    // Paced as a real job on loopback is (`line_rate::LOOPBACK_BPS`); GOODPUT_LINE_RATE_GBPS
+    // overrides it (the pacer used to be a fixed 25 Gbit/s).
+    c.transport.line_rate_bps = std::env::var("GOODPUT_LINE_RATE_GBPS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(gradwire_net::line_rate::LOOPBACK_BPS, |g| (g * 1e9) as u64);
     c
 }
 
