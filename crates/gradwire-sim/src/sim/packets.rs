@@ -120,20 +120,19 @@ impl Simulation {
         let p = self.fabric.packets.release(id);
         self.counts.delivered += 1;
         // direction, not packet kind, picks the endpoint: control packets flow both ways
-        let Some(spec) = self.workload.flows.get(p.flow as usize) else {
+        let Some(pair) = self.eps.get_mut(p.flow as usize) else {
             self.strays += 1;
             return;
         };
-        let ep = 2 * p.flow + (host == spec.dst) as u32;
-        let live = p.dst == host && self.endpoints[ep as usize].is_some();
-        if !live {
-            self.strays += 1;
-            return;
+        let side = (host == pair.0[1].host) as usize;
+        match &mut pair.0[side].endpoint {
+            Some(e) if p.dst == host => e.handle_packet(self.now, &p),
+            _ => {
+                self.strays += 1;
+                return;
+            }
         }
-        if let Some(e) = self.endpoints[ep as usize].as_mut() {
-            e.handle_packet(self.now, &p);
-        }
-        self.drive(ep);
+        self.drive(2 * p.flow + side as u32);
     }
 
     pub(super) fn drop(&mut self, id: PktId, reason: DropReason) {
