@@ -11,6 +11,32 @@ use std::collections::VecDeque;
 
 pub type PktId = u32;
 
+/// A packet handle plus the header fields a switch reads. Ports queue and wires carry
+/// these, so a packet's pooled body is touched only at its hosts: it goes cold while it
+/// waits in buffers and on wires, and reading it at every hop was the largest cache miss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hdr {
+    pub id: PktId,
+    pub flow: u32,
+    pub dst: u32,
+    pub wire_bytes: u16,
+    pub priority: u8,
+    pub ect: bool,
+}
+
+impl Hdr {
+    pub fn of(id: PktId, p: &Packet) -> Hdr {
+        Hdr {
+            id,
+            flow: p.flow,
+            dst: p.dst,
+            wire_bytes: u16::try_from(p.wire_bytes).expect("validated: a packet fits 65535 bytes"),
+            priority: p.priority,
+            ect: p.ecn.ect,
+        }
+    }
+}
+
 /// Packets live here while in the network; a handle is an index, freed on delivery or drop.
 #[derive(Default)]
 pub struct PacketPool {
@@ -68,7 +94,7 @@ pub struct Port {
     /// Picoseconds per byte when that is a whole number (100G: 80), else 0.
     ps_per_byte: Time,
     pub delay: Time,
-    pub queue: SwitchPort<PktId>,
+    pub queue: SwitchPort<Hdr>,
     pub pool: u32,
     pub up: bool,
     /// When the packet being serialized (already on `wire`) is fully sent.
@@ -76,7 +102,7 @@ pub struct Port {
     /// A `TxDone` event is scheduled for `busy_until`.
     pub wake_pending: bool,
     /// Packets propagating, in arrival order (the link is FIFO with a fixed delay).
-    pub wire: VecDeque<(Time, PktId)>,
+    pub wire: VecDeque<(Time, Hdr)>,
 }
 
 impl Port {

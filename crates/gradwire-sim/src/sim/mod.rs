@@ -8,7 +8,7 @@ mod eps;
 mod packets;
 
 use crate::engine::{EventQueue, Target};
-use crate::fabric::{Fabric, PktId};
+use crate::fabric::{Fabric, Hdr, PktId};
 use crate::output::{QueueSample, Summary};
 use crate::routing::{PortId, Routes};
 use crate::scenario::{RoutingMode, Scenario, ScenarioError};
@@ -259,10 +259,10 @@ impl Simulation {
             pr.up = false;
             let pool = &mut self.fabric.pools[pr.pool as usize];
             let mut lost = pr.queue.drain(pool);
-            lost.extend(pr.wire.drain(..).map(|(_, id)| id));
-            for id in lost {
+            lost.extend(pr.wire.drain(..).map(|(_, h)| h));
+            for h in lost {
                 self.fabric.ports[port as usize].queue.count_drop(DropReason::LinkDown);
-                self.drop(id, DropReason::LinkDown);
+                self.drop(h.id, DropReason::LinkDown);
             }
         }
         self.routes = Routes::compute(&self.topo, &self.fabric.node_ports, &self.fabric.hops());
