@@ -38,23 +38,29 @@ impl Hdr {
 }
 
 /// Packets live here while in the network; a handle is an index, freed on delivery or drop.
+/// Each slot is one cache line: a 56-byte packet at a 56-byte stride would straddle two
+/// lines in most slots, and a host's read of a cold packet would then miss twice.
 #[derive(Default)]
 pub struct PacketPool {
-    slots: Vec<Packet>,
+    slots: Vec<Slot>,
     free: Vec<PktId>,
     live: u64,
 }
+
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Slot(Packet);
 
 impl PacketPool {
     pub fn alloc(&mut self, p: Packet) -> PktId {
         self.live += 1;
         match self.free.pop() {
             Some(id) => {
-                self.slots[id as usize] = p;
+                self.slots[id as usize] = Slot(p);
                 id
             }
             None => {
-                self.slots.push(p);
+                self.slots.push(Slot(p));
                 (self.slots.len() - 1) as PktId
             }
         }
@@ -63,15 +69,15 @@ impl PacketPool {
     pub fn release(&mut self, id: PktId) -> Packet {
         self.live -= 1;
         self.free.push(id);
-        self.slots[id as usize]
+        self.slots[id as usize].0
     }
 
     pub fn get(&self, id: PktId) -> &Packet {
-        &self.slots[id as usize]
+        &self.slots[id as usize].0
     }
 
     pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
-        &mut self.slots[id as usize]
+        &mut self.slots[id as usize].0
     }
 
     /// Packets currently in the network (queued, in service or on a wire).

@@ -14,9 +14,11 @@ pub struct Hop {
     pub up: bool,
 }
 
-/// `next_hops(node, host)` is a slice of egress ports, flattened in one allocation.
+/// `next_hops(node, host)` is a slice of egress ports, flattened in one allocation and
+/// ordered by node, then host: a switch's routes are contiguous (a few KB in all), not
+/// spread over the table, so the per-hop lookup stays in cache.
 pub struct Routes {
-    nodes: u32,
+    hosts: u32,
     offsets: Vec<u32>,
     ports: Vec<PortId>,
 }
@@ -33,9 +35,10 @@ impl Routes {
                 ingress[h.to as usize].push(p as PortId);
             }
         }
-        let mut offsets = Vec::with_capacity(n * hosts + 1);
-        let mut ports = Vec::new();
-        offsets.push(0);
+        // host-major first, as the BFS finds them; transposed to node-major below
+        let mut by_dst_offsets = Vec::with_capacity(n * hosts + 1);
+        let mut by_dst_ports = Vec::new();
+        by_dst_offsets.push(0);
         let mut d = vec![u32::MAX; n];
         let mut frontier = VecDeque::new();
         for dst in 0..hosts {
@@ -60,18 +63,28 @@ impl Routes {
                     for &p in &node_ports[node] {
                         let h = hops[p as usize];
                         if h.up && d[h.to as usize] == d[node] - 1 {
-                            ports.push(p);
+                            by_dst_ports.push(p);
                         }
                     }
                 }
+                by_dst_offsets.push(by_dst_ports.len() as u32);
+            }
+        }
+        let mut offsets = Vec::with_capacity(n * hosts + 1);
+        let mut ports = Vec::with_capacity(by_dst_ports.len());
+        offsets.push(0);
+        for node in 0..n {
+            for dst in 0..hosts {
+                let i = dst * n + node;
+                ports.extend_from_slice(&by_dst_ports[by_dst_offsets[i] as usize..by_dst_offsets[i + 1] as usize]);
                 offsets.push(ports.len() as u32);
             }
         }
-        Routes { nodes: n as u32, offsets, ports }
+        Routes { hosts: hosts as u32, offsets, ports }
     }
 
     pub fn next_hops(&self, node: NodeId, host: u32) -> &[PortId] {
-        let i = host as usize * self.nodes as usize + node as usize;
+        let i = node as usize * self.hosts as usize + host as usize;
         &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 }
