@@ -14,12 +14,13 @@ pub struct Hop {
     pub up: bool,
 }
 
-/// `next_hops(node, host)` is a slice of egress ports, flattened in one allocation and
-/// ordered by node, then host: a switch's routes are contiguous (a few KB in all), not
-/// spread over the table, so the per-hop lookup stays in cache.
+/// `next_hops(node, host)` is a slice of egress ports. Each distinct set of next hops is
+/// stored once (a leaf sends every other rack's hosts to the same spines), so the sets
+/// stay in cache; `sets[node * hosts + host]` locates one as (start, len), ordered by node
+/// so a switch's entries are contiguous. A hop then costs one table load, not two.
 pub struct Routes {
     hosts: u32,
-    offsets: Vec<u32>,
+    sets: Vec<(u32, u32)>,
     ports: Vec<PortId>,
 }
 
@@ -70,22 +71,27 @@ impl Routes {
                 by_dst_offsets.push(by_dst_ports.len() as u32);
             }
         }
-        let mut offsets = Vec::with_capacity(n * hosts + 1);
-        let mut ports = Vec::with_capacity(by_dst_ports.len());
-        offsets.push(0);
+        let mut sets = Vec::with_capacity(n * hosts);
+        let mut ports = Vec::new();
+        let mut seen: std::collections::HashMap<&[PortId], u32> = Default::default();
         for node in 0..n {
             for dst in 0..hosts {
                 let i = dst * n + node;
-                ports.extend_from_slice(&by_dst_ports[by_dst_offsets[i] as usize..by_dst_offsets[i + 1] as usize]);
-                offsets.push(ports.len() as u32);
+                let next = &by_dst_ports[by_dst_offsets[i] as usize..by_dst_offsets[i + 1] as usize];
+                let start = *seen.entry(next).or_insert_with(|| {
+                    ports.extend_from_slice(next);
+                    (ports.len() - next.len()) as u32
+                });
+                sets.push((start, next.len() as u32));
             }
         }
-        Routes { hosts: hosts as u32, offsets, ports }
+        Routes { hosts: hosts as u32, sets, ports }
     }
 
+    #[inline]
     pub fn next_hops(&self, node: NodeId, host: u32) -> &[PortId] {
-        let i = node as usize * self.hosts as usize + host as usize;
-        &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        let (start, len) = self.sets[node as usize * self.hosts as usize + host as usize];
+        &self.ports[start as usize..(start + len) as usize]
     }
 }
 
