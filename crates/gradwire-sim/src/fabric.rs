@@ -22,6 +22,8 @@ pub struct Hdr {
     pub wire_bytes: u16,
     pub priority: u8,
     pub ect: bool,
+    /// [`Packet::switch_rank`], what a pFabric port schedules by.
+    pub rank: u64,
 }
 
 impl Hdr {
@@ -33,6 +35,7 @@ impl Hdr {
             wire_bytes: u16::try_from(p.wire_bytes).expect("validated: a packet fits 65535 bytes"),
             priority: p.priority,
             ect: p.ecn.ect,
+            rank: p.switch_rank(),
         }
     }
 }

@@ -36,10 +36,7 @@ impl Simulation {
         let pool = &mut self.fabric.pools[pr.pool as usize];
         let admit = match &mut pr.queue {
             SwitchPort::Priority(q) => q.enqueue(h, h.wire_bytes as u32, h.priority, h.ect, pool),
-            // pFabric's rank is read from the packet body: the one field not in `Hdr`
-            SwitchPort::PFabric(q) => {
-                q.enqueue(h, h.wire_bytes as u32, self.fabric.packets.get(h.id).switch_rank(), h.flow, pool)
-            }
+            SwitchPort::PFabric(q) => q.enqueue(h, h.wire_bytes as u32, h.rank, h.flow, pool),
         };
         while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
             self.drop(victim.id, DropReason::Evicted);
