@@ -11,24 +11,59 @@ use std::collections::VecDeque;
 
 pub type PktId = u32;
 
+/// A packet handle plus the header fields a switch reads. Ports queue and wires carry
+/// these, so a packet's pooled body is touched only at its hosts: it goes cold while it
+/// waits in buffers and on wires, and reading it at every hop was the largest cache miss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hdr {
+    pub id: PktId,
+    pub flow: u32,
+    pub dst: u32,
+    pub wire_bytes: u16,
+    pub priority: u8,
+    pub ect: bool,
+    /// [`Packet::switch_rank`], what a pFabric port schedules by.
+    pub rank: u64,
+}
+
+impl Hdr {
+    pub fn of(id: PktId, p: &Packet) -> Hdr {
+        Hdr {
+            id,
+            flow: p.flow,
+            dst: p.dst,
+            wire_bytes: u16::try_from(p.wire_bytes).expect("validated: a packet fits 65535 bytes"),
+            priority: p.priority,
+            ect: p.ecn.ect,
+            rank: p.switch_rank(),
+        }
+    }
+}
+
 /// Packets live here while in the network; a handle is an index, freed on delivery or drop.
+/// Each slot is one cache line: a 56-byte packet at a 56-byte stride would straddle two
+/// lines in most slots, and a host's read of a cold packet would then miss twice.
 #[derive(Default)]
 pub struct PacketPool {
-    slots: Vec<Packet>,
+    slots: Vec<Slot>,
     free: Vec<PktId>,
     live: u64,
 }
+
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Slot(Packet);
 
 impl PacketPool {
     pub fn alloc(&mut self, p: Packet) -> PktId {
         self.live += 1;
         match self.free.pop() {
             Some(id) => {
-                self.slots[id as usize] = p;
+                self.slots[id as usize] = Slot(p);
                 id
             }
             None => {
-                self.slots.push(p);
+                self.slots.push(Slot(p));
                 (self.slots.len() - 1) as PktId
             }
         }
@@ -37,15 +72,15 @@ impl PacketPool {
     pub fn release(&mut self, id: PktId) -> Packet {
         self.live -= 1;
         self.free.push(id);
-        self.slots[id as usize]
+        self.slots[id as usize].0
     }
 
     pub fn get(&self, id: PktId) -> &Packet {
-        &self.slots[id as usize]
+        &self.slots[id as usize].0
     }
 
     pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
-        &mut self.slots[id as usize]
+        &mut self.slots[id as usize].0
     }
 
     /// Packets currently in the network (queued, in service or on a wire).
@@ -68,7 +103,7 @@ pub struct Port {
     /// Picoseconds per byte when that is a whole number (100G: 80), else 0.
     ps_per_byte: Time,
     pub delay: Time,
-    pub queue: SwitchPort<PktId>,
+    pub queue: SwitchPort<Hdr>,
     pub pool: u32,
     pub up: bool,
     /// When the packet being serialized (already on `wire`) is fully sent.
@@ -76,7 +111,7 @@ pub struct Port {
     /// A `TxDone` event is scheduled for `busy_until`.
     pub wake_pending: bool,
     /// Packets propagating, in arrival order (the link is FIFO with a fixed delay).
-    pub wire: VecDeque<(Time, PktId)>,
+    pub wire: VecDeque<(Time, Hdr)>,
 }
 
 impl Port {

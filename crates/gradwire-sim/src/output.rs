@@ -81,8 +81,8 @@ impl Summary {
             fct_p50_ns: percentile(&fcts, 50.0),
             fct_p99_ns: percentile(&fcts, 99.0),
             fct_max_ns: fcts.last().copied(),
-            retransmits: sim.flows.iter().map(|f| f.stats.retransmits).sum(),
-            timeouts: sim.flows.iter().map(|f| f.stats.timeouts).sum(),
+            retransmits: (0..sim.flows.len() as u32).map(|f| sim.flow_stats(f).retransmits).sum(),
+            timeouts: (0..sim.flows.len() as u32).map(|f| sim.flow_stats(f).timeouts).sum(),
             drops: DropReason::ALL
                 .iter()
                 .map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize]))
@@ -112,6 +112,7 @@ pub fn flows_csv(sim: &Simulation) -> String {
         let start = st.started.map(|t| t / NS);
         let finish = st.finished.map(|t| t / NS);
         let fct = st.finished.zip(st.started).map(|(f, s)| (f - s) / NS);
+        let stats = sim.flow_stats(i as u32);
         let _ = writeln!(
             out,
             "{i},{},{},{},{},{},{},{},{},{},{},{}",
@@ -121,8 +122,8 @@ pub fn flows_csv(sim: &Simulation) -> String {
             opt(start),
             opt(finish),
             opt(fct),
-            st.stats.retransmits,
-            st.stats.timeouts,
+            stats.retransmits,
+            stats.timeouts,
             spec.iteration,
             spec.pull as u8,
             spec.layer

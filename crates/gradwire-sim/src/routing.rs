@@ -14,10 +14,13 @@ pub struct Hop {
     pub up: bool,
 }
 
-/// `next_hops(node, host)` is a slice of egress ports, flattened in one allocation.
+/// `next_hops(node, host)` is a slice of egress ports. Each distinct set of next hops is
+/// stored once (a leaf sends every other rack's hosts to the same spines), so the sets
+/// stay in cache; `sets[node * hosts + host]` locates one as (start, len), ordered by node
+/// so a switch's entries are contiguous. A hop then costs one table load, not two.
 pub struct Routes {
-    nodes: u32,
-    offsets: Vec<u32>,
+    hosts: u32,
+    sets: Vec<(u32, u32)>,
     ports: Vec<PortId>,
 }
 
@@ -33,9 +36,10 @@ impl Routes {
                 ingress[h.to as usize].push(p as PortId);
             }
         }
-        let mut offsets = Vec::with_capacity(n * hosts + 1);
-        let mut ports = Vec::new();
-        offsets.push(0);
+        // host-major first, as the BFS finds them; transposed to node-major below
+        let mut by_dst_offsets = Vec::with_capacity(n * hosts + 1);
+        let mut by_dst_ports = Vec::new();
+        by_dst_offsets.push(0);
         let mut d = vec![u32::MAX; n];
         let mut frontier = VecDeque::new();
         for dst in 0..hosts {
@@ -60,19 +64,34 @@ impl Routes {
                     for &p in &node_ports[node] {
                         let h = hops[p as usize];
                         if h.up && d[h.to as usize] == d[node] - 1 {
-                            ports.push(p);
+                            by_dst_ports.push(p);
                         }
                     }
                 }
-                offsets.push(ports.len() as u32);
+                by_dst_offsets.push(by_dst_ports.len() as u32);
             }
         }
-        Routes { nodes: n as u32, offsets, ports }
+        let mut sets = Vec::with_capacity(n * hosts);
+        let mut ports = Vec::new();
+        let mut seen: std::collections::HashMap<&[PortId], u32> = Default::default();
+        for node in 0..n {
+            for dst in 0..hosts {
+                let i = dst * n + node;
+                let next = &by_dst_ports[by_dst_offsets[i] as usize..by_dst_offsets[i + 1] as usize];
+                let start = *seen.entry(next).or_insert_with(|| {
+                    ports.extend_from_slice(next);
+                    (ports.len() - next.len()) as u32
+                });
+                sets.push((start, next.len() as u32));
+            }
+        }
+        Routes { hosts: hosts as u32, sets, ports }
     }
 
+    #[inline]
     pub fn next_hops(&self, node: NodeId, host: u32) -> &[PortId] {
-        let i = host as usize * self.nodes as usize + node as usize;
-        &self.ports[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+        let (start, len) = self.sets[node as usize * self.hosts as usize + host as usize];
+        &self.ports[start as usize..(start + len) as usize]
     }
 }
 

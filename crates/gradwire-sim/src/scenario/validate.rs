@@ -37,6 +37,13 @@ impl Scenario {
         }
         let tr = &self.transport;
         nonzero("transport.mss_bytes", tr.mss_bytes as u64)?;
+        // the fabric carries a packet's wire size in 16 bits (`fabric::Hdr`), like IPv4
+        for (key, v) in [("transport.mss_bytes", tr.mss_bytes as u64 + tr.header_bytes as u64),
+                         ("transport.ack_bytes", tr.ack_bytes as u64)] {
+            if v > u16::MAX as u64 {
+                return Err(ScenarioError::new(key, format!("a packet may be at most 65535 bytes on the wire (got {v})")));
+            }
+        }
         nonzero("transport.init_cwnd_packets", tr.init_cwnd_packets as u64)?;
         nonzero("transport.dupack_threshold", tr.dupack_threshold as u64)?;
         positive("transport.rto_min_us", tr.rto_min_us)?;

@@ -1,6 +1,7 @@
 //! Flows and their endpoints: starting flows, feeding transports, the host NIC pull
 //! scheduler, barriers.
 
+use super::eps::slot_mut;
 use super::*;
 
 impl Simulation {
@@ -12,9 +13,11 @@ impl Simulation {
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
         let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
         // receivers send ACKs and control: they go first
-        self.ep_class[2 * f as usize] = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
-        self.endpoints[2 * f as usize] = Some(sender);
-        self.endpoints[2 * f as usize + 1] = Some(receiver);
+        let class = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
+        let [s, r] = &mut self.eps[f as usize].0;
+        s.class = class;
+        s.endpoint = Some(sender);
+        r.endpoint = Some(receiver);
         self.drive(2 * f);
         self.drive(2 * f + 1);
     }
@@ -31,10 +34,11 @@ impl Simulation {
     }
 
     pub(super) fn timer(&mut self, ep: u32) {
-        if self.timer_at[ep as usize] == self.now {
-            self.timer_at[ep as usize] = Time::MAX;
+        let sl = slot_mut(&mut self.eps, ep);
+        if sl.timer_at == self.now {
+            sl.timer_at = Time::MAX;
         }
-        let Some(e) = self.endpoints[ep as usize].as_mut() else { return };
+        let Some(e) = sl.endpoint.as_mut() else { return };
         if e.poll_timeout().is_some_and(|t| t <= self.now) {
             e.handle_timeout(self.now);
         }
@@ -44,13 +48,14 @@ impl Simulation {
     /// After an endpoint was fed: settle its events and timer, and offer it to its host's
     /// NIC, which pulls packets one at a time when the link is free (see `pull_nic`).
     pub(super) fn drive(&mut self, ep: u32) {
-        if self.endpoints[ep as usize].is_none() {
+        let sl = slot_mut(&mut self.eps, ep);
+        if sl.endpoint.is_none() {
             return;
         }
-        let host = self.host_of(ep);
-        if !self.in_ready[ep as usize] {
-            self.in_ready[ep as usize] = true;
-            let class = self.ep_class[ep as usize] as usize;
+        let host = sl.host;
+        if !sl.in_ready {
+            sl.in_ready = true;
+            let class = sl.class as usize;
             self.ready[host as usize][class].push_back(ep);
             self.ready_count[host as usize] += 1;
         }
@@ -61,7 +66,8 @@ impl Simulation {
     /// Drain an endpoint's events and re-arm its timer.
     pub(super) fn settle(&mut self, ep: u32) {
         let now = self.now;
-        let Some(e) = self.endpoints[ep as usize].as_mut() else { return };
+        let sl = slot_mut(&mut self.eps, ep);
+        let Some(e) = sl.endpoint.as_mut() else { return };
         let mut delivered = false;
         let mut sender_done = false;
         while let Some(ev) = e.poll_event() {
@@ -71,35 +77,31 @@ impl Simulation {
             }
         }
         let deadline = e.poll_timeout();
-        let stats = e.stats();
         // A due deadline of an endpoint waiting for the NIC is served when the NIC polls it
         // (`pull_nic` runs due timeouts first); arming it again now would spin in place.
-        let waiting = self.in_ready[ep as usize];
-        if let Some(t) = deadline.filter(|&t| t > now || !waiting) {
-            if t < self.timer_at[ep as usize] {
-                self.timer_at[ep as usize] = t;
+        if let Some(t) = deadline.filter(|&t| t > now || !sl.in_ready) {
+            if t < sl.timer_at {
+                sl.timer_at = t;
                 self.events.push(t.max(now), Target::Timer(ep));
             }
         }
         let flow = ep / 2;
-        if ep % 2 == 0 {
-            self.flows[flow as usize].stats = stats;
+        if sender_done {
+            // keep the receiver: a late retransmission still gets its ACK. The sender's
+            // counters are final now; while it lives, `flow_stats` asks it.
+            self.flows[flow as usize].stats = e.stats();
+            slot_mut(&mut self.eps, ep).endpoint = None;
         }
         if delivered {
             self.finish_flow(flow);
         }
-        if sender_done {
-            // keep the receiver: a late retransmission still gets its ACK
-            self.endpoints[ep as usize] = None;
-        }
     }
 
-    pub(super) fn host_of(&self, ep: u32) -> u32 {
-        let spec = &self.workload.flows[(ep / 2) as usize];
-        if ep % 2 == 0 {
-            spec.src
-        } else {
-            spec.dst
+    /// Flow f's sender counters: the live sender's, or those it closed with.
+    pub fn flow_stats(&self, f: u32) -> EndpointStats {
+        match &self.eps[f as usize].0[0].endpoint {
+            Some(e) => e.stats(),
+            None => self.flows[f as usize].stats,
         }
     }
 
@@ -121,7 +123,8 @@ impl Simulation {
         let now = self.now;
         for class in 0..self.ready[host as usize].len() {
             while let Some(ep) = self.ready[host as usize][class].pop_front() {
-                let packet = self.endpoints[ep as usize].as_mut().and_then(|e| {
+                let sl = slot_mut(&mut self.eps, ep);
+                let packet = sl.endpoint.as_mut().and_then(|e| {
                     if e.poll_timeout().is_some_and(|t| t <= now) {
                         e.handle_timeout(now);
                     }
@@ -136,7 +139,7 @@ impl Simulation {
                         return;
                     }
                     None => {
-                        self.in_ready[ep as usize] = false;
+                        sl.in_ready = false;
                         self.ready_count[host as usize] -= 1;
                         self.settle(ep);
                     }

@@ -4,19 +4,21 @@
 //! through ports and links; this file holds the state, the event loop, failures and sampling.
 
 mod endpoints;
+mod eps;
 mod packets;
 
 use crate::engine::{EventQueue, Target};
-use crate::fabric::{Fabric, PktId};
+use crate::fabric::{Fabric, Hdr, PktId};
 use crate::output::{QueueSample, Summary};
 use crate::routing::{PortId, Routes};
 use crate::scenario::{RoutingMode, Scenario, ScenarioError};
 use crate::transports::EndpointFactory;
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::{self, Workload};
+use eps::EndpointPair;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
-use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
+use gradwire_core::transport::{EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -28,6 +30,8 @@ use std::time::Instant;
 pub struct FlowState {
     pub started: Option<Time>,
     pub finished: Option<Time>,
+    /// The sender's counters as of when it closed; while it is live, see
+    /// [`Simulation::flow_stats`].
     pub stats: EndpointStats,
 }
 
@@ -65,9 +69,8 @@ pub struct Simulation {
     pub(crate) workload: Workload,
     barrier_left: Vec<u32>,
     pub(crate) flows: Vec<FlowState>,
-    /// Endpoint `2f` is flow f's sender, `2f + 1` its receiver.
-    endpoints: Vec<Option<Box<dyn Endpoint>>>,
-    timer_at: Vec<Time>,
+    /// Flow f's sender and receiver, with the driver's state for each.
+    eps: Vec<EndpointPair>,
     events: EventQueue,
     rng: Xoshiro256PlusPlus,
     factory: EndpointFactory,
@@ -88,8 +91,6 @@ pub struct Simulation {
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: Vec<Vec<VecDeque<u32>>>,
     ready_count: Vec<u32>,
-    in_ready: Vec<bool>,
-    ep_class: Vec<u8>,
     pub(crate) wall: std::time::Duration,
     finished: bool,
 }
@@ -131,8 +132,7 @@ impl Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,
             barrier_left: workload.barriers.iter().map(|b| b.waiting_for).collect(),
             flows: vec![FlowState::default(); nflows],
-            endpoints: (0..2 * nflows).map(|_| None).collect(),
-            timer_at: vec![Time::MAX; 2 * nflows],
+            eps: workload.flows.iter().map(|f| EndpointPair::new(f.src, f.dst)).collect(),
             events: EventQueue::new(),
             rng,
             factory,
@@ -149,8 +149,6 @@ impl Simulation {
             next_start: 0,
             ready: vec![vec![VecDeque::new(); s.switch.queues as usize]; topo.hosts as usize],
             ready_count: vec![0; topo.hosts as usize],
-            in_ready: vec![false; 2 * nflows],
-            ep_class: vec![0; 2 * nflows],
             wall: Default::default(),
             finished: false,
             scenario: s,
@@ -261,10 +259,10 @@ impl Simulation {
             pr.up = false;
             let pool = &mut self.fabric.pools[pr.pool as usize];
             let mut lost = pr.queue.drain(pool);
-            lost.extend(pr.wire.drain(..).map(|(_, id)| id));
-            for id in lost {
+            lost.extend(pr.wire.drain(..).map(|(_, h)| h));
+            for h in lost {
                 self.fabric.ports[port as usize].queue.count_drop(DropReason::LinkDown);
-                self.drop(id, DropReason::LinkDown);
+                self.drop(h.id, DropReason::LinkDown);
             }
         }
         self.routes = Routes::compute(&self.topo, &self.fabric.node_ports, &self.fabric.hops());

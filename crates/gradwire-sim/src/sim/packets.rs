@@ -1,6 +1,7 @@
 //! Packets through the fabric: host to port, port to wire, wire to the next node.
 
 use super::*;
+use gradwire_core::switch::SwitchPort;
 
 impl Simulation {
 
@@ -8,44 +9,44 @@ impl Simulation {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
-        self.forward(p.src, id);
+        self.forward(p.src, Hdr::of(id, &p));
     }
 
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
-    pub(super) fn forward(&mut self, node: NodeId, id: PktId) {
-        let (dst, flow) = {
-            let p = self.fabric.packets.get(id);
-            (p.dst, p.flow)
-        };
+    pub(super) fn forward(&mut self, node: NodeId, h: Hdr) {
+        let (dst, flow) = (h.dst, h.flow);
         let hops = self.routes.next_hops(node, dst);
         let port = match hops.len() {
-            0 => return self.drop(id, DropReason::NoRoute),
+            0 => return self.drop(h.id, DropReason::NoRoute),
             1 => hops[0],
             n => match self.scenario.routing.mode {
                 RoutingMode::Ecmp => hops[(flow_hash(flow, node, self.scenario.seed) % n as u64) as usize],
                 RoutingMode::Spray => hops[self.rng.gen_range(0..n)],
             },
         };
-        self.enqueue(port, id);
+        self.enqueue(port, h);
     }
 
-    pub(super) fn enqueue(&mut self, port: PortId, id: PktId) {
+    pub(super) fn enqueue(&mut self, port: PortId, h: Hdr) {
         let pr = &mut self.fabric.ports[port as usize];
         if !pr.up {
             pr.queue.count_drop(DropReason::LinkDown);
-            return self.drop(id, DropReason::LinkDown);
+            return self.drop(h.id, DropReason::LinkDown);
         }
         let pool = &mut self.fabric.pools[pr.pool as usize];
-        let admit = pr.queue.enqueue(id, self.fabric.packets.get(id), pool);
+        let admit = match &mut pr.queue {
+            SwitchPort::Priority(q) => q.enqueue(h, h.wire_bytes as u32, h.priority, h.ect, pool),
+            SwitchPort::PFabric(q) => q.enqueue(h, h.wire_bytes as u32, h.rank, h.flow, pool),
+        };
         while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
-            self.drop(victim, DropReason::Evicted);
+            self.drop(victim.id, DropReason::Evicted);
         }
         let pr = &mut self.fabric.ports[port as usize];
         match admit {
-            Admit::Dropped(reason) => self.drop(id, reason),
+            Admit::Dropped(reason) => self.drop(h.id, reason),
             Admit::Queued { marked } => {
                 if marked {
-                    self.fabric.packets.get_mut(id).ecn.ce = true;
+                    self.fabric.packets.get_mut(h.id).ecn.ce = true;
                 }
                 if !pr.wake_pending {
                     if self.now >= pr.busy_until {
@@ -65,10 +66,10 @@ impl Simulation {
     pub(super) fn start_tx(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
         let pool = &mut self.fabric.pools[pr.pool as usize];
-        let Some(id) = pr.queue.dequeue(pool) else { return };
-        pr.busy_until = self.now + pr.tx_time(self.fabric.packets.get(id).wire_bytes);
+        let Some(h) = pr.queue.dequeue(pool) else { return };
+        pr.busy_until = self.now + pr.tx_time(h.wire_bytes as u32);
         let at = pr.busy_until + pr.delay;
-        pr.wire.push_back((at, id));
+        pr.wire.push_back((at, h));
         if pr.wire.len() == 1 {
             self.events.push(at, Target::Arrive(port));
         }
@@ -96,7 +97,7 @@ impl Simulation {
     pub(super) fn arrive(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
         // a wire emptied by a failure leaves a stale event behind
-        let Some(&(at, id)) = pr.wire.front() else { return };
+        let Some(&(at, h)) = pr.wire.front() else { return };
         if at != self.now {
             return;
         }
@@ -108,11 +109,11 @@ impl Simulation {
         let loss = self.scenario.topology.link_loss_rate;
         if loss > 0.0 && self.rng.gen::<f64>() < loss {
             self.fabric.ports[port as usize].queue.count_drop(DropReason::RandomLoss);
-            return self.drop(id, DropReason::RandomLoss);
+            return self.drop(h.id, DropReason::RandomLoss);
         }
         match self.topo.nodes[to as usize].kind {
-            NodeKind::Switch => self.forward(to, id),
-            NodeKind::Host => self.receive(to, id),
+            NodeKind::Switch => self.forward(to, h),
+            NodeKind::Host => self.receive(to, h.id),
         }
     }
 
@@ -120,20 +121,19 @@ impl Simulation {
         let p = self.fabric.packets.release(id);
         self.counts.delivered += 1;
         // direction, not packet kind, picks the endpoint: control packets flow both ways
-        let Some(spec) = self.workload.flows.get(p.flow as usize) else {
+        let Some(pair) = self.eps.get_mut(p.flow as usize) else {
             self.strays += 1;
             return;
         };
-        let ep = 2 * p.flow + (host == spec.dst) as u32;
-        let live = p.dst == host && self.endpoints[ep as usize].is_some();
-        if !live {
-            self.strays += 1;
-            return;
+        let side = (host == pair.0[1].host) as usize;
+        match &mut pair.0[side].endpoint {
+            Some(e) if p.dst == host => e.handle_packet(self.now, &p),
+            _ => {
+                self.strays += 1;
+                return;
+            }
         }
-        if let Some(e) = self.endpoints[ep as usize].as_mut() {
-            e.handle_packet(self.now, &p);
-        }
-        self.drive(ep);
+        self.drive(2 * p.flow + side as u32);
     }
 
     pub(super) fn drop(&mut self, id: PktId, reason: DropReason) {
