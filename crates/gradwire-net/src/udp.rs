@@ -160,9 +160,11 @@ impl DataSocket {
         Ok(DataSender { sock: std::net::UdpSocket::from(fd), gso: self.gso })
     }
 
-    /// Bytes the kernel holds for this socket's receive queue (its memory accounting, so a
-    /// little more than the datagrams' size); `None` if it cannot say.
-    pub fn queued_bytes(&self) -> Option<usize> {
+    /// The receive queue's fill: (bytes the kernel holds for it, the most it may hold),
+    /// both in the kernel's memory accounting (a little more than the datagrams' size;
+    /// the limit is what the kernel granted, which without privileges may be far below
+    /// what was asked for). `None` if the kernel cannot say.
+    pub fn receive_queue(&self) -> Option<(usize, usize)> {
         // <linux/sock_diag.h>: SK_MEMINFO_VARS entries; <asm-generic/socket.h>: SO_MEMINFO.
         const SK_MEMINFO_VARS: usize = 9;
         const SO_MEMINFO: libc::c_int = 55;
@@ -172,7 +174,8 @@ impl DataSocket {
         let r = unsafe {
             libc::getsockopt(self.sock.as_raw_fd(), libc::SOL_SOCKET, SO_MEMINFO, info.as_mut_ptr().cast(), &mut len)
         };
-        (r == 0).then(|| info[libc::SK_MEMINFO_RMEM_ALLOC as usize] as usize)
+        let at = |i: libc::c_int| info[i as usize] as usize;
+        (r == 0).then(|| (at(libc::SK_MEMINFO_RMEM_ALLOC), at(libc::SK_MEMINFO_RCVBUF)))
     }
 
     /// The next datagram's first bytes (into `head`) and its whole length, without
@@ -236,12 +239,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queued_bytes_counts_what_waits_to_be_read() {
+    fn the_receive_queue_counts_what_waits_to_be_read() {
         let rx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 1 << 20, true).unwrap();
-        assert_eq!(rx.queued_bytes(), Some(0));
+        let (held, limit) = rx.receive_queue().unwrap();
+        assert_eq!(held, 0);
+        assert!(limit > 0);
         let tx = DataSocket::bind("127.0.0.1:0".parse().unwrap(), 1 << 20, true).unwrap();
         tx.sender().unwrap().send_batch(rx.local_addr().unwrap(), 0, 10_000, &[1u8; 30_000]).unwrap();
-        assert!(rx.queued_bytes().unwrap() >= 30_000, "{:?}", rx.queued_bytes());
+        assert!(rx.receive_queue().unwrap().0 >= 30_000, "{:?}", rx.receive_queue());
     }
 
     #[test]

@@ -40,7 +40,7 @@ impl Engine {
         // `should_read`), then its control (a STOP must find the data its round sent
         // already placed).
         self.replay_early(call, now);
-        if let Some(queued) = self.udp.queued_bytes().filter(|&b| b > 0) {
+        if let Some((queued, _)) = self.udp.receive_queue().filter(|&(b, _)| b > 0) {
             self.receive_datagrams(queued);
         }
         let stash = std::mem::take(&mut self.stash);

@@ -349,7 +349,7 @@ impl Engine {
     /// anyway once they fill half the buffer, so the kernel never drops them.
     fn should_read(&self) -> bool {
         let between_calls = self.job.is_none() && self.queue.is_empty() && self.slots.values().all(|s| s.finished);
-        !between_calls || self.udp.queued_bytes().is_none_or(|b| b >= self.cfg.socket_buffer_bytes / 2)
+        !between_calls || self.udp.receive_queue().is_none_or(|(held, limit)| held >= limit / 2)
     }
 
     fn sleep_for(&self) -> Option<Duration> {
