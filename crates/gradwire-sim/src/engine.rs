@@ -130,6 +130,18 @@ impl EventQueue {
         Some((t, Target::unpack(k as u32)))
     }
 
+    /// The target of the event the next `pop` returns, without popping it (the event loop
+    /// uses it to start loading that component's memory while the current event runs).
+    #[inline]
+    pub fn peek_target(&self) -> Option<Target> {
+        let top = match (self.near.peek(), self.far.peek()) {
+            (n, None) => n?,
+            (None, Some(f)) => f,
+            (Some(n), Some(f)) => n.max(f),
+        };
+        Some(Target::unpack(top.0 as u32))
+    }
+
     pub fn len(&self) -> usize {
         self.near.len() + self.far.len()
     }
@@ -210,7 +222,9 @@ mod tests {
                     reference.insert((now + delay, seq));
                     seq += 1;
                 }
+                let peeked = q.peek_target();
                 let got = q.pop();
+                prop_assert_eq!(peeked, got.map(|(_, target)| target));
                 let want = reference.pop_first();
                 prop_assert_eq!(got, want.map(|(t, i)| (t, Target::Timer(i))));
                 if let Some((t, _)) = want {

@@ -75,6 +75,15 @@ impl PacketPool {
         self.slots[id as usize].0
     }
 
+    /// Start loading packet `id` into cache (a hint: a packet is cold by the time the
+    /// host it travels to reads it).
+    #[inline]
+    pub fn prefetch(&self, id: PktId) {
+        if let Some(slot) = self.slots.get(id as usize) {
+            crate::prefetch::line(slot as *const Slot as *const u8);
+        }
+    }
+
     pub fn get(&self, id: PktId) -> &Packet {
         &self.slots[id as usize].0
     }
@@ -158,6 +167,16 @@ pub struct Fabric {
 }
 
 impl Fabric {
+    /// Start loading port `p` and the head of its wire (a hint; see `prefetch`).
+    #[inline]
+    pub fn prefetch_port(&self, p: PortId) {
+        let Some(port) = self.ports.get(p as usize) else { return };
+        let base = port as *const Port as *const u8;
+        for off in (0..std::mem::size_of::<Port>().min(256)).step_by(64) {
+            crate::prefetch::line(base.wrapping_add(off));
+        }
+    }
+
     pub fn build(s: &Scenario, topo: &Topology) -> Fabric {
         let sw = &s.switch;
         // buffer limits come from the pools; a pFabric port needs no cap of its own

@@ -7,6 +7,8 @@
 use gradwire_core::time::Time;
 use gradwire_core::transport::Endpoint;
 
+use crate::prefetch;
+
 /// Driver state of one endpoint.
 pub(super) struct EpSlot {
     pub endpoint: Option<Box<dyn Endpoint>>,
@@ -28,6 +30,41 @@ impl EndpointPair {
         let slot = |host| EpSlot { endpoint: None, timer_at: Time::MAX, host, class: 0, in_ready: false };
         EndpointPair([slot(src), slot(dst)])
     }
+}
+
+/// Bytes of an endpoint body worth prefetching: the state a DLCP / pFabric / TCP sender
+/// reads to answer `poll_timeout` and `poll_transmit` spans its first ~9 cache lines.
+const BODY_PREFETCH: usize = 640;
+
+/// Start loading endpoint `ep`'s slot (its pair's cache line) into cache.
+#[inline]
+pub(super) fn prefetch_slot(eps: &[EndpointPair], ep: u32) {
+    if let Some(pair) = eps.get((ep / 2) as usize) {
+        prefetch::line(pair as *const EndpointPair as *const u8);
+    }
+}
+
+/// Start loading endpoint `ep`'s body into cache. Reads the slot (prefetch it first, a
+/// step earlier) but not the body, so it never stalls on the miss it is hiding.
+#[inline]
+pub(super) fn prefetch_endpoint(eps: &[EndpointPair], ep: u32) {
+    let Some(pair) = eps.get((ep / 2) as usize) else { return };
+    if let Some(e) = &pair.0[(ep % 2) as usize].endpoint {
+        let base = &**e as *const dyn Endpoint as *const u8;
+        let len = std::mem::size_of_val(&**e).min(BODY_PREFETCH);
+        for off in (0..len).step_by(64) {
+            prefetch::line(base.wrapping_add(off));
+        }
+    }
+}
+
+/// Start loading what delivering a packet of `flow` to host `dst` touches: the endpoint
+/// of that side (reads the pair's line, which `prefetch_slot` loaded a packet earlier).
+#[inline]
+pub(super) fn prefetch_delivery(eps: &[EndpointPair], flow: u32, dst: u32) {
+    let Some(pair) = eps.get(flow as usize) else { return };
+    let side = (pair.0[1].host == dst) as u32;
+    prefetch_endpoint(eps, 2 * flow + side);
 }
 
 /// Endpoint `ep`'s slot in `eps`.

@@ -200,6 +200,12 @@ impl Simulation {
             debug_assert!(t >= self.now, "time went backwards");
             self.now = t;
             self.events_processed += 1;
+            // load what the next event touches while this one runs
+            match self.events.peek_target() {
+                Some(Target::Timer(next)) => eps::prefetch_endpoint(&self.eps, next),
+                Some(Target::Arrive(p) | Target::TxDone(p)) => self.fabric.prefetch_port(p),
+                _ => {}
+            }
             self.dispatch(target);
         }
         self.wall += t0.elapsed();

@@ -2,6 +2,7 @@
 
 use super::*;
 use gradwire_core::switch::SwitchPort;
+use super::eps::{prefetch_delivery, prefetch_slot};
 
 impl Simulation {
 
@@ -106,6 +107,17 @@ impl Simulation {
             self.events.push(next, Target::Arrive(port));
         }
         let to = pr.to;
+        if self.topo.nodes[to as usize].kind == NodeKind::Host {
+            // The packets behind this one reach the same host next: load their pooled
+            // bodies, flow slots and endpoints while the rest of the network runs.
+            if let Some(&(_, n)) = pr.wire.front() {
+                self.fabric.packets.prefetch(n.id);
+                prefetch_delivery(&self.eps, n.flow, n.dst);
+            }
+            if let Some(&(_, n)) = pr.wire.get(1) {
+                prefetch_slot(&self.eps, 2 * n.flow);
+            }
+        }
         let loss = self.scenario.topology.link_loss_rate;
         if loss > 0.0 && self.rng.gen::<f64>() < loss {
             self.fabric.ports[port as usize].queue.count_drop(DropReason::RandomLoss);

@@ -35,6 +35,7 @@
 //! early with most of the batch unsent.
 
 mod receiver;
+mod runs;
 mod sender;
 #[cfg(test)]
 mod tests;

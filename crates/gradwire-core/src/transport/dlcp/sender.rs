@@ -1,9 +1,9 @@
 //! DLCP sender: zero-RTT start, paced unreliable data, resend rounds on request.
 
-use std::collections::{HashSet, VecDeque};
-use std::ops::Range;
+use std::collections::HashSet;
 
 use crate::transport::ctrl::CtrlChannel;
+use super::runs::RunQueue;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
@@ -31,7 +31,7 @@ pub struct DlcpSender {
     cc: MinimalRate,
 
     /// Segment runs still to send in the current round.
-    queue: VecDeque<Range<u64>>,
+    queue: RunQueue,
     /// RETX arguments accepted since the last STOP (duplicates are acked, not resent).
     accepted: HashSet<u64>,
     /// The last RETX of the batch answering the latest STOP has arrived: once the queue
@@ -68,7 +68,7 @@ impl DlcpSender {
             state: State::Sending,
             ctrl: CtrlChannel::new(flow, src, dst, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
             cc: MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate),
-            queue: VecDeque::new(),
+            queue: RunQueue::default(),
             accepted: HashSet::new(),
             batch_complete: false,
             round: 0,
@@ -192,12 +192,7 @@ impl DlcpSender {
         if self.state != State::Sending || now < self.next_slot {
             return None;
         }
-        let run = self.queue.front_mut()?;
-        let index = run.start;
-        run.start += 1;
-        if run.is_empty() {
-            self.queue.pop_front();
-        }
+        let index = self.queue.pop_index()?;
         let g = self.seg.segment(index)?;
         let mut p = Packet::data(self.flow, self.src, self.dst, g.offset, g.len, self.cfg.header_bytes);
         p.priority = self.cfg.data_priority;
