@@ -283,6 +283,38 @@ mod tests {
             }
         }
 
+        /// Delays spread over a few buckets, many buckets and past the wheel's horizon, so
+        /// pushes land in the served bucket, in later buckets (wrapping the wheel many
+        /// times over a run) and in `far`; every pop and peek agrees with the reference.
+        #[test]
+        fn wheel_buckets_and_far_keep_one_order(ops in proptest::collection::vec((0u64..3, 0u64..1 << 20, 0usize..4), 1..600)) {
+            let mut q = EventQueue::new();
+            let mut reference = std::collections::BTreeSet::new();
+            let (mut now, mut seq) = (0u64, 0u32);
+            for (scale, x, pushes) in ops {
+                let delay = match scale {
+                    0 => x % (4 * BUCKET),
+                    1 => x * (NEAR >> 20),
+                    _ => x * (3 * NEAR >> 20),
+                };
+                for k in 0..pushes {
+                    let at = now + delay / (k as u64 + 1);
+                    q.push(at, Target::Timer(seq));
+                    reference.insert((at, seq));
+                    seq += 1;
+                }
+                let peeked = q.peek_target();
+                let got = q.pop();
+                prop_assert_eq!(peeked, got.map(|(_, target)| target));
+                let want = reference.pop_first();
+                prop_assert_eq!(got, want.map(|(t, i)| (t, Target::Timer(i))));
+                prop_assert_eq!(q.len(), reference.len());
+                if let Some((t, _)) = want {
+                    now = t;
+                }
+            }
+        }
+
         /// The same with delays on both sides of the near horizon: far events come due
         /// between near ones and still pop in (time, insertion) order.
         #[test]
