@@ -265,79 +265,55 @@ mod tests {
         /// agrees with a reference ordered set on every pop.
         #[test]
         fn interleaved_matches_reference(ops in proptest::collection::vec((0u64..20, 0usize..4), 1..400)) {
-            let mut q = EventQueue::new();
-            let mut reference = std::collections::BTreeSet::new();
-            let (mut now, mut seq) = (0u64, 0u32);
-            for (delay, pushes) in ops {
-                for _ in 0..pushes {
-                    q.push(now + delay, Target::Timer(seq));
-                    reference.insert((now + delay, seq));
-                    seq += 1;
-                }
-                let got = q.pop();
-                let want = reference.pop_first();
-                prop_assert_eq!(got, want.map(|(t, i)| (t, Target::Timer(i))));
-                if let Some((t, _)) = want {
-                    now = t;
-                }
-            }
+            check_against_reference(ops.into_iter().map(|(delay, n)| vec![delay; n]))?;
         }
 
         /// Delays spread over a few buckets, many buckets and past the wheel's horizon, so
         /// pushes land in the served bucket, in later buckets (wrapping the wheel many
-        /// times over a run) and in `far`; every pop and peek agrees with the reference.
+        /// times over a run) and in `far`.
         #[test]
         fn wheel_buckets_and_far_keep_one_order(ops in proptest::collection::vec((0u64..3, 0u64..1 << 20, 0usize..4), 1..600)) {
-            let mut q = EventQueue::new();
-            let mut reference = std::collections::BTreeSet::new();
-            let (mut now, mut seq) = (0u64, 0u32);
-            for (scale, x, pushes) in ops {
+            check_against_reference(ops.into_iter().map(|(scale, x, n)| {
                 let delay = match scale {
                     0 => x % (4 * BUCKET),
                     1 => x * (NEAR >> 20),
                     _ => x * (3 * NEAR >> 20),
                 };
-                for k in 0..pushes {
-                    let at = now + delay / (k as u64 + 1);
-                    q.push(at, Target::Timer(seq));
-                    reference.insert((at, seq));
-                    seq += 1;
-                }
-                let peeked = q.peek_target();
-                let got = q.pop();
-                prop_assert_eq!(peeked, got.map(|(_, target)| target));
-                let want = reference.pop_first();
-                prop_assert_eq!(got, want.map(|(t, i)| (t, Target::Timer(i))));
-                prop_assert_eq!(q.len(), reference.len());
-                if let Some((t, _)) = want {
-                    now = t;
-                }
-            }
+                (0..n as u64).map(|k| delay / (k + 1)).collect()
+            }))?;
         }
 
         /// The same with delays on both sides of the near horizon: far events come due
         /// between near ones and still pop in (time, insertion) order.
         #[test]
         fn near_and_far_heaps_keep_one_order(ops in proptest::collection::vec((0u64..20, 0usize..4), 1..400)) {
-            let mut q = EventQueue::new();
-            let mut reference = std::collections::BTreeSet::new();
-            let (mut now, mut seq) = (0u64, 0u32);
-            for (delay, pushes) in ops {
-                let delay = delay * (NEAR / 4) + (delay & 1);
-                for _ in 0..pushes {
-                    q.push(now + delay, Target::Timer(seq));
-                    reference.insert((now + delay, seq));
-                    seq += 1;
-                }
-                let peeked = q.peek_target();
-                let got = q.pop();
-                prop_assert_eq!(peeked, got.map(|(_, target)| target));
-                let want = reference.pop_first();
-                prop_assert_eq!(got, want.map(|(t, i)| (t, Target::Timer(i))));
-                if let Some((t, _)) = want {
-                    now = t;
-                }
+            check_against_reference(ops.into_iter().map(|(d, n)| vec![d * (NEAR / 4) + (d & 1); n]))?;
+        }
+    }
+
+    /// Drive a queue as the simulation does (each round pushes at `now + delay` for each of
+    /// its delays, then pops once; `now` is the last pop's time) beside a reference ordered
+    /// set: every peek, pop and length must agree with it.
+    fn check_against_reference(rounds: impl Iterator<Item = Vec<Time>>) -> Result<(), TestCaseError> {
+        let mut q = EventQueue::new();
+        let mut reference = std::collections::BTreeSet::new();
+        let (mut now, mut seq) = (0u64, 0u32);
+        for delays in rounds {
+            for delay in delays {
+                q.push(now + delay, Target::Timer(seq));
+                reference.insert((now + delay, seq));
+                seq += 1;
+            }
+            let peeked = q.peek_target();
+            let got = q.pop();
+            prop_assert_eq!(peeked, got.map(|(_, target)| target));
+            let want = reference.pop_first();
+            prop_assert_eq!(got, want.map(|(t, i)| (t, Target::Timer(i))));
+            prop_assert_eq!(q.len(), reference.len());
+            if let Some((t, _)) = want {
+                now = t;
             }
         }
+        Ok(())
     }
 }
