@@ -167,7 +167,7 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// Start loading port `p` and the head of its wire (a hint; see `prefetch`).
+    /// Start loading port `p`'s first lines (a hint; see `prefetch`).
     #[inline]
     pub fn prefetch_port(&self, p: PortId) {
         let Some(port) = self.ports.get(p as usize) else { return };

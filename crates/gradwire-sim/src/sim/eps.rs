@@ -32,8 +32,9 @@ impl EndpointPair {
     }
 }
 
-/// Bytes of an endpoint body worth prefetching: the state a DLCP / pFabric / TCP sender
-/// reads to answer `poll_timeout` and `poll_transmit` spans its first ~9 cache lines.
+/// Bytes of an endpoint body worth prefetching: the whole of the largest, a DLCP sender
+/// (536 bytes, 9 cache lines), whose per-packet fields are spread over all of it; smaller
+/// endpoints (a TCP sender is 352 bytes) are prefetched whole.
 const BODY_PREFETCH: usize = 640;
 
 /// Start loading endpoint `ep`'s slot (its pair's cache line) into cache.
