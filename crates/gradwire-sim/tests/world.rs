@@ -176,3 +176,20 @@ fn random_link_loss_is_counted_and_recovered() {
     let e = load(&format!("{SMALL}{INCAST}"), &["topology.link_loss_rate=1.5".into()]).unwrap_err();
     assert_eq!(e.key, "topology.link_loss_rate");
 }
+
+/// Every control timeout and rate period fires when due, also for a sender that waits in
+/// its host NIC's ready list behind other flows (before, the driver armed only the pacing
+/// slot of such a sender and served its other deadlines at its next pull, up to ~100 µs
+/// late). Covers the paced transports, DLCP and LTP, under incast with drops.
+#[test]
+fn deadlines_fire_on_time_for_flows_waiting_at_the_nic() {
+    // ResNet18's 62 tensors from each of 12 workers to 3 colocated servers: dozens of
+    // flows per NIC, and PS incast into 60 KB ports
+    let extra = "[workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"\nworkers = 12\nservers = 3\ncolocated = true\n";
+    for kind in ["dlcp", "ltp"] {
+        let t = format!("transport.kind={kind}");
+        let s = sim(extra, &[&t, "switch.policy=dlcp", "routing.mode=spray", "transport.loss_bound=0.1", "stop_ms=3"]);
+        assert!(s.summary().timeouts > 0 || kind == "ltp", "{kind}: the scenario should need control timeouts");
+        assert_eq!(s.late_timeouts(), 0, "{kind}: deadlines served late");
+    }
+}

@@ -43,6 +43,13 @@ pub trait Endpoint {
     fn poll_transmit(&mut self, now: Time) -> Option<Packet>;
     /// Earliest time the endpoint wants `handle_timeout`; `None` when no timer is armed.
     fn poll_timeout(&self) -> Option<Time>;
+    /// `poll_timeout` without the pacing slot (when the next packet may leave): the
+    /// earliest time `handle_timeout` has work. A driver that keeps asking
+    /// `poll_transmit` anyway (the simulator's NIC, for an endpoint in its ready list)
+    /// need not wake up for pacing alone.
+    fn poll_timeout_unpaced(&self) -> Option<Time> {
+        self.poll_timeout()
+    }
     /// Next application event, if any.
     fn poll_event(&mut self) -> Option<EndpointEvent>;
     fn stats(&self) -> EndpointStats;

@@ -3,6 +3,7 @@
 
 use super::eps::{prefetch_endpoint, prefetch_slot, slot_mut};
 use super::*;
+use gradwire_core::transport::Endpoint;
 
 impl Simulation {
 
@@ -40,6 +41,7 @@ impl Simulation {
         }
         let Some(e) = sl.endpoint.as_mut() else { return };
         if e.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.late_timeouts += late(&**e, self.now);
             e.handle_timeout(self.now);
         }
         self.drive(ep);
@@ -76,9 +78,11 @@ impl Simulation {
                 EndpointEvent::SenderDone => sender_done = true,
             }
         }
-        let deadline = e.poll_timeout();
-        // A due deadline of an endpoint waiting for the NIC is served when the NIC polls it
+        // An endpoint waiting for the NIC is asked for a packet whenever the NIC is free,
+        // so its pacing slot needs no wake-up (a no-op event per paced packet, most of
+        // DLCP's timers). And a due deadline of it is served when the NIC polls it
         // (`pull_nic` runs due timeouts first); arming it again now would spin in place.
+        let deadline = if sl.in_ready { e.poll_timeout_unpaced() } else { e.poll_timeout() };
         if let Some(t) = deadline.filter(|&t| t > now || !sl.in_ready) {
             if t < sl.timer_at {
                 sl.timer_at = t;
@@ -124,8 +128,10 @@ impl Simulation {
         for class in 0..self.ready[host as usize].len() {
             while let Some(ep) = self.ready[host as usize][class].pop_front() {
                 let sl = slot_mut(&mut self.eps, ep);
+                let late_timeouts = &mut self.late_timeouts;
                 let packet = sl.endpoint.as_mut().and_then(|e| {
                     if e.poll_timeout().is_some_and(|t| t <= now) {
+                        *late_timeouts += late(&**e, now);
                         e.handle_timeout(now);
                     }
                     e.poll_transmit(now)
@@ -178,4 +184,10 @@ impl Simulation {
             }
         }
     }
+}
+
+/// 1 if `e` has a deadline other than pacing that passed before `now`.
+#[inline]
+fn late(e: &dyn Endpoint, now: Time) -> u64 {
+    e.poll_timeout_unpaced().is_some_and(|t| t < now) as u64
 }

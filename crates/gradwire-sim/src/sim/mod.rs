@@ -81,6 +81,9 @@ pub struct Simulation {
     pub(crate) counts: Conservation,
     /// Packets that reached a host with no live endpoint for them (late, or misrouted).
     pub(crate) strays: u64,
+    /// Endpoint deadlines (other than pacing) served after they were due; always 0 unless
+    /// the driver loses a timer (see `settle`).
+    late_timeouts: u64,
     pub(crate) drops_by_reason: [u64; DropReason::ALL.len()],
     sampled_ports: Vec<PortId>,
     pub(crate) queue_samples: Vec<QueueSample>,
@@ -141,6 +144,7 @@ impl Simulation {
             flows_done: 0,
             counts: Conservation::default(),
             strays: 0,
+            late_timeouts: 0,
             drops_by_reason: [0; DropReason::ALL.len()],
             sampled_ports,
             queue_samples: Vec::new(),
@@ -226,6 +230,12 @@ impl Simulation {
             events: self.events_processed,
             finished: self.finished,
         }
+    }
+
+    /// Endpoint deadlines served late (0 in a correct driver: every control timeout and
+    /// rate period fires at its time).
+    pub fn late_timeouts(&self) -> u64 {
+        self.late_timeouts
     }
 
     pub fn conservation(&self) -> Conservation {

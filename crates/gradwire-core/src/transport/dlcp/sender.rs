@@ -273,6 +273,13 @@ impl Endpoint for DlcpSender {
         [self.ctrl.deadline(), slot, Some(self.period_end)].into_iter().flatten().min()
     }
 
+    fn poll_timeout_unpaced(&self) -> Option<Time> {
+        if self.state == State::Done {
+            return None;
+        }
+        [self.ctrl.deadline(), Some(self.period_end)].into_iter().flatten().min()
+    }
+
     fn poll_event(&mut self) -> Option<EndpointEvent> {
         std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
     }

@@ -509,3 +509,27 @@ fn retx_request_covers_only_what_the_bound_needs() {
         assert_eq!(asked, want.collect::<Vec<_>>(), "request_all_missing = {all}");
     }
 }
+
+/// `poll_timeout_unpaced` is `poll_timeout` without the pacing slot: the control timeout
+/// and the rate period, which a driver polling `poll_transmit` anyway must still wake for.
+#[test]
+fn unpaced_deadline_leaves_out_only_the_pacing_slot() {
+    let c = cfg(0.0);
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 100 * c.mss as u64, 0);
+    // START, then the first data packet: the next one may leave one packet time later
+    let mut sent = 0;
+    while let Some(p) = s.poll_transmit(0) {
+        sent += 1;
+        if p.kind == PacketKind::Data {
+            break;
+        }
+    }
+    assert_eq!(sent, 2);
+    let slot = s.poll_timeout().unwrap();
+    assert!(slot > 0 && slot < c.rate_period, "paced: {slot}");
+    // START is pending until the receiver answers: its timeout, or the period, is next
+    assert_eq!(s.poll_timeout_unpaced(), Some(c.ctrl_rto.min(c.rate_period)));
+    // a receiver paces nothing
+    let r = DlcpReceiver::new(c, FLOW, DST, SRC, 100 * c.mss as u64);
+    assert_eq!(r.poll_timeout_unpaced(), r.poll_timeout());
+}

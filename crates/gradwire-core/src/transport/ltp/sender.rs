@@ -198,6 +198,12 @@ impl LtpSender {
         base.saturating_mul(1 << self.backoff)
     }
 
+    /// When the oldest packet in flight times out, while sending.
+    fn rto_deadline(&self) -> Option<Time> {
+        let sending = self.state == State::Sending;
+        self.in_flight.values().next().filter(|_| sending).map(|f| f.rs.sent_at.saturating_add(self.rto()))
+    }
+
     fn finish(&mut self) {
         self.state = State::Done;
         self.done_pending = true;
@@ -438,8 +444,14 @@ impl Endpoint for LtpSender {
         let sending = self.state == State::Sending;
         // Blocked by cwnd: the next ACK (or the RTO) wakes the sender, not the clock.
         let slot = (sending && self.has_queued() && self.cwnd_allows()).then_some(self.next_slot);
-        let rto = self.in_flight.values().next().filter(|_| sending).map(|f| f.rs.sent_at.saturating_add(self.rto()));
-        [self.ctrl.deadline(), slot, rto].into_iter().flatten().min()
+        [self.ctrl.deadline(), slot, self.rto_deadline()].into_iter().flatten().min()
+    }
+
+    fn poll_timeout_unpaced(&self) -> Option<Time> {
+        if self.state == State::Done {
+            return None;
+        }
+        [self.ctrl.deadline(), self.rto_deadline()].into_iter().flatten().min()
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
