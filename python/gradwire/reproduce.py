@@ -20,12 +20,10 @@ See docs/reproductions.md.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import json
 import math
 import multiprocessing as mp
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,33 +268,6 @@ class RunFailed(Exception):
         self.job = job
 
 
-HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
-
-
-@contextlib.contextmanager
-def _huge_pages_for_workers():
-    """Start the worker processes with glibc's malloc backed by transparent huge pages.
-
-    A large run touches ~100 MB of flow state at random, so most of its cache misses are
-    TLB misses too; with THP in ``madvise`` mode (a common default) only a process that
-    asks gets huge pages, and glibc asks when this tunable is set at its start. Measured
-    on the Fig. 14 runs at 64 workers: 5-7 % less CPU, output identical. glibc reads it
-    only at process start, hence for the spawned workers; other C libraries ignore it. A
-    ``glibc.malloc.hugetlb`` the user set is kept."""
-    old = os.environ.get("GLIBC_TUNABLES")
-    if old is not None and "glibc.malloc.hugetlb" in old:
-        yield
-        return
-    os.environ["GLIBC_TUNABLES"] = f"{old}:{HUGE_PAGES_TUNABLE}" if old else HUGE_PAGES_TUNABLE
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("GLIBC_TUNABLES", None)
-        else:
-            os.environ["GLIBC_TUNABLES"] = old
-
-
 def run_jobs(
     jobs: Sequence[Job],
     n_procs: int,
@@ -316,7 +287,7 @@ def run_jobs(
                 on_done(jobs[i], res)
         return results
     # spawn: a clean interpreter per worker (no fork of a process with threads).
-    with _huge_pages_for_workers(), cf.ProcessPoolExecutor(max_workers=n_procs, mp_context=mp.get_context("spawn")) as pool:
+    with cf.ProcessPoolExecutor(max_workers=n_procs, mp_context=mp.get_context("spawn")) as pool:
         futures = {pool.submit(_run_job, jobs[i].spec, str(jobs[i].dir)): i for i in order}
         try:
             for fut in cf.as_completed(futures):

@@ -4,7 +4,6 @@ extension; the tables, the figure and the per-iteration BST."""
 from __future__ import annotations
 
 import json
-import os
 import math
 
 import pandas as pd
@@ -198,27 +197,3 @@ def test_resume_keeps_finished_runs(cli, tmp_path):
     r = cli.invoke(app, [*args, "--resume", "--set", "seed=3"])
     assert r.exit_code == 0 and "0 runs already done, 6 to run" in r.stdout
 
-
-def _spawned_tunables() -> str:
-    import multiprocessing as mp
-
-    with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(os.getenv, ("GLIBC_TUNABLES", ""))
-
-
-def test_workers_get_huge_pages_and_the_environment_is_restored(monkeypatch):
-    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
-    with rp._huge_pages_for_workers():
-        assert _spawned_tunables() == rp.HUGE_PAGES_TUNABLE
-    assert "GLIBC_TUNABLES" not in os.environ
-
-    # other tunables are kept beside it, and come back unchanged
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
-    with rp._huge_pages_for_workers():
-        assert _spawned_tunables() == f"glibc.malloc.arena_max=2:{rp.HUGE_PAGES_TUNABLE}"
-    assert os.environ["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2"
-
-    # a user's own choice wins
-    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.hugetlb=0")
-    with rp._huge_pages_for_workers():
-        assert _spawned_tunables() == "glibc.malloc.hugetlb=0"

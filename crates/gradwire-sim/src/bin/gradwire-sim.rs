@@ -9,6 +9,10 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: gradwire-sim SCENARIO.toml [--out DIR] [--seed N] [--set key=value]... [--quiet]";
 
+/// The allocator of the Python extension too (see `gradwire-py`): 4 % less CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let mut scenario = None;
