@@ -104,23 +104,29 @@ impl PacketPool {
 }
 
 /// One direction of a link: the egress queue at `from` and the wire to `to`.
+///
+/// Laid out hot-first (`repr(C)`): the fields every `Arrive` and `TxDone` reads come
+/// first, within what `Fabric::prefetch_port` loads, and the name (read only to build
+/// output) last. The compiler's own order had put them at bytes 552-600 of 600, outside
+/// the prefetch. Measured gain is small: 1-2 % on average over 10 paired runs.
+#[repr(C)]
 pub struct Port {
-    pub name: String,
-    pub from: NodeId,
-    pub to: NodeId,
-    pub bits_per_sec: u64,
-    /// Picoseconds per byte when that is a whole number (100G: 80), else 0.
-    ps_per_byte: Time,
-    pub delay: Time,
-    pub queue: SwitchPort<Hdr>,
-    pub pool: u32,
-    pub up: bool,
     /// When the packet being serialized (already on `wire`) is fully sent.
     pub busy_until: Time,
+    pub delay: Time,
+    /// Picoseconds per byte when that is a whole number (100G: 80), else 0.
+    ps_per_byte: Time,
+    pub bits_per_sec: u64,
+    pub from: NodeId,
+    pub to: NodeId,
+    pub pool: u32,
+    pub up: bool,
     /// A `TxDone` event is scheduled for `busy_until`.
     pub wake_pending: bool,
     /// Packets propagating, in arrival order (the link is FIFO with a fixed delay).
     pub wire: VecDeque<(Time, Hdr)>,
+    pub queue: SwitchPort<Hdr>,
+    pub name: String,
 }
 
 impl Port {
