@@ -9,6 +9,7 @@
 pub mod cc;
 pub mod collective;
 pub mod packet;
+pub mod prefetch;
 pub mod switch;
 pub mod tensor;
 pub mod time;

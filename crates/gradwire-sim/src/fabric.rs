@@ -80,7 +80,7 @@ impl PacketPool {
     #[inline]
     pub fn prefetch(&self, id: PktId) {
         if let Some(slot) = self.slots.get(id as usize) {
-            crate::prefetch::line(slot as *const Slot as *const u8);
+            gradwire_core::prefetch::line(slot as *const Slot as *const u8);
         }
     }
 
@@ -179,7 +179,7 @@ impl Fabric {
         let Some(port) = self.ports.get(p as usize) else { return };
         let base = port as *const Port as *const u8;
         for off in (0..std::mem::size_of::<Port>().min(256)).step_by(64) {
-            crate::prefetch::line(base.wrapping_add(off));
+            gradwire_core::prefetch::line(base.wrapping_add(off));
         }
     }
 

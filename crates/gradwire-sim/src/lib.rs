@@ -14,7 +14,6 @@ pub mod engine;
 pub mod fabric;
 pub mod models;
 pub mod output;
-mod prefetch;
 pub mod routing;
 pub mod scenario;
 pub mod sim;

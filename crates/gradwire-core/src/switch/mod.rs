@@ -192,6 +192,8 @@ impl<T> EgressPort<T> {
         self.queue_bytes[q] += bytes as u64;
         self.bytes += bytes as u64;
         self.queues[q].push_back((item, bytes));
+        // a deep queue's ring outgrows the cache: its next slot was last touched a ring ago
+        crate::prefetch::after(self.queues[q].back());
         self.counters.enqueued += 1;
         self.counters.ecn_marked += marked as u64;
         self.counters.max_bytes = self.counters.max_bytes.max(self.bytes);
@@ -218,6 +220,9 @@ impl<T> EgressPort<T> {
     pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
         let q = (0..self.cfg.queues as usize).find(|&q| !self.queues[q].is_empty())?;
         let (item, bytes) = self.queues[q].pop_front()?;
+        if let Some(next) = self.queues[q].front() {
+            crate::prefetch::line(next as *const _ as *const u8);
+        }
         pool.used_bytes -= bytes as u64;
         self.queue_bytes[q] -= bytes as u64;
         self.bytes -= bytes as u64;

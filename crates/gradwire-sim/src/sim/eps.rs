@@ -7,7 +7,7 @@
 use gradwire_core::time::Time;
 use gradwire_core::transport::Endpoint;
 
-use crate::prefetch;
+use gradwire_core::prefetch;
 
 /// Driver state of one endpoint.
 pub(super) struct EpSlot {

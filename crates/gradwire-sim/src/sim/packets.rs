@@ -71,6 +71,7 @@ impl Simulation {
         pr.busy_until = self.now + pr.tx_time(h.wire_bytes as u32);
         let at = pr.busy_until + pr.delay;
         pr.wire.push_back((at, h));
+        gradwire_core::prefetch::after(pr.wire.back());
         if pr.wire.len() == 1 {
             self.events.push(at, Target::Arrive(port));
         }
@@ -105,6 +106,10 @@ impl Simulation {
         pr.wire.pop_front();
         if let Some(&(next, _)) = pr.wire.front() {
             self.events.push(next, Target::Arrive(port));
+            // the next arrival reads the entry after that one for its own successor
+            if let Some(later) = pr.wire.get(1) {
+                gradwire_core::prefetch::line(later as *const _ as *const u8);
+            }
         }
         let to = pr.to;
         if self.topo.nodes[to as usize].kind == NodeKind::Host {

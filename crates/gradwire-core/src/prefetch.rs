@@ -16,3 +16,14 @@ pub fn line(p: *const u8) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
 }
+
+/// Start loading the slot after `last` in its buffer: where a ring buffer's next push
+/// goes. A long queue's ring is larger than the cache, so that slot was last touched a
+/// whole ring ago, and the next push is usually far enough off to hide the miss.
+#[inline(always)]
+pub fn after<E>(last: Option<&E>) {
+    if let Some(e) = last {
+        // past the end of the buffer is harmless: a prefetch never faults
+        line((e as *const E as *const u8).wrapping_add(std::mem::size_of::<E>()));
+    }
+}
