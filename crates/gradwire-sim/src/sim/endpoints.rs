@@ -57,9 +57,7 @@ impl Simulation {
         let host = sl.host;
         if !sl.in_ready {
             sl.in_ready = true;
-            let class = sl.class as usize;
-            self.ready[host as usize][class].push_back(ep);
-            self.ready_count[host as usize] += 1;
+            self.ready.push_back(host, sl.class, ep);
         }
         self.settle(ep);
         self.pull_nic(host);
@@ -125,40 +123,37 @@ impl Simulation {
             return;
         }
         let now = self.now;
-        for class in 0..self.ready[host as usize].len() {
-            while let Some(ep) = self.ready[host as usize][class].pop_front() {
-                let sl = slot_mut(&mut self.eps, ep);
-                let late_timeouts = &mut self.late_timeouts;
-                let packet = sl.endpoint.as_mut().and_then(|e| {
-                    if e.poll_timeout().is_some_and(|t| t <= now) {
-                        *late_timeouts += late(&**e, now);
-                        e.handle_timeout(now);
+        while let Some(class) = self.ready.first_class(host) {
+            let ep = self.ready.pop_front(host, class).expect("a non-empty class");
+            let sl = slot_mut(&mut self.eps, ep);
+            let late_timeouts = &mut self.late_timeouts;
+            let packet = sl.endpoint.as_mut().and_then(|e| {
+                if e.poll_timeout().is_some_and(|t| t <= now) {
+                    *late_timeouts += late(&**e, now);
+                    e.handle_timeout(now);
+                }
+                e.poll_transmit(now)
+            });
+            match packet {
+                Some(p) => {
+                    // it may have more: back of its class
+                    self.ready.push_back(host, class, ep);
+                    // The next pulls on this host serve the flows at the front: start
+                    // loading them now (one NIC slot of simulated time, hundreds of
+                    // events, before they are needed). Output is unchanged.
+                    if let Some(next) = self.ready.get(host, class, 0) {
+                        prefetch_endpoint(&self.eps, next);
                     }
-                    e.poll_transmit(now)
-                });
-                match packet {
-                    Some(p) => {
-                        // it may have more: back of its class
-                        let q = &mut self.ready[host as usize][class];
-                        q.push_back(ep);
-                        // The next pulls on this host serve the flows at the front: start
-                        // loading them now (one NIC slot of simulated time, hundreds of
-                        // events, before they are needed). Output is unchanged.
-                        if let Some(&next) = q.front() {
-                            prefetch_endpoint(&self.eps, next);
-                        }
-                        if let Some(&after) = q.get(1) {
-                            prefetch_slot(&self.eps, after);
-                        }
-                        self.send_from_host(p);
-                        self.settle(ep);
-                        return;
+                    if let Some(after) = self.ready.get(host, class, 1) {
+                        prefetch_slot(&self.eps, after);
                     }
-                    None => {
-                        sl.in_ready = false;
-                        self.ready_count[host as usize] -= 1;
-                        self.settle(ep);
-                    }
+                    self.send_from_host(p);
+                    self.settle(ep);
+                    return;
+                }
+                None => {
+                    sl.in_ready = false;
+                    self.settle(ep);
                 }
             }
         }

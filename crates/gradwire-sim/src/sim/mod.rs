@@ -6,6 +6,7 @@
 mod endpoints;
 mod eps;
 mod packets;
+mod ready;
 
 use crate::engine::{EventQueue, Target};
 use crate::fabric::{Fabric, Hdr, PktId};
@@ -16,13 +17,13 @@ use crate::transports::EndpointFactory;
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::{self, Workload};
 use eps::EndpointPair;
+use ready::ReadyLists;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
 use gradwire_core::transport::{EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Run-time state of one flow.
@@ -92,8 +93,7 @@ pub struct Simulation {
     starts: Vec<(Time, u32)>,
     next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
-    ready: Vec<Vec<VecDeque<u32>>>,
-    ready_count: Vec<u32>,
+    ready: ReadyLists,
     pub(crate) wall: std::time::Duration,
     finished: bool,
 }
@@ -151,8 +151,7 @@ impl Simulation {
             failures,
             starts: Vec::new(),
             next_start: 0,
-            ready: vec![vec![VecDeque::new(); s.switch.queues as usize]; topo.hosts as usize],
-            ready_count: vec![0; topo.hosts as usize],
+            ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
             wall: Default::default(),
             finished: false,
             scenario: s,

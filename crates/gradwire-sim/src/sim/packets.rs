@@ -75,7 +75,7 @@ impl Simulation {
         if pr.wire.len() == 1 {
             self.events.push(at, Target::Arrive(port));
         }
-        let host_waiting = (pr.from as usize) < self.ready_count.len() && self.ready_count[pr.from as usize] > 0;
+        let host_waiting = self.ready.any(pr.from);
         if !pr.queue.is_empty() || host_waiting {
             pr.wake_pending = true;
             self.events.push(pr.busy_until, Target::TxDone(port));
