@@ -10,7 +10,7 @@ rounds=$1 old=$2 new=$3; shift 3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 run_one() { local tag=$1 cpu=$2 bin=$3; shift 3; /usr/bin/time -f "%U" -o "$out/$tag.cpu" taskset -c "$cpu" "$bin" "$@" --out "$out/$tag" --quiet >/dev/null 2>"$out/$tag.err" || { echo "$tag failed:"; cat "$out/$tag.err"; exit 1; }; }
-ratios=()
+ratios=() olds=() news=()
 for r in $(seq 1 "$rounds"); do
   if (( r % 2 )); then run_one old 0 "$old" "$@" & run_one new 1 "$new" "$@" &
   else run_one new 0 "$new" "$@" & run_one old 1 "$old" "$@" &
@@ -18,9 +18,12 @@ for r in $(seq 1 "$rounds"); do
   wait
   a=$(cat "$out/old.cpu") b=$(cat "$out/new.cpu")
   cmp -s <(find "$out/old" -name flows.csv -exec cat {} +) <(find "$out/new" -name flows.csv -exec cat {} +) || { echo "round $r: flows.csv DIFFERENT"; exit 1; }
-  ratios+=("$(python3 -c "print($b/$a)")")
+  ratios+=("$(python3 -c "print($b/$a)")") olds+=("$a") news+=("$b")
   echo "round $r: old ${a}s new ${b}s new/old ${ratios[-1]:0:5}"
 done
 python3 -c "
-import math,sys; r=[float(x) for x in sys.argv[1:]]
-print(f'new/old over {len(r)} rounds: geometric mean {math.exp(sum(map(math.log,r))/len(r)):.3f}, range {min(r):.3f}-{max(r):.3f}; flows.csv identical')" "${ratios[@]}"
+import math, statistics, sys
+n = (len(sys.argv) - 1) // 3
+r, a, b = ([float(x) for x in sys.argv[1 + i * n:1 + (i + 1) * n]] for i in range(3))
+print(f'new/old over {n} rounds: geometric mean {math.exp(sum(map(math.log, r)) / n):.3f}, range {min(r):.3f}-{max(r):.3f}; '
+      f'fastest new / fastest old {min(b) / min(a):.3f}, median / median {statistics.median(b) / statistics.median(a):.3f}; flows.csv identical')" "${ratios[@]}" "${olds[@]}" "${news[@]}"
