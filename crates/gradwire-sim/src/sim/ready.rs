@@ -55,3 +55,26 @@ impl ReadyLists {
         self.lists[host as usize * self.classes + class as usize].get(i).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_class_is_the_lowest_non_empty_one_and_emptied_classes_clear() {
+        let mut r = ReadyLists::new(2, 8);
+        assert!(!r.any(0) && !r.any(1) && !r.any(99), "no host waits; a switch id never does");
+        r.push_back(1, 5, 50);
+        r.push_back(1, 2, 20);
+        r.push_back(1, 2, 21);
+        assert!(!r.any(0) && r.any(1));
+        assert_eq!(r.first_class(1), Some(2));
+        assert_eq!((r.get(1, 2, 0), r.get(1, 2, 1), r.get(1, 2, 2)), (Some(20), Some(21), None));
+        assert_eq!(r.pop_front(1, 2), Some(20));
+        assert_eq!(r.first_class(1), Some(2), "class 2 still holds 21");
+        assert_eq!(r.pop_front(1, 2), Some(21));
+        assert_eq!(r.first_class(1), Some(5), "class 2 emptied: its bit is clear");
+        assert_eq!(r.pop_front(1, 5), Some(50));
+        assert_eq!((r.first_class(1), r.any(1)), (None, false));
+    }
+}
