@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import typer.core
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +16,23 @@ from rich.table import Table
 from gradwire import __version__
 from gradwire._core import ScenarioError
 from gradwire.scenarios import DEFAULT_SCENARIO, builtin_scenarios, resolve_scenario
+
+def _no_metavar_for_flags() -> None:
+    """typer >= 0.2x prints a type column for every option, `<bool>` for on/off flags (and
+    for --help) too, although a flag takes no value. Show nothing there, as click does."""
+    option = getattr(typer.core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "_gradwire", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich._gradwire = True
+    option.display_type_rich = display_type_rich
+
+
+_no_metavar_for_flags()
 
 app = typer.Typer(
     name="gradwire",
@@ -118,7 +136,7 @@ def sim(
     ] = DEFAULT_SCENARIO,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", "-o", help="Results directory [default: results/<scenario>]."),
+        typer.Option("--out", "-o", help="Results directory \\[default: results/<scenario>, or results/<scenario>--<overrides> with --set]."),
     ] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
     sets: Annotated[
@@ -127,6 +145,9 @@ def sim(
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figures.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, table or per-run lines.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", "-f", help="Overwrite a results directory that holds another configuration.")
+    ] = False,
 ) -> None:
     """Run a scenario (every point of its sweep) and write flows, summaries and plots."""
     from gradwire import runner
@@ -144,7 +165,10 @@ def sim(
     except ScenarioError as e:
         raise _fail(f"in {source.origin}: {e}") from None
 
-    out_dir = out if out is not None else Path("results") / source.name
+    out_dir = out if out is not None else runner.default_out_dir(source.name, plan.overrides)
+    clash = runner.manifest_clash(out_dir, plan)
+    if clash and not force:
+        raise _fail(f"{out_dir} holds results of another configuration ({clash}); give --out DIR, or --force to replace them")
     console = _out()
     if not quiet:
         n = len(plan.runs)
@@ -283,11 +307,11 @@ def reproduce(
     ] = None,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", "-o", help="Results directory [default: results/<name>]."),
+        typer.Option("--out", "-o", help="Results directory \\[default: results/<name>]."),
     ] = None,
     jobs: Annotated[
         Optional[int],
-        typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each [default: all cores]."),
+        typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each \\[default: all cores]."),
     ] = None,
     sets: Annotated[
         Optional[list[str]],
@@ -404,12 +428,15 @@ def reproduce(
 
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    options_metavar="[OPTIONS] -- COMMAND [ARGS]...",
+)
 def launch(
     ctx: typer.Context,
     nproc: Annotated[int, typer.Option("--nproc", "-n", help="Processes (ranks) to start on this machine.")] = 2,
     master_addr: Annotated[str, typer.Option("--master-addr", help="Address rank 0 listens on.")] = "127.0.0.1",
-    master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port rank 0 listens on [default: a free one].")] = None,
+    master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port rank 0 listens on \\[default: a free one].")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
 ) -> None:
     """Run a command as NPROC local ranks of one gradwire job (torchrun-style environment).

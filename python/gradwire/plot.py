@@ -13,10 +13,19 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from gradwire.results import collect, run_dirs  # noqa: E402
+from gradwire.runner import read_manifest  # noqa: E402
 
 FCT_CDF = "fct_cdf.png"
 FCT_BARS = "fct_bars.png"
 QUEUES = "queues.png"
+
+
+def scenario_label(results_dir: Path) -> str:
+    """The scenario a results directory holds, with its overrides, for figure titles."""
+    m = read_manifest(results_dir) or {}
+    label = str(m.get("scenario") or Path(results_dir).name)
+    overrides = m.get("overrides") or []
+    return f"{label} ({', '.join(map(str, overrides))})" if overrides else label
 
 
 def _fcts_us(run_dir: Path) -> np.ndarray:
@@ -44,7 +53,7 @@ def plot_fct_cdf(results_dir: Path) -> Path:
     ax.set_ylabel("fraction of flows")
     ax.set_ylim(0, 1.02)
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title("FCT CDF")
+    ax.set_title(f"FCT CDF: {scenario_label(results_dir)}", fontsize="medium")
     fig.tight_layout()
     path = Path(results_dir) / FCT_CDF
     fig.savefig(path, dpi=120)
@@ -65,7 +74,7 @@ def plot_fct_bars(results_dir: Path, df: pd.DataFrame | None = None) -> Path:
     ax.bar_label(b2, fmt="%.0f", fontsize="x-small")
     ax.set_xticks(x, df["run"].astype(str).tolist(), rotation=20 if len(df) > 3 else 0, ha="right" if len(df) > 3 else "center")
     ax.set_ylabel("flow completion time (µs)")
-    ax.set_title("FCT per run")
+    ax.set_title(f"FCT per run: {scenario_label(results_dir)}", fontsize="medium")
     ax.legend()
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
@@ -89,6 +98,7 @@ def plot_queues(results_dir: Path) -> Path | None:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="x-small", loc="upper right")
     axes[-1, 0].set_xlabel("time (µs)")
+    fig.suptitle(f"Queue lengths: {scenario_label(results_dir)}", fontsize="medium")
     fig.tight_layout()
     path = Path(results_dir) / QUEUES
     fig.savefig(path, dpi=120)

@@ -299,9 +299,26 @@ def run_jobs(
                 if on_done:
                     on_done(jobs[i], res)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            _stop_pool(pool)
             raise
     return results
+
+
+def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
+    """Stop at once: cancel the queued runs and end the running ones (Ctrl-C, a failed run).
+    A plain ``shutdown`` would let every worker finish the runs it had already taken, and
+    leaving the ``with`` block waits for them. Finished runs keep their files; an ended run
+    has written none, so ``--resume`` runs it again."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    # (shutdown forgets the worker processes, so take them first)
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in workers:
+        if proc.is_alive():
+            proc.terminate()
 
 
 # ---------------------------------------------------------------------------------------

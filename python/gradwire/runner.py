@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -137,6 +139,34 @@ def read_manifest(out_dir: Path) -> dict | None:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def default_out_dir(scenario: str, overrides: Sequence[str]) -> Path:
+    """``results/<scenario>``, or ``results/<scenario>--<overrides>`` when keys are overridden,
+    so that a run with other settings never lands on top of the plain scenario's results."""
+    base = Path("results") / scenario
+    if not overrides:
+        return base
+    slug = re.sub(r"[^A-Za-z0-9._=+-]+", "_", ",".join(overrides)).strip("_")
+    if len(slug) > 80:
+        digest = hashlib.sha1(",".join(overrides).encode()).hexdigest()[:8]
+        slug = f"{slug[:60]}-{digest}"
+    return base.with_name(f"{base.name}--{slug}")
+
+
+def manifest_clash(out_dir: Path, plan_: ScenarioRuns) -> str | None:
+    """Why ``out_dir`` holds results of another configuration than ``plan_``, or None when it
+    holds none (or the same runs)."""
+    old = read_manifest(out_dir)
+    if old is None:
+        return None
+    mine = [{"name": r.name, "config": r.scenario} for r in plan_.runs]
+    theirs = [{"name": r.get("name"), "config": r.get("config")} for r in old.get("runs", [])]
+    if mine == theirs:
+        return None
+    if old.get("scenario") != plan_.source.name:
+        return f"scenario {old.get('scenario')!r}, not {plan_.source.name!r}"
+    return f"overrides {old.get('overrides', [])}, not {plan_.overrides}"
 
 
 def run_all(

@@ -80,7 +80,7 @@ pub fn from_table(tree: toml::Table) -> Result<Scenario, ScenarioError> {
         let key = e.path().to_string();
         let key = if key == "." { String::new() } else { key };
         let shown = lookup(&tree, &key).map(|v| format!(" (got {v})")).unwrap_or_default();
-        ScenarioError::new(key, format!("{}{shown}", e.inner()))
+        ScenarioError::new(key, format!("{}{shown}", error::plain_type_names(&e.inner().to_string())))
     })?;
     scenario.validate()?;
     Ok(scenario)
