@@ -1,6 +1,8 @@
-//! The event queue: a binary heap of small plain entries, ordered by time and then by
-//! insertion, so that equal-time events run in the order they were scheduled and a run
-//! is a pure function of its inputs and seed.
+//! The event queue, ordered by time and then by insertion, so that equal-time events run
+//! in the order they were scheduled and a run is a pure function of its inputs and seed.
+//! Each event is one `u128` (time | sequence | target). Events due within ~134 µs go into a
+//! calendar wheel of 8.2 ns buckets (only the bucket being served is a heap); later ones
+//! (RTOs, rate periods) wait in a binary heap. A pop takes the smaller of the two.
 
 use gradwire_core::Time;
 use std::collections::BinaryHeap;
