@@ -10,6 +10,7 @@ pub mod cc;
 pub mod collective;
 pub mod packet;
 pub mod prefetch;
+pub mod sched;
 pub mod switch;
 pub mod tensor;
 pub mod time;
