@@ -1,0 +1,81 @@
+"""The tuners on a synthetic speed function with a known optimum (no network needed)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gradwire.tune import BayesOpt, Candidate, GridSearch, Trigger, grid
+from gradwire.tune.space import MB
+
+
+def speed(c: Candidate, best_partition=6 * MB, best_multiple=3) -> float:
+    """Samples/s: one smooth peak in (log S_p, k), as Fig. 3 of autobyte.md shows them."""
+    dp = math.log2(c.partition_bytes / best_partition)
+    dk = (c.credit_multiple - best_multiple) / 3
+    return 1000.0 * math.exp(-0.5 * (dp**2 + dk**2))
+
+
+def run(tuner, f, steps):
+    for _ in range(steps):
+        c = tuner.propose()
+        if c is None:
+            break
+        tuner.observe(c, f(c))
+    return tuner.best
+
+
+def test_grid_is_the_paper_grid():
+    g = grid()
+    assert g[0] == Candidate(2 * MB, 1) and g[-1] == Candidate(16 * MB, 8)
+    assert len(g) == 8 * 8 and len(set(g)) == len(g)
+    with pytest.raises(ValueError):
+        Candidate(0, 1)
+    with pytest.raises(ValueError):
+        grid(partition_step_bytes=0)
+
+
+def test_grid_search_finds_the_optimum():
+    g = grid()
+    best, s = run(GridSearch(g), speed, len(g) + 5)
+    assert best == Candidate(6 * MB, 3) and s == max(speed(c) for c in g)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bayes_opt_gets_within_5_percent_in_20_trials(seed):
+    g = grid()
+    tuner = BayesOpt(g, trials=20, seed=seed)
+    best, s = run(tuner, speed, 20)
+    assert tuner.done
+    assert s >= 0.95 * max(speed(c) for c in g), (best, s)
+    # frozen afterwards: it keeps proposing its choice, whatever it measures next
+    assert tuner.propose() == best
+    tuner.observe(best, 1.0)
+    assert tuner.propose() == best
+
+
+def test_trigger_needs_a_5_percent_gain_and_does_not_oscillate():
+    a, b = Candidate(2 * MB, 1), Candidate(4 * MB, 2)
+    t = Trigger()
+    assert t.choose(a, {a: 100.0, b: 104.9}) is None
+    assert t.choose(a, {a: 100.0, b: 105.0}) == b
+    # two configurations within 5 % of each other whose predictions keep swapping order:
+    # the trigger never moves, whichever one is running
+    for current in (a, b):
+        for i in range(50):
+            wobble = 1.0 + 0.02 * (-1) ** i
+            assert t.choose(current, {a: 100.0 * wobble, b: 100.0 / wobble}) is None
+    # a real gain is taken once, and not given back for noise
+    current = t.choose(a, {a: 100.0, b: 110.0}) or a
+    assert current == b
+    assert t.choose(current, {a: 103.0, b: 100.0}) is None
+    with pytest.raises(ValueError):
+        t.choose(Candidate(8 * MB, 1), {a: 1.0})
+
+
+def test_trigger_adapts_on_a_10_percent_miss():
+    t = Trigger()
+    assert not t.needs_adaptation(predicted=109.0, measured=100.0)
+    assert t.needs_adaptation(predicted=111.0, measured=100.0)
+    assert t.needs_adaptation(predicted=89.0, measured=100.0)
