@@ -79,3 +79,71 @@ def test_trigger_adapts_on_a_10_percent_miss():
     assert not t.needs_adaptation(predicted=109.0, measured=100.0)
     assert t.needs_adaptation(predicted=111.0, measured=100.0)
     assert t.needs_adaptation(predicted=89.0, measured=100.0)
+
+
+# ---------------------------------------------------------------------------------------
+# AutoByte's meta-network, on a synthetic job whose optimum moves with the bandwidth.
+
+torch = pytest.importorskip(
+    "torch", reason="the meta-network needs torch (pip install '.[torch]')"
+)
+
+
+def synthetic(bw_gbps: float, c: Candidate) -> float:
+    """A job that wants small partitions and a deep window on a fast network, and large
+    partitions with a shallow window on a slow one."""
+    best_p = 2 * MB if bw_gbps >= 10 else 8 * MB
+    best_k = 4 if bw_gbps >= 10 else 1
+    return speed(c, best_partition=best_p, best_multiple=best_k) * (0.5 + bw_gbps / 50)
+
+
+def observation(bw_gbps: float):
+    from gradwire.tune.autobyte import Observation
+
+    layers = [[1.0 + 0.1 * i, 1.2 + 0.1 * i] for i in range(12)]
+    return Observation(
+        layers, [bw_gbps, bw_gbps], [bw_gbps, bw_gbps], model="resnet50", arch="ps"
+    )
+
+
+def test_meta_network_learns_where_the_optimum_moves(tmp_path):
+    from gradwire.tune.autobyte import AutoByte
+
+    g = grid(max_partition_bytes=10 * MB, max_credit_multiple=5)
+    samples = [
+        (observation(bw), c, synthetic(bw, c))
+        for bw in (3.0, 5.0, 10.0, 25.0)
+        for c in g
+    ]
+    ab = AutoByte(seed=0)
+    losses = ab.fit(samples, epochs=60, seed=0)
+    assert losses[-1] < 0.25 * losses[0]
+    for bw in (3.0, 25.0):
+        pred = ab.predict(observation(bw), g)
+        chosen = max(pred, key=pred.get)
+        truth = max(synthetic(bw, c) for c in g)
+        assert synthetic(bw, chosen) >= 0.9 * truth, (bw, chosen)
+    # the weights round-trip
+    ab.save(tmp_path / "m.pt")
+    again = AutoByte.load(tmp_path / "m.pt")
+    assert again.predict(observation(5.0), g) == pytest.approx(
+        ab.predict(observation(5.0), g)
+    )
+
+
+def test_meta_network_takes_any_number_of_layers_and_workers():
+    from gradwire.tune.autobyte import AutoByte, Observation
+
+    ab = AutoByte(seed=1)
+    g = grid(max_partition_bytes=4 * MB, max_credit_multiple=2)
+    for layers, workers in ((3, 2), (50, 8)):
+        obs = Observation(
+            [[1.0] * workers] * layers,
+            [10.0] * workers,
+            [10.0] * workers,
+            "vgg16",
+            "ring",
+        )
+        assert len(ab.predict(obs, g)) == len(g)
+    with pytest.raises(ValueError):
+        Observation([], [1.0], [1.0], "x", "ps")

@@ -68,7 +68,13 @@ class BayesOpt(_Best):
     candidates (seeded); after that each suggestion is snapped to the nearest candidate not
     measured yet, and that candidate is what is registered."""
 
-    def __init__(self, candidates: list[Candidate], trials: int = 20, seed: int = 0, initial: int = 4):
+    def __init__(
+        self,
+        candidates: list[Candidate],
+        trials: int = 20,
+        seed: int = 0,
+        initial: int = 4,
+    ):
         super().__init__()
         if not candidates:
             raise ValueError("Bayesian optimization needs at least one candidate")
@@ -112,7 +118,9 @@ class BayesOpt(_Best):
             return
         self._seen.add(candidate)
         lp, k = _point(candidate)
-        self._opt.register(params={"log2_partition": lp, "credit_multiple": k}, target=float(speed))
+        self._opt.register(
+            params={"log2_partition": lp, "credit_multiple": k}, target=float(speed)
+        )
 
 
 def _point(c: Candidate) -> tuple[float, float]:
@@ -121,4 +129,7 @@ def _point(c: Candidate) -> tuple[float, float]:
 
 def _nearest(candidates: list[Candidate], x: tuple[float, float]) -> Candidate:
     """A credit step of 4× counts like a factor 2 in S_p."""
-    return min(candidates, key=lambda c: (_point(c)[0] - x[0]) ** 2 + ((_point(c)[1] - x[1]) / 4) ** 2)
+    return min(
+        candidates,
+        key=lambda c: (_point(c)[0] - x[0]) ** 2 + ((_point(c)[1] - x[1]) / 4) ** 2,
+    )

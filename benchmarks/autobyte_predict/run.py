@@ -1,0 +1,59 @@
+"""CPU time of one AutoByte prediction over every candidate ⟨S_p, S_c⟩ (issue target: < 5 ms
+on one core). The meta-network's weights do not change its cost, so an untrained network
+is timed; what matters is the candidate count and the model's layer count.
+
+    python benchmarks/autobyte_predict/run.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from gradwire.tune import grid
+from gradwire.tune.autobyte import AutoByte, Observation
+from gradwire.tune.space import MB
+
+
+def main() -> None:
+    ab = AutoByte(seed=0)
+    rows = []
+    for layers, workers in (
+        (54, 8),
+        (161, 8),
+        (16, 32),
+    ):  # ResNet50-, ResNet152-, VGG16-like
+        obs = Observation(
+            [[1.0] * workers] * layers,
+            [10.0] * workers,
+            [10.0] * workers,
+            "resnet50",
+            "ps",
+        )
+        for cands in (
+            grid(),
+            grid(max_partition_bytes=64 * MB, max_credit_multiple=16),
+        ):
+            for _ in range(5):
+                ab.predict(obs, cands)  # warm up
+            times = []
+            for _ in range(50):
+                t0 = time.process_time()
+                ab.predict(obs, cands)
+                times.append((time.process_time() - t0) * 1e3)
+            rows.append(
+                (layers, workers, len(cands), statistics.median(times), max(times))
+            )
+    print(
+        f"{'layers':>6} {'workers':>7} {'candidates':>10} {'median ms':>9} {'max ms':>7}"
+    )
+    for r in rows:
+        print(f"{r[0]:>6} {r[1]:>7} {r[2]:>10} {r[3]:>9.2f} {r[4]:>7.2f}")
+    worst = max(r[3] for r in rows)
+    print(
+        f"worst median {worst:.2f} ms CPU per prediction: {'meets' if worst < 5 else 'misses'} the 5 ms target"
+    )
+
+
+if __name__ == "__main__":
+    main()
