@@ -83,12 +83,28 @@ fn report_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'py, PyDict>>
     Ok(d)
 }
 
+/// Calls whose handle was dropped before they resolved, with the buffers they still use.
+/// Reaped (on the Python side, holding the GIL, which releasing a buffer needs) once their
+/// call has resolved; the engine thread never touches Python objects.
+type Orphans = Arc<Mutex<Vec<(Pending, Held)>>>;
+
+fn reap(orphans: &Orphans) {
+    if let Ok(mut o) = orphans.lock() {
+        o.retain(|(p, _)| p.wait_timeout(Duration::ZERO).is_none());
+    }
+}
+
 /// A call in flight; `wait` resolves it.
+///
+/// The call owns a reference to its buffer until the engine has replied: `held` is
+/// released only after the reply, and a handle dropped earlier hands its call and buffer
+/// to the communicator's orphans instead of releasing it (see docs/runtime.md, "Buffers").
 #[pyclass(name = "PendingCall", module = "gradwire._core")]
 pub struct PyPending {
     pending: Mutex<Option<Pending>>,
     result: Mutex<Option<Result<Report, PyErr>>>,
     held: Mutex<Option<Held>>,
+    orphans: Orphans,
 }
 
 impl PyPending {
@@ -99,6 +115,24 @@ impl PyPending {
         // The engine is done with the buffer: let the exporter go.
         if let Ok(mut h) = self.held.lock() {
             h.take();
+        }
+    }
+}
+
+impl Drop for PyPending {
+    fn drop(&mut self) {
+        let pending = self.pending.get_mut().ok().and_then(Option::take);
+        let held = self.held.get_mut().ok().and_then(Option::take);
+        if let (Some(p), Some(h)) = (pending, held) {
+            // No reply yet: the engine may be reading or writing the buffer, so it must
+            // outlive this handle.
+            if p.wait_timeout(Duration::ZERO).is_none() {
+                match self.orphans.lock() {
+                    Ok(mut o) => o.push((p, h)),
+                    // A poisoned lock: leaking the buffer is safe, releasing it is not.
+                    Err(_) => std::mem::forget(h),
+                }
+            }
         }
     }
 }
@@ -160,7 +194,10 @@ impl PyPending {
 
 #[pyclass(name = "Communicator", module = "gradwire._core")]
 pub struct PyCommunicator {
+    /// Dropped before `orphans` (field order): the engine thread is joined before the
+    /// buffers of orphaned calls are released.
     inner: Mutex<Option<Arc<Communicator>>>,
+    orphans: Orphans,
 }
 
 impl PyCommunicator {
@@ -256,7 +293,7 @@ impl PyCommunicator {
         };
         let coll = CollectiveConfig { rack_map, ps_servers, tree_arity, pipeline_chunks, ..CollectiveConfig::default() };
         let comm = py.allow_threads(|| Communicator::init(&rdv, cfg, coll)).map_err(to_py)?;
-        Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))) })
+        Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))), orphans: Orphans::default() })
     }
 
     #[getter]
@@ -292,11 +329,14 @@ impl PyCommunicator {
     fn submit(&self, kind: &str, buffer: &Bound<'_, PyAny>, algorithm: &str, loss_bound: f64, root: u32) -> PyResult<PyPending> {
         let call = parse_kind(kind, algorithm, loss_bound, root)?;
         let comm = self.comm()?;
+        reap(&self.orphans);
         let (held, raw, dtype) = Held::get(buffer)?;
-        // SAFETY: `held` pins the buffer and keeps its exporter alive until the call
-        // resolves (it is dropped in `wait` only after the engine replied).
+        // SAFETY: `held` pins the buffer and keeps its exporter alive until the engine has
+        // replied: `PyPending` releases it only after the reply, and a handle dropped
+        // earlier moves it to `orphans`, released after the reply or once the engine
+        // thread has been joined (`close`, or this communicator's drop).
         let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
-        Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)) })
+        Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)), orphans: self.orphans.clone() })
     }
 
     /// Runtime-wide counters: malformed, foreign_session, stale, early, injected_drops, ...
@@ -324,6 +364,9 @@ impl PyCommunicator {
     fn close(&self, py: Python<'_>) {
         let c = self.inner.lock().ok().and_then(|mut g| g.take());
         py.allow_threads(move || drop(c));
+        // The engine thread has exited (unless another thread is still inside a call on
+        // this communicator): every orphan has its reply, or will never get one.
+        reap(&self.orphans);
     }
 }
 

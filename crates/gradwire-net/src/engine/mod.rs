@@ -294,6 +294,7 @@ impl Engine {
                 let unflushed = self.links.iter().flatten().any(|l| l.has_pending());
                 if (!lingering && !unflushed && self.job.is_none() && self.queue.is_empty()) || since.elapsed() > self.cfg.linger {
                     self.flush_links();
+                    self.close_calls();
                     return;
                 }
             }
@@ -306,10 +307,19 @@ impl Engine {
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.fail_all(NetError::io("epoll", e));
+                    self.close_calls();
                     return;
                 }
             }
         }
+    }
+
+    /// Before the thread exits: the send thread has sent every batch that points into a
+    /// call's buffer, and then each call still here gets its reply (an error), so no
+    /// caller releases a buffer this runtime may still read.
+    fn close_calls(&mut self) {
+        self.outbox.wait_idle();
+        self.fail_all(NetError::Protocol("the communicator was closed before the call finished".into()));
     }
 
     fn publish_counters(&mut self) {
