@@ -92,3 +92,41 @@ def test_a_dropped_async_handle_neither_crashes_nor_corrupts_the_peer(elems):
         assert r["result"]["error"] is None, r["result"]
         assert r["result"]["wrong"] == [], r["result"]["wrong"]
         assert r["result"]["last"] == [1.0] * 8
+
+
+MISMATCHES = {
+    "sizes": ({"elems": 1000}, {"elems": 1001}, "element count"),
+    "algorithms": ({"algorithm": "ring"}, {"algorithm": "tree"}, "algorithm"),
+    "same_bytes_other_dtype": (
+        {"elems": 2000},
+        {"elems": 1000, "dtype": "float64"},
+        "dtype",
+    ),
+    "allreduce_vs_broadcast": ({}, {"op": "broadcast"}, "operation"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_mismatched_calls_fail_fast_on_every_rank_naming_the_field(case):
+    """Issue 19.2: before the fix these hung past peer_timeout (or, float32 x 2N against
+    float64 x N, returned different garbage on each rank as success)."""
+    a, b, field = MISMATCHES[case]
+    plan = {
+        "scenario": "mismatch",
+        "elems": 1000,
+        "per_rank": {"0": a, "1": b},
+        "init": {"peer_timeout": 120.0},
+    }
+    # Within the job's 60 s limit, so long before peer_timeout: the mismatch itself ends it.
+    ranks = run_ranks(2, plan, timeout=60)
+    for r in ranks:
+        assert r["returncode"] == 0, (
+            f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        )
+        err = r["result"]["error"]
+        assert err is not None and err.startswith("CallMismatch"), (
+            f"rank {r['rank']}: {r['result']}"
+        )
+        assert field in err and "ranks 0 and 1" in err.replace(
+            "ranks 1 and 0", "ranks 0 and 1"
+        ), err

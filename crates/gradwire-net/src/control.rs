@@ -1,12 +1,15 @@
 //! One TCP control connection to a peer: the reliable half of the transport.
 //!
-//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0), so the
-//! stream is a sequence of fixed-size frames: no length to trust, and a frame that does not
-//! decode is a protocol error that ends the connection.
+//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0) or a 64-byte
+//! call descriptor ([`crate::descriptor`]), told apart by their magic: fixed-size frames,
+//! no length to trust, and a frame that does not decode is a protocol error that ends the
+//! connection.
 
 use std::io::{self, Read, Write};
 
-use gradwire_core::wire::{Header, HEADER_LEN};
+use gradwire_core::wire::{Header, HEADER_LEN, MAGIC};
+
+use crate::descriptor::{CallDesc, DESC_LEN, DESC_MAGIC};
 use mio::net::TcpStream;
 
 /// Why a link stopped working.
@@ -52,6 +55,12 @@ impl PeerLink {
         self.wbuf.extend_from_slice(&frame);
     }
 
+    pub fn queue_desc(&mut self, desc: &CallDesc) {
+        let mut frame = [0u8; DESC_LEN];
+        desc.encode(&mut frame);
+        self.wbuf.extend_from_slice(&frame);
+    }
+
     /// Frames queued but not yet taken by the socket.
     pub fn has_pending(&self) -> bool {
         self.wpos < self.wbuf.len()
@@ -75,8 +84,9 @@ impl PeerLink {
         Ok(())
     }
 
-    /// Reads what has arrived and appends the decoded frames to `out`.
-    pub fn read_frames(&mut self, out: &mut Vec<Header>) -> Result<(), LinkDown> {
+    /// Reads what has arrived and appends the decoded frames to `out` (control headers)
+    /// and `descs` (call descriptors).
+    pub fn read_frames(&mut self, out: &mut Vec<Header>, descs: &mut Vec<CallDesc>) -> Result<(), LinkDown> {
         let mut chunk = [0u8; 8192];
         let ended = loop {
             match self.stream.read(&mut chunk) {
@@ -89,12 +99,32 @@ impl PeerLink {
         };
         // Frames that arrived before the peer closed still count (a FINISH written just
         // before a clean exit, say).
-        let whole = self.rbuf.len() / HEADER_LEN * HEADER_LEN;
-        for frame in self.rbuf[..whole].chunks_exact(HEADER_LEN) {
-            let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
-            out.push(h);
-        }
-        self.rbuf.drain(..whole);
+        let used = parse_frames(&self.rbuf, out, descs)?;
+        self.rbuf.drain(..used);
         ended.map_or(Ok(()), Err)
     }
+}
+
+/// Decodes the whole frames at the start of `buf`; the bytes they took. The control-link
+/// parser, exposed for fuzzing (`fuzz/`): any input gives frames or an error, never a panic.
+pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, descs: &mut Vec<CallDesc>) -> Result<usize, LinkDown> {
+    let mut at = 0;
+    while buf.len() - at >= 2 {
+        let magic = [buf[at], buf[at + 1]];
+        if magic == MAGIC {
+            let Some(frame) = buf.get(at..at + HEADER_LEN) else { break };
+            // A 32-byte frame decodes only with a payload length of 0.
+            let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+            out.push(h);
+            at += HEADER_LEN;
+        } else if magic == DESC_MAGIC {
+            let Some(frame) = buf.get(at..at + DESC_LEN) else { break };
+            let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes")).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+            descs.push(d);
+            at += DESC_LEN;
+        } else {
+            return Err(LinkDown::BadFrame(format!("unknown frame magic {magic:02x?}")));
+        }
+    }
+    Ok(at)
 }

@@ -22,6 +22,7 @@ create_exception!(_core, CommError, PyRuntimeError, "A collective or the job fai
 create_exception!(_core, PeerTimeout, CommError, "Nothing came from a peer within the timeout (dead or stalled peer).");
 create_exception!(_core, PeerLost, CommError, "A peer's control connection closed mid-job.");
 create_exception!(_core, Refused, CommError, "The job refused this process (token, world size or rank).");
+create_exception!(_core, CallMismatch, CommError, "Ranks made different calls (size, dtype, operation, algorithm, root, loss bound or transport).");
 
 fn to_py(e: NetError) -> PyErr {
     let msg = e.to_string();
@@ -30,6 +31,7 @@ fn to_py(e: NetError) -> PyErr {
         NetError::Timeout { .. } => PeerTimeout::new_err(msg),
         NetError::PeerLost { .. } => PeerLost::new_err(msg),
         NetError::Refused(_) => Refused::new_err(msg),
+        NetError::CallMismatch { .. } => CallMismatch::new_err(msg),
         NetError::Protocol(_) | NetError::Io { .. } => CommError::new_err(msg),
     }
 }
@@ -375,6 +377,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PeerTimeout", m.py().get_type::<PeerTimeout>())?;
     m.add("PeerLost", m.py().get_type::<PeerLost>())?;
     m.add("Refused", m.py().get_type::<Refused>())?;
+    m.add("CallMismatch", m.py().get_type::<CallMismatch>())?;
     m.add_class::<PyCommunicator>()?;
     m.add_class::<PyPending>()?;
     Ok(())

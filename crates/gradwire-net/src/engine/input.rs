@@ -172,18 +172,26 @@ impl Engine {
 
     pub(super) fn read_control(&mut self) {
         let mut frames = std::mem::take(&mut self.frames);
+        let mut descs = std::mem::take(&mut self.descs_in);
         let mut lost = Vec::new();
+        let mut read = Vec::new();
         for (peer, link) in self.links.iter_mut().enumerate() {
             let Some(l) = link.as_mut() else { continue };
             let before = frames.len();
-            if let Err(e) = l.read_frames(&mut frames) {
+            read.clear();
+            if let Err(e) = l.read_frames(&mut frames, &mut read) {
                 lost.push((peer as u32, e));
             }
+            descs.extend(read.iter().map(|&d| (peer as u32, d)));
             // Tag the frames with their link.
             for f in &mut frames[before..] {
                 f.payload_len = peer as u32; // reuse: control frames carry no payload
             }
         }
+        for (peer, d) in descs.drain(..) {
+            self.on_descriptor(peer, d);
+        }
+        self.descs_in = descs;
         if !frames.is_empty() && self.should_read() {
             // A STOP must not overtake data already queued in the UDP socket: drain it
             // first, all of it (a STOP handled with data still queued would request that
@@ -233,6 +241,10 @@ impl Engine {
         });
         if involved {
             self.fail_call(NetError::PeerLost { rank: peer, detail });
+        } else if let Some(job) = self.job.as_mut() {
+            // Its descriptor can no longer come; what it sent before closing was read.
+            job.unverified.retain(|&r| r != peer);
+            self.maybe_complete();
         }
     }
 
@@ -260,12 +272,16 @@ impl Engine {
         };
         let call = slot.call;
         let placed = slot.ep.receive(now, &pkt);
+        // Progress is what the endpoint took: new data, or a control message or ACK. Data
+        // it rejects (a duplicate, a mismatched call's out-of-range segment) is not, or a
+        // peer resending it forever would keep the stall timer from ever firing.
+        let accepted = placed.is_some() || h.kind != PacketKind::Data;
         let transfer = slot.transfer;
         // The receiver declared the bound met (DLCP FINISH, LTP STOP): for this rank's
         // call the send is over, even if the closing handshake is still running.
         let sender_released = !slot.ep.is_receiver() && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
         if let Some(job) = self.job.as_mut().filter(|j| j.call == call) {
-            job.progressed = true;
+            job.progressed |= accepted;
             match (placed, payload) {
                 (Some(r), Incoming::Bytes(payload)) => {
                     let off = (r.start - h.seq) as usize;

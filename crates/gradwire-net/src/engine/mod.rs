@@ -25,7 +25,9 @@ use gradwire_core::transport::EndpointEvent;
 use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use crate::algorithms::CallKind;
 use crate::control::{LinkDown, PeerLink};
+use crate::descriptor::CallDesc;
 use crate::endpoint::{Ep, TransferSpec, TransportConfig};
 use crate::error::NetError;
 use crate::inject::{Delayed, Impairment, Injector};
@@ -97,6 +99,8 @@ impl Default for EngineConfig {
 }
 
 pub struct CallRequest {
+    /// What the caller asked for (`None`: a schedule of its own), for the descriptor.
+    pub kind: Option<CallKind>,
     pub schedule: Arc<Schedule>,
     pub buf: RawBuffer,
     pub dtype: Dtype,
@@ -156,6 +160,12 @@ pub struct Engine {
     next_call: u16,
     slots: HashMap<u32, Slot>,
     stash: Vec<(u32, Header)>,
+    /// Calls started so far (the number of the next call's descriptor).
+    calls_started: u64,
+    /// Per peer: descriptors of calls this rank has not started yet, in call order.
+    peer_descs: Vec<VecDeque<CallDesc>>,
+    /// Descriptors read this turn, with their link (kept to reuse the allocation).
+    descs_in: Vec<(u32, CallDesc)>,
     /// Batches being filled this turn.
     batches: Vec<Batch>,
     outbox: Outbox,
@@ -252,6 +262,9 @@ impl Engine {
             next_call: 0,
             slots: HashMap::new(),
             stash: Vec::new(),
+            calls_started: 0,
+            peer_descs: vec![VecDeque::new(); world],
+            descs_in: Vec::new(),
             batches: Vec::new(),
             outbox,
             fence: false,
