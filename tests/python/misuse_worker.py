@@ -58,7 +58,45 @@ def mismatch(comm, plan: dict) -> dict:
     return {"sum": float(x.sum())}
 
 
-SCENARIOS = {"dropped_handles": dropped_handles, "mismatch": mismatch}
+def forged(comm, plan: dict) -> dict:
+    """Rank 0 sends datagrams with the job's session id from a socket of its own, for the
+    next calls' flows, to every rank; then all ranks run those calls and check them."""
+    import socket
+    import struct
+    import time
+
+    ports = np.zeros(comm.world_size, np.float64)
+    ports[comm.rank] = int(comm._c.data_addr().rsplit(":", 1)[1])
+    comm.allreduce(ports)  # call 0: everyone learns the data ports
+    n, calls = plan["elems"], plan["calls"]
+    if comm.rank == 0:
+        evil = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # One segment per transfer of a 2-rank ring (the loopback MSS exceeds it).
+        payload = np.full(n // comm.world_size, 1e6, np.float32).tobytes()
+        for port in ports:
+            for call in range(1, calls + 1):
+                for transfer in range(plan["transfers"]):
+                    head = b"GW" + struct.pack(">BBBBH", 1, 1, 0, 1, 0)
+                    head += struct.pack(
+                        ">QIIQ", comm._c.session, call << 20 | transfer, len(payload), 0
+                    )
+                    evil.sendto(head + payload, ("127.0.0.1", int(port)))
+        time.sleep(0.3)
+    else:
+        time.sleep(0.6)  # the forgeries arrive before this rank posts the calls
+    wrong = []
+    for i in range(calls):
+        x = np.full(n, float(comm.rank + 1), np.float32)
+        comm.allreduce(x)
+        want = comm.world_size * (comm.world_size + 1) / 2
+        if not np.all(x == want):
+            wrong.append(
+                f"call {i + 1}: {int(np.sum(x != want))} of {n} elements wrong, e.g. {x[x != want][:3].tolist()}"
+            )
+    return {"wrong": wrong}
+
+
+SCENARIOS = {"dropped_handles": dropped_handles, "mismatch": mismatch, "forged": forged}
 
 
 def main() -> None:

@@ -130,3 +130,19 @@ def test_mismatched_calls_fail_fast_on_every_rank_naming_the_field(case):
         assert field in err and "ranks 0 and 1" in err.replace(
             "ranks 1 and 0", "ranks 0 and 1"
         ), err
+
+
+def test_forged_datagrams_with_the_session_id_are_dropped_and_counted():
+    """Issue 19.4: 128 forged datagrams per rank carrying the session id, sent ahead for
+    the next calls, replaced their results on every rank with bytes_lost = 0. Now a
+    datagram counts only from the address its peer registered at rendezvous."""
+    plan = {"scenario": "forged", "elems": 1000, "calls": 4, "transfers": 32}
+    ranks = run_ranks(2, plan)
+    for r in ranks:
+        assert r["returncode"] == 0, (
+            f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        )
+        res = r["result"]
+        assert res["error"] is None, res
+        assert res["wrong"] == [], res["wrong"]
+        assert res["counters"].get("wrong_source", 0) >= 4 * 32, res["counters"]

@@ -1,9 +1,10 @@
 //! One TCP control connection to a peer: the reliable half of the transport.
 //!
-//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0) or a 64-byte
-//! call descriptor ([`crate::descriptor`]), told apart by their magic: fixed-size frames,
-//! no length to trust, and a frame that does not decode is a protocol error that ends the
-//! connection.
+//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0) of a
+//! transport, or an engine's own frame ([`LinkFrame`]): a 64-byte call descriptor
+//! ([`crate::descriptor`]) or a 16-byte "transfer received" notice. They are told apart by
+//! their magic: fixed-size frames, no length to trust, and a frame that does not decode is
+//! a protocol error that ends the connection.
 
 use std::io::{self, Read, Write};
 
@@ -11,6 +12,21 @@ use gradwire_core::wire::{Header, HEADER_LEN, MAGIC};
 
 use crate::descriptor::{CallDesc, DESC_LEN, DESC_MAGIC};
 use mio::net::TcpStream;
+
+/// "GR": the receiver of flow `flow` has all it will take (16 bytes: magic, version, 0,
+/// flow, session). LTP closes a complete transfer without a handshake, so a sender that
+/// lost the last ACKs would resend to a receiver that is gone; this notice, on the
+/// reliable link, ends the send instead.
+pub const RECEIVED_MAGIC: [u8; 2] = *b"GR";
+pub const RECEIVED_LEN: usize = 16;
+const FRAME_VERSION: u8 = 1;
+
+/// Frames of the engine itself, beside the transports' control headers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LinkFrame {
+    Call(CallDesc),
+    Received { session: u64, flow: u32 },
+}
 
 /// Why a link stopped working.
 #[derive(Debug)]
@@ -61,6 +77,15 @@ impl PeerLink {
         self.wbuf.extend_from_slice(&frame);
     }
 
+    pub fn queue_received(&mut self, session: u64, flow: u32) {
+        let mut frame = [0u8; RECEIVED_LEN];
+        frame[0..2].copy_from_slice(&RECEIVED_MAGIC);
+        frame[2] = FRAME_VERSION;
+        frame[4..8].copy_from_slice(&flow.to_be_bytes());
+        frame[8..16].copy_from_slice(&session.to_be_bytes());
+        self.wbuf.extend_from_slice(&frame);
+    }
+
     /// Frames queued but not yet taken by the socket.
     pub fn has_pending(&self) -> bool {
         self.wpos < self.wbuf.len()
@@ -85,8 +110,8 @@ impl PeerLink {
     }
 
     /// Reads what has arrived and appends the decoded frames to `out` (control headers)
-    /// and `descs` (call descriptors).
-    pub fn read_frames(&mut self, out: &mut Vec<Header>, descs: &mut Vec<CallDesc>) -> Result<(), LinkDown> {
+    /// and `own` (the engine's frames).
+    pub fn read_frames(&mut self, out: &mut Vec<Header>, own: &mut Vec<LinkFrame>) -> Result<(), LinkDown> {
         let mut chunk = [0u8; 8192];
         let ended = loop {
             match self.stream.read(&mut chunk) {
@@ -99,7 +124,7 @@ impl PeerLink {
         };
         // Frames that arrived before the peer closed still count (a FINISH written just
         // before a clean exit, say).
-        let used = parse_frames(&self.rbuf, out, descs)?;
+        let used = parse_frames(&self.rbuf, out, own)?;
         self.rbuf.drain(..used);
         ended.map_or(Ok(()), Err)
     }
@@ -107,7 +132,7 @@ impl PeerLink {
 
 /// Decodes the whole frames at the start of `buf`; the bytes they took. The control-link
 /// parser, exposed for fuzzing (`fuzz/`): any input gives frames or an error, never a panic.
-pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, descs: &mut Vec<CallDesc>) -> Result<usize, LinkDown> {
+pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>) -> Result<usize, LinkDown> {
     let mut at = 0;
     while buf.len() - at >= 2 {
         let magic = [buf[at], buf[at + 1]];
@@ -120,8 +145,17 @@ pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, descs: &mut Vec<CallDesc>
         } else if magic == DESC_MAGIC {
             let Some(frame) = buf.get(at..at + DESC_LEN) else { break };
             let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes")).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
-            descs.push(d);
+            own.push(LinkFrame::Call(d));
             at += DESC_LEN;
+        } else if magic == RECEIVED_MAGIC {
+            let Some(frame) = buf.get(at..at + RECEIVED_LEN) else { break };
+            if frame[2] != FRAME_VERSION || frame[3] != 0 {
+                return Err(LinkDown::BadFrame("a transfer notice with a bad version or reserved byte".into()));
+            }
+            let flow = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
+            let session = u64::from_be_bytes(frame[8..16].try_into().expect("8 bytes"));
+            own.push(LinkFrame::Received { session, flow });
+            at += RECEIVED_LEN;
         } else {
             return Err(LinkDown::BadFrame(format!("unknown frame magic {magic:02x?}")));
         }

@@ -341,12 +341,13 @@ impl PyCommunicator {
         Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)), orphans: self.orphans.clone() })
     }
 
-    /// Runtime-wide counters: malformed, foreign_session, stale, early, injected_drops, ...
+    /// Runtime-wide counters: malformed, foreign_session, wrong_source, stale, early, ...
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.comm()?.counters();
         let d = PyDict::new(py);
         d.set_item("malformed", c.malformed)?;
         d.set_item("foreign_session", c.foreign_session)?;
+        d.set_item("wrong_source", c.wrong_source)?;
         d.set_item("stale", c.stale)?;
         d.set_item("early", c.early)?;
         d.set_item("injected_drops", c.injected_drops)?;

@@ -123,6 +123,13 @@ impl Engine {
         if slot.ep.is_receiver() {
             let bubbles = slot.ep.bubbles();
             job.apply(t, &bubbles);
+            if matches!(slot.ep, Ep::LtpRecv(_)) {
+                // LTP has no closing handshake for a complete transfer: say so on the
+                // reliable link, or a sender that lost the last ACKs resends forever.
+                if let Some(l) = self.links[slot.peer as usize].as_mut() {
+                    l.queue_received(self.session, flow);
+                }
+            }
         }
         let stats = slot.ep.stats();
         if !slot.ep.is_receiver() {
@@ -137,6 +144,22 @@ impl Engine {
         let now = self.now();
         self.start_ready_sends(now);
         self.maybe_complete();
+    }
+
+    /// The receiver of an LTP transfer this rank sends has all it will take: the send is
+    /// over (whatever ACKs were lost), and the endpoint has nothing left to say.
+    pub(super) fn on_received(&mut self, peer: u32, session: u64, flow: u32) {
+        if session != self.session {
+            self.local.foreign_session += 1;
+            return;
+        }
+        match self.slots.get(&flow) {
+            Some(s) if s.peer == peer && matches!(s.ep, Ep::LtpSend(_)) => {
+                self.finish_transfer(flow);
+                self.slots.remove(&flow);
+            }
+            _ => self.local.stale += 1,
+        }
     }
 
     /// A peer's descriptor arrived: check it now if it is for the current call, keep it
