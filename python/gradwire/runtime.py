@@ -28,6 +28,7 @@ CommError = _core.CommError
 PeerTimeout = _core.PeerTimeout
 PeerLost = _core.PeerLost
 Refused = _core.Refused
+CallMismatch = _core.CallMismatch
 
 ALGORITHMS = ("ring", "tree", "rat", "ps")
 

@@ -189,10 +189,16 @@ impl Communicator {
     /// `buf` must stay valid, and nobody else may read or write it, until the returned
     /// [`Pending`] has resolved.
     pub unsafe fn submit(&self, schedule: Arc<Schedule>, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
+        self.submit_request(None, schedule, buf, dtype)
+    }
+
+    /// # Safety
+    /// As [`Communicator::submit`].
+    unsafe fn submit_request(&self, kind: Option<CallKind>, schedule: Arc<Schedule>, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
         check(&schedule, self.world, buf.len, dtype)?;
         let (reply, rx) = channel();
         self.tx
-            .send(Command::Run(CallRequest { schedule, buf, dtype, reply }))
+            .send(Command::Run(CallRequest { kind, schedule, buf, dtype, reply }))
             .map_err(|_| NetError::Protocol("the runtime thread exited".into()))?;
         self.waker.wake().map_err(|e| NetError::io("waking the runtime", e))?;
         Ok(Pending { rx })
@@ -213,7 +219,7 @@ impl Communicator {
     /// As [`Communicator::submit`].
     pub unsafe fn submit_kind(&self, kind: CallKind, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
         let s = self.schedule(kind, buf.len as u64, dtype.size())?;
-        self.submit(s, buf, dtype)
+        self.submit_request(Some(kind), s, buf, dtype)
     }
 
     /// Sums `data` over all ranks, in place. With `loss_bound > 0` the reduce half may
@@ -229,8 +235,9 @@ impl Communicator {
     }
 
     pub fn call<T: Element>(&self, kind: CallKind, data: &mut [T]) -> Result<Report, NetError> {
-        let s = self.schedule(kind, std::mem::size_of_val(data) as u64, T::DTYPE.size())?;
-        self.run(s, data)
+        let buf = RawBuffer::from_slice(data);
+        // SAFETY: `data` is borrowed mutably until `wait` returns.
+        unsafe { self.submit_kind(kind, buf, T::DTYPE)? }.wait()
     }
 
     /// Runs `schedule` on `data` and waits for this rank's part to finish.

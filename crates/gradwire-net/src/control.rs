@@ -1,13 +1,32 @@
 //! One TCP control connection to a peer: the reliable half of the transport.
 //!
-//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0), so the
-//! stream is a sequence of fixed-size frames: no length to trust, and a frame that does not
-//! decode is a protocol error that ends the connection.
+//! Every control message is a bare 32-byte [`wire::Header`] (payload length 0) of a
+//! transport, or an engine's own frame ([`LinkFrame`]): a 64-byte call descriptor
+//! ([`crate::descriptor`]) or a 16-byte "transfer received" notice. They are told apart by
+//! their magic: fixed-size frames, no length to trust, and a frame that does not decode is
+//! a protocol error that ends the connection.
 
 use std::io::{self, Read, Write};
 
-use gradwire_core::wire::{Header, HEADER_LEN};
+use gradwire_core::wire::{Header, HEADER_LEN, MAGIC};
+
+use crate::descriptor::{CallDesc, DESC_LEN, DESC_MAGIC};
 use mio::net::TcpStream;
+
+/// "GR": the receiver of flow `flow` has all it will take (16 bytes: magic, version, 0,
+/// flow, session). LTP closes a complete transfer without a handshake, so a sender that
+/// lost the last ACKs would resend to a receiver that is gone; this notice, on the
+/// reliable link, ends the send instead.
+pub const RECEIVED_MAGIC: [u8; 2] = *b"GR";
+pub const RECEIVED_LEN: usize = 16;
+const FRAME_VERSION: u8 = 1;
+
+/// Frames of the engine itself, beside the transports' control headers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LinkFrame {
+    Call(CallDesc),
+    Received { session: u64, flow: u32 },
+}
 
 /// Why a link stopped working.
 #[derive(Debug)]
@@ -52,6 +71,21 @@ impl PeerLink {
         self.wbuf.extend_from_slice(&frame);
     }
 
+    pub fn queue_desc(&mut self, desc: &CallDesc) {
+        let mut frame = [0u8; DESC_LEN];
+        desc.encode(&mut frame);
+        self.wbuf.extend_from_slice(&frame);
+    }
+
+    pub fn queue_received(&mut self, session: u64, flow: u32) {
+        let mut frame = [0u8; RECEIVED_LEN];
+        frame[0..2].copy_from_slice(&RECEIVED_MAGIC);
+        frame[2] = FRAME_VERSION;
+        frame[4..8].copy_from_slice(&flow.to_be_bytes());
+        frame[8..16].copy_from_slice(&session.to_be_bytes());
+        self.wbuf.extend_from_slice(&frame);
+    }
+
     /// Frames queued but not yet taken by the socket.
     pub fn has_pending(&self) -> bool {
         self.wpos < self.wbuf.len()
@@ -75,8 +109,9 @@ impl PeerLink {
         Ok(())
     }
 
-    /// Reads what has arrived and appends the decoded frames to `out`.
-    pub fn read_frames(&mut self, out: &mut Vec<Header>) -> Result<(), LinkDown> {
+    /// Reads what has arrived and appends the decoded frames to `out` (control headers)
+    /// and `own` (the engine's frames).
+    pub fn read_frames(&mut self, out: &mut Vec<Header>, own: &mut Vec<LinkFrame>) -> Result<(), LinkDown> {
         let mut chunk = [0u8; 8192];
         let ended = loop {
             match self.stream.read(&mut chunk) {
@@ -89,12 +124,41 @@ impl PeerLink {
         };
         // Frames that arrived before the peer closed still count (a FINISH written just
         // before a clean exit, say).
-        let whole = self.rbuf.len() / HEADER_LEN * HEADER_LEN;
-        for frame in self.rbuf[..whole].chunks_exact(HEADER_LEN) {
-            let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
-            out.push(h);
-        }
-        self.rbuf.drain(..whole);
+        let used = parse_frames(&self.rbuf, out, own)?;
+        self.rbuf.drain(..used);
         ended.map_or(Ok(()), Err)
     }
+}
+
+/// Decodes the whole frames at the start of `buf`; the bytes they took. The control-link
+/// parser, exposed for fuzzing (`fuzz/`): any input gives frames or an error, never a panic.
+pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>) -> Result<usize, LinkDown> {
+    let mut at = 0;
+    while buf.len() - at >= 2 {
+        let magic = [buf[at], buf[at + 1]];
+        if magic == MAGIC {
+            let Some(frame) = buf.get(at..at + HEADER_LEN) else { break };
+            // A 32-byte frame decodes only with a payload length of 0.
+            let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+            out.push(h);
+            at += HEADER_LEN;
+        } else if magic == DESC_MAGIC {
+            let Some(frame) = buf.get(at..at + DESC_LEN) else { break };
+            let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes")).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+            own.push(LinkFrame::Call(d));
+            at += DESC_LEN;
+        } else if magic == RECEIVED_MAGIC {
+            let Some(frame) = buf.get(at..at + RECEIVED_LEN) else { break };
+            if frame[2] != FRAME_VERSION || frame[3] != 0 {
+                return Err(LinkDown::BadFrame("a transfer notice with a bad version or reserved byte".into()));
+            }
+            let flow = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
+            let session = u64::from_be_bytes(frame[8..16].try_into().expect("8 bytes"));
+            own.push(LinkFrame::Received { session, flow });
+            at += RECEIVED_LEN;
+        } else {
+            return Err(LinkDown::BadFrame(format!("unknown frame magic {magic:02x?}")));
+        }
+    }
+    Ok(at)
 }

@@ -15,6 +15,8 @@ pub enum NetError {
     Timeout { what: String, waited: Duration },
     /// A peer closed its control connection mid-job.
     PeerLost { rank: u32, detail: String },
+    /// Two ranks made different calls: `field` differs, `values` on (`ranks.0`, `ranks.1`).
+    CallMismatch { call: u64, ranks: (u32, u32), field: String, values: (String, String) },
     /// A peer broke the protocol (bad frame on the control connection).
     Protocol(String),
     Io { context: String, source: io::Error },
@@ -34,6 +36,10 @@ impl fmt::Display for NetError {
             NetError::Refused(m) => write!(f, "{m}"),
             NetError::Timeout { what, waited } => write!(f, "timed out after {:.1} s: {what}", waited.as_secs_f64()),
             NetError::PeerLost { rank, detail } => write!(f, "lost rank {rank}: {detail}"),
+            NetError::CallMismatch { call, ranks: (a, b), field, values: (va, vb) } => write!(
+                f,
+                "ranks {a} and {b} made different collective calls (call {call} of the job): the {field} is {va} on rank {a} but {vb} on rank {b}; every rank must make the same calls in the same order"
+            ),
             NetError::Protocol(m) => write!(f, "protocol error: {m}"),
             NetError::Io { context, source } => write!(f, "{context}: {source}"),
         }

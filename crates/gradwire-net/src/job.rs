@@ -111,6 +111,10 @@ pub struct Job {
     /// A packet of this call arrived since `last_progress` was last updated.
     pub progressed: bool,
     pub reply: Reply,
+    /// This call as this rank made it ([`crate::descriptor`]).
+    pub desc: Option<crate::descriptor::CallDesc>,
+    /// Live peers whose descriptor of this call has not arrived yet.
+    pub unverified: Vec<u32>,
 }
 
 impl Job {
@@ -119,7 +123,7 @@ impl Job {
         let n = schedule.transfers.len();
         let now = Instant::now();
         let report = Report { algorithm: schedule.name.clone(), min_delivered_fraction: 1.0, ..Report::default() };
-        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, progressed: false, reply }
+        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, progressed: false, reply, desc: None, unverified: Vec::new() }
     }
 
     pub fn range(&self, t: TransferId) -> Range<u64> {

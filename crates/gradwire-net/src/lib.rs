@@ -8,7 +8,8 @@
 //! - [`rendezvous`]: torchrun-style job formation (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
 //!   `WORLD_SIZE`, a job token) into a [`rendezvous::Mesh`] of control connections.
 //! - [`udp`]: batched datagram I/O; [`tx`]: outgoing batches and the send thread;
-//!   [`control`]: framed TCP control links.
+//!   [`control`]: framed TCP control links; [`descriptor`]: the call descriptors ranks
+//!   check against each other.
 //! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
 //! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
 //! - [`line_rate`]: the interface speed DLCP starts at (as the MSS comes from the MTU).
@@ -18,6 +19,7 @@
 pub mod algorithms;
 pub mod comm;
 pub mod control;
+pub mod descriptor;
 pub mod endpoint;
 pub mod engine;
 pub mod error;

@@ -17,7 +17,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use mio::net::UdpSocket;
 use gradwire_core::wire::HEADER_LEN;
 use nix::errno::Errno;
-use nix::sys::socket::{recv, recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage};
+use nix::sys::socket::{recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
 
 /// Kernel limit on segments per GSO send.
@@ -87,6 +87,13 @@ impl DataSender {
     }
 }
 
+fn socket_addr(s: SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = s.as_sockaddr_in() {
+        return Some(SocketAddr::from(std::net::SocketAddrV4::from(*v4)));
+    }
+    s.as_sockaddr_in6().map(|v6| SocketAddr::from(std::net::SocketAddrV6::from(*v6)))
+}
+
 /// Receive buffers, kept apart from the socket so datagrams can be handled while the
 /// caller holds `&mut` to whatever owns the socket.
 pub struct RecvBufs {
@@ -106,9 +113,14 @@ impl Default for RecvBufs {
 impl RecvBufs {
     /// The datagrams of the last read, with their CE mark (GRO batches split by stride).
     pub fn datagrams(&self) -> impl Iterator<Item = (&[u8], bool)> {
+        self.datagrams_from().map(|(d, ce, _)| (d, ce))
+    }
+
+    /// As [`Self::datagrams`], with each datagram's source address.
+    pub fn datagrams_from(&self) -> impl Iterator<Item = (&[u8], bool, SocketAddr)> {
         self.metas[..self.filled].iter().zip(&self.bufs).flat_map(|(meta, buf)| {
             let ce = meta.ecn == Some(quinn_udp::EcnCodepoint::Ce);
-            buf[..meta.len].chunks(meta.stride.max(1)).map(move |d| (d, ce))
+            buf[..meta.len].chunks(meta.stride.max(1)).map(move |d| (d, ce, meta.addr))
         })
     }
 }
@@ -178,13 +190,15 @@ impl DataSocket {
         (r == 0).then(|| (at(libc::SK_MEMINFO_RMEM_ALLOC), at(libc::SK_MEMINFO_RCVBUF)))
     }
 
-    /// The next datagram's first bytes (into `head`) and its whole length, without
-    /// taking it; a GRO batch counts as one datagram. `Ok(None)` when nothing is waiting.
-    pub fn peek(&self, head: &mut [u8; HEADER_LEN]) -> io::Result<Option<usize>> {
+    /// The next datagram's first bytes (into `head`), its whole length and its source,
+    /// without taking it; a GRO batch counts as one datagram. `Ok(None)` when nothing is
+    /// waiting.
+    pub fn peek(&self, head: &mut [u8; HEADER_LEN]) -> io::Result<Option<(usize, Option<SocketAddr>)>> {
         let flags = MsgFlags::MSG_PEEK | MsgFlags::MSG_TRUNC | MsgFlags::MSG_DONTWAIT;
+        let mut iov = [IoSliceMut::new(head)];
         loop {
-            return match recv(self.sock.as_raw_fd(), head, flags) {
-                Ok(n) => Ok(Some(n)),
+            return match recvmsg::<SockaddrStorage>(self.sock.as_raw_fd(), &mut iov, None, flags) {
+                Ok(msg) => Ok(Some((msg.bytes, msg.address.and_then(socket_addr)))),
                 Err(Errno::EAGAIN) => Ok(None),
                 Err(Errno::EINTR) => continue,
                 Err(e) => Err(e.into()),

@@ -175,6 +175,7 @@ fn garbage_and_foreign_datagrams_are_counted_and_ignored() {
     let c = comms[0].counters();
     assert_eq!(c.malformed, 1);
     assert_eq!(c.foreign_session, 1);
+    assert_eq!(c.wrong_source, 0);
 }
 
 #[test]

@@ -22,6 +22,7 @@ create_exception!(_core, CommError, PyRuntimeError, "A collective or the job fai
 create_exception!(_core, PeerTimeout, CommError, "Nothing came from a peer within the timeout (dead or stalled peer).");
 create_exception!(_core, PeerLost, CommError, "A peer's control connection closed mid-job.");
 create_exception!(_core, Refused, CommError, "The job refused this process (token, world size or rank).");
+create_exception!(_core, CallMismatch, CommError, "Ranks made different calls (size, dtype, operation, algorithm, root, loss bound or transport).");
 
 fn to_py(e: NetError) -> PyErr {
     let msg = e.to_string();
@@ -30,6 +31,7 @@ fn to_py(e: NetError) -> PyErr {
         NetError::Timeout { .. } => PeerTimeout::new_err(msg),
         NetError::PeerLost { .. } => PeerLost::new_err(msg),
         NetError::Refused(_) => Refused::new_err(msg),
+        NetError::CallMismatch { .. } => CallMismatch::new_err(msg),
         NetError::Protocol(_) | NetError::Io { .. } => CommError::new_err(msg),
     }
 }
@@ -83,12 +85,28 @@ fn report_dict<'py>(py: Python<'py>, r: &Report) -> PyResult<Bound<'py, PyDict>>
     Ok(d)
 }
 
+/// Calls whose handle was dropped before they resolved, with the buffers they still use.
+/// Reaped (on the Python side, holding the GIL, which releasing a buffer needs) once their
+/// call has resolved; the engine thread never touches Python objects.
+type Orphans = Arc<Mutex<Vec<(Pending, Held)>>>;
+
+fn reap(orphans: &Orphans) {
+    if let Ok(mut o) = orphans.lock() {
+        o.retain(|(p, _)| p.wait_timeout(Duration::ZERO).is_none());
+    }
+}
+
 /// A call in flight; `wait` resolves it.
+///
+/// The call owns a reference to its buffer until the engine has replied: `held` is
+/// released only after the reply, and a handle dropped earlier hands its call and buffer
+/// to the communicator's orphans instead of releasing it (see docs/runtime.md, "Buffers").
 #[pyclass(name = "PendingCall", module = "gradwire._core")]
 pub struct PyPending {
     pending: Mutex<Option<Pending>>,
     result: Mutex<Option<Result<Report, PyErr>>>,
     held: Mutex<Option<Held>>,
+    orphans: Orphans,
 }
 
 impl PyPending {
@@ -99,6 +117,24 @@ impl PyPending {
         // The engine is done with the buffer: let the exporter go.
         if let Ok(mut h) = self.held.lock() {
             h.take();
+        }
+    }
+}
+
+impl Drop for PyPending {
+    fn drop(&mut self) {
+        let pending = self.pending.get_mut().ok().and_then(Option::take);
+        let held = self.held.get_mut().ok().and_then(Option::take);
+        if let (Some(p), Some(h)) = (pending, held) {
+            // No reply yet: the engine may be reading or writing the buffer, so it must
+            // outlive this handle.
+            if p.wait_timeout(Duration::ZERO).is_none() {
+                match self.orphans.lock() {
+                    Ok(mut o) => o.push((p, h)),
+                    // A poisoned lock: leaking the buffer is safe, releasing it is not.
+                    Err(_) => std::mem::forget(h),
+                }
+            }
         }
     }
 }
@@ -160,7 +196,10 @@ impl PyPending {
 
 #[pyclass(name = "Communicator", module = "gradwire._core")]
 pub struct PyCommunicator {
+    /// Dropped before `orphans` (field order): the engine thread is joined before the
+    /// buffers of orphaned calls are released.
     inner: Mutex<Option<Arc<Communicator>>>,
+    orphans: Orphans,
 }
 
 impl PyCommunicator {
@@ -256,7 +295,7 @@ impl PyCommunicator {
         };
         let coll = CollectiveConfig { rack_map, ps_servers, tree_arity, pipeline_chunks, ..CollectiveConfig::default() };
         let comm = py.allow_threads(|| Communicator::init(&rdv, cfg, coll)).map_err(to_py)?;
-        Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))) })
+        Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))), orphans: Orphans::default() })
     }
 
     #[getter]
@@ -292,19 +331,23 @@ impl PyCommunicator {
     fn submit(&self, kind: &str, buffer: &Bound<'_, PyAny>, algorithm: &str, loss_bound: f64, root: u32) -> PyResult<PyPending> {
         let call = parse_kind(kind, algorithm, loss_bound, root)?;
         let comm = self.comm()?;
+        reap(&self.orphans);
         let (held, raw, dtype) = Held::get(buffer)?;
-        // SAFETY: `held` pins the buffer and keeps its exporter alive until the call
-        // resolves (it is dropped in `wait` only after the engine replied).
+        // SAFETY: `held` pins the buffer and keeps its exporter alive until the engine has
+        // replied: `PyPending` releases it only after the reply, and a handle dropped
+        // earlier moves it to `orphans`, released after the reply or once the engine
+        // thread has been joined (`close`, or this communicator's drop).
         let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
-        Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)) })
+        Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)), orphans: self.orphans.clone() })
     }
 
-    /// Runtime-wide counters: malformed, foreign_session, stale, early, injected_drops, ...
+    /// Runtime-wide counters: malformed, foreign_session, wrong_source, stale, early, ...
     fn counters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let c = self.comm()?.counters();
         let d = PyDict::new(py);
         d.set_item("malformed", c.malformed)?;
         d.set_item("foreign_session", c.foreign_session)?;
+        d.set_item("wrong_source", c.wrong_source)?;
         d.set_item("stale", c.stale)?;
         d.set_item("early", c.early)?;
         d.set_item("injected_drops", c.injected_drops)?;
@@ -324,6 +367,9 @@ impl PyCommunicator {
     fn close(&self, py: Python<'_>) {
         let c = self.inner.lock().ok().and_then(|mut g| g.take());
         py.allow_threads(move || drop(c));
+        // The engine thread has exited (unless another thread is still inside a call on
+        // this communicator): every orphan has its reply, or will never get one.
+        reap(&self.orphans);
     }
 }
 
@@ -332,6 +378,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PeerTimeout", m.py().get_type::<PeerTimeout>())?;
     m.add("PeerLost", m.py().get_type::<PeerLost>())?;
     m.add("Refused", m.py().get_type::<Refused>())?;
+    m.add("CallMismatch", m.py().get_type::<CallMismatch>())?;
     m.add_class::<PyCommunicator>()?;
     m.add_class::<PyPending>()?;
     Ok(())

@@ -8,6 +8,13 @@ impl Engine {
         let Some(req) = self.queue.pop_front() else { return false };
         let call = self.next_call;
         self.next_call = self.next_call.wrapping_add(1) & CALL_MASK;
+        // Tell every peer what this call is, first: they check it against theirs.
+        let mut desc = CallDesc::new(self.session, req.kind, &req.schedule, req.dtype, self.cfg.transport.kind);
+        desc.call = self.calls_started;
+        self.calls_started += 1;
+        for link in self.links.iter_mut().flatten() {
+            link.queue_desc(&desc);
+        }
         if let Some(why) = &self.broken {
             let _ = req.reply.send(Err(NetError::Protocol(format!("the communicator is unusable after an earlier failure: {why}"))));
             return true;
@@ -24,6 +31,8 @@ impl Engine {
             return true;
         }
         let mut job = Job::new(call, s.clone(), self.rank, req.buf, req.dtype, req.reply);
+        job.desc = Some(desc);
+        job.unverified = (0..s.world).filter(|&r| r != me && self.links[r as usize].is_some()).collect();
         let now = self.now();
         if self.tracing {
             eprintln!("t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept", now as f64 / 1e9, self.rank, s.name, self.early_index.len());
@@ -36,6 +45,18 @@ impl Engine {
             self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false, pace: 0 });
         }
         self.job = Some(job);
+        // Peers that started this call first: their descriptors are queued.
+        for peer in 0..self.peer_descs.len() {
+            while let Some(d) = self.peer_descs[peer].front().copied().filter(|d| d.call <= desc.call) {
+                self.peer_descs[peer].pop_front();
+                if d.call == desc.call {
+                    self.verify(peer as u32, d);
+                }
+            }
+        }
+        if self.job.is_none() {
+            return true; // failed: a mismatch
+        }
         // Data that arrived before this call was posted (kept, or left in the socket: see
         // `should_read`), then its control (a STOP must find the data its round sent
         // already placed).
@@ -102,6 +123,13 @@ impl Engine {
         if slot.ep.is_receiver() {
             let bubbles = slot.ep.bubbles();
             job.apply(t, &bubbles);
+            if matches!(slot.ep, Ep::LtpRecv(_)) {
+                // LTP has no closing handshake for a complete transfer: say so on the
+                // reliable link, or a sender that lost the last ACKs resends forever.
+                if let Some(l) = self.links[slot.peer as usize].as_mut() {
+                    l.queue_received(self.session, flow);
+                }
+            }
         }
         let stats = slot.ep.stats();
         if !slot.ep.is_receiver() {
@@ -118,8 +146,62 @@ impl Engine {
         self.maybe_complete();
     }
 
+    /// The receiver of an LTP transfer this rank sends has all it will take: the send is
+    /// over (whatever ACKs were lost), and the endpoint has nothing left to say.
+    pub(super) fn on_received(&mut self, peer: u32, session: u64, flow: u32) {
+        if session != self.session {
+            self.local.foreign_session += 1;
+            return;
+        }
+        match self.slots.get(&flow) {
+            Some(s) if s.peer == peer && matches!(s.ep, Ep::LtpSend(_)) => {
+                self.finish_transfer(flow);
+                self.slots.remove(&flow);
+            }
+            _ => self.local.stale += 1,
+        }
+    }
+
+    /// A peer's descriptor arrived: check it now if it is for the current call, keep it
+    /// if it is for a later one.
+    pub(super) fn on_descriptor(&mut self, peer: u32, d: CallDesc) {
+        if d.session != self.session {
+            self.local.foreign_session += 1;
+            return;
+        }
+        let current = self.job.as_ref().and_then(|j| j.desc).map_or(self.calls_started, |c| c.call);
+        if d.call == current && self.job.is_some() {
+            self.verify(peer, d);
+        } else if d.call >= current {
+            let q = &mut self.peer_descs[peer as usize];
+            if q.len() >= STASH_LIMIT {
+                self.local.malformed += 1; // a peer this far ahead is flooding, not calling
+                return;
+            }
+            q.push_back(d);
+        } else {
+            self.local.stale += 1;
+        }
+    }
+
+    /// Checks `peer`'s descriptor against the current call's; a difference fails the call.
+    pub(super) fn verify(&mut self, peer: u32, theirs: CallDesc) {
+        let Some(job) = self.job.as_mut() else { return };
+        let Some(mine) = job.desc else { return };
+        job.progressed = true;
+        if let Some((field, a, b)) = mine.difference(&theirs) {
+            let err = NetError::CallMismatch { call: mine.call, ranks: (self.rank, peer), field: field.to_string(), values: (a, b) };
+            self.fail_call(err);
+            return;
+        }
+        job.unverified.retain(|&r| r != peer);
+        self.maybe_complete();
+    }
+
     pub(super) fn maybe_complete(&mut self) {
-        if !self.job.as_ref().is_some_and(|j| j.exec.is_complete()) {
+        // Complete once this rank's transfers are done and every live peer has confirmed
+        // the call is the same on its side.
+        if !self.job.as_ref().is_some_and(|j| j.exec.is_complete() && j.unverified.is_empty()) {
             return;
         }
         // The batches in flight point into the call's buffer, which the reply gives back.
@@ -164,10 +246,17 @@ impl Engine {
         let mut peers: Vec<u32> = self.slots.values().filter(|s| s.call == call && !s.finished).map(|s| s.peer).collect();
         peers.sort_unstable();
         peers.dedup();
-        let what = format!(
-            "rank {} got nothing for collective '{}' (call {}) from its peers; transfers with ranks {:?} are unfinished (dead or stalled peer?)",
-            self.rank, job.schedule.name, call, peers
-        );
+        let what = if peers.is_empty() && !job.unverified.is_empty() {
+            format!(
+                "rank {} finished its part of collective '{}' (call {}) but ranks {:?} never started it (a rank skipped a call?)",
+                self.rank, job.schedule.name, call, job.unverified
+            )
+        } else {
+            format!(
+                "rank {} got nothing for collective '{}' (call {}) from its peers; transfers with ranks {:?} are unfinished (dead or stalled peer?)",
+                self.rank, job.schedule.name, call, peers
+            )
+        };
         self.fail_call(NetError::Timeout { what, waited });
     }
 }

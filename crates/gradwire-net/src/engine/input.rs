@@ -55,10 +55,11 @@ impl Engine {
                     break;
                 }
             }
-            for (d, ce) in bufs.datagrams() {
+            for (d, ce, source) in bufs.datagrams_from() {
                 count += 1;
                 bytes += d.len();
-                self.on_datagram(d, ce, now);
+                let from = self.peer_ranks.get(&source).copied();
+                self.on_datagram(d, ce, from, now);
             }
         }
         self.rbufs = bufs;
@@ -76,8 +77,8 @@ impl Engine {
     /// not taken it: a resend overwrites it, or it is zeroed as a bubble.
     pub(super) fn receive_direct(&mut self, now: Time) -> Direct {
         let mut head = [0u8; HEADER_LEN];
-        let total = match self.udp.peek(&mut head) {
-            Ok(Some(total)) => total,
+        let (total, source) = match self.udp.peek(&mut head) {
+            Ok(Some(got)) => got,
             Ok(None) => return Direct::Empty,
             Err(_) => return Direct::Declined { large: false }, // the read reports it
         };
@@ -91,6 +92,9 @@ impl Engine {
         }
         let Some(slot) = self.slots.get(&h.flow) else { return declined };
         let (from, call, transfer) = (slot.peer, slot.call, slot.transfer);
+        if source.and_then(|a| self.peer_ranks.get(&a).copied()) != Some(from) {
+            return declined; // not from the peer: the usual read counts it
+        }
         if !slot.ep.wants(h.seq, h.payload_len) {
             return declined;
         }
@@ -111,7 +115,9 @@ impl Engine {
         }
     }
 
-    pub(super) fn on_datagram(&mut self, d: &[u8], ce: bool, now: Time) {
+    /// A datagram from the address rank `from` registered at rendezvous (`None`: from an
+    /// address no peer registered).
+    pub(super) fn on_datagram(&mut self, d: &[u8], ce: bool, from: Option<u32>, now: Time) {
         let (h, payload) = match Header::decode(d) {
             Ok(x) => x,
             Err(_) => {
@@ -123,18 +129,27 @@ impl Engine {
             self.local.foreign_session += 1;
             return;
         }
+        let Some(from) = from else {
+            self.local.wrong_source += 1;
+            return;
+        };
         let mut h = h;
         h.ce |= ce;
-        let Some(from) = self.slots.get(&h.flow).map(|s| s.peer) else {
+        let Some(peer) = self.slots.get(&h.flow).map(|s| s.peer) else {
             self.classify_unknown(h.flow);
             // Data of a call this rank has not posted yet (the peer started first): keep
             // it, up to `early_buffer_bytes`, rather than make the sender resend it.
             if is_future(call_of(h.flow), self.next_call) && self.early.len() + d.len() <= self.cfg.early_buffer_bytes {
-                self.early_index.push((self.early.len(), d.len(), ce));
+                self.early_index.push((self.early.len(), d.len(), ce, from));
                 self.early.extend_from_slice(d);
             }
             return;
         };
+        if peer != from {
+            // Another rank of the job, but not this flow's peer.
+            self.local.wrong_source += 1;
+            return;
+        }
         self.dispatch(from, &h, Incoming::Bytes(payload), now);
     }
 
@@ -146,14 +161,14 @@ impl Engine {
         let (spare_data, spare_index) = std::mem::take(&mut self.early_spare);
         let mut data = std::mem::replace(&mut self.early, spare_data);
         let mut index = std::mem::replace(&mut self.early_index, spare_index);
-        for &(at, len, ce) in &index {
+        for &(at, len, ce, from) in &index {
             let d = &data[at..at + len];
             let Ok((h, _)) = Header::decode(d) else { continue };
             let c = call_of(h.flow);
             if c == call {
-                self.on_datagram(d, ce, now);
+                self.on_datagram(d, ce, Some(from), now);
             } else if is_future(c, self.next_call) {
-                self.early_index.push((self.early.len(), len, ce));
+                self.early_index.push((self.early.len(), len, ce, from));
                 self.early.extend_from_slice(d);
             }
         }
@@ -172,18 +187,29 @@ impl Engine {
 
     pub(super) fn read_control(&mut self) {
         let mut frames = std::mem::take(&mut self.frames);
+        let mut descs = std::mem::take(&mut self.descs_in);
         let mut lost = Vec::new();
+        let mut read = Vec::new();
         for (peer, link) in self.links.iter_mut().enumerate() {
             let Some(l) = link.as_mut() else { continue };
             let before = frames.len();
-            if let Err(e) = l.read_frames(&mut frames) {
+            read.clear();
+            if let Err(e) = l.read_frames(&mut frames, &mut read) {
                 lost.push((peer as u32, e));
             }
+            descs.extend(read.iter().map(|&f| (peer as u32, f)));
             // Tag the frames with their link.
             for f in &mut frames[before..] {
                 f.payload_len = peer as u32; // reuse: control frames carry no payload
             }
         }
+        for (peer, f) in descs.drain(..) {
+            match f {
+                LinkFrame::Call(d) => self.on_descriptor(peer, d),
+                LinkFrame::Received { session, flow } => self.on_received(peer, session, flow),
+            }
+        }
+        self.descs_in = descs;
         if !frames.is_empty() && self.should_read() {
             // A STOP must not overtake data already queued in the UDP socket: drain it
             // first, all of it (a STOP handled with data still queued would request that
@@ -233,6 +259,10 @@ impl Engine {
         });
         if involved {
             self.fail_call(NetError::PeerLost { rank: peer, detail });
+        } else if let Some(job) = self.job.as_mut() {
+            // Its descriptor can no longer come; what it sent before closing was read.
+            job.unverified.retain(|&r| r != peer);
+            self.maybe_complete();
         }
     }
 
@@ -260,12 +290,16 @@ impl Engine {
         };
         let call = slot.call;
         let placed = slot.ep.receive(now, &pkt);
+        // Progress is what the endpoint took: new data, or a control message or ACK. Data
+        // it rejects (a duplicate, a mismatched call's out-of-range segment) is not, or a
+        // peer resending it forever would keep the stall timer from ever firing.
+        let accepted = placed.is_some() || h.kind != PacketKind::Data;
         let transfer = slot.transfer;
         // The receiver declared the bound met (DLCP FINISH, LTP STOP): for this rank's
         // call the send is over, even if the closing handshake is still running.
         let sender_released = !slot.ep.is_receiver() && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
         if let Some(job) = self.job.as_mut().filter(|j| j.call == call) {
-            job.progressed = true;
+            job.progressed |= accepted;
             match (placed, payload) {
                 (Some(r), Incoming::Bytes(payload)) => {
                     let off = (r.start - h.seq) as usize;

@@ -25,7 +25,9 @@ use gradwire_core::transport::EndpointEvent;
 use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
-use crate::control::{LinkDown, PeerLink};
+use crate::algorithms::CallKind;
+use crate::control::{LinkDown, LinkFrame, PeerLink};
+use crate::descriptor::CallDesc;
 use crate::endpoint::{Ep, TransferSpec, TransportConfig};
 use crate::error::NetError;
 use crate::inject::{Delayed, Impairment, Injector};
@@ -97,6 +99,8 @@ impl Default for EngineConfig {
 }
 
 pub struct CallRequest {
+    /// What the caller asked for (`None`: a schedule of its own), for the descriptor.
+    pub kind: Option<CallKind>,
     pub schedule: Arc<Schedule>,
     pub buf: RawBuffer,
     pub dtype: Dtype,
@@ -115,6 +119,9 @@ pub struct Counters {
     pub malformed: u64,
     /// Datagrams stamped with another job's session id.
     pub foreign_session: u64,
+    /// Datagrams from an address no peer registered at rendezvous, or from a rank that is
+    /// not the flow's peer: dropped unread (forged, or a stray of another program).
+    pub wrong_source: u64,
     /// Packets for a transfer that already finished here (or was never ours).
     pub stale: u64,
     /// Data for a call this rank has not started yet (the sender resends it on request).
@@ -156,6 +163,14 @@ pub struct Engine {
     next_call: u16,
     slots: HashMap<u32, Slot>,
     stash: Vec<(u32, Header)>,
+    /// Rank of each peer's registered data address: datagrams from anywhere else are dropped.
+    peer_ranks: HashMap<SocketAddr, u32>,
+    /// Calls started so far (the number of the next call's descriptor).
+    calls_started: u64,
+    /// Per peer: descriptors of calls this rank has not started yet, in call order.
+    peer_descs: Vec<VecDeque<CallDesc>>,
+    /// The engine's own frames read this turn, with their link (kept to reuse the allocation).
+    descs_in: Vec<(u32, LinkFrame)>,
     /// Batches being filled this turn.
     batches: Vec<Batch>,
     outbox: Outbox,
@@ -174,12 +189,13 @@ pub struct Engine {
     txq: Vec<(u32, Packet)>,
     /// `GRADWIRE_TRACE` is set.
     tracing: bool,
-    /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE).
+    /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE,
+    /// sending rank).
     early: Vec<u8>,
-    early_index: Vec<(usize, usize, bool)>,
+    early_index: Vec<(usize, usize, bool, u32)>,
     /// The previous early store, emptied: replays reuse its memory (already faulted in)
     /// instead of growing a new one.
-    early_spare: (Vec<u8>, Vec<(usize, usize, bool)>),
+    early_spare: (Vec<u8>, Vec<(usize, usize, bool, u32)>),
     /// Turns run, and turns that found nothing to do (for `GRADWIRE_TRACE`).
     turns: u64,
     idle_turns: u64,
@@ -229,6 +245,7 @@ impl Engine {
             wrapped.push(link);
         }
         let world = addrs.len();
+        let peer_ranks = addrs.iter().enumerate().filter(|&(r, _)| r as u32 != rank).map(|(r, &a)| (a, r as u32)).collect();
         let mut impairments = cfg.impairments.clone();
         impairments.resize(world, Impairment::default());
         let seed = session ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -252,6 +269,10 @@ impl Engine {
             next_call: 0,
             slots: HashMap::new(),
             stash: Vec::new(),
+            peer_ranks,
+            calls_started: 0,
+            peer_descs: vec![VecDeque::new(); world],
+            descs_in: Vec::new(),
             batches: Vec::new(),
             outbox,
             fence: false,
@@ -294,6 +315,7 @@ impl Engine {
                 let unflushed = self.links.iter().flatten().any(|l| l.has_pending());
                 if (!lingering && !unflushed && self.job.is_none() && self.queue.is_empty()) || since.elapsed() > self.cfg.linger {
                     self.flush_links();
+                    self.close_calls();
                     return;
                 }
             }
@@ -306,10 +328,19 @@ impl Engine {
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     self.fail_all(NetError::io("epoll", e));
+                    self.close_calls();
                     return;
                 }
             }
         }
+    }
+
+    /// Before the thread exits: the send thread has sent every batch that points into a
+    /// call's buffer, and then each call still here gets its reply (an error), so no
+    /// caller releases a buffer this runtime may still read.
+    fn close_calls(&mut self) {
+        self.outbox.wait_idle();
+        self.fail_all(NetError::Protocol("the communicator was closed before the call finished".into()));
     }
 
     fn publish_counters(&mut self) {

@@ -1,0 +1,93 @@
+//! Ranks that make different calls: every rank fails with `CallMismatch` naming the
+//! ranks and the field, within about a round trip (not at `peer_timeout`, not with garbage).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use gradwire_net::{Algorithm, CallKind, Communicator, EngineConfig, NetError};
+
+/// What one rank calls.
+#[derive(Clone, Copy)]
+enum Call {
+    F32(CallKind, usize),
+    F64(CallKind, usize),
+}
+
+fn run(c: &Communicator, call: Call) -> Result<(), NetError> {
+    match call {
+        Call::F32(k, n) => c.call(k, &mut vec![1.0f32; n]).map(|_| ()),
+        Call::F64(k, n) => c.call(k, &mut vec![1.0f64; n]).map(|_| ()),
+    }
+}
+
+fn ring() -> CallKind {
+    CallKind::Allreduce { algorithm: Algorithm::Ring, loss_bound: 0.0 }
+}
+
+/// Runs `calls[r]` on rank r; every rank must fail with a mismatch naming `field`, fast.
+fn expect_mismatch(calls: &[Call], field: &str) {
+    let n = calls.len() as u32;
+    // A long stall timeout: the mismatch must not need it.
+    let comms = local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(60), ..EngineConfig::default() });
+    let t0 = Instant::now();
+    let errs = on_all(&comms, |r, c| run(c, calls[r as usize]).err());
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    for (r, e) in errs.into_iter().enumerate() {
+        match e {
+            Some(e @ NetError::CallMismatch { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains(field) && msg.contains(&format!("rank {r}")), "rank {r}: {msg}");
+            }
+            other => panic!("rank {r}: expected a CallMismatch on {field}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn different_sizes_fail_on_every_rank() {
+    expect_mismatch(&[Call::F32(ring(), 1000), Call::F32(ring(), 1001)], "element count");
+}
+
+#[test]
+fn different_algorithms_fail_on_every_rank() {
+    let tree = CallKind::Allreduce { algorithm: Algorithm::Tree, loss_bound: 0.0 };
+    expect_mismatch(&[Call::F32(ring(), 10_000), Call::F32(tree, 10_000)], "algorithm");
+}
+
+#[test]
+fn the_same_bytes_as_another_dtype_fail_instead_of_returning_garbage() {
+    expect_mismatch(&[Call::F32(ring(), 20_000), Call::F64(ring(), 10_000)], "dtype");
+}
+
+#[test]
+fn allreduce_against_broadcast_fails() {
+    expect_mismatch(&[Call::F32(ring(), 5000), Call::F32(CallKind::Broadcast { root: 0 }, 5000)], "operation");
+}
+
+#[test]
+fn different_loss_bounds_fail() {
+    let lossy = CallKind::Allreduce { algorithm: Algorithm::Ring, loss_bound: 0.05 };
+    expect_mismatch(&[Call::F32(ring(), 5000), Call::F32(lossy, 5000)], "loss bound");
+}
+
+#[test]
+fn one_odd_rank_of_four_fails_every_rank() {
+    let c = Call::F32(ring(), 4000);
+    expect_mismatch(&[c, c, Call::F32(ring(), 4001), c], "element count");
+}
+
+#[test]
+fn matching_calls_after_many_still_succeed() {
+    // The descriptors stay aligned over many calls, async ones queued back to back.
+    let comms = local_job(3, |_| EngineConfig::default());
+    let out = on_all(&comms, |r, c| {
+        for i in 0..200usize {
+            let mut x = vec![r as f32; 1 + i % 7];
+            c.call(ring(), &mut x).unwrap_or_else(|e| panic!("rank {r} call {i}: {e}"));
+            assert!(x.iter().all(|&v| v == 3.0), "rank {r} call {i}: {x:?}");
+        }
+    });
+    assert_eq!(out.len(), 3);
+}

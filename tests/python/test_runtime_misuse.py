@@ -1,0 +1,148 @@
+"""The runtime under misuse and attack (issue 19): each test drives real processes into a
+hole that once crashed, hung or corrupted a result, and checks it now ends in the right
+result or a clear error. Crashes are caught as the rank's exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WORKER = str(Path(__file__).with_name("misuse_worker.py"))
+HERE = str(Path(__file__).parent)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(
+    world: int, plan: dict, *, timeout: float = 120, token: str = "misuse"
+) -> list[dict]:
+    """Runs `world` ranks of misuse_worker.py; per rank: returncode, result (or None), log."""
+    port = free_port()
+    procs = []
+    for r in range(world):
+        env = dict(os.environ)
+        env.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(r),
+            WORLD_SIZE=str(world),
+            GRADWIRE_TOKEN=token,
+            PYTHONPATH=HERE + os.pathsep + env.get("PYTHONPATH", ""),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, WORKER, json.dumps(plan)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    deadline = time.monotonic() + timeout
+    out = []
+    for r, p in enumerate(procs):
+        try:
+            log, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(
+                f"rank {r} still running after {timeout} s (hang)"
+            ) from None
+        lines = [ln for ln in log.splitlines() if ln.startswith("RESULT ")]
+        out.append(
+            {
+                "rank": r,
+                "returncode": p.returncode,
+                "log": log,
+                "result": json.loads(lines[-1][7:]) if lines else None,
+            }
+        )
+    return out
+
+
+def describe(rc: int) -> str:
+    return f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}"
+
+
+@pytest.mark.parametrize("elems", [20_000, 4_000_000], ids=["80KB", "16MB"])
+def test_a_dropped_async_handle_neither_crashes_nor_corrupts_the_peer(elems):
+    """Issue 19.1: the call owns its buffer until it completes, whatever happens to the
+    handle. Before the fix the 16 MB case segfaulted and the 80 KB case gave the peer
+    garbage with no error."""
+    plan = {"scenario": "dropped_handles", "elems": elems, "calls": 3}
+    ranks = run_ranks(2, plan)
+    for r in ranks:
+        assert r["returncode"] == 0, (
+            f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        )
+        assert r["result"]["error"] is None, r["result"]
+        assert r["result"]["wrong"] == [], r["result"]["wrong"]
+        assert r["result"]["last"] == [1.0] * 8
+
+
+MISMATCHES = {
+    "sizes": ({"elems": 1000}, {"elems": 1001}, "element count"),
+    "algorithms": ({"algorithm": "ring"}, {"algorithm": "tree"}, "algorithm"),
+    "same_bytes_other_dtype": (
+        {"elems": 2000},
+        {"elems": 1000, "dtype": "float64"},
+        "dtype",
+    ),
+    "allreduce_vs_broadcast": ({}, {"op": "broadcast"}, "operation"),
+}
+
+
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_mismatched_calls_fail_fast_on_every_rank_naming_the_field(case):
+    """Issue 19.2: before the fix these hung past peer_timeout (or, float32 x 2N against
+    float64 x N, returned different garbage on each rank as success)."""
+    a, b, field = MISMATCHES[case]
+    plan = {
+        "scenario": "mismatch",
+        "elems": 1000,
+        "per_rank": {"0": a, "1": b},
+        "init": {"peer_timeout": 120.0},
+    }
+    # Within the job's 60 s limit, so long before peer_timeout: the mismatch itself ends it.
+    ranks = run_ranks(2, plan, timeout=60)
+    for r in ranks:
+        assert r["returncode"] == 0, (
+            f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        )
+        err = r["result"]["error"]
+        assert err is not None and err.startswith("CallMismatch"), (
+            f"rank {r['rank']}: {r['result']}"
+        )
+        assert field in err and "ranks 0 and 1" in err.replace(
+            "ranks 1 and 0", "ranks 0 and 1"
+        ), err
+
+
+def test_forged_datagrams_with_the_session_id_are_dropped_and_counted():
+    """Issue 19.4: 128 forged datagrams per rank carrying the session id, sent ahead for
+    the next calls, replaced their results on every rank with bytes_lost = 0. Now a
+    datagram counts only from the address its peer registered at rendezvous."""
+    plan = {"scenario": "forged", "elems": 1000, "calls": 4, "transfers": 32}
+    ranks = run_ranks(2, plan)
+    for r in ranks:
+        assert r["returncode"] == 0, (
+            f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        )
+        res = r["result"]
+        assert res["error"] is None, res
+        assert res["wrong"] == [], res["wrong"]
+        assert res["counters"].get("wrong_source", 0) >= 4 * 32, res["counters"]
