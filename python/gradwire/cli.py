@@ -426,6 +426,35 @@ def launch(
     raise typer.Exit(run(argv, nproc, master_addr=master_addr, master_port=master_port, timeout=timeout))
 
 
+@app.command()
+def train(
+    backend: Annotated[Optional[list[str]], typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
+    model: Annotated[str, typer.Option(help="cnn (scikit-learn digits) or resnet18 (generated 32x32 data)")] = "cnn",
+    workers: Annotated[int, typer.Option("--workers", "-n", help="local worker processes")] = 2,
+    loss: Annotated[float, typer.Option(help="share of gradwire datagrams dropped on purpose")] = 0.0,
+    bound: Annotated[float, typer.Option(help="loss bound of the gradient allreduce (see gradwire tolerance)")] = 0.0,
+    epochs: Annotated[Optional[int], typer.Option(help="default: 8 (cnn), 2 (resnet18)")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="SGD learning rate")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="batch per worker")] = None,
+    target: Annotated[Optional[float], typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.5 resnet18)")] = None,
+    mss: Annotated[Optional[int], typer.Option(help="gradwire payload bytes per datagram")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
+    timeout: Annotated[float, typer.Option(help="seconds per configuration")] = 1800.0,
+) -> None:
+    """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
+    try:
+        from gradwire.train.cli import configs_from, train as run_train
+    except ImportError as e:
+        raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
+    try:
+        configs = configs_from(backend or [], loss, bound)
+        run_train(_out(), configs, model=model, workers=workers, out=out, seed=seed, epochs=epochs, lr=lr, batch=batch,
+                  target=target, mss=mss, timeout=timeout)
+    except (ValueError, RuntimeError) as e:
+        raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None
+
+
 def main() -> None:
     app()
 
