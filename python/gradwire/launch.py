@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from gradwire import _core
 
@@ -58,7 +59,7 @@ class Report:
     bubbles: list[Bubble] = field(default_factory=list)
 
     @classmethod
-    def _from(cls, d: dict[str, Any]) -> "Report":
+    def _from(cls, d: dict[str, Any]) -> Report:
         d = dict(d)
         d["bubbles"] = [Bubble(*b) for b in d["bubbles"]]
         return cls(**d)
@@ -263,10 +264,10 @@ class Communicator:
     def close(self) -> None:
         self._c.close()
 
-    def __enter__(self) -> "Communicator":
+    def __enter__(self) -> Communicator:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 import importlib
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -59,7 +60,11 @@ def load_model(spec: str, seed: int) -> tuple[nn.Module, Dataset]:
 
 
 def _layers(model: nn.Module) -> list[list[torch.Tensor]]:
-    return [list(m.parameters(recurse=False)) for m in model.modules() if any(True for _ in m.parameters(recurse=False))]
+    return [
+        list(m.parameters(recurse=False))
+        for m in model.modules()
+        if any(True for _ in m.parameters(recurse=False))
+    ]
 
 
 def _slice(n: int, where: str) -> range:
@@ -68,12 +73,17 @@ def _slice(n: int, where: str) -> range:
     return range(start, start + k)
 
 
-def make_dropper(model: nn.Module, group: str, ratio: float, packet_floats: int, gen: torch.Generator) -> Callable[[], int]:
+def make_dropper(
+    model: nn.Module, group: str, ratio: float, packet_floats: int, gen: torch.Generator
+) -> Callable[[], int]:
     """A function that zeroes this step's lost gradients in place; returns values lost."""
     layers = _layers(model)
     if group in ("overall", "front", "middle", "back"):
-        chosen = [p for ls in layers for p in ls] if group == "overall" else [
-            p for i in _slice(len(layers), group) for p in layers[i]]
+        chosen = (
+            [p for ls in layers for p in ls]
+            if group == "overall"
+            else [p for i in _slice(len(layers), group) for p in layers[i]]
+        )
 
         def drop_packets() -> int:
             lost = 0
@@ -89,7 +99,9 @@ def make_dropper(model: nn.Module, group: str, ratio: float, packet_floats: int,
 
         return drop_packets
     if group not in ("small", "medium", "large"):
-        raise ValueError(f"unknown group {group!r}: expected one of {', '.join(GROUPS)}")
+        raise ValueError(
+            f"unknown group {group!r}: expected one of {', '.join(GROUPS)}"
+        )
     lo = {"small": 0.0, "medium": 0.4, "large": 0.8}[group]
     params = [p for ls in layers for p in ls]
 
@@ -117,12 +129,26 @@ class Run:
     lost_share: float  # values zeroed / values sent
 
 
-def train_once(spec: str, group: str, ratio: float, seed: int, *, target: float, max_epochs: int, lr: float,
-               batch: int, packet_floats: int) -> Run:
+def train_once(
+    spec: str,
+    group: str,
+    ratio: float,
+    seed: int,
+    *,
+    target: float,
+    max_epochs: int,
+    lr: float,
+    batch: int,
+    packet_floats: int,
+) -> Run:
     model, data = load_model(spec, seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
     gen = torch.Generator().manual_seed(10_000 + seed)
-    drop = make_dropper(model, group, ratio, packet_floats, gen) if ratio > 0 else (lambda: 0)
+    drop = (
+        make_dropper(model, group, ratio, packet_floats, gen)
+        if ratio > 0
+        else (lambda: 0)
+    )
     n = len(data.y_train)
     steps = max(1, n // batch)
     every = max(1, steps // 4)
@@ -134,14 +160,18 @@ def train_once(spec: str, group: str, ratio: float, seed: int, *, target: float,
         for s in range(steps):
             idx = perm[s * batch : (s + 1) * batch]
             opt.zero_grad()
-            nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx]).backward()
+            nn.functional.cross_entropy(
+                model(data.x_train[idx]), data.y_train[idx]
+            ).backward()
             lost += drop()
             sent += total_values
             opt.step()
             if (s + 1) % every == 0 or s == steps - 1:
                 acc = _accuracy(model, data)
                 if acc >= target:
-                    return Run(group, ratio, seed, epoch + (s + 1) / steps, acc, lost / sent)
+                    return Run(
+                        group, ratio, seed, epoch + (s + 1) / steps, acc, lost / sent
+                    )
     return Run(group, ratio, seed, math.inf, acc, lost / max(sent, 1))
 
 
@@ -160,38 +190,78 @@ def summarize(runs: list[Run], slack: float) -> dict[str, Any]:
     out: dict[str, Any] = {"lossless_epochs": base, "slack": slack, "groups": {}}
     for g in dict.fromkeys(r.group for r in runs if r.ratio > 0):
         ratios = sorted({r.ratio for r in runs if r.group == g})
-        med = {p: statistics.median([r.epochs_to_target for r in runs if r.group == g and r.ratio == p]) for p in ratios}
+        med = {
+            p: statistics.median(
+                [r.epochs_to_target for r in runs if r.group == g and r.ratio == p]
+            )
+            for p in ratios
+        }
         tolerated = 0.0
         for p in ratios:
             if med[p] <= base * (1 + slack):
                 tolerated = p
             else:
                 break
-        out["groups"][g] = {"epochs": {str(p): med[p] for p in ratios}, "tolerated": tolerated,
-                            "degraded": [p for p in ratios if not med[p] <= base * (1 + slack)]}
+        out["groups"][g] = {
+            "epochs": {str(p): med[p] for p in ratios},
+            "tolerated": tolerated,
+            "degraded": [p for p in ratios if not med[p] <= base * (1 + slack)],
+        }
     out["loss_bound"] = out["groups"].get("overall", {}).get("tolerated")
     return out
 
 
-def profile(console: Any, *, model: str, groups: list[str], ratios: list[float], seeds: int, slack: float,
-            target: float, max_epochs: int, lr: float, batch: int, packet_floats: int, out: Any) -> dict[str, Any]:
+def profile(
+    console: Any,
+    *,
+    model: str,
+    groups: list[str],
+    ratios: list[float],
+    seeds: int,
+    slack: float,
+    target: float,
+    max_epochs: int,
+    lr: float,
+    batch: int,
+    packet_floats: int,
+    out: Any,
+) -> dict[str, Any]:
     """Runs the sweep with a progress bar, prints the table, writes JSON and a plot."""
     import json
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     for g in groups:
         if g not in GROUPS:
-            raise ValueError(f"unknown group {g!r}: expected one of {', '.join(GROUPS)}")
+            raise ValueError(
+                f"unknown group {g!r}: expected one of {', '.join(GROUPS)}"
+            )
     if any(not 0 < p < 1 for p in ratios):
         raise ValueError("loss ratios must be in (0, 1)")
     if not 0 < target <= 1:
         raise ValueError(f"target accuracy must be in (0, 1], got {target}")
     torch.set_num_threads(1)
     ratios = sorted(set(ratios))
-    kw = {"target": target, "max_epochs": max_epochs, "lr": lr, "batch": batch, "packet_floats": packet_floats}
+    kw = {
+        "target": target,
+        "max_epochs": max_epochs,
+        "lr": lr,
+        "batch": batch,
+        "packet_floats": packet_floats,
+    }
     runs: list[Run] = []
-    cols = [TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    cols = [
+        TextColumn("{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    ]
     with Progress(*cols, console=console) as bar:
         task = bar.add_task("lossless", total=seeds * (1 + len(groups) * len(ratios)))
         for s in range(seeds):
@@ -199,35 +269,49 @@ def profile(console: Any, *, model: str, groups: list[str], ratios: list[float],
             bar.advance(task)
         base = statistics.median(r.epochs_to_target for r in runs)
         if math.isinf(base):
-            raise RuntimeError(f"lossless training does not reach {target:.0%} in {max_epochs} epochs: "
-                               "lower --target or raise --max-epochs")
+            raise RuntimeError(
+                f"lossless training does not reach {target:.0%} in {max_epochs} epochs: "
+                "lower --target or raise --max-epochs"
+            )
         for g in groups:
             for p in ratios:
                 bar.update(task, description=f"{g} {p:.1%}")
                 these = [train_once(model, g, p, s, **kw) for s in range(seeds)]
                 runs += these
                 bar.advance(task, seeds)
-                if statistics.median(r.epochs_to_target for r in these) > base * (1 + slack) * 2:
+                if (
+                    statistics.median(r.epochs_to_target for r in these)
+                    > base * (1 + slack) * 2
+                ):
                     # Far beyond the slack: larger ratios only get slower; skip them.
                     bar.advance(task, seeds * (len(ratios) - ratios.index(p) - 1))
                     break
     summary = summarize(runs, slack)
-    summary.update(model=model, target=target, seeds=seeds, runs=[r.__dict__ for r in runs])
+    summary.update(
+        model=model, target=target, seeds=seeds, runs=[r.__dict__ for r in runs]
+    )
     console.print(table(summary, ratios))
     out.mkdir(parents=True, exist_ok=True)
     (out / "tolerance.json").write_text(json.dumps(summary, indent=1, default=str))
     plot(summary, out / "tolerance.png")
     bound = summary["loss_bound"]
     if bound is not None:
-        console.print(f"loss bound (overall): [bold]{bound:g}[/] — pass it on as `gradwire train --bound {bound:g}` or "
-                      f"gradwire.torch.LossTolerantState(loss_bound={bound:g})")
+        console.print(
+            f"loss bound (overall): [bold]{bound:g}[/] — pass it on as `gradwire train --bound {bound:g}` or "
+            f"gradwire.torch.LossTolerantState(loss_bound={bound:g})"
+        )
     for g, d in summary["groups"].items():
         if d["degraded"]:
             worst = d["degraded"][-1]
             e = d["epochs"][str(worst)]
-            console.print(f"[yellow]degraded:[/] {g} loss {worst:.1%} needs "
-                          + (f"{e:.2f} epochs ({e / summary['lossless_epochs']:.2f}× lossless)" if math.isfinite(e)
-                             else f"more than {max_epochs} epochs (target not reached)"))
+            console.print(
+                f"[yellow]degraded:[/] {g} loss {worst:.1%} needs "
+                + (
+                    f"{e:.2f} epochs ({e / summary['lossless_epochs']:.2f}× lossless)"
+                    if math.isfinite(e)
+                    else f"more than {max_epochs} epochs (target not reached)"
+                )
+            )
     console.print(f"wrote {out / 'tolerance.json'} and {out / 'tolerance.png'}")
     return summary
 
@@ -236,8 +320,10 @@ def table(summary: dict[str, Any], ratios: list[float]) -> Any:
     from rich.table import Table
 
     base = summary["lossless_epochs"]
-    t = Table(title=f"epochs to {summary.get('target', 0):.0%} test accuracy (median of {summary.get('seeds', '?')} seeds; "
-                    f"lossless {base:.2f}; tolerated = within {summary['slack']:.0%} of lossless)")
+    t = Table(
+        title=f"epochs to {summary.get('target', 0):.0%} test accuracy (median of {summary.get('seeds', '?')} seeds; "
+        f"lossless {base:.2f}; tolerated = within {summary['slack']:.0%} of lossless)"
+    )
     t.add_column("gradients lost")
     for p in ratios:
         t.add_column(f"{p:.1%}", justify="right")
@@ -261,18 +347,32 @@ def plot(summary: dict[str, Any], path: Any) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("Observation 1", ["overall"]), ("by layer", ["front", "middle", "back"]),
-              ("by magnitude", ["small", "medium", "large"])]
+    panels = [
+        ("Observation 1", ["overall"]),
+        ("by layer", ["front", "middle", "back"]),
+        ("by magnitude", ["small", "medium", "large"]),
+    ]
     panels = [(t, [g for g in gs if g in summary["groups"]]) for t, gs in panels]
     panels = [p for p in panels if p[1]]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True
+    )
     base = summary["lossless_epochs"]
     for ax, (title, gs) in zip(axes[0], panels):
         for g in gs:
-            pts = sorted((float(p), e) for p, e in summary["groups"][g]["epochs"].items())
-            ax.plot([p * 100 for p, _ in pts], [e if math.isfinite(e) else float("nan") for _, e in pts], marker="o", label=g)
+            pts = sorted(
+                (float(p), e) for p, e in summary["groups"][g]["epochs"].items()
+            )
+            ax.plot(
+                [p * 100 for p, _ in pts],
+                [e if math.isfinite(e) else float("nan") for _, e in pts],
+                marker="o",
+                label=g,
+            )
         ax.axhline(base, color="grey", ls=":", lw=1, label="lossless")
-        ax.axhline(base * (1 + summary["slack"]), color="grey", ls="--", lw=1, label="slack")
+        ax.axhline(
+            base * (1 + summary["slack"]), color="grey", ls="--", lw=1, label="slack"
+        )
         ax.set_xscale("symlog", linthresh=0.5)
         ax.set_xlabel("gradient loss ratio (%)")
         ax.set_title(title)
