@@ -18,8 +18,9 @@ from gradwire._core import __version__ as _core_version
 
 __version__ = _core_version
 
-from gradwire import ddp, ps
-from gradwire.runtime import (
+from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_text  # noqa: E402
+from gradwire import ddp, ps  # noqa: E402
+from gradwire.runtime import (  # noqa: E402
     Bubble,
     CommError,
     Communicator,
@@ -36,7 +37,6 @@ from gradwire.runtime import (
     init,
     is_initialized,
 )
-from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_text
 
 __all__ = [
     "Bubble",
@@ -47,20 +47,20 @@ __all__ = [
     "Refused",
     "Report",
     "ScenarioError",
-    "Simulation",
     "Work",
-    "__version__",
     "allreduce",
     "allreduce_async",
     "broadcast",
     "broadcast_async",
-    "builtin_scenarios",
-    "ddp",
     "destroy",
     "init",
     "is_initialized",
-    "load_scenario",
+    "ddp",
     "ps",
+    "Simulation",
+    "__version__",
+    "builtin_scenarios",
+    "load_scenario",
     "resolve_scenario",
     "scenario_text",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 from rich import box
@@ -59,7 +59,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        bool | None,
+        Optional[bool],
         typer.Option("--version", "-V", help="Show the version and exit.", callback=_version, is_eager=True),
     ] = None,
 ) -> None:
@@ -117,12 +117,12 @@ def sim(
         typer.Argument(help="A scenario file (.toml) or a built-in scenario name (see `gradwire scenarios`)."),
     ] = DEFAULT_SCENARIO,
     out: Annotated[
-        Path | None,
+        Optional[Path],
         typer.Option("--out", "-o", help="Results directory [default: results/<scenario>]."),
     ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
     sets: Annotated[
-        list[str] | None,
+        Optional[list[str]],
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a scenario key, e.g. --set topology.spines=2 (repeatable)."),
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figures.")] = False,
@@ -218,7 +218,7 @@ def plot(
 
 @app.command()
 def scenarios(
-    name: Annotated[str | None, typer.Argument(help="Print this built-in scenario's TOML.")] = None,
+    name: Annotated[Optional[str], typer.Argument(help="Print this built-in scenario's TOML.")] = None,
 ) -> None:
     """List the built-in scenarios (or print one)."""
     if name is not None:
@@ -278,19 +278,19 @@ def _pivot_table(repro, model: str, metric, sub) -> Table:
 @app.command()
 def reproduce(
     name: Annotated[
-        str | None,
+        Optional[str],
         typer.Argument(help="A reproduction (see --list), e.g. dlcp-fig14, dlcp-fig16, ltp-bst."),
     ] = None,
     out: Annotated[
-        Path | None,
+        Optional[Path],
         typer.Option("--out", "-o", help="Results directory [default: results/<name>]."),
     ] = None,
     jobs: Annotated[
-        int | None,
+        Optional[int],
         typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each [default: all cores]."),
     ] = None,
     sets: Annotated[
-        list[str] | None,
+        Optional[list[str]],
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key in every scenario of the reproduction (repeatable)."),
     ] = None,
     quick: Annotated[
@@ -409,8 +409,8 @@ def launch(
     ctx: typer.Context,
     nproc: Annotated[int, typer.Option("--nproc", "-n", help="Processes (ranks) to start on this machine.")] = 2,
     master_addr: Annotated[str, typer.Option("--master-addr", help="Address rank 0 listens on.")] = "127.0.0.1",
-    master_port: Annotated[int | None, typer.Option("--master-port", help="Port rank 0 listens on [default: a free one].")] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
+    master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port rank 0 listens on [default: a free one].")] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
 ) -> None:
     """Run a command as NPROC local ranks of one gradwire job (torchrun-style environment).
 
@@ -428,24 +428,23 @@ def launch(
 
 @app.command()
 def train(
-    backend: Annotated[list[str] | None, typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
+    backend: Annotated[Optional[list[str]], typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
     model: Annotated[str, typer.Option(help="cnn (scikit-learn digits) or resnet18 (generated 32x32 data)")] = "cnn",
     workers: Annotated[int, typer.Option("--workers", "-n", help="local worker processes")] = 2,
     loss: Annotated[float, typer.Option(help="share of gradwire datagrams dropped on purpose")] = 0.0,
     bound: Annotated[float, typer.Option(help="loss bound of the gradient allreduce (see gradwire tolerance)")] = 0.0,
-    epochs: Annotated[int | None, typer.Option(help="default: 8 (cnn), 2 (resnet18)")] = None,
-    lr: Annotated[float | None, typer.Option(help="SGD learning rate")] = None,
-    batch: Annotated[int | None, typer.Option(help="batch per worker")] = None,
-    target: Annotated[float | None, typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.5 resnet18)")] = None,
-    mss: Annotated[int | None, typer.Option(help="gradwire payload bytes per datagram")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="default: 8 (cnn), 2 (resnet18)")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="SGD learning rate")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="batch per worker")] = None,
+    target: Annotated[Optional[float], typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.5 resnet18)")] = None,
+    mss: Annotated[Optional[int], typer.Option(help="gradwire payload bytes per datagram")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
     timeout: Annotated[float, typer.Option(help="seconds per configuration")] = 1800.0,
 ) -> None:
     """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
     try:
-        from gradwire.train.cli import configs_from
-        from gradwire.train.cli import train as run_train
+        from gradwire.train.cli import configs_from, train as run_train
     except ImportError as e:
         raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
     try:
@@ -459,8 +458,8 @@ def train(
 @app.command()
 def tolerance(
     model: Annotated[str, typer.Option(help="cnn, resnet18, or module:function returning (model, dataset)")] = "cnn",
-    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)")] = None,
-    ratio: Annotated[list[float] | None, typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")] = None,
+    group: Annotated[Optional[list[str]], typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)")] = None,
+    ratio: Annotated[Optional[list[float]], typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")] = None,
     seeds: Annotated[int, typer.Option(help="runs per point")] = 3,
     slack: Annotated[float, typer.Option(help="tolerated: median epochs-to-accuracy within this share of lossless")] = 0.1,
     target: Annotated[float, typer.Option(help="test accuracy to reach")] = 0.95,
@@ -468,7 +467,7 @@ def tolerance(
     lr: Annotated[float, typer.Option()] = 0.05,
     batch: Annotated[int, typer.Option()] = 64,
     packet_bytes: Annotated[int, typer.Option(help="bytes of float32 gradients per lost packet")] = 1440,
-    check: Annotated[float | None, typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")] = None,
+    check: Annotated[Optional[float], typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")] = None,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/tolerance"),
 ) -> None:
     """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""

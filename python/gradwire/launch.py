@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from typing import Sequence
 
 
 def free_port(host: str = "127.0.0.1") -> int:

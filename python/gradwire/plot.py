@@ -8,11 +8,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt
-import numpy as np
-import pandas as pd
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
-from gradwire.results import collect, run_dirs
+from gradwire.results import collect, run_dirs  # noqa: E402
 
 FCT_CDF = "fct_cdf.png"
 FCT_BARS = "fct_bars.png"

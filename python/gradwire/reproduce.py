@@ -29,14 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradwire._core import ScenarioError
-from gradwire.runner import (
-    RunResult,
-    RunSpec,
-    ScenarioRuns,
-    plan,
-    simulate,
-    write_manifest,
-)
+from gradwire.runner import RunResult, RunSpec, ScenarioRuns, plan, simulate, write_manifest
 from gradwire.scenarios import resolve_scenario, scenario_error
 
 TABLE_CSV = "table.csv"
@@ -323,7 +316,7 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return v[max(0, math.ceil(q * len(v)) - 1)]
 
 
-def bst_per_iteration(flows) -> dict[int, float]:
+def bst_per_iteration(flows) -> "dict[int, float]":
     """BST (ns) of every iteration whose flows all finished: max(finish) − min(start)."""
     import pandas as pd
 

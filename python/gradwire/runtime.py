@@ -19,9 +19,8 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from gradwire import _core
 
@@ -59,7 +58,7 @@ class Report:
     bubbles: list[Bubble] = field(default_factory=list)
 
     @classmethod
-    def _from(cls, d: dict[str, Any]) -> Report:
+    def _from(cls, d: dict[str, Any]) -> "Report":
         d = dict(d)
         d["bubbles"] = [Bubble(*b) for b in d["bubbles"]]
         return cls(**d)
@@ -264,10 +263,10 @@ class Communicator:
     def close(self) -> None:
         self._c.close()
 
-    def __enter__(self) -> Communicator:
+    def __enter__(self) -> "Communicator":
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
 

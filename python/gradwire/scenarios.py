@@ -71,7 +71,7 @@ def builtin_scenarios() -> dict[str, str]:
             # The Rust loader reads the description (no TOML parser needed on Python 3.10).
             out[name] = json.loads(load_scenario(text, [])[0]["config"]).get("description", "")
         except ScenarioError as e:  # a broken built-in should not hide the others
-            m = re.search(r'^description\s*=\s*"(.*)"\s*$', text, re.MULTILINE)
+            m = re.search(r'^description\s*=\s*"(.*)"\s*$', text, re.M)
             out[name] = (m.group(1) + " " if m else "") + f"(invalid: {e})"
     return out
 

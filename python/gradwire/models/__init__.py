@@ -42,7 +42,8 @@ def load_profile(name: str) -> dict:
     Raises ``KeyError`` naming the available profiles if there is none such.
     """
     key = name.strip().lower()
-    key = key.removesuffix(".json")
+    if key.endswith(".json"):
+        key = key[: -len(".json")]
     available = list_profiles()
     if key not in available:
         raise KeyError(f"no DNN profile {name!r}; available: {', '.join(available)}")
