@@ -39,12 +39,11 @@ ROOT = HERE.parent.parent
 
 
 def worker(plan: dict) -> None:
+    import gradwire.torch as gt
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    import gradwire.torch as gt
     from gradwire.train.models import build
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
     torch.set_num_threads(1)
     dist.init_process_group("gradwire")
