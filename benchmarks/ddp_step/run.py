@@ -157,6 +157,7 @@ def main() -> int:
             ]
             r = subprocess.run(
                 cmd,
+                check=False,
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
