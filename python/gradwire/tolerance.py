@@ -143,6 +143,8 @@ def train_once(
 ) -> Run:
     model, data = load_model(spec, seed)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    # Separate streams: for a seed, the batches are the same with and without loss.
+    order = torch.Generator().manual_seed(seed)
     gen = torch.Generator().manual_seed(10_000 + seed)
     drop = (
         make_dropper(model, group, ratio, packet_floats, gen)
@@ -156,7 +158,7 @@ def train_once(
     lost = sent = 0
     acc = 0.0
     for epoch in range(max_epochs):
-        perm = torch.randperm(n, generator=gen)
+        perm = torch.randperm(n, generator=order)
         for s in range(steps):
             idx = perm[s * batch : (s + 1) * batch]
             opt.zero_grad()
@@ -189,7 +191,7 @@ def summarize(runs: list[Run], slack: float) -> dict[str, Any]:
     base = statistics.median(base_runs) if base_runs else math.nan
     out: dict[str, Any] = {"lossless_epochs": base, "slack": slack, "groups": {}}
     for g in dict.fromkeys(r.group for r in runs if r.ratio > 0):
-        ratios = sorted({r.ratio for r in runs if r.group == g})
+        ratios = sorted({r.ratio for r in runs if r.group == g and r.ratio > 0})
         med = {
             p: statistics.median(
                 [r.epochs_to_target for r in runs if r.group == g and r.ratio == p]
@@ -373,7 +375,7 @@ def plot(summary: dict[str, Any], path: Any) -> None:
         ax.axhline(
             base * (1 + summary["slack"]), color="grey", ls="--", lw=1, label="slack"
         )
-        ax.set_xscale("symlog", linthresh=0.5)
+        ax.set_xscale("log")
         ax.set_xlabel("gradient loss ratio (%)")
         ax.set_title(title)
         ax.grid(alpha=0.3)

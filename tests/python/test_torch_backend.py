@@ -68,6 +68,7 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
     runner(world, "torch_backend_worker.py", str(tmp_path))
     for r in ranks(tmp_path, world):
         assert r["failures"] == []
+        assert r["imported_before"] is False  # init_process_group found "gradwire" by itself
         for call in (
             "all_reduce max torch.float32",
             "all_reduce sum torch.int64",

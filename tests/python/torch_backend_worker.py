@@ -5,7 +5,6 @@ import json
 import os
 import sys
 
-import gradwire.torch
 import torch
 import torch.distributed as dist
 
@@ -35,7 +34,10 @@ def check(
 
 
 def main() -> None:
+    # No `import gradwire.torch`: torch finds the backend through its entry point.
+    imported_before = "gradwire.torch" in sys.modules
     dist.init_process_group("gradwire")
+    import gradwire.torch
     gloo = dist.new_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert dist.get_backend() == "gradwire", dist.get_backend()
@@ -165,7 +167,7 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - reported to the test
             errors[name] = f"{type(e).__name__}: {e}"
     stats = gradwire.torch.backend_of().stats
-    out = {"failures": failures, "done": done, "errors": errors, "calls": stats.calls}
+    out = {"imported_before": imported_before, "failures": failures, "done": done, "errors": errors, "calls": stats.calls}
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()

@@ -23,8 +23,15 @@ from gradwire.torch.options import ENV, Options
 
 BACKEND = "gradwire"
 
-if BACKEND not in _dist.Backend.backend_list:
-    _dist.Backend.register_backend(BACKEND, create, extended_api=True, devices=["cpu"])
+def register() -> None:
+    """Registers the "gradwire" backend with torch.distributed (once). Runs on import; torch
+    versions that read the ``torch.distributed.backends`` entry point call it by itself, so
+    ``init_process_group("gradwire")`` works there even without the import."""
+    if BACKEND.upper() not in _dist.Backend._plugins:
+        _dist.Backend.register_backend(BACKEND, create, extended_api=True, devices=["cpu"])
+
+
+register()
 
 
 def backend_of(group: _dist.ProcessGroup | None = None) -> GradwireBackend:
@@ -54,4 +61,5 @@ __all__ = [
     "backend_of",
     "create",
     "loss_tolerant_hook",
+    "register",
 ]
