@@ -453,6 +453,66 @@ def launch(
     raise typer.Exit(run(argv, nproc, master_addr=master_addr, master_port=master_port, timeout=timeout))
 
 
+@app.command()
+def train(
+    backend: Annotated[Optional[list[str]], typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
+    model: Annotated[str, typer.Option(help="cnn (scikit-learn digits) or resnet18 (generated 32x32 data)")] = "cnn",
+    workers: Annotated[int, typer.Option("--workers", "-n", help="local worker processes")] = 2,
+    loss: Annotated[float, typer.Option(help="share of gradwire datagrams dropped on purpose")] = 0.0,
+    bound: Annotated[float, typer.Option(help="loss bound of the gradient allreduce (see gradwire tolerance)")] = 0.0,
+    epochs: Annotated[Optional[int], typer.Option(help="default: 8 (cnn), 2 (resnet18)")] = None,
+    lr: Annotated[Optional[float], typer.Option(help="SGD learning rate")] = None,
+    batch: Annotated[Optional[int], typer.Option(help="batch per worker")] = None,
+    target: Annotated[Optional[float], typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.5 resnet18)")] = None,
+    mss: Annotated[Optional[int], typer.Option(help="gradwire payload bytes per datagram")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+    out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
+    timeout: Annotated[float, typer.Option(help="seconds per configuration")] = 1800.0,
+) -> None:
+    """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
+    try:
+        from gradwire.train.cli import configs_from, train as run_train
+    except ImportError as e:
+        raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
+    try:
+        configs = configs_from(backend or [], loss, bound)
+        run_train(_out(), configs, model=model, workers=workers, out=out, seed=seed, epochs=epochs, lr=lr, batch=batch,
+                  target=target, mss=mss, timeout=timeout)
+    except (ValueError, RuntimeError) as e:
+        raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None
+
+
+@app.command()
+def tolerance(
+    model: Annotated[str, typer.Option(help="cnn, resnet18, or module:function returning (model, dataset)")] = "cnn",
+    group: Annotated[Optional[list[str]], typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)")] = None,
+    ratio: Annotated[Optional[list[float]], typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")] = None,
+    seeds: Annotated[int, typer.Option(help="runs per point")] = 3,
+    slack: Annotated[float, typer.Option(help="tolerated: median epochs-to-accuracy within this share of lossless")] = 0.1,
+    target: Annotated[float, typer.Option(help="test accuracy to reach")] = 0.95,
+    max_epochs: Annotated[int, typer.Option(help="a run that misses the target by then counts as never")] = 30,
+    lr: Annotated[float, typer.Option()] = 0.05,
+    batch: Annotated[int, typer.Option()] = 64,
+    packet_bytes: Annotated[int, typer.Option(help="bytes of float32 gradients per lost packet")] = 1440,
+    check: Annotated[Optional[float], typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")] = None,
+    out: Annotated[Path, typer.Option(help="results directory")] = Path("results/tolerance"),
+) -> None:
+    """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""
+    try:
+        from gradwire import tolerance as tol
+    except ImportError as e:
+        raise _fail(f"gradwire tolerance needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
+    groups = ["overall"] if check is not None else (group or list(tol.GROUPS))
+    ratios = [check] if check is not None else (ratio or list(tol.DEFAULT_RATIOS[1:]))
+    try:
+        summary = tol.profile(_out(), model=model, groups=groups, ratios=ratios, seeds=seeds, slack=slack, target=target,
+                              max_epochs=max_epochs, lr=lr, batch=batch, packet_floats=max(1, packet_bytes // 4), out=out)
+    except (ValueError, RuntimeError) as e:
+        raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None
+    if check is not None and summary["groups"]["overall"]["degraded"]:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()
 

@@ -1,4 +1,9 @@
-"""A DDP communication hook: PyTorch DDP's gradient buckets summed by gradwire.
+"""A DDP communication hook for a job that keeps a Gloo process group beside gradwire.
+
+Superseded by the "gradwire" torch.distributed backend and its hook, which need no second
+group (``import gradwire.torch``; ``gradwire.torch.loss_tolerant_hook``, docs/torch.md).
+This hook still works as before, and on a "gradwire" world group too (it then uses that
+group's communicator when ``gradwire.init()`` was not called).
 
 DDP keeps its process group (Gloo on CPU) for its own setup (broadcasting the initial
 parameters); every gradient bucket goes through gradwire instead, in place, with the
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from dataclasses import dataclass, field
+
 from gradwire import runtime
 
 
@@ -59,7 +65,19 @@ class HookState:
         self.seconds += rep.seconds
 
 
-def allreduce_hook(state, bucket):  # noqa: ANN001, ANN201 - DDP checks these annotations
+def _default_comm() -> runtime.Communicator:
+    if runtime.is_initialized():
+        return runtime._get()
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_backend() == "gradwire":
+        from gradwire.torch import backend_of
+
+        return backend_of().comm
+    return runtime._get()  # raises "call gradwire.init() first"
+
+
+def allreduce_hook(state, bucket):
     """Sum `bucket`'s gradients over all ranks with gradwire and average them; returns the
     `torch.futures.Future` DDP waits on.
 
@@ -70,7 +88,7 @@ def allreduce_hook(state, bucket):  # noqa: ANN001, ANN201 - DDP checks these an
     buf = bucket.buffer()
     if buf.dtype not in (torch.float32, torch.float64):
         raise TypeError(f"gradwire sums float32 or float64 gradients; this bucket is {buf.dtype}")
-    comm = state.comm if state.comm is not None else runtime._get()
+    comm = state.comm if state.comm is not None else _default_comm()
     work = comm.allreduce_async(buf, algorithm=state.algorithm, loss_bound=state.loss_bound)
     fut: torch.futures.Future = torch.futures.Future()
 

@@ -1,0 +1,410 @@
+"""The "gradwire" torch.distributed backend: a c10d ``Backend`` whose collectives run on the
+gradwire socket runtime.
+
+A Python subclass of ``torch._C._distributed_c10d.Backend`` (the pattern of PyTorch's
+test/distributed/test_c10d_pypg.py): every collective submits its gradwire calls at once
+(so every rank issues them in the same order, as the runtime needs) and returns a c10d
+``Work`` made from a ``torch.futures.Future`` that one waiter thread per group resolves, in
+issue order.
+
+The runtime sums float32/float64 buffers and broadcasts; everything else is built from
+those two: other dtypes travel as raw bytes, MAX/MIN/PRODUCT and integer sums reduce an
+allgather locally (same bits on every rank), reduce_scatter slices an allreduce.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import secrets
+import socket
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import Backend as _C10dBackend
+from torch._C._distributed_c10d import _create_work_from_future
+
+from gradwire import runtime
+from gradwire.torch.options import Options
+
+_FLOATS = (torch.float32, torch.float64)
+
+
+def _not_implemented(name: str) -> Callable[..., Any]:
+    def call(self: GradwireBackend, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            f"the gradwire backend does not implement {name}; it implements allreduce, broadcast, allgather, "
+            "all_gather_into_tensor, reduce, gather, scatter, reduce_scatter, reduce_scatter_tensor and barrier"
+        )
+
+    call.__name__ = name
+    return call
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Stats:
+    """What this rank's group has sent and lost so far (summed over its runtime calls)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.bytes_sent = 0
+        self.bytes_lost = 0
+        self.seconds = 0.0
+
+    def add(self, rep: runtime.Report) -> None:
+        self.calls += 1
+        self.bytes_sent += rep.bytes_sent
+        self.bytes_lost += rep.bytes_lost
+        self.seconds += rep.seconds
+
+    def __repr__(self) -> str:
+        return f"Stats(calls={self.calls}, bytes_sent={self.bytes_sent}, bytes_lost={self.bytes_lost}, seconds={self.seconds:.3f})"
+
+
+class GradwireBackend(_C10dBackend):
+    """One rank of a process group on gradwire. Made by ``init_process_group("gradwire")``
+    (or ``new_group(backend="gradwire")``) through the creator registered on import."""
+
+    def __init__(
+        self,
+        store: dist.Store,
+        rank: int,
+        size: int,
+        timeout: timedelta,
+        options: Options | None = None,
+    ):
+        super().__init__(rank, size)
+        self.gradwire_options = (options or Options()).resolved()
+        self.stats = Stats()
+        self.comm = self._join(store, rank, size, timeout)
+        # One thread resolves the futures in issue order (calls complete in that order).
+        self._waiter = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="gradwire-c10d"
+        )
+
+    def _join(
+        self, store: dist.Store, rank: int, size: int, timeout: timedelta
+    ) -> runtime.Communicator:
+        # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
+        # a free port and a token, the others read them.
+        if rank == 0:
+            host = os.environ.get("MASTER_ADDR") or "127.0.0.1"
+            port = _free_port(host)
+            token = os.environ.get("GRADWIRE_TOKEN") or secrets.token_hex(8)
+            store.set("gradwire/rendezvous", f"{host} {port} {token}")
+        host, port, token = store.get("gradwire/rendezvous").decode().split(" ")
+        o = self.gradwire_options
+        impair = (
+            {p: (o.inject_loss, 0.0) for p in range(size) if p != rank}
+            if o.inject_loss > 0
+            else None
+        )
+        secs = max(timeout.total_seconds(), 1.0) if timeout is not None else 300.0
+        return runtime.Communicator(
+            host,
+            int(port),
+            rank,
+            size,
+            token=token,
+            transport=o.transport,
+            mss=o.mss,
+            timeout=min(secs, 300.0),
+            peer_timeout=o.peer_timeout,
+            impair=impair,
+            **o.extra,
+        )
+
+    def getBackendName(self) -> str:
+        return "gradwire"
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _work(self, calls: list[runtime.Work], finish: Callable[[], Any]) -> Any:
+        """A c10d Work resolved once `calls` are done and `finish()` (run on the waiter
+        thread) has produced the future's value."""
+        fut: torch.futures.Future = torch.futures.Future()
+
+        def resolve() -> None:
+            try:
+                for c in calls:
+                    self.stats.add(c.wait())
+                fut.set_result(finish())
+            except BaseException as e:  # noqa: BLE001 - raised from Work.wait() in the caller
+                fut.set_exception(e)
+
+        self._waiter.submit(resolve)
+        return _create_work_from_future(fut)
+
+    def _bcast_bytes(
+        self, t: torch.Tensor, root: int
+    ) -> tuple[runtime.Work | None, Callable[[], None]]:
+        """Broadcast any tensor bit for bit: float32/float64 in place, anything else through
+        a float64 staging buffer holding its bytes."""
+        if t.numel() == 0:
+            return None, lambda: None
+        if t.dtype in _FLOATS:
+            return self.comm.broadcast_async(t, root), lambda: None
+        src = t.contiguous().view(-1).view(torch.uint8)
+        stage = torch.zeros((src.numel() + 7) // 8, dtype=torch.float64)
+        stage.view(torch.uint8)[: src.numel()].copy_(src)
+        work = self.comm.broadcast_async(stage, root)
+
+        def back() -> None:
+            t.copy_(stage.view(torch.uint8)[: src.numel()].view(t.dtype).view(t.shape))
+
+        return work, back
+
+    def _gather_all(
+        self, parts: Sequence[torch.Tensor], mine: torch.Tensor
+    ) -> tuple[list, Callable[[], None]]:
+        """parts[r] becomes rank r's `mine` on every rank: one broadcast per rank."""
+        parts[self.rank()].copy_(mine)
+        calls, backs = [], []
+        for r, p in enumerate(parts):
+            w, b = self._bcast_bytes(p, r)
+            if w is not None:
+                calls.append(w)
+            backs.append(b)
+        return calls, lambda: [b() for b in backs]
+
+    def _reduce_into(self, t: torch.Tensor, op: Any) -> tuple[list, Callable[[], None]]:
+        """Allreduce `t` in place with `op`: float SUM/AVG on the runtime's allreduce (with
+        the loss bound), every other op or dtype as a local reduction of an allgather."""
+        op = getattr(op, "op", op)  # c10d hands a ReduceOp; its RedOpType is hashable
+        if t.numel() == 0:
+            return [], lambda: None
+        if op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG) and t.dtype in _FLOATS:
+            o = self.gradwire_options
+            w = self.comm.allreduce_async(
+                t, algorithm=o.algorithm, loss_bound=o.loss_bound
+            )
+            n = self.size()
+            return [w], (lambda: t.div_(n)) if op == dist.ReduceOp.AVG else (
+                lambda: None
+            )
+        reducers = {
+            dist.ReduceOp.SUM: lambda s: s.sum(0),
+            dist.ReduceOp.PRODUCT: lambda s: s.prod(0),
+            dist.ReduceOp.MAX: lambda s: s.amax(0),
+            dist.ReduceOp.MIN: lambda s: s.amin(0),
+            dist.ReduceOp.BAND: lambda s: _fold(s, torch.bitwise_and),
+            dist.ReduceOp.BOR: lambda s: _fold(s, torch.bitwise_or),
+            dist.ReduceOp.BXOR: lambda s: _fold(s, torch.bitwise_xor),
+        }
+        if op == dist.ReduceOp.AVG and t.is_floating_point():
+            reducers[dist.ReduceOp.AVG] = lambda s: s.sum(0) / s.shape[0]
+        if op not in reducers:
+            raise NotImplementedError(
+                f"the gradwire backend does not implement allreduce with {op} on {t.dtype}"
+            )
+        stack = torch.empty((self.size(), *t.shape), dtype=t.dtype)
+        calls, back = self._gather_all(list(stack), t)
+
+        def finish() -> None:
+            back()
+            t.copy_(reducers[op](stack).to(t.dtype))
+
+        return calls, finish
+
+    # -- collectives ------------------------------------------------------------------------
+
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> Any:
+        calls, fins = [], []
+        for t in tensors:
+            c, f = self._reduce_into(_cpu(t, "allreduce"), opts.reduceOp)
+            calls += c
+            fins.append(f)
+        return self._work(calls, lambda: ([f() for f in fins], tensors)[1])
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> Any:
+        calls, backs = [], []
+        for t in tensors:
+            w, b = self._bcast_bytes(_cpu(t, "broadcast"), opts.rootRank)
+            calls += [w] if w is not None else []
+            backs.append(b)
+        return self._work(calls, lambda: ([b() for b in backs], tensors)[1])
+
+    def allgather(
+        self,
+        output_tensors: list[list[torch.Tensor]],
+        input_tensors: list[torch.Tensor],
+        opts: Any,
+    ) -> Any:
+        calls, backs = [], []
+        for outs, inp in zip(output_tensors, input_tensors):
+            if len(outs) != self.size():
+                raise ValueError(
+                    f"allgather needs {self.size()} output tensors, got {len(outs)}"
+                )
+            c, b = self._gather_all(
+                [_cpu(o, "allgather") for o in outs], _cpu(inp, "allgather")
+            )
+            calls += c
+            backs.append(b)
+        return self._work(calls, lambda: ([b() for b in backs], output_tensors)[1])
+
+    def _allgather_base(
+        self, output: torch.Tensor, input: torch.Tensor, opts: Any
+    ) -> Any:
+        parts = list(
+            _cpu(output, "all_gather_into_tensor").view(self.size(), *input.shape)
+        )
+        calls, back = self._gather_all(parts, _cpu(input, "all_gather_into_tensor"))
+        return self._work(calls, lambda: (back(), [output])[1])
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any) -> Any:
+        # Every rank ends with the reduction (c10d leaves non-root tensors unspecified).
+        calls, fins = [], []
+        for t in tensors:
+            c, f = self._reduce_into(_cpu(t, "reduce"), opts.reduceOp)
+            calls += c
+            fins.append(f)
+        return self._work(calls, lambda: ([f() for f in fins], tensors)[1])
+
+    def gather(
+        self,
+        output_tensors: list[list[torch.Tensor]],
+        input_tensors: list[torch.Tensor],
+        opts: Any,
+    ) -> Any:
+        inp = _cpu(input_tensors[0], "gather")
+        root = opts.rootRank
+        outs = (
+            output_tensors[0]
+            if self.rank() == root
+            else [torch.empty_like(inp) for _ in range(self.size())]
+        )
+        calls, back = self._gather_all(outs, inp)
+        return self._work(calls, lambda: (back(), output_tensors)[1])
+
+    def scatter(
+        self,
+        output_tensors: list[torch.Tensor],
+        input_tensors: list[list[torch.Tensor]],
+        opts: Any,
+    ) -> Any:
+        out = _cpu(output_tensors[0], "scatter")
+        root = opts.rootRank
+        parts = (
+            input_tensors[0]
+            if self.rank() == root
+            else [torch.empty_like(out) for _ in range(self.size())]
+        )
+        calls, backs = [], []
+        for p in parts:  # every part from the root; each rank keeps its own
+            w, b = self._bcast_bytes(p, root)
+            calls += [w] if w is not None else []
+            backs.append(b)
+
+        def finish() -> list:
+            [b() for b in backs]
+            out.copy_(parts[self.rank()])
+            return output_tensors
+
+        return self._work(calls, finish)
+
+    def reduce_scatter(
+        self,
+        output_tensors: list[torch.Tensor],
+        input_tensors: list[list[torch.Tensor]],
+        opts: Any,
+    ) -> Any:
+        out = _cpu(output_tensors[0], "reduce_scatter")
+        flat = torch.cat(
+            [_cpu(t, "reduce_scatter").reshape(-1) for t in input_tensors[0]]
+        )
+        calls, fin = self._reduce_into(flat, opts.reduceOp)
+        n = out.numel()
+
+        def finish() -> list:
+            fin()
+            out.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view(out.shape))
+            return output_tensors
+
+        return self._work(calls, finish)
+
+    def _reduce_scatter_base(
+        self, output: torch.Tensor, input: torch.Tensor, opts: Any
+    ) -> Any:
+        flat = _cpu(input, "reduce_scatter_tensor").reshape(-1).clone()
+        calls, fin = self._reduce_into(flat, opts.reduceOp)
+        n = output.numel()
+
+        def finish() -> list:
+            fin()
+            output.copy_(
+                flat[self.rank() * n : (self.rank() + 1) * n].view(output.shape)
+            )
+            return [output]
+
+        return self._work(calls, finish)
+
+    # This torch's names for the two (older ones call the underscored names).
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+
+    def barrier(self, opts: Any) -> Any:
+        token = torch.zeros(1, dtype=torch.float32)
+        return self._work([self.comm.allreduce_async(token)], lambda: None)
+
+    send = _not_implemented("send")
+    recv = _not_implemented("recv")
+    recv_anysource = _not_implemented("recv_anysource")
+    alltoall = _not_implemented("all_to_all")
+    alltoall_base = _not_implemented("all_to_all_single")
+    all_to_all_single = _not_implemented("all_to_all_single")
+    allreduce_coalesced = _not_implemented("allreduce_coalesced")
+    allreduce_sparse = _not_implemented("allreduce_sparse")
+    all_gather_single_coalesced = _not_implemented("all_gather_single_coalesced")
+    reduce_scatter_single_coalesced = _not_implemented(
+        "reduce_scatter_single_coalesced"
+    )
+    gather_single = _not_implemented("gather_single")
+    gather_into_tensor = _not_implemented("gather_into_tensor")
+    allgather_coalesced = _not_implemented("allgather_coalesced")
+    monitored_barrier = _not_implemented("monitored_barrier")
+
+    def shutdown(self) -> None:
+        self._waiter.shutdown(wait=True)
+        self.comm.close()
+
+
+def _fold(
+    stack: torch.Tensor, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    acc = stack[0].clone()
+    for s in stack[1:]:
+        acc = f(acc, s)
+    return acc
+
+
+def _cpu(t: torch.Tensor, call: str) -> torch.Tensor:
+    if t.device.type != "cpu":
+        raise ValueError(
+            f"the gradwire backend runs {call} on CPU tensors; this one is on {t.device}"
+        )
+    return t
+
+
+def create(dist_opts: Any, backend_options: Any) -> GradwireBackend:
+    """The creator registered with ``dist.Backend.register_backend`` (extended API: the
+    ``pg_options`` of ``init_process_group`` arrive as `backend_options`)."""
+    if backend_options is not None and not isinstance(backend_options, Options):
+        raise TypeError(
+            f"pg_options for the gradwire backend must be gradwire.torch.Options, got {type(backend_options).__name__}"
+        )
+    return GradwireBackend(
+        dist_opts.store,
+        dist_opts.group_rank,
+        dist_opts.group_size,
+        dist_opts.timeout,
+        backend_options,
+    )

@@ -1,0 +1,177 @@
+"""One rank of the backend tests: every collective of the "gradwire" world group checked
+against the same call on a Gloo group (made here for the comparison only)."""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def inputs(rank: int, dtype: torch.dtype, n: int = 37) -> torch.Tensor:
+    g = torch.Generator().manual_seed(10 + rank)
+    if dtype.is_floating_point:
+        return torch.randn(n, generator=g).to(dtype)
+    return torch.randint(-(2**31), 2**31, (n,), generator=g).to(dtype)
+
+
+def check(
+    name: str,
+    mine: list[torch.Tensor],
+    ref: list[torch.Tensor],
+    failures: list[str],
+    exact: bool,
+) -> None:
+    for a, b in zip(mine, ref):
+        ok = (
+            torch.equal(a, b)
+            if exact
+            else torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6)
+        )
+        if not ok:
+            failures.append(f"{name}: {a[:4].tolist()} != {b[:4].tolist()}")
+
+
+def main() -> None:
+    # No `import gradwire.torch`: torch finds the backend through its entry point.
+    imported_before = "gradwire.torch" in sys.modules
+    dist.init_process_group("gradwire")
+    import gradwire.torch
+    gloo = dist.new_group(backend="gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    assert dist.get_backend() == "gradwire", dist.get_backend()
+    failures: list[str] = []
+    done: list[str] = []
+
+    def both(name: str, fn, exact: bool = False) -> None:
+        mine, ref = fn(None), fn(gloo)
+        check(name, mine, ref, failures, exact)
+        done.append(name)
+
+    ops = {
+        "sum": dist.ReduceOp.SUM,
+        "avg": dist.ReduceOp.AVG,
+        "max": dist.ReduceOp.MAX,
+        "min": dist.ReduceOp.MIN,
+        "product": dist.ReduceOp.PRODUCT,
+    }
+    for dtype in (torch.float32, torch.float64, torch.int64, torch.int32):
+        for opname, op in ops.items():
+            if opname == "avg" and not dtype.is_floating_point:
+                continue  # Gloo has no integer AVG either
+            if opname == "product" and dtype.is_floating_point:
+                continue
+
+            def ar(g, dtype=dtype, op=op):
+                t = inputs(rank, dtype)
+                dist.all_reduce(t, op=op, group=g)
+                return [t]
+
+            both(
+                f"all_reduce {opname} {dtype}",
+                ar,
+                exact=not dtype.is_floating_point or opname in ("max", "min"),
+            )
+
+    for dtype in (torch.float32, torch.int64, torch.uint8, torch.bfloat16):
+
+        def bc(g, dtype=dtype):
+            t = inputs(rank, dtype).to(dtype)
+            dist.broadcast(t, src=world - 1, group=g)
+            return [t]
+
+        both(f"broadcast {dtype}", bc, exact=True)
+
+        def ag(g, dtype=dtype):
+            outs = [torch.zeros(37, dtype=dtype) for _ in range(world)]
+            dist.all_gather(outs, inputs(rank, dtype), group=g)
+            return outs
+
+        both(f"all_gather {dtype}", ag, exact=True)
+
+    def agt(g):
+        out = torch.zeros(world * 5, 3)
+        dist.all_gather_into_tensor(
+            out, inputs(rank, torch.float32, 15).view(5, 3), group=g
+        )
+        return [out]
+
+    both("all_gather_into_tensor", agt, exact=True)
+
+    def rs(g):
+        out = torch.zeros(6)
+        dist.reduce_scatter(
+            out,
+            [inputs(rank * world + k, torch.float32, 6) for k in range(world)],
+            group=g,
+        )
+        return [out]
+
+    both("reduce_scatter", rs)
+
+    def rst(g):
+        out = torch.zeros(4)
+        dist.reduce_scatter_tensor(out, inputs(rank, torch.float32, 4 * world), group=g)
+        return [out]
+
+    both("reduce_scatter_tensor", rst)
+
+    def red(g):
+        t = inputs(rank, torch.float32)
+        dist.reduce(t, dst=0, group=g)
+        return [t] if rank == 0 else []
+
+    both("reduce", red)
+
+    def gat(g):
+        outs = [torch.zeros(37) for _ in range(world)] if rank == 1 else None
+        dist.gather(inputs(rank, torch.float32), outs, dst=1, group=g)
+        return outs or []
+
+    both("gather", gat, exact=True)
+
+    def sca(g):
+        out = torch.zeros(37)
+        parts = (
+            [inputs(100 + k, torch.float32) for k in range(world)]
+            if rank == 0
+            else None
+        )
+        dist.scatter(out, parts, src=0, group=g)
+        return [out]
+
+    both("scatter", sca, exact=True)
+
+    def objs(g):
+        out = [None] * world
+        dist.all_gather_object(out, {"rank": rank, "s": "x" * rank}, group=g)
+        return [torch.tensor([len(json.dumps(out))])]
+
+    both("all_gather_object", objs, exact=True)
+    dist.barrier()
+    done.append("barrier")
+
+    errors = {}
+    for name, call in {
+        "send": lambda: dist.send(torch.zeros(1), dst=(rank + 1) % world),
+        "all_to_all_single": lambda: dist.all_to_all_single(
+            torch.zeros(world), torch.zeros(world)
+        ),
+    }.items():
+        try:
+            call()
+            errors[name] = "no error"
+        except NotImplementedError as e:
+            errors[name] = str(e)
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            errors[name] = f"{type(e).__name__}: {e}"
+    stats = gradwire.torch.backend_of().stats
+    out = {"imported_before": imported_before, "failures": failures, "done": done, "errors": errors, "calls": stats.calls}
+    with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

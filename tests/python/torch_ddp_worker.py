@@ -1,0 +1,67 @@
+"""One rank of the DDP-on-"gradwire" test: trains the embedded CNN three times from the same
+seed on the same batches (DDP over a Gloo group, DDP over the gradwire world group, and
+the latter with gradwire.torch.loss_tolerant_hook) and saves the per-step losses and the
+final parameters."""
+
+import json
+import os
+import sys
+
+import gradwire.torch as gt
+import torch
+import torch.distributed as dist
+from gradwire.train.models import build
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(
+    ddp: DDP, data, rank: int, world: int, steps: int, batch: int
+) -> tuple[list[float], torch.Tensor]:
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+    losses = []
+    n = len(data.y_train)
+    for s in range(steps):
+        i = ((s * world + rank) * batch) % (n - batch)
+        x, y = data.x_train[i : i + batch], data.y_train[i : i + batch]
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, torch.cat([p.detach().flatten() for p in ddp.parameters()])
+
+
+def main() -> None:
+    plan = json.loads(sys.argv[1])
+    torch.set_num_threads(1)
+    dist.init_process_group("gradwire")
+    gloo = dist.new_group(backend="gloo")  # the reference only
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = {}
+    for name in ("gloo", "gradwire", "hook"):
+        model, data = build("cnn", seed=0)
+        ddp = DDP(
+            model,
+            process_group=gloo if name == "gloo" else None,
+            bucket_cap_mb=plan["bucket_mb"],
+        )
+        state = None
+        if name == "hook":
+            state = gt.LossTolerantState(chunk_bytes=8192, holdback_bytes=16384)
+            ddp.register_comm_hook(state, gt.loss_tolerant_hook)
+        losses, params = train(ddp, data, rank, world, plan["steps"], plan["batch"])
+        gathered = [torch.zeros_like(params) for _ in range(world)]
+        dist.all_gather(gathered, params)
+        out[name] = {
+            "losses": losses,
+            "params": params.tolist(),
+            "replicas_identical": all(torch.equal(g, params) for g in gathered),
+            "issue_order": state.issue_order if state else None,
+        }
+    with open(os.path.join(plan["out"], f"rank{rank}.json"), "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
