@@ -49,6 +49,20 @@ pub struct Summary {
     pub events: u64,
     pub wall_seconds: f64,
     pub events_per_second: f64,
+    /// With `output.link_bytes`: what each link tier carried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_bytes: Option<BTreeMap<String, TierBytes>>,
+}
+
+/// Traffic one tier of links carried, both directions counted separately (`leaf->spine`
+/// is the rack uplinks). `payload` excludes `transport.header_bytes` per packet, which
+/// makes it the transfers' bytes when ACKs are `header_bytes` long (the default) and
+/// nothing was resent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TierBytes {
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload: u64,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -100,6 +114,7 @@ impl Summary {
             events: sim.events_processed,
             wall_seconds: wall,
             events_per_second: if wall > 0.0 { sim.events_processed as f64 / wall } else { 0.0 },
+            link_bytes: s.output.link_bytes.then(|| sim.tier_bytes()),
         }
     }
 }
@@ -141,6 +156,22 @@ pub fn queues_csv(sim: &Simulation) -> String {
 }
 
 impl Simulation {
+    /// Traffic carried per link tier, keyed `from->to` with the node numbers dropped
+    /// (`leaf->spine`, `agg->core`, `host->edge`, ...).
+    pub fn tier_bytes(&self) -> BTreeMap<String, TierBytes> {
+        let kind = |n: u32| self.topo.nodes[n as usize].name.trim_end_matches(|c: char| c.is_ascii_digit()).to_string();
+        let header = self.scenario().transport.header_bytes as u64;
+        let mut out: BTreeMap<String, TierBytes> = BTreeMap::new();
+        for p in &self.fabric.ports {
+            let c = p.queue.counters();
+            let t = out.entry(format!("{}->{}", kind(p.from), kind(p.to))).or_default();
+            t.packets += c.dequeued;
+            t.bytes += c.dequeued_bytes;
+            t.payload += c.dequeued_bytes.saturating_sub(c.dequeued * header);
+        }
+        out
+    }
+
     /// Write `flows.csv`, `summary.json` and (if ports were sampled) `queues.csv` into `dir`.
     pub fn write_outputs(&self, dir: &Path) -> io::Result<Summary> {
         std::fs::create_dir_all(dir)?;

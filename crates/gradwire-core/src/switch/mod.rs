@@ -142,6 +142,8 @@ pub enum Admit {
 pub struct PortCounters {
     pub enqueued: u64,
     pub dequeued: u64,
+    /// Bytes (on the wire) of the dequeued packets: what the port's link carried.
+    pub dequeued_bytes: u64,
     pub ecn_marked: u64,
     pub dropped: [u64; DropReason::ALL.len()],
     pub max_bytes: u64,
@@ -227,6 +229,7 @@ impl<T> EgressPort<T> {
         self.queue_bytes[q] -= bytes as u64;
         self.bytes -= bytes as u64;
         self.counters.dequeued += 1;
+        self.counters.dequeued_bytes += bytes as u64;
         Some(item)
     }
 

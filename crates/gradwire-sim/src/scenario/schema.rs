@@ -30,6 +30,8 @@ pub struct Scenario {
     pub output: OutputCfg,
     #[serde(default)]
     pub failures: Vec<FailureCfg>,
+    #[serde(default)]
+    pub pauses: PausesCfg,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,11 +361,14 @@ pub struct OutputCfg {
     /// Egress ports whose queue length is sampled, named `from->to` (e.g. `leaf0->host3`).
     pub queue_ports: Vec<String>,
     pub queue_sample_ns: u64,
+    /// Add `link_bytes` to summary.json: packets and bytes carried per link tier
+    /// (`host->leaf`, `leaf->spine`, ...), e.g. to check cross-rack traffic.
+    pub link_bytes: bool,
 }
 
 impl Default for OutputCfg {
     fn default() -> Self {
-        OutputCfg { queue_ports: Vec::new(), queue_sample_ns: 1000 }
+        OutputCfg { queue_ports: Vec::new(), queue_sample_ns: 1000, link_bytes: false }
     }
 }
 
@@ -377,6 +382,48 @@ pub struct FailureCfg {
     /// A node (switch or host) by name, e.g. `spine1`: all its links go down.
     #[serde(default)]
     pub node: Option<String>,
+    /// Pause instead of failing: the ports stop transmitting (rate 0) for this long and
+    /// keep what they hold (a full buffer still drops), then resume; routes do not change.
+    #[serde(default)]
+    pub pause_us: Option<f64>,
+}
+
+/// What a paused host's NIC holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseHold {
+    /// Its flows' data: it keeps receiving, and its ACKs and control still leave.
+    #[default]
+    Data,
+    /// Everything it would send, ACKs included.
+    All,
+}
+
+/// Node pauses (rat.md §4.1): every `period_us`, `hosts` hosts drawn at random (seeded,
+/// without replacement) among `among` stop sending for `duration_us`; their NICs hold
+/// the packets, nothing is dropped. Off while `hosts = 0`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PausesCfg {
+    /// k: hosts paused at a time.
+    pub hosts: u32,
+    /// d: a new set is drawn every this long.
+    pub period_us: f64,
+    /// How long each set stays paused; default (and at most) `period_us`.
+    pub duration_us: Option<f64>,
+    /// First draw.
+    pub start_us: f64,
+    /// No draw at or after this time (default: none; draws go on until the run ends).
+    pub stop_us: Option<f64>,
+    /// Candidate hosts (default: every host).
+    pub among: Option<Vec<u32>>,
+    pub hold: PauseHold,
+}
+
+impl Default for PausesCfg {
+    fn default() -> Self {
+        PausesCfg { hosts: 0, period_us: 1000.0, duration_us: None, start_us: 0.0, stop_us: None, among: None, hold: PauseHold::Data }
+    }
 }
 
 fn d_name() -> String {

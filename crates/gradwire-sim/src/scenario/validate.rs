@@ -95,7 +95,11 @@ impl Scenario {
             if f.link.is_some() == f.node.is_some() {
                 return Err(ScenarioError::new(format!("failures.{i}"), "needs exactly one of `link` or `node`"));
             }
+            if let Some(p) = f.pause_us {
+                positive(&format!("failures.{i}.pause_us"), p)?;
+            }
         }
+        self.validate_pauses()?;
         self.validate_workload()
     }
 
@@ -117,6 +121,46 @@ impl Scenario {
             TopologyKind::LeafSpine => t.leaves * t.hosts_per_leaf,
             TopologyKind::FatTree => t.k * t.k * t.k / 4,
         }
+    }
+
+    fn validate_pauses(&self) -> Result<(), ScenarioError> {
+        let p = &self.pauses;
+        if p.hosts == 0 {
+            return Ok(());
+        }
+        positive("pauses.period_us", p.period_us)?;
+        nonnegative("pauses.start_us", p.start_us)?;
+        if let Some(d) = p.duration_us {
+            positive("pauses.duration_us", d)?;
+            if d > p.period_us {
+                return Err(ScenarioError::new(
+                    "pauses.duration_us",
+                    format!("must be at most pauses.period_us = {} (got {d}): a set is paused until the next draw at most", p.period_us),
+                ));
+            }
+        }
+        if let Some(s) = p.stop_us {
+            nonnegative("pauses.stop_us", s)?;
+        }
+        let n = self.host_count();
+        let candidates = match &p.among {
+            Some(list) => {
+                for (i, &h) in list.iter().enumerate() {
+                    if h >= n {
+                        return Err(ScenarioError::new(format!("pauses.among.{i}"), format!("host {h} is out of range: the topology has {n} hosts (0..{n})")));
+                    }
+                    if list[..i].contains(&h) {
+                        return Err(ScenarioError::new(format!("pauses.among.{i}"), format!("host {h} is listed twice")));
+                    }
+                }
+                list.len() as u32
+            }
+            None => n,
+        };
+        if p.hosts > candidates {
+            return Err(ScenarioError::new("pauses.hosts", format!("cannot pause {} of {candidates} candidate hosts", p.hosts)));
+        }
+        Ok(())
     }
 
     fn validate_workload(&self) -> Result<(), ScenarioError> {

@@ -6,6 +6,7 @@
 mod endpoints;
 mod eps;
 mod packets;
+mod pause;
 mod ready;
 
 use crate::engine::{EventQueue, Target};
@@ -17,6 +18,7 @@ use crate::transports::EndpointFactory;
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::{self, Workload};
 use eps::EndpointPair;
+use pause::NodePauses;
 use ready::ReadyLists;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
@@ -89,6 +91,8 @@ pub struct Simulation {
     sampled_ports: Vec<PortId>,
     pub(crate) queue_samples: Vec<QueueSample>,
     failures: Vec<Vec<PortId>>,
+    /// `[pauses]`, when on.
+    pauses: Option<NodePauses>,
     /// Ungated flows by (start time, id); `next_start` is the first not yet started.
     starts: Vec<(Time, u32)>,
     next_start: usize,
@@ -149,6 +153,7 @@ impl Simulation {
             sampled_ports,
             queue_samples: Vec::new(),
             failures,
+            pauses: NodePauses::new(&s.pauses, s.seed, topo.hosts),
             starts: Vec::new(),
             next_start: 0,
             ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
@@ -175,6 +180,9 @@ impl Simulation {
         }
         if !sim.sampled_ports.is_empty() {
             sim.events.push(0, Target::Sample);
+        }
+        if sim.pauses.is_some() {
+            sim.events.push(NodePauses::first_draw(&sim.scenario.pauses), Target::Pause(pause::PAUSE_DRAW));
         }
         Ok(sim)
     }
@@ -253,6 +261,11 @@ impl Simulation {
         &self.topo
     }
 
+    /// Counters of the egress port named `from->to` (e.g. `host0->leaf0`).
+    pub fn port_counters(&self, name: &str) -> Option<&gradwire_core::switch::PortCounters> {
+        self.fabric.port_by_name(name).map(|p| self.fabric.ports[p as usize].queue.counters())
+    }
+
     fn dispatch(&mut self, target: Target) {
         match target {
             Target::TxDone(p) => self.tx_done(p),
@@ -262,9 +275,14 @@ impl Simulation {
             Target::Starts => self.start_batch(),
             Target::Failure(i) => self.fail(i),
             Target::Sample => self.sample(),
+            Target::Pause(i) => self.pause_event(i),
         }
     }
+
     fn fail(&mut self, i: u32) {
+        if let Some(pause) = self.scenario.failures[i as usize].pause_us {
+            return self.pause_ports(i, from_us(pause));
+        }
         let ports = self.failures[i as usize].clone();
         for port in ports {
             let pr = &mut self.fabric.ports[port as usize];

@@ -66,6 +66,9 @@ impl Simulation {
     /// `TxDone` wake-up is scheduled only while packets are waiting.
     pub(super) fn start_tx(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
+        if pr.paused > 0 {
+            return;
+        }
         let pool = &mut self.fabric.pools[pr.pool as usize];
         let Some(h) = pr.queue.dequeue(pool) else { return };
         pr.busy_until = self.now + pr.tx_time(h.wire_bytes as u32);
@@ -85,7 +88,7 @@ impl Simulation {
     pub(super) fn tx_done(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
         pr.wake_pending = false;
-        if !pr.up {
+        if !pr.up || pr.paused > 0 {
             return;
         }
         if !pr.queue.is_empty() {
