@@ -52,6 +52,56 @@ pub struct Summary {
     /// With `output.link_bytes`: what each link tier carried.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link_bytes: Option<BTreeMap<String, TierBytes>>,
+    /// With `output.link_bytes` and a collective workload: the schedule's analysis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveAnalysis>,
+}
+
+/// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
+/// from the schedule itself: the bytes its busiest rank and rack must send and receive,
+/// what crosses rack boundaries, and its longest chain of dependent transfers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CollectiveAnalysis {
+    pub world: u32,
+    pub dependent_steps: u32,
+    pub cross_rack_bytes: u64,
+    /// Fat-tree only (else 0): bytes crossing pod boundaries.
+    pub cross_pod_bytes: u64,
+    pub max_rank_send_bytes: u64,
+    pub max_rank_recv_bytes: u64,
+    pub max_rack_out_bytes: u64,
+    pub max_rack_in_bytes: u64,
+}
+
+impl CollectiveAnalysis {
+    pub fn of(sim: &Simulation) -> CollectiveAnalysis {
+        use crate::workload::collective;
+        let (s, topo) = (sim.scenario(), sim.topology());
+        let sch = collective::schedule(s, topo);
+        let map = collective::rack_map(s, topo);
+        let (mut send, mut recv) = (vec![0u64; sch.world as usize], vec![0u64; sch.world as usize]);
+        let (mut out, mut inn) = (vec![0u64; topo.racks as usize], vec![0u64; topo.racks as usize]);
+        for t in &sch.transfers {
+            send[t.src as usize] += t.bytes();
+            recv[t.dst as usize] += t.bytes();
+            let (a, b) = (topo.rack_of(t.src), topo.rack_of(t.dst));
+            if a != b {
+                out[a as usize] += t.bytes();
+                inn[b as usize] += t.bytes();
+            }
+        }
+        let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
+        CollectiveAnalysis {
+            world: sch.world,
+            dependent_steps: sch.dependency_depth(),
+            cross_rack_bytes: sch.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b)),
+            cross_pod_bytes: if map.levels() > 1 { sch.bytes_between_regions(|a, b| map.same_region(1, a, b)) } else { 0 },
+            max_rank_send_bytes: max(&send),
+            max_rank_recv_bytes: max(&recv),
+            max_rack_out_bytes: max(&out),
+            max_rack_in_bytes: max(&inn),
+        }
+    }
 }
 
 /// Traffic one tier of links carried, both directions counted separately (`leaf->spine`
@@ -115,6 +165,8 @@ impl Summary {
             wall_seconds: wall,
             events_per_second: if wall > 0.0 { sim.events_processed as f64 / wall } else { 0.0 },
             link_bytes: s.output.link_bytes.then(|| sim.tier_bytes()),
+            collective: (s.output.link_bytes && s.workload.kind == crate::scenario::WorkloadKind::Collective)
+                .then(|| CollectiveAnalysis::of(sim)),
         }
     }
 }

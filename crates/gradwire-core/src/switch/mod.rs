@@ -12,12 +12,17 @@
 //! [`PFabricPort`] is the other discipline (pFabric's priority dropping and scheduling by a
 //! per-packet rank); [`SwitchPort`] holds either one behind the same calls.
 
+mod pcn;
 mod pfabric;
 
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
 
+pub use pcn::{
+    ecn_lower_bound, pcn_thresholds, worker_fallback, BadThreshold, PcnCounters, PcnMark, PcnRegister, PcnWorker,
+    MAX_PCN_THRESHOLD,
+};
 pub use pfabric::{PFabricPort, PFabricPortConfig};
 
 /// Most priority queues a port can have (3 bits of DSCP-derived priority).
@@ -171,6 +176,16 @@ impl<T> EgressPort<T> {
 
     pub fn config(&self) -> &PortConfig {
         &self.cfg
+    }
+
+    /// Set the ECN marking threshold (packets) of every queue that marks: what a
+    /// [`PcnRegister`] drives. Queues configured without marking (threshold 0) stay so.
+    pub fn set_ecn_threshold(&mut self, packets: u32) {
+        for q in 0..self.cfg.queues as usize {
+            if self.cfg.ecn_threshold[q] > 0 {
+                self.cfg.ecn_threshold[q] = packets.max(1);
+            }
+        }
     }
 
     /// Offer a packet of `bytes` on the wire at `priority` (clamped to the lowest queue).
