@@ -55,6 +55,9 @@ pub struct Summary {
     /// With `output.link_bytes` and a collective workload: the schedule's analysis.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub collective: Option<CollectiveAnalysis>,
+    /// With `pcn.enabled`: what PCN did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcn: Option<crate::sim::PcnStats>,
 }
 
 /// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
@@ -167,6 +170,7 @@ impl Summary {
             link_bytes: s.output.link_bytes.then(|| sim.tier_bytes()),
             collective: (s.output.link_bytes && s.workload.kind == crate::scenario::WorkloadKind::Collective)
                 .then(|| CollectiveAnalysis::of(sim)),
+            pcn: sim.pcn_stats(),
         }
     }
 }
@@ -207,6 +211,14 @@ pub fn queues_csv(sim: &Simulation) -> String {
     out
 }
 
+pub fn port_bytes_csv(sim: &Simulation) -> String {
+    let mut out = String::from("time_ns,port,bytes\n");
+    for &(t, port, bytes) in &sim.byte_samples {
+        let _ = writeln!(out, "{t},{},{bytes}", sim.fabric.ports[port as usize].name);
+    }
+    out
+}
+
 impl Simulation {
     /// Traffic carried per link tier, keyed `from->to` with the node numbers dropped
     /// (`leaf->spine`, `agg->core`, `host->edge`, ...).
@@ -233,6 +245,9 @@ impl Simulation {
         std::fs::write(dir.join("summary.json"), json + "\n")?;
         if !self.queue_samples.is_empty() {
             std::fs::write(dir.join("queues.csv"), queues_csv(self))?;
+        }
+        if !self.byte_samples.is_empty() {
+            std::fs::write(dir.join("port_bytes.csv"), port_bytes_csv(self))?;
         }
         Ok(summary)
     }

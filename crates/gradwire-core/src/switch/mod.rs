@@ -316,6 +316,14 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Set the ECN marking threshold of a strict-priority port (see
+    /// [`EgressPort::set_ecn_threshold`]); a pFabric port does not mark and ignores it.
+    pub fn set_ecn_threshold(&mut self, packets: u32) {
+        if let SwitchPort::Priority(p) = self {
+            p.set_ecn_threshold(packets);
+        }
+    }
+
     /// A packet pushed out by an earlier `enqueue` (pFabric only).
     pub fn pop_evicted(&mut self) -> Option<T> {
         match self {

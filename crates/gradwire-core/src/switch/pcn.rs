@@ -59,7 +59,7 @@ impl std::fmt::Display for BadThreshold {
 impl std::error::Error for BadThreshold {}
 
 fn field(threshold: u32) -> Result<u8, BadThreshold> {
-    if threshold % 5 != 0 || threshold > MAX_PCN_THRESHOLD {
+    if !threshold.is_multiple_of(5) || threshold > MAX_PCN_THRESHOLD {
         return Err(BadThreshold(threshold));
     }
     Ok((threshold / 5) as u8)

@@ -8,6 +8,13 @@ use gradwire_core::transport::Endpoint;
 impl Simulation {
 
     pub(super) fn start_flow(&mut self, f: u32) {
+        if self.pcn.is_some() && self.pcn_gate(f) {
+            return;
+        }
+        self.launch_flow(f);
+    }
+
+    pub(super) fn launch_flow(&mut self, f: u32) {
         let spec = &self.workload.flows[f as usize];
         self.flows[f as usize].started = Some(self.now);
         let nic = self.fabric.node_ports[spec.src as usize][0];

@@ -10,6 +10,9 @@ impl Simulation {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
+        if self.pcn.is_some() {
+            self.pcn_on_send(id, p.flow);
+        }
         self.forward(p.src, Hdr::of(id, &p));
     }
 
@@ -29,6 +32,9 @@ impl Simulation {
     }
 
     pub(super) fn enqueue(&mut self, port: PortId, h: Hdr) {
+        if self.pcn.is_some() {
+            self.pcn_at_port(port, h.id);
+        }
         let pr = &mut self.fabric.ports[port as usize];
         if !pr.up {
             pr.queue.count_drop(DropReason::LinkDown);
@@ -140,6 +146,9 @@ impl Simulation {
     pub(super) fn receive(&mut self, host: NodeId, id: PktId) {
         let p = self.fabric.packets.release(id);
         self.counts.delivered += 1;
+        if self.pcn.is_some() && self.pcn_receive(host, id, &p) {
+            return;
+        }
         // direction, not packet kind, picks the endpoint: control packets flow both ways
         let Some(pair) = self.eps.get_mut(p.flow as usize) else {
             self.strays += 1;

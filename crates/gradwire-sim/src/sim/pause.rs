@@ -145,7 +145,7 @@ impl Simulation {
     /// Whether `host`'s NIC must keep `ep` aside instead of asking it for a packet.
     #[inline]
     pub(super) fn holds_sender(&self, host: u32, ep: u32) -> bool {
-        ep % 2 == 0
+        ep.is_multiple_of(2)
             && self
                 .pauses
                 .as_ref()
