@@ -256,9 +256,7 @@ def get(name: str) -> Reproduction:
         return REPRODUCTIONS[name]
     except KeyError:
         known = ", ".join(REPRODUCTIONS)
-        raise scenario_error(
-            f"no reproduction named `{name}` (known: {known})"
-        ) from None
+        raise scenario_error(f"no reproduction named `{name}` (known: {known})") from None
 
 
 # ---------------------------------------------------------------------------------------
@@ -319,22 +317,13 @@ def estimate_cost(config: dict) -> float:
     kind = w.get("kind")
     factor = _TRANSPORT_COST.get(config.get("transport", {}).get("kind", ""), 1.0)
     if kind == "dnn":
-        return (
-            factor
-            * w.get("workers", 1)
-            * _model_bytes(w.get("model", ""))
-            * w.get("iterations", 1)
-        )
+        return factor * w.get("workers", 1) * _model_bytes(w.get("model", "")) * w.get("iterations", 1)
     if kind == "collective":
         t = config.get("topology", {})
         hosts = w.get("workers") or t.get("leaves", 9) * t.get("hosts_per_leaf", 16)
         return factor * hosts * w.get("bytes", 0) * w.get("iterations", 1)
     if kind == "ps":
-        return (
-            factor
-            * w.get("workers", 1)
-            * (w.get("push_bytes", 0) + (w.get("pull_bytes") or w.get("push_bytes", 0)))
-        )
+        return factor * w.get("workers", 1) * (w.get("push_bytes", 0) + (w.get("pull_bytes") or w.get("push_bytes", 0)))
     return factor * float(w.get("flow_bytes", 1) or 1)
 
 
@@ -352,15 +341,9 @@ def plan_reproduction(
         try:
             runs = plan(source, ovr)
         except ScenarioError as e:
-            raise scenario_error(
-                f"in {source.origin}: {e}", getattr(e, "key", "")
-            ) from None
+            raise scenario_error(f"in {source.origin}: {e}", getattr(e, "key", "")) from None
         short = name.rsplit("/", 1)[-1]
-        missing = [
-            k
-            for k in (repro.x, repro.series)
-            if runs.runs and k not in runs.runs[0].params
-        ]
+        missing = [k for k in (repro.x, repro.series) if runs.runs and k not in runs.runs[0].params]
         if missing:
             raise scenario_error(
                 f"in {source.origin}: the sweep has no `{missing[0]}` axis (has: "
@@ -368,11 +351,7 @@ def plan_reproduction(
             )
         if quick and repro.quick_x:
             runs.runs = [
-                r
-                for r in runs.runs
-                if any(
-                    math.isclose(_number(r.params[repro.x]), v) for v in repro.quick_x
-                )
+                r for r in runs.runs if any(math.isclose(_number(r.params[repro.x]), v) for v in repro.quick_x)
             ]
         p.plans.append((short, runs))
         for spec in runs.runs:
@@ -431,12 +410,8 @@ def run_jobs(
                 on_done(jobs[i], res)
         return results
     # spawn: a clean interpreter per worker (no fork of a process with threads).
-    with cf.ProcessPoolExecutor(
-        max_workers=n_procs, mp_context=mp.get_context("spawn")
-    ) as pool:
-        futures = {
-            pool.submit(_run_job, jobs[i].spec, str(jobs[i].dir)): i for i in order
-        }
+    with cf.ProcessPoolExecutor(max_workers=n_procs, mp_context=mp.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_job, jobs[i].spec, str(jobs[i].dir)): i for i in order}
         try:
             for fut in cf.as_completed(futures):
                 i = futures[fut]
@@ -489,9 +464,7 @@ def stage_fct(flows_csv: Path) -> dict:
     except (OSError, ValueError):
         return out
     for name, is_pull in (("push", 0), ("pull", 1)):
-        fct = pd.to_numeric(
-            flows.loc[flows["pull"] == is_pull, "fct_ns"], errors="coerce"
-        ).dropna()
+        fct = pd.to_numeric(flows.loc[flows["pull"] == is_pull, "fct_ns"], errors="coerce").dropna()
         us = sorted(v / 1e3 for v in fct)
         if us:
             out[f"{name}_mean_us"] = sum(us) / len(us)
@@ -499,9 +472,7 @@ def stage_fct(flows_csv: Path) -> dict:
     return out
 
 
-def run_metrics(
-    repro: Reproduction, run_dir: Path, summary: dict, config: dict | None = None
-) -> dict:
+def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict | None = None) -> dict:
     """The metric columns of one run."""
     if repro.reduce == "fct":
 
@@ -587,9 +558,10 @@ def pcn_metrics(run_dir: Path, config: dict) -> dict:
     except (OSError, ValueError):
         return out
     times = pb.index.to_numpy()
-    at = lambda t: float(
-        pb.iloc[max(0, int(np.searchsorted(times, t, side="right")) - 1)]
-    )  # noqa: E731
+
+    def at(t: float) -> float:
+        return float(pb.iloc[max(0, int(np.searchsorted(times, t, side="right")) - 1)])
+
     if t1 > t0:
         out["bg_gbps"] = (at(t1) - at(t0)) * 8 / (t1 - t0)
     return out
@@ -605,11 +577,7 @@ def ict_per_iteration(flows) -> list[float]:
         finish = pd.to_numeric(g["finish_ns"], errors="coerce")
         if finish.isna().any():
             break
-        start = (
-            float(pd.to_numeric(g["start_ns"], errors="coerce").min())
-            if prev is None
-            else prev
-        )
+        start = float(pd.to_numeric(g["start_ns"], errors="coerce").min()) if prev is None else prev
         out.append(float(finish.max()) - start)
         prev = float(finish.max())
     return out
@@ -624,18 +592,11 @@ def model_ict_ms(analysis: dict, config: dict, paused_fraction: float = 0.0) -> 
         hops = 6
     else:
         c = float(t.get("host_link_gbps", 100.0)) * 1e9 / 8
-        u = (
-            float(t.get("uplink_gbps", 100.0))
-            * int(t.get("uplinks_per_leaf", 4))
-            * 1e9
-            / 8
-        )
+        u = float(t.get("uplink_gbps", 100.0)) * int(t.get("uplinks_per_leaf", 4)) * 1e9 / 8
         hops = 4
     host = max(analysis["max_rank_send_bytes"], analysis["max_rank_recv_bytes"]) / c
     rack = max(analysis["max_rack_out_bytes"], analysis["max_rack_in_bytes"]) / u
-    latency = (
-        analysis["dependent_steps"] * hops * float(t.get("link_delay_ns", 10650)) * 1e-9
-    )
+    latency = analysis["dependent_steps"] * hops * float(t.get("link_delay_ns", 10650)) * 1e-9
     return (max(host, rack) / max(1e-9, 1.0 - paused_fraction) + latency) * 1e3
 
 
@@ -650,12 +611,8 @@ def ict_metrics(flows, summary: dict, config: dict) -> dict:
     out = {
         "ict_mean_ms": sum(ict) / len(ict) if ict else math.nan,
         "ict_max_ms": max(ict) if ict else math.nan,
-        "ict_model_ms": model_ict_ms(analysis, config, paused)
-        if analysis
-        else math.nan,
-        "cross_rack_mb": links.get("leaf->spine", {}).get("payload", math.nan)
-        / 1e6
-        / iterations,
+        "ict_model_ms": model_ict_ms(analysis, config, paused) if analysis else math.nan,
+        "cross_rack_mb": links.get("leaf->spine", {}).get("payload", math.nan) / 1e6 / iterations,
         "table1_cross_rack_mb": analysis.get("cross_rack_bytes", math.nan) / 1e6,
         "dependent_steps": analysis.get("dependent_steps", math.nan),
         "iterations": iterations,
@@ -698,14 +655,11 @@ def build_table(p: Plan, results: dict[int, RunResult]):
         off = df[df["series"] == "off"].set_index(["scenario", "x"])["bg_gbps"]
         ref = [off.get((r.scenario, r.x), math.nan) for r in df.itertuples()]
         df["bg_lost_pct"] = [
-            100.0 * (1.0 - v / o) if o == o and o > 0 else math.nan
-            for v, o in zip(df["bg_gbps"], ref)
+            100.0 * (1.0 - v / o) if not math.isnan(o) and o > 0 else math.nan for v, o in zip(df["bg_gbps"], ref)
         ]
     m = p.repro.normalise
     if m and len(df):
-        first = (
-            df.sort_values("x").groupby(["scenario", "series"])[m].transform("first")
-        )
+        first = df.sort_values("x").groupby(["scenario", "series"])[m].transform("first")
         df[f"{m}_norm"] = df[m] / first
     return df
 
@@ -776,9 +730,7 @@ def write_markdown(p: Plan, df, path: Path) -> Path:
             series, cols, table = pivot(repro, sub, m.key)
             lines.append(f"### {model}: {m.label}")
             lines.append("")
-            lines.append(
-                f"| {repro.series} \\ {repro.x_label} | " + " | ".join(cols) + " |"
-            )
+            lines.append(f"| {repro.series} \\ {repro.x_label} | " + " | ".join(cols) + " |")
             lines.append("|---|" + "---:|" * len(cols))
             for s, row in zip(series, table):
                 lines.append(f"| {s} | " + " | ".join(_fmt(v) for v in row) + " |")
@@ -832,9 +784,7 @@ def plot(p: Plan, df, path: Path) -> Path:
     return path
 
 
-def write_outputs(
-    p: Plan, results: dict[int, RunResult], out_dir: Path, wall: float, n_procs: int
-) -> dict:
+def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: float, n_procs: int) -> dict:
     """table.csv, table.md, the figure, reproduce.json and per-scenario summary.csv."""
     from gradwire.results import write_summary_csv
 
@@ -852,9 +802,7 @@ def write_outputs(
         "title": p.repro.title,
         "quick": p.quick,
         "overrides": p.overrides,
-        "scenarios": [
-            {"name": short, "origin": runs.source.origin} for short, runs in p.plans
-        ],
+        "scenarios": [{"name": short, "origin": runs.source.origin} for short, runs in p.plans],
         "wall_seconds": round(wall, 3),
         "jobs": n_procs,
         "cpu_count": os.cpu_count(),
@@ -864,18 +812,14 @@ def write_outputs(
                 "run": j.spec.name,
                 "params": j.spec.params,
                 "cost_estimate": j.cost,
-                "wall_seconds": round(results[i].wall_seconds, 3)
-                if i in results
-                else None,
+                "wall_seconds": round(results[i].wall_seconds, 3) if i in results else None,
                 "events": results[i].summary.get("events") if i in results else None,
             }
             for i, j in enumerate(p.jobs)
         ],
     }
     paths["manifest"] = out_dir / MANIFEST
-    paths["manifest"].write_text(
-        json.dumps(manifest, indent=2) + "\n", encoding="utf-8"
-    )
+    paths["manifest"].write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return {"table": df, "paths": paths}
 
 
@@ -892,10 +836,7 @@ def finished_runs(p: Plan, out_dir: Path) -> dict[int, RunResult]:
             old[(short, r.get("name"))] = r.get("config")
     for i, job in enumerate(p.jobs):
         summary_path = job.dir / "summary.json"
-        if (
-            old.get((job.scenario, job.spec.name)) != job.spec.scenario
-            or not summary_path.is_file()
-        ):
+        if old.get((job.scenario, job.spec.name)) != job.spec.scenario or not summary_path.is_file():
             continue
         try:
             summary = json.loads(summary_path.read_text(encoding="utf-8"))

@@ -48,31 +48,21 @@ def reproduce(cli, tmp_path, name, *sets):
 
 def test_rat_fig4_quick_measures_table_1(cli, tmp_path):
     table, stdout = reproduce(cli, tmp_path, "rat-fig4", "workload.bytes=960000")
-    assert sorted(set(table["x"])) == [2, 4] and list(
-        dict.fromkeys(table["series"])
-    ) == ["ps", "ring", "rat"]
+    assert sorted(set(table["x"])) == [2, 4] and list(dict.fromkeys(table["series"])) == ["ps", "ring", "rat"]
     assert "model ICT (ms)" in stdout
     # the rack uplinks carried exactly what Table 1's analysis of each schedule says (plus
     # resent packets: PS's incast into the oversubscribed uplinks drops some)
     clean = table[table["retransmits"] == 0]
     assert set(clean["series"]) >= {"ring", "rat"}
-    assert list(clean["cross_rack_mb"]) == pytest.approx(
-        list(clean["table1_cross_rack_mb"]), rel=1e-9
-    )
+    assert list(clean["cross_rack_mb"]) == pytest.approx(list(clean["table1_cross_rack_mb"]), rel=1e-9)
     assert (table["cross_rack_mb"] >= table["table1_cross_rack_mb"] - 1e-9).all()
     for x, sub in table.groupby("x"):
         by = sub.set_index("series")
         racks, n = 4, 4 * 2 * int(x)
         b = 0.96  # MB
-        assert by.loc["rat", "table1_cross_rack_mb"] == pytest.approx(
-            2 * (racks - 1) * b
-        )
-        assert by.loc["ring", "table1_cross_rack_mb"] == pytest.approx(
-            racks * 2 * (n - 1) * b / n, rel=1e-3
-        )
-        assert by.loc["ps", "table1_cross_rack_mb"] == pytest.approx(
-            2 * x * 2 * (racks - 1) * b, rel=1e-3
-        )
+        assert by.loc["rat", "table1_cross_rack_mb"] == pytest.approx(2 * (racks - 1) * b)
+        assert by.loc["ring", "table1_cross_rack_mb"] == pytest.approx(racks * 2 * (n - 1) * b / n, rel=1e-3)
+        assert by.loc["ps", "table1_cross_rack_mb"] == pytest.approx(2 * x * 2 * (racks - 1) * b, rel=1e-3)
         assert (by["dependent_steps"].to_dict()) == {
             "ps": 2,
             "ring": 2 * (n - 1),
@@ -84,9 +74,7 @@ def test_rat_fig4_quick_measures_table_1(cli, tmp_path):
 
 
 def test_rat_fig5_quick_normalises_to_k0(cli, tmp_path):
-    table, _ = reproduce(
-        cli, tmp_path, "rat-fig5", "workload.bytes=960000", "pauses.period_us=40.0"
-    )
+    table, _ = reproduce(cli, tmp_path, "rat-fig5", "workload.bytes=960000", "pauses.period_us=40.0")
     assert sorted(set(table["x"])) == [0, 2]
     k0 = table[table["x"] == 0]
     assert (k0["ict_mean_ms_norm"] == 1.0).all()
@@ -99,15 +87,11 @@ def test_pcn_fig9_and_fig10_quick(cli, tmp_path):
     assert list(dict.fromkeys(q["series"])) == ["off", "pcn"] and set(q["x"]) == {0.25}
     by = q.set_index("series")
     assert (by["bursts_done"] == 2).all()
-    assert by.loc["pcn", "start_queue_pkts"] < by.loc["off", "start_queue_pkts"], by[
-        ["start_queue_pkts"]
-    ]
+    assert by.loc["pcn", "start_queue_pkts"] < by.loc["off", "start_queue_pkts"], by[["start_queue_pkts"]]
     t, stdout = reproduce(cli, tmp_path, "pcn-fig10")
     by = t.set_index("series")
     assert by.loc["off", "bg_lost_pct"] == 0.0
-    assert (
-        math.isfinite(by.loc["pcn", "bg_lost_pct"]) and by.loc["pcn", "train_gbps"] > 0
-    )
+    assert math.isfinite(by.loc["pcn", "bg_lost_pct"]) and by.loc["pcn", "train_gbps"] > 0
     assert "pcn-fig10" in stdout and "bct_ms" in t.columns
 
 
@@ -138,9 +122,7 @@ def test_ict_per_iteration_and_model():
     }
     # rack: 20 MB over 80 Gbit/s = 2 ms > host 5 MB / 40 Gbit/s = 1 ms; + 10 x 4 us
     assert rp.model_ict_ms(analysis, cfg) == pytest.approx(2.0 + 0.04)
-    assert rp.model_ict_ms(analysis, cfg, paused_fraction=0.5) == pytest.approx(
-        4.0 + 0.04
-    )
+    assert rp.model_ict_ms(analysis, cfg, paused_fraction=0.5) == pytest.approx(4.0 + 0.04)
 
 
 def test_list_shows_the_new_reproductions(cli):
