@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradwire._core import ScenarioError
-from gradwire.runner import RunResult, RunSpec, ScenarioRuns, plan, simulate, write_manifest
+from gradwire.runner import (
+    RunResult,
+    RunSpec,
+    ScenarioRuns,
+    plan,
+    simulate,
+    write_manifest,
+)
 from gradwire.scenarios import resolve_scenario, scenario_error
 
 TABLE_CSV = "table.csv"
@@ -75,6 +82,8 @@ class Reproduction:
     """With ``--quick``, keep only runs at these x values (empty: all)."""
     note: str = ""
     """Shown under the tables (table.md and the terminal)."""
+    normalise: str = ""
+    """A metric to also show divided by its value at the series' first x (column ``<metric>_norm``)."""
 
 
 FCT_METRICS = (
@@ -85,6 +94,34 @@ BST_METRICS = (
     Metric("bst_median_ms", "median BST (ms)"),
     Metric("bst_p99_ms", "p99 BST (ms)"),
 )
+
+ICT_NOTE = (
+    "ICT of an iteration = its last flow's finish − the previous iteration's (the first: − its first start); "
+    "mean over the iterations. Model ICT (rat.md §2, Table 1) = the busiest rank's or rack's bytes over its "
+    "link rate (host link C, rack uplinks U: max(send, recv)/C, max(out, in)/U, from the schedule) + dependent "
+    "steps × one-way latency (4 links). cross-rack MB is what the rack uplinks carried (payload, from the "
+    "link counters); Table 1's analysis of the schedule is in column table1_cross_rack_mb."
+)
+
+ICT_METRICS = (
+    Metric("ict_mean_ms", "mean ICT (ms)"),
+    Metric("ict_model_ms", "model ICT (ms)"),
+)
+
+#: rat-fig4/5 at reduced scale: 9.7 MB per worker and two iterations.
+RAT_QUICK = ("workload.bytes=9700000", "workload.iterations=2")
+
+PCN_NOTE = (
+    "Per burst (one DDLgen iteration: both workers' pushes): start queue = packets in the bottleneck "
+    "queue (leaf0->spine0, sampled every 1 µs) when the burst's data starts; max queue = the most during "
+    "the burst; BCT = last finish − first start; training throughput = burst bytes / BCT. Means over the "
+    "bursts. Background = the long flows' delivered bytes (receivers' downlinks) per second from the first "
+    "burst to the last; lost % is against PCN off at the same k (off ignores k: its runs are the same). "
+    "The 6 long background flows never finish: the run stops at stop_ms."
+)
+
+#: pcn-fig9/10 reduced: 2 iterations, the paper's k = 1/4 only.
+PCN_QUICK = ("workload.iterations=2", "stop_ms=80.0")
 
 #: The registry: `gradwire reproduce NAME`.
 REPRODUCTIONS: dict[str, Reproduction] = {
@@ -130,10 +167,85 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             x_scale=100.0,
             metrics=BST_METRICS,
             reduce="bst",
-            quick=("topology.hosts_per_leaf=4", "workload.workers=3", "workload.iterations=3"),
+            quick=(
+                "topology.hosts_per_leaf=4",
+                "workload.workers=3",
+                "workload.iterations=3",
+            ),
             quick_x=(0.0, 0.001, 0.01),
             note="BST of an iteration = last finish − first start of its flows; median and p99 over the "
             "iterations (nearest rank: with 10 iterations p99 is the maximum).",
+        ),
+        Reproduction(
+            name="rat-fig4",
+            title="RAT Fig. 4: ICT of the 97 MB ResNet50 allreduce vs oversubscription (2 spines, 4 leaves, 40G)",
+            scenarios=("repro/rat-fig4",),
+            x="oversubscription",
+            series="scheme",
+            x_label="oversubscription (x:1)",
+            metrics=(
+                *ICT_METRICS,
+                Metric("cross_rack_mb", "cross-rack MB per iteration (links)"),
+            ),
+            reduce="ict",
+            quick=RAT_QUICK,
+            quick_x=(2.0, 4.0),
+            note=ICT_NOTE,
+        ),
+        Reproduction(
+            name="rat-fig5",
+            title="RAT Fig. 5: ICT with k paused nodes re-drawn every d = 5 ms, normalised to k = 0 (64 hosts, 2 racks, 40G)",
+            scenarios=("repro/rat-fig5",),
+            x="k",
+            series="scheme",
+            x_label="paused nodes k",
+            metrics=(Metric("ict_mean_ms_norm", "ICT / ICT at k = 0"), *ICT_METRICS),
+            reduce="ict",
+            normalise="ict_mean_ms",
+            quick=(
+                *RAT_QUICK,
+                "topology.hosts_per_leaf=8",
+                "workload.servers=16",
+                "pauses.period_us=500.0",
+            ),
+            quick_x=(0.0, 2.0),
+            note=ICT_NOTE
+            + " With k nodes paused out of n, a node sends 1 − k/n of the time on average, so the model divides "
+            "the bandwidth term by 1 − k/n; it has no term for chain blocking, which is what makes ring slower.",
+        ),
+        Reproduction(
+            name="pcn-fig9",
+            title="PCN Fig. 9: bottleneck queue when each burst starts and at its peak, PCN off / on vs k",
+            scenarios=("repro/pcn-ddlgen",),
+            x="k",
+            series="scheme",
+            x_label="k",
+            metrics=(
+                Metric("start_queue_pkts", "queue at burst start (packets)"),
+                Metric("max_queue_pkts", "max queue per burst (packets)"),
+            ),
+            reduce="pcn",
+            quick=PCN_QUICK,
+            quick_x=(0.25,),
+            note=PCN_NOTE,
+        ),
+        Reproduction(
+            name="pcn-fig10",
+            title="PCN Fig. 10 and the k sweep: burst completion time, training and background throughput",
+            scenarios=("repro/pcn-ddlgen",),
+            x="k",
+            series="scheme",
+            x_label="k",
+            metrics=(
+                Metric("bct_ms", "burst completion time (ms)"),
+                Metric("train_gbps", "training throughput (Gbit/s)"),
+                Metric("bg_gbps", "background throughput (Gbit/s)"),
+                Metric("bg_lost_pct", "background lost vs off (%)"),
+            ),
+            reduce="pcn",
+            quick=PCN_QUICK,
+            quick_x=(0.25,),
+            note=PCN_NOTE,
         ),
     )
 }
@@ -206,13 +318,20 @@ def estimate_cost(config: dict) -> float:
     factor = _TRANSPORT_COST.get(config.get("transport", {}).get("kind", ""), 1.0)
     if kind == "dnn":
         return factor * w.get("workers", 1) * _model_bytes(w.get("model", "")) * w.get("iterations", 1)
+    if kind == "collective":
+        t = config.get("topology", {})
+        hosts = w.get("workers") or t.get("leaves", 9) * t.get("hosts_per_leaf", 16)
+        return factor * hosts * w.get("bytes", 0) * w.get("iterations", 1)
     if kind == "ps":
         return factor * w.get("workers", 1) * (w.get("push_bytes", 0) + (w.get("pull_bytes") or w.get("push_bytes", 0)))
     return factor * float(w.get("flow_bytes", 1) or 1)
 
 
 def plan_reproduction(
-    repro: Reproduction, out_dir: Path, overrides: Sequence[str] = (), quick: bool = False
+    repro: Reproduction,
+    out_dir: Path,
+    overrides: Sequence[str] = (),
+    quick: bool = False,
 ) -> Plan:
     """Plan every run; raises ScenarioError (with the scenario's origin in the message)."""
     ovr = [*(repro.quick if quick else ()), *overrides]
@@ -231,14 +350,18 @@ def plan_reproduction(
                 f"{', '.join(runs.runs[0].params) or 'none'}); keep it when overriding `sweep`"
             )
         if quick and repro.quick_x:
-            runs.runs = [r for r in runs.runs if any(math.isclose(_number(r.params[repro.x]), v) for v in repro.quick_x)]
+            runs.runs = [
+                r for r in runs.runs if any(math.isclose(_number(r.params[repro.x]), v) for v in repro.quick_x)
+            ]
         p.plans.append((short, runs))
         for spec in runs.runs:
             cfg = spec.scenario
             p.jobs.append(
                 Job(
                     scenario=short,
-                    model=str(cfg.get("workload", {}).get("model", "")) if cfg.get("workload", {}).get("kind") == "dnn" else "",
+                    model=str(cfg.get("workload", {}).get("model", ""))
+                    if cfg.get("workload", {}).get("kind") == "dnn"
+                    else "",
                     spec=spec,
                     dir=Path(out_dir) / short / spec.name,
                     cost=estimate_cost(cfg),
@@ -366,7 +489,7 @@ def stage_fct(flows_csv: Path) -> dict:
     return out
 
 
-def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
+def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict | None = None) -> dict:
     """The metric columns of one run."""
     if repro.reduce == "fct":
 
@@ -390,7 +513,129 @@ def run_metrics(repro: Reproduction, run_dir: Path, summary: dict) -> dict:
             "iterations": int(flows["iteration"].nunique()),
             "iterations_done": len(ms),
         }
+    if repro.reduce == "ict":
+        import pandas as pd
+
+        return ict_metrics(pd.read_csv(run_dir / "flows.csv"), summary, config or {})
+    if repro.reduce == "pcn":
+        return pcn_metrics(run_dir, config or {})
     raise ValueError(f"unknown reduction {repro.reduce!r}")
+
+
+def pcn_metrics(run_dir: Path, config: dict) -> dict:
+    """Per-burst queue, BCT and throughput of a ddlgen run (see PCN_NOTE), means over bursts."""
+    import numpy as np
+    import pandas as pd
+
+    w = config.get("workload", {})
+    flows = pd.read_csv(run_dir / "flows.csv")
+    bursts = flows[flows["dst"] == int(w.get("receiver", 0))]
+    q = pd.read_csv(run_dir / "queues.csv")
+    qt, qp = q["time_ns"].to_numpy(), q["packets"].to_numpy()
+    rows = []
+    for _it, g in bursts.groupby("iteration", sort=True):
+        start = pd.to_numeric(g["start_ns"], errors="coerce")
+        finish = pd.to_numeric(g["finish_ns"], errors="coerce")
+        if start.isna().any() or finish.isna().any():
+            break
+        a, b = float(start.min()), float(finish.max())
+        i = max(0, int(np.searchsorted(qt, a, side="right")) - 1)
+        j = int(np.searchsorted(qt, b, side="right"))
+        rows.append(
+            (
+                qp[i],
+                qp[i:j].max() if j > i else qp[i],
+                b - a,
+                float(g["size_bytes"].sum()),
+                a,
+                b,
+            )
+        )
+    out = {
+        k: math.nan
+        for k in (
+            "start_queue_pkts",
+            "max_queue_pkts",
+            "bct_ms",
+            "train_gbps",
+            "bg_gbps",
+        )
+    }
+    out["bursts_done"] = len(rows)
+    if not rows:
+        return out
+    arr = np.array(rows, dtype=float)
+    out["start_queue_pkts"] = float(arr[:, 0].mean())
+    out["max_queue_pkts"] = float(arr[:, 1].mean())
+    out["bct_ms"] = float(arr[:, 2].mean()) / 1e6
+    out["train_gbps"] = float((arr[:, 3] * 8 / arr[:, 2]).mean())
+    t0, t1 = float(arr[:, 4].min()), float(arr[:, 5].max())
+    try:
+        pb = pd.read_csv(run_dir / "port_bytes.csv").groupby("time_ns")["bytes"].sum()
+    except (OSError, ValueError):
+        return out
+    times = pb.index.to_numpy()
+
+    def at(t: float) -> float:
+        return float(pb.iloc[max(0, int(np.searchsorted(times, t, side="right")) - 1)])
+
+    if t1 > t0:
+        out["bg_gbps"] = (at(t1) - at(t0)) * 8 / (t1 - t0)
+    return out
+
+
+def ict_per_iteration(flows) -> list[float]:
+    """ICT (ns) of every finished iteration: its last finish − the previous iteration's last
+    finish (iteration 0: − its first start)."""
+    import pandas as pd
+
+    out, prev = [], None
+    for _it, g in flows.groupby("iteration", sort=True):
+        finish = pd.to_numeric(g["finish_ns"], errors="coerce")
+        if finish.isna().any():
+            break
+        start = float(pd.to_numeric(g["start_ns"], errors="coerce").min()) if prev is None else prev
+        out.append(float(finish.max()) - start)
+        prev = float(finish.max())
+    return out
+
+
+def model_ict_ms(analysis: dict, config: dict, paused_fraction: float = 0.0) -> float:
+    """rat.md §2 / Table 1 as a bound on one iteration: the busiest rank's and rack's bytes
+    over their links' rates, plus one one-way latency per dependent step."""
+    t = config.get("topology", {})
+    if t.get("kind", "leaf_spine") != "leaf_spine":
+        c = u = float(t.get("link_gbps", 100.0)) * 1e9 / 8
+        hops = 6
+    else:
+        c = float(t.get("host_link_gbps", 100.0)) * 1e9 / 8
+        u = float(t.get("uplink_gbps", 100.0)) * int(t.get("uplinks_per_leaf", 4)) * 1e9 / 8
+        hops = 4
+    host = max(analysis["max_rank_send_bytes"], analysis["max_rank_recv_bytes"]) / c
+    rack = max(analysis["max_rack_out_bytes"], analysis["max_rack_in_bytes"]) / u
+    latency = analysis["dependent_steps"] * hops * float(t.get("link_delay_ns", 10650)) * 1e-9
+    return (max(host, rack) / max(1e-9, 1.0 - paused_fraction) + latency) * 1e3
+
+
+def ict_metrics(flows, summary: dict, config: dict) -> dict:
+    ict = [v / 1e6 for v in ict_per_iteration(flows)]
+    iterations = int(flows["iteration"].nunique())
+    analysis = summary.get("collective") or {}
+    links = summary.get("link_bytes") or {}
+    pauses = config.get("pauses", {})
+    world = analysis.get("world") or 1
+    paused = min(int(pauses.get("hosts", 0)), world) / world
+    out = {
+        "ict_mean_ms": sum(ict) / len(ict) if ict else math.nan,
+        "ict_max_ms": max(ict) if ict else math.nan,
+        "ict_model_ms": model_ict_ms(analysis, config, paused) if analysis else math.nan,
+        "cross_rack_mb": links.get("leaf->spine", {}).get("payload", math.nan) / 1e6 / iterations,
+        "table1_cross_rack_mb": analysis.get("cross_rack_bytes", math.nan) / 1e6,
+        "dependent_steps": analysis.get("dependent_steps", math.nan),
+        "iterations": iterations,
+        "iterations_done": len(ict),
+    }
+    return out
 
 
 def build_table(p: Plan, results: dict[int, RunResult]):
@@ -411,7 +656,7 @@ def build_table(p: Plan, results: dict[int, RunResult]):
                 "series": job.series,
                 "x": job.x,
                 "run": job.spec.name,
-                **run_metrics(p.repro, job.dir, s),
+                **run_metrics(p.repro, job.dir, s, job.spec.scenario),
                 "flows": s.get("flows"),
                 "flows_finished": s.get("flows_finished"),
                 "retransmits": s.get("retransmits"),
@@ -422,7 +667,18 @@ def build_table(p: Plan, results: dict[int, RunResult]):
                 "wall_seconds": round(res.wall_seconds, 3),
             }
         )
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    if p.repro.reduce == "pcn" and len(df) and "bg_gbps" in df:
+        off = df[df["series"] == "off"].set_index(["scenario", "x"])["bg_gbps"]
+        ref = [off.get((r.scenario, r.x), math.nan) for r in df.itertuples()]
+        df["bg_lost_pct"] = [
+            100.0 * (1.0 - v / o) if not math.isnan(o) and o > 0 else math.nan for v, o in zip(df["bg_gbps"], ref)
+        ]
+    m = p.repro.normalise
+    if m and len(df):
+        first = df.sort_values("x").groupby(["scenario", "series"])[m].transform("first")
+        df[f"{m}_norm"] = df[m] / first
+    return df
 
 
 def _fmt(v: float) -> str:
@@ -452,7 +708,11 @@ def _panels(df):
     models = [str(df[df["scenario"] == s]["model"].iloc[0]) for s in scens]
     unique = all(models) and len(set(models)) == len(models)
     for scen, model in zip(scens, models):
-        yield scen, (model if unique else f"{scen} ({model})" if model else scen), df[df["scenario"] == scen]
+        yield (
+            scen,
+            (model if unique else f"{scen} ({model})" if model else scen),
+            df[df["scenario"] == scen],
+        )
 
 
 def pivot(repro: Reproduction, sub, metric: str):
@@ -494,7 +754,9 @@ def write_markdown(p: Plan, df, path: Path) -> Path:
             lines.append("")
         inc = _incomplete(sub)
         if inc:
-            lines.append(f"Unfinished flows at the stop in {scen}: {', '.join(inc)} (metrics over finished flows only).")
+            lines.append(
+                f"Unfinished flows at the stop in {scen}: {', '.join(inc)} (metrics over finished flows only)."
+            )
             lines.append("")
     if repro.note:
         lines += [repro.note, ""]
@@ -598,7 +860,13 @@ def finished_runs(p: Plan, out_dir: Path) -> dict[int, RunResult]:
         except (OSError, json.JSONDecodeError):
             continue
         if (job.dir / "flows.csv").is_file():
-            done[i] = RunResult(job.spec.name, job.spec.params, job.dir, summary, float(summary.get("wall_seconds") or 0.0))
+            done[i] = RunResult(
+                job.spec.name,
+                job.spec.params,
+                job.dir,
+                summary,
+                float(summary.get("wall_seconds") or 0.0),
+            )
     return done
 
 

@@ -25,6 +25,8 @@ pub enum Target {
     Failure(u32),
     /// Periodic queue-length sampling.
     Sample,
+    /// Node pauses and paused links: see `sim::pause`.
+    Pause(u32),
 }
 
 /// Latest time an event may be scheduled at: 2^50 ps, about 18.7 minutes of simulated time.
@@ -43,6 +45,7 @@ impl Target {
             Target::Failure(i) => (4, i),
             Target::Sample => (5, 0),
             Target::Starts => (6, 0),
+            Target::Pause(i) => (7, i),
         };
         debug_assert!(index < 1 << 29, "component index overflows the event key");
         kind << 29 | index
@@ -57,7 +60,8 @@ impl Target {
             3 => Target::FlowStart(index),
             4 => Target::Failure(index),
             5 => Target::Sample,
-            _ => Target::Starts,
+            6 => Target::Starts,
+            _ => Target::Pause(index),
         }
     }
 }
@@ -236,7 +240,7 @@ mod tests {
     #[test]
     fn targets_round_trip_through_the_key() {
         let all = [Target::TxDone(0), Target::Arrive(7), Target::Timer((1 << 29) - 1), Target::FlowStart(3),
-                   Target::Failure(2), Target::Sample, Target::Starts];
+                   Target::Failure(2), Target::Sample, Target::Starts, Target::Pause(7)];
         let mut q = EventQueue::new();
         for (i, &t) in all.iter().enumerate() {
             q.push(MAX_TIME - i as u64, t);

@@ -121,6 +121,9 @@ pub struct Port {
     pub to: NodeId,
     pub pool: u32,
     pub up: bool,
+    /// Pauses in force (a paused link, a host paused with `hold = "all"`): while non-zero
+    /// the port dequeues nothing.
+    pub paused: u8,
     /// A `TxDone` event is scheduled for `busy_until`.
     pub wake_pending: bool,
     /// Packets propagating, in arrival order (the link is FIFO with a fixed delay).
@@ -242,6 +245,7 @@ impl Fabric {
                     queue: make_port(is_host),
                     pool,
                     up: true,
+                    paused: 0,
                     busy_until: 0,
                     wake_pending: false,
                     wire: VecDeque::new(),

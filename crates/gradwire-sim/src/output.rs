@@ -49,6 +49,73 @@ pub struct Summary {
     pub events: u64,
     pub wall_seconds: f64,
     pub events_per_second: f64,
+    /// With `output.link_bytes`: what each link tier carried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_bytes: Option<BTreeMap<String, TierBytes>>,
+    /// With `output.link_bytes` and a collective workload: the schedule's analysis.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective: Option<CollectiveAnalysis>,
+    /// With `pcn.enabled`: what PCN did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcn: Option<crate::sim::PcnStats>,
+}
+
+/// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
+/// from the schedule itself: the bytes its busiest rank and rack must send and receive,
+/// what crosses rack boundaries, and its longest chain of dependent transfers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CollectiveAnalysis {
+    pub world: u32,
+    pub dependent_steps: u32,
+    pub cross_rack_bytes: u64,
+    /// Fat-tree only (else 0): bytes crossing pod boundaries.
+    pub cross_pod_bytes: u64,
+    pub max_rank_send_bytes: u64,
+    pub max_rank_recv_bytes: u64,
+    pub max_rack_out_bytes: u64,
+    pub max_rack_in_bytes: u64,
+}
+
+impl CollectiveAnalysis {
+    pub fn of(sim: &Simulation) -> CollectiveAnalysis {
+        use crate::workload::collective;
+        let (s, topo) = (sim.scenario(), sim.topology());
+        let sch = collective::schedule(s, topo);
+        let map = collective::rack_map(s, topo);
+        let (mut send, mut recv) = (vec![0u64; sch.world as usize], vec![0u64; sch.world as usize]);
+        let (mut out, mut inn) = (vec![0u64; topo.racks as usize], vec![0u64; topo.racks as usize]);
+        for t in &sch.transfers {
+            send[t.src as usize] += t.bytes();
+            recv[t.dst as usize] += t.bytes();
+            let (a, b) = (topo.rack_of(t.src), topo.rack_of(t.dst));
+            if a != b {
+                out[a as usize] += t.bytes();
+                inn[b as usize] += t.bytes();
+            }
+        }
+        let max = |v: &[u64]| v.iter().copied().max().unwrap_or(0);
+        CollectiveAnalysis {
+            world: sch.world,
+            dependent_steps: sch.dependency_depth(),
+            cross_rack_bytes: sch.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b)),
+            cross_pod_bytes: if map.levels() > 1 { sch.bytes_between_regions(|a, b| map.same_region(1, a, b)) } else { 0 },
+            max_rank_send_bytes: max(&send),
+            max_rank_recv_bytes: max(&recv),
+            max_rack_out_bytes: max(&out),
+            max_rack_in_bytes: max(&inn),
+        }
+    }
+}
+
+/// Traffic one tier of links carried, both directions counted separately (`leaf->spine`
+/// is the rack uplinks). `payload` excludes `transport.header_bytes` per packet, which
+/// makes it the transfers' bytes when ACKs are `header_bytes` long (the default) and
+/// nothing was resent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TierBytes {
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload: u64,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -100,6 +167,10 @@ impl Summary {
             events: sim.events_processed,
             wall_seconds: wall,
             events_per_second: if wall > 0.0 { sim.events_processed as f64 / wall } else { 0.0 },
+            link_bytes: s.output.link_bytes.then(|| sim.tier_bytes()),
+            collective: (s.output.link_bytes && s.workload.kind == crate::scenario::WorkloadKind::Collective)
+                .then(|| CollectiveAnalysis::of(sim)),
+            pcn: sim.pcn_stats(),
         }
     }
 }
@@ -140,7 +211,31 @@ pub fn queues_csv(sim: &Simulation) -> String {
     out
 }
 
+pub fn port_bytes_csv(sim: &Simulation) -> String {
+    let mut out = String::from("time_ns,port,bytes\n");
+    for &(t, port, bytes) in &sim.byte_samples {
+        let _ = writeln!(out, "{t},{},{bytes}", sim.fabric.ports[port as usize].name);
+    }
+    out
+}
+
 impl Simulation {
+    /// Traffic carried per link tier, keyed `from->to` with the node numbers dropped
+    /// (`leaf->spine`, `agg->core`, `host->edge`, ...).
+    pub fn tier_bytes(&self) -> BTreeMap<String, TierBytes> {
+        let kind = |n: u32| self.topo.nodes[n as usize].name.trim_end_matches(|c: char| c.is_ascii_digit()).to_string();
+        let header = self.scenario().transport.header_bytes as u64;
+        let mut out: BTreeMap<String, TierBytes> = BTreeMap::new();
+        for p in &self.fabric.ports {
+            let c = p.queue.counters();
+            let t = out.entry(format!("{}->{}", kind(p.from), kind(p.to))).or_default();
+            t.packets += c.dequeued;
+            t.bytes += c.dequeued_bytes;
+            t.payload += c.dequeued_bytes.saturating_sub(c.dequeued * header);
+        }
+        out
+    }
+
     /// Write `flows.csv`, `summary.json` and (if ports were sampled) `queues.csv` into `dir`.
     pub fn write_outputs(&self, dir: &Path) -> io::Result<Summary> {
         std::fs::create_dir_all(dir)?;
@@ -150,6 +245,9 @@ impl Simulation {
         std::fs::write(dir.join("summary.json"), json + "\n")?;
         if !self.queue_samples.is_empty() {
             std::fs::write(dir.join("queues.csv"), queues_csv(self))?;
+        }
+        if !self.byte_samples.is_empty() {
+            std::fs::write(dir.join("port_bytes.csv"), port_bytes_csv(self))?;
         }
         Ok(summary)
     }

@@ -21,11 +21,13 @@ fn net(algorithm: &str, extra: &str) -> String {
          [topology]\nkind = \"leaf_spine\"\nspines = 2\nleaves = {RACKS}\nhosts_per_leaf = {PER_RACK}\nuplinks_per_leaf = 1\nlink_delay_ns = 1000\n\
          [switch]\nbuffer_bytes = 200000\necn_threshold_packets = 20\n\
          [transport]\nkind = \"dctcp\"\nrto_min_us = 1000.0\n\
+         [output]\nlink_bytes = true\n\
          [workload]\nkind = \"collective\"\nalgorithm = \"{algorithm}\"\nbytes = {BYTES}\n{extra}"
     )
 }
 
 struct Measured {
+    retransmits: u64,
     cross_rack_bytes: u64,
     schedule_cross: u64,
     time_ns: u64,
@@ -40,8 +42,15 @@ fn run(algorithm: &str, extra: &str) -> Measured {
     let schedule = collective::schedule(scenario, &topo);
     let summary = sim.summary();
     let iterations = scenario.workload.iterations as u64;
-    assert_eq!(summary.flows, schedule.transfers.len() as u64 * iterations, "{algorithm}: one flow per transfer");
-    assert_eq!(summary.flows_finished, summary.flows, "{algorithm}: every transfer completes");
+    assert_eq!(
+        summary.flows,
+        schedule.transfers.len() as u64 * iterations,
+        "{algorithm}: one flow per transfer"
+    );
+    assert_eq!(
+        summary.flows_finished, summary.flows,
+        "{algorithm}: every transfer completes"
+    );
     assert!(summary.packets.conserved);
     // from the simulator's flow records: finished flows whose ends sit in different racks
     let csv = flows_csv(&sim);
@@ -58,8 +67,39 @@ fn run(algorithm: &str, extra: &str) -> Measured {
             cross_rack_bytes += v[size].parse::<u64>().unwrap();
         }
     }
-    let schedule_cross = iterations * schedule.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b));
-    Measured { cross_rack_bytes, schedule_cross, time_ns: summary.sim_time_ns }
+    let schedule_cross =
+        iterations * schedule.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b));
+    // on the links: every cross-rack byte goes up one rack uplink and down another, once,
+    // when no packet was resent (PS's incast into 4:1 uplinks drops some: then at least)
+    let links = summary
+        .link_bytes
+        .as_ref()
+        .expect("output.link_bytes is on");
+    let total: u64 = schedule.transfers.iter().map(|t| t.bytes()).sum::<u64>() * iterations;
+    if summary.retransmits == 0 {
+        assert_eq!(
+            links["leaf->spine"].payload, cross_rack_bytes,
+            "{algorithm}: rack uplinks carried the cross-rack bytes"
+        );
+        assert_eq!(
+            links["spine->leaf"].payload, cross_rack_bytes,
+            "{algorithm}: and rack downlinks"
+        );
+        assert_eq!(
+            links["host->leaf"].payload, total,
+            "{algorithm}: every transfer left its host once"
+        );
+    } else {
+        assert!(
+            links["leaf->spine"].payload >= cross_rack_bytes && links["host->leaf"].payload > total
+        );
+    }
+    Measured {
+        retransmits: summary.retransmits,
+        cross_rack_bytes,
+        schedule_cross,
+        time_ns: summary.sim_time_ns,
+    }
 }
 
 #[test]
@@ -71,18 +111,64 @@ fn cross_rack_bytes_match_the_schedules_and_rat_is_at_the_minimum() {
     let ps = run("ps", &format!("servers = {WORLD}\n"));
     let tree = run("tree", "pipeline_chunks = 4\n");
     for (name, m) in [("rat", &rat), ("ring", &ring), ("ps", &ps), ("tree", &tree)] {
-        assert_eq!(m.cross_rack_bytes, m.schedule_cross, "{name}: the simulator moved the schedule's bytes");
-        eprintln!("{name}: {} cross-rack bytes ({:.2} x minimum), {} us", m.cross_rack_bytes, m.cross_rack_bytes as f64 / min as f64, m.time_ns / 1000);
+        assert_eq!(
+            m.cross_rack_bytes, m.schedule_cross,
+            "{name}: the simulator moved the schedule's bytes"
+        );
+        eprintln!(
+            "{name}: {} cross-rack bytes ({:.2} x minimum), {} us",
+            m.cross_rack_bytes,
+            m.cross_rack_bytes as f64 / min as f64,
+            m.time_ns / 1000
+        );
     }
-    assert_eq!(rat.cross_rack_bytes, min, "RAT crosses each rack boundary once up, once down");
+    assert_eq!(
+        (rat.retransmits, ring.retransmits),
+        (0, 0),
+        "RAT and ring were checked on the links exactly"
+    );
+    assert_eq!(
+        rat.cross_rack_bytes, min,
+        "RAT crosses each rack boundary once up, once down"
+    );
     // PS with a shard on every rank: each shard's off-rack workers push and pull it
     assert_eq!(ps.cross_rack_bytes, PER_RACK * min);
     // ring in rank order: RACKS of its WORLD edges cross racks, 2 (w - 1) / w of the buffer each
-    assert_eq!(ring.cross_rack_bytes, RACKS * 2 * (WORLD - 1) * BYTES / WORLD);
+    assert_eq!(
+        ring.cross_rack_bytes,
+        RACKS * 2 * (WORLD - 1) * BYTES / WORLD
+    );
     assert!(ring.cross_rack_bytes > min && ring.cross_rack_bytes < ps.cross_rack_bytes);
     assert!(tree.cross_rack_bytes > min);
     // with 4:1 oversubscribed uplinks, 4x the cross-rack bytes costs PS time
-    assert!(rat.time_ns < ps.time_ns, "RAT {} ns vs PS {} ns", rat.time_ns, ps.time_ns);
+    assert!(
+        rat.time_ns < ps.time_ns,
+        "RAT {} ns vs PS {} ns",
+        rat.time_ns,
+        ps.time_ns
+    );
+}
+
+/// k = 4 fat-tree (4 pods of 2 racks of 2): RAT's rack and pod levels each carry the
+/// minimum 2 (r - 1) B across their boundaries, as the links measure it.
+#[test]
+fn fat_tree_links_carry_rat_s_minimum_at_both_levels() {
+    let bytes: u64 = 16 * 4 * 1000;
+    let text = format!(
+        "[topology]\nkind = \"fat_tree\"\nk = 4\nlink_delay_ns = 1000\n[switch]\nbuffer_bytes = 400000\n\
+         [transport]\nrto_min_us = 1000.0\n[output]\nlink_bytes = true\n\
+         [workload]\nkind = \"collective\"\nalgorithm = \"rat\"\nbytes = {bytes}\n"
+    );
+    let runs = load(&text, &[]).unwrap();
+    let mut sim = Simulation::new(&runs[0].scenario).unwrap();
+    sim.run();
+    let s = sim.summary();
+    assert_eq!((s.flows_finished, s.retransmits), (s.flows, 0));
+    let links = s.link_bytes.unwrap();
+    // pods: 4 regions; racks: 8 regions. Crossing a pod goes through the core.
+    assert_eq!(links["agg->core"].payload, 2 * 3 * bytes, "pod boundaries");
+    assert_eq!(links["core->agg"].payload, 2 * 3 * bytes);
+    assert_eq!(links["edge->agg"].payload, 2 * 7 * bytes, "rack boundaries");
 }
 
 #[test]

@@ -12,12 +12,17 @@
 //! [`PFabricPort`] is the other discipline (pFabric's priority dropping and scheduling by a
 //! per-packet rank); [`SwitchPort`] holds either one behind the same calls.
 
+mod pcn;
 mod pfabric;
 
 use std::collections::VecDeque;
 
 use crate::packet::Packet;
 
+pub use pcn::{
+    ecn_lower_bound, pcn_thresholds, worker_fallback, BadThreshold, PcnCounters, PcnMark, PcnRegister, PcnWorker,
+    MAX_PCN_THRESHOLD,
+};
 pub use pfabric::{PFabricPort, PFabricPortConfig};
 
 /// Most priority queues a port can have (3 bits of DSCP-derived priority).
@@ -142,6 +147,8 @@ pub enum Admit {
 pub struct PortCounters {
     pub enqueued: u64,
     pub dequeued: u64,
+    /// Bytes (on the wire) of the dequeued packets: what the port's link carried.
+    pub dequeued_bytes: u64,
     pub ecn_marked: u64,
     pub dropped: [u64; DropReason::ALL.len()],
     pub max_bytes: u64,
@@ -169,6 +176,16 @@ impl<T> EgressPort<T> {
 
     pub fn config(&self) -> &PortConfig {
         &self.cfg
+    }
+
+    /// Set the ECN marking threshold (packets) of every queue that marks: what a
+    /// [`PcnRegister`] drives. Queues configured without marking (threshold 0) stay so.
+    pub fn set_ecn_threshold(&mut self, packets: u32) {
+        for q in 0..self.cfg.queues as usize {
+            if self.cfg.ecn_threshold[q] > 0 {
+                self.cfg.ecn_threshold[q] = packets.max(1);
+            }
+        }
     }
 
     /// Offer a packet of `bytes` on the wire at `priority` (clamped to the lowest queue).
@@ -227,6 +244,7 @@ impl<T> EgressPort<T> {
         self.queue_bytes[q] -= bytes as u64;
         self.bytes -= bytes as u64;
         self.counters.dequeued += 1;
+        self.counters.dequeued_bytes += bytes as u64;
         Some(item)
     }
 
@@ -295,6 +313,14 @@ impl<T> SwitchPort<T> {
         match self {
             SwitchPort::Priority(p) => p.enqueue(item, pkt.wire_bytes, pkt.priority, pkt.ecn.ect, pool),
             SwitchPort::PFabric(p) => p.enqueue(item, pkt.wire_bytes, pkt.switch_rank(), pkt.flow, pool),
+        }
+    }
+
+    /// Set the ECN marking threshold of a strict-priority port (see
+    /// [`EgressPort::set_ecn_threshold`]); a pFabric port does not mark and ignores it.
+    pub fn set_ecn_threshold(&mut self, packets: u32) {
+        if let SwitchPort::Priority(p) = self {
+            p.set_ecn_threshold(packets);
         }
     }
 

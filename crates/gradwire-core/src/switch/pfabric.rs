@@ -176,6 +176,7 @@ impl<T> PFabricPort<T> {
         let e = self.remove(first);
         self.release(e.bytes, pool);
         self.counters.dequeued += 1;
+        self.counters.dequeued_bytes += e.bytes as u64;
         Some(e.item)
     }
 

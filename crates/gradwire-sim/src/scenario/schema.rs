@@ -30,6 +30,39 @@ pub struct Scenario {
     pub output: OutputCfg,
     #[serde(default)]
     pub failures: Vec<FailureCfg>,
+    #[serde(default)]
+    pub pauses: PausesCfg,
+    #[serde(default)]
+    pub pcn: PcnCfg,
+}
+
+/// PCN (pcn.md §3): bursts of `kind = "ddlgen"` are announced by a PCN-START to the server;
+/// every switch port on the way lowers its ECN threshold from `switch.ecn_threshold_packets`
+/// to the PCN threshold until the burst arrives; the worker sends after the server's ACK,
+/// or after `fallback_us` without one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PcnCfg {
+    pub enabled: bool,
+    /// Ratio k of Eq. (2): `h_PCN = RTT · C / (√N · MTU) · k`, rounded up to a multiple of 5.
+    pub k: f64,
+    /// N of Eq. (1): concurrent long flows per bottleneck.
+    pub long_flows: u32,
+    /// The PCN threshold in packets (a multiple of 5, at most 75) instead of Eq. (2).
+    pub threshold: Option<u32>,
+    /// RTT of Eq. (1); default: the topology's base RTT.
+    pub rtt_us: Option<f64>,
+    /// How long a worker waits for the ACK; default `worker_fallback` (twice the base RTT
+    /// plus every buffer on a leaf-spine path full, both ways).
+    pub fallback_us: Option<f64>,
+    /// Size of a PCN-START and of its ACK on the wire.
+    pub packet_bytes: u32,
+}
+
+impl Default for PcnCfg {
+    fn default() -> Self {
+        PcnCfg { enabled: false, k: 0.25, long_flows: 3, threshold: None, rtt_us: None, fallback_us: None, packet_bytes: 64 }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -252,6 +285,10 @@ pub enum WorkloadKind {
     Dnn,
     /// An allreduce schedule from `gradwire_core::collective` (ring, tree, RAT, PS).
     Collective,
+    /// pcn.md §4's DDLgen: every worker of `sender_list` sends a `flow_bytes` burst to
+    /// `receiver`, the network idles `idle_us`, repeat `iterations` times; `flows` run
+    /// beside it as background traffic.
+    Ddlgen,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -338,6 +375,9 @@ pub struct WorkloadCfg {
     /// collective (tree): pieces the buffer is cut into, each reduced and broadcast on its own.
     #[serde(default = "d_one")]
     pub pipeline_chunks: u32,
+    /// ddlgen: network-idle period between one iteration's last burst and the next.
+    #[serde(default)]
+    pub idle_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -359,11 +399,17 @@ pub struct OutputCfg {
     /// Egress ports whose queue length is sampled, named `from->to` (e.g. `leaf0->host3`).
     pub queue_ports: Vec<String>,
     pub queue_sample_ns: u64,
+    /// Egress ports whose transmitted bytes (cumulative) are sampled every
+    /// `queue_sample_ns` into `port_bytes.csv` (throughput over any interval).
+    pub counter_ports: Vec<String>,
+    /// Add `link_bytes` to summary.json: packets and bytes carried per link tier
+    /// (`host->leaf`, `leaf->spine`, ...), e.g. to check cross-rack traffic.
+    pub link_bytes: bool,
 }
 
 impl Default for OutputCfg {
     fn default() -> Self {
-        OutputCfg { queue_ports: Vec::new(), queue_sample_ns: 1000 }
+        OutputCfg { queue_ports: Vec::new(), queue_sample_ns: 1000, counter_ports: Vec::new(), link_bytes: false }
     }
 }
 
@@ -377,6 +423,48 @@ pub struct FailureCfg {
     /// A node (switch or host) by name, e.g. `spine1`: all its links go down.
     #[serde(default)]
     pub node: Option<String>,
+    /// Pause instead of failing: the ports stop transmitting (rate 0) for this long and
+    /// keep what they hold (a full buffer still drops), then resume; routes do not change.
+    #[serde(default)]
+    pub pause_us: Option<f64>,
+}
+
+/// What a paused host's NIC holds back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseHold {
+    /// Its flows' data: it keeps receiving, and its ACKs and control still leave.
+    #[default]
+    Data,
+    /// Everything it would send, ACKs included.
+    All,
+}
+
+/// Node pauses (rat.md §4.1): every `period_us`, `hosts` hosts drawn at random (seeded,
+/// without replacement) among `among` stop sending for `duration_us`; their NICs hold
+/// the packets, nothing is dropped. Off while `hosts = 0`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PausesCfg {
+    /// k: hosts paused at a time.
+    pub hosts: u32,
+    /// d: a new set is drawn every this long.
+    pub period_us: f64,
+    /// How long each set stays paused; default (and at most) `period_us`.
+    pub duration_us: Option<f64>,
+    /// First draw.
+    pub start_us: f64,
+    /// No draw at or after this time (default: none; draws go on until the run ends).
+    pub stop_us: Option<f64>,
+    /// Candidate hosts (default: every host).
+    pub among: Option<Vec<u32>>,
+    pub hold: PauseHold,
+}
+
+impl Default for PausesCfg {
+    fn default() -> Self {
+        PausesCfg { hosts: 0, period_us: 1000.0, duration_us: None, start_us: 0.0, stop_us: None, among: None, hold: PauseHold::Data }
+    }
 }
 
 fn d_name() -> String {

@@ -95,7 +95,12 @@ impl Scenario {
             if f.link.is_some() == f.node.is_some() {
                 return Err(ScenarioError::new(format!("failures.{i}"), "needs exactly one of `link` or `node`"));
             }
+            if let Some(p) = f.pause_us {
+                positive(&format!("failures.{i}.pause_us"), p)?;
+            }
         }
+        self.validate_pauses()?;
+        self.validate_pcn()?;
         self.validate_workload()
     }
 
@@ -117,6 +122,75 @@ impl Scenario {
             TopologyKind::LeafSpine => t.leaves * t.hosts_per_leaf,
             TopologyKind::FatTree => t.k * t.k * t.k / 4,
         }
+    }
+
+    fn validate_pcn(&self) -> Result<(), ScenarioError> {
+        let p = &self.pcn;
+        if !p.enabled {
+            return Ok(());
+        }
+        if !(p.k.is_finite() && p.k > 0.0 && p.k <= 1.0) {
+            return Err(ScenarioError::new("pcn.k", format!("must be in (0, 1] (got {})", p.k)));
+        }
+        nonzero("pcn.long_flows", p.long_flows as u64)?;
+        if let Some(t) = p.threshold {
+            gradwire_core::switch::PcnMark::Start { threshold: t }
+                .encode()
+                .map_err(|e| ScenarioError::new("pcn.threshold", e.to_string()))?;
+        }
+        for (key, v) in [("pcn.rtt_us", p.rtt_us), ("pcn.fallback_us", p.fallback_us)] {
+            if let Some(v) = v {
+                positive(key, v)?;
+            }
+        }
+        nonzero("pcn.packet_bytes", p.packet_bytes as u64)?;
+        if self.switch.ecn_threshold_packets == 0 {
+            return Err(ScenarioError::new("switch.ecn_threshold_packets", "PCN lowers the ECN threshold: it must be on (> 0)"));
+        }
+        if self.workload.kind != WorkloadKind::Ddlgen {
+            return Err(ScenarioError::new("pcn.enabled", "PCN announces the bursts of workload.kind = \"ddlgen\""));
+        }
+        Ok(())
+    }
+
+    fn validate_pauses(&self) -> Result<(), ScenarioError> {
+        let p = &self.pauses;
+        if p.hosts == 0 {
+            return Ok(());
+        }
+        positive("pauses.period_us", p.period_us)?;
+        nonnegative("pauses.start_us", p.start_us)?;
+        if let Some(d) = p.duration_us {
+            positive("pauses.duration_us", d)?;
+            if d > p.period_us {
+                return Err(ScenarioError::new(
+                    "pauses.duration_us",
+                    format!("must be at most pauses.period_us = {} (got {d}): a set is paused until the next draw at most", p.period_us),
+                ));
+            }
+        }
+        if let Some(s) = p.stop_us {
+            nonnegative("pauses.stop_us", s)?;
+        }
+        let n = self.host_count();
+        let candidates = match &p.among {
+            Some(list) => {
+                for (i, &h) in list.iter().enumerate() {
+                    if h >= n {
+                        return Err(ScenarioError::new(format!("pauses.among.{i}"), format!("host {h} is out of range: the topology has {n} hosts (0..{n})")));
+                    }
+                    if list[..i].contains(&h) {
+                        return Err(ScenarioError::new(format!("pauses.among.{i}"), format!("host {h} is listed twice")));
+                    }
+                }
+                list.len() as u32
+            }
+            None => n,
+        };
+        if p.hosts > candidates {
+            return Err(ScenarioError::new("pauses.hosts", format!("cannot pause {} of {candidates} candidate hosts", p.hosts)));
+        }
+        Ok(())
     }
 
     fn validate_workload(&self) -> Result<(), ScenarioError> {
@@ -207,6 +281,30 @@ impl Scenario {
                 }
             }
             WorkloadKind::Collective => crate::workload::collective::validate(self)?,
+            WorkloadKind::Ddlgen => {
+                host("workload.receiver", w.receiver)?;
+                nonzero("workload.flow_bytes", w.flow_bytes)?;
+                nonzero("workload.iterations", w.iterations as u64)?;
+                nonnegative("workload.idle_us", w.idle_us)?;
+                let list = w.sender_list.as_deref().unwrap_or_default();
+                if list.is_empty() {
+                    return Err(ScenarioError::new("workload.sender_list", "list the worker hosts"));
+                }
+                for (i, &h) in list.iter().enumerate() {
+                    host(&format!("workload.sender_list.{i}"), h)?;
+                    if h == w.receiver {
+                        return Err(ScenarioError::new(format!("workload.sender_list.{i}"), "is the receiver"));
+                    }
+                }
+                for (i, f) in w.flows.iter().enumerate() {
+                    host(&format!("workload.flows.{i}.src"), f.src)?;
+                    host(&format!("workload.flows.{i}.dst"), f.dst)?;
+                    if f.src == f.dst {
+                        return Err(ScenarioError::new(format!("workload.flows.{i}.dst"), "equals src"));
+                    }
+                    nonnegative(&format!("workload.flows.{i}.start_us"), f.start_us)?;
+                }
+            }
             WorkloadKind::Ps => {
                 nonzero("workload.workers", w.workers as u64)?;
                 nonzero("workload.servers", w.servers as u64)?;

@@ -8,6 +8,13 @@ use gradwire_core::transport::Endpoint;
 impl Simulation {
 
     pub(super) fn start_flow(&mut self, f: u32) {
+        if self.pcn.is_some() && self.pcn_gate(f) {
+            return;
+        }
+        self.launch_flow(f);
+    }
+
+    pub(super) fn launch_flow(&mut self, f: u32) {
         let spec = &self.workload.flows[f as usize];
         self.flows[f as usize].started = Some(self.now);
         let nic = self.fabric.node_ports[spec.src as usize][0];
@@ -114,7 +121,7 @@ impl Simulation {
     pub(super) fn pull_nic(&mut self, host: u32) {
         let port = self.fabric.node_ports[host as usize][0];
         let pr = &mut self.fabric.ports[port as usize];
-        if !pr.up || pr.wake_pending || !pr.queue.is_empty() {
+        if !pr.up || pr.paused > 0 || pr.wake_pending || !pr.queue.is_empty() {
             return;
         }
         if self.now < pr.busy_until {
@@ -125,6 +132,10 @@ impl Simulation {
         let now = self.now;
         while let Some(class) = self.ready.first_class(host) {
             let ep = self.ready.pop_front(host, class).expect("a non-empty class");
+            if self.holds_sender(host, ep) {
+                self.hold_sender(host, class, ep);
+                continue;
+            }
             let sl = slot_mut(&mut self.eps, ep);
             let late_timeouts = &mut self.late_timeouts;
             let packet = sl.endpoint.as_mut().and_then(|e| {

@@ -6,6 +6,8 @@
 mod endpoints;
 mod eps;
 mod packets;
+mod pause;
+mod pcn;
 mod ready;
 
 use crate::engine::{EventQueue, Target};
@@ -17,6 +19,9 @@ use crate::transports::EndpointFactory;
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::workload::{self, Workload};
 use eps::EndpointPair;
+use pause::NodePauses;
+use pcn::PcnWorld;
+pub use pcn::PcnStats;
 use ready::ReadyLists;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
@@ -88,7 +93,14 @@ pub struct Simulation {
     pub(crate) drops_by_reason: [u64; DropReason::ALL.len()],
     sampled_ports: Vec<PortId>,
     pub(crate) queue_samples: Vec<QueueSample>,
+    counter_ports: Vec<PortId>,
+    /// (time ns, port, bytes dequeued so far) of each `counter_ports` port per sample.
+    pub(crate) byte_samples: Vec<(u64, PortId, u64)>,
     failures: Vec<Vec<PortId>>,
+    /// `[pauses]`, when on.
+    pauses: Option<NodePauses>,
+    /// `[pcn]`, when on.
+    pcn: Option<PcnWorld>,
     /// Ungated flows by (start time, id); `next_start` is the first not yet started.
     starts: Vec<(Time, u32)>,
     next_start: usize,
@@ -108,20 +120,22 @@ impl Simulation {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
         let workload = workload::build(&s, &topo, &mut rng)?;
 
-        let sampled_ports = s
-            .output
-            .queue_ports
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                fabric.port_by_name(name).map(|p| p as PortId).ok_or_else(|| {
-                    ScenarioError::new(
-                        format!("output.queue_ports.{i}"),
-                        format!("no port named `{name}` (ports are named like `leaf0->host3` or `host0->leaf0`)"),
-                    )
+        let port_list = |key: &str, names: &[String]| {
+            names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    fabric.port_by_name(name).map(|p| p as PortId).ok_or_else(|| {
+                        ScenarioError::new(
+                            format!("output.{key}.{i}"),
+                            format!("no port named `{name}` (ports are named like `leaf0->host3` or `host0->leaf0`)"),
+                        )
+                    })
                 })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let sampled_ports = port_list("queue_ports", &s.output.queue_ports)?;
+        let counter_ports = port_list("counter_ports", &s.output.counter_ports)?;
         let failures = s
             .failures
             .iter()
@@ -148,7 +162,11 @@ impl Simulation {
             drops_by_reason: [0; DropReason::ALL.len()],
             sampled_ports,
             queue_samples: Vec::new(),
+            counter_ports,
+            byte_samples: Vec::new(),
             failures,
+            pauses: NodePauses::new(&s.pauses, s.seed, topo.hosts),
+            pcn: PcnWorld::new(&s, &workload, fabric.ports.len()),
             starts: Vec::new(),
             next_start: 0,
             ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
@@ -173,8 +191,11 @@ impl Simulation {
         for (i, f) in sim.scenario.failures.iter().enumerate() {
             sim.events.push(from_us(f.at_us), Target::Failure(i as u32));
         }
-        if !sim.sampled_ports.is_empty() {
+        if !sim.sampled_ports.is_empty() || !sim.counter_ports.is_empty() {
             sim.events.push(0, Target::Sample);
+        }
+        if sim.pauses.is_some() {
+            sim.events.push(NodePauses::first_draw(&sim.scenario.pauses), Target::Pause(pause::PAUSE_DRAW));
         }
         Ok(sim)
     }
@@ -253,6 +274,11 @@ impl Simulation {
         &self.topo
     }
 
+    /// Counters of the egress port named `from->to` (e.g. `host0->leaf0`).
+    pub fn port_counters(&self, name: &str) -> Option<&gradwire_core::switch::PortCounters> {
+        self.fabric.port_by_name(name).map(|p| self.fabric.ports[p as usize].queue.counters())
+    }
+
     fn dispatch(&mut self, target: Target) {
         match target {
             Target::TxDone(p) => self.tx_done(p),
@@ -262,9 +288,14 @@ impl Simulation {
             Target::Starts => self.start_batch(),
             Target::Failure(i) => self.fail(i),
             Target::Sample => self.sample(),
+            Target::Pause(i) => self.pause_event(i),
         }
     }
+
     fn fail(&mut self, i: u32) {
+        if let Some(pause) = self.scenario.failures[i as usize].pause_us {
+            return self.pause_ports(i, from_us(pause));
+        }
         let ports = self.failures[i as usize].clone();
         for port in ports {
             let pr = &mut self.fabric.ports[port as usize];
@@ -288,6 +319,9 @@ impl Simulation {
         for &port in &self.sampled_ports {
             let q = &self.fabric.ports[port as usize].queue;
             self.queue_samples.push(QueueSample { time_ns: t, port, bytes: q.bytes(), packets: q.packets() as u32 });
+        }
+        for &port in &self.counter_ports {
+            self.byte_samples.push((t, port, self.fabric.ports[port as usize].queue.counters().dequeued_bytes));
         }
         let next = self.now + self.scenario.output.queue_sample_ns * NS;
         self.events.push(next, Target::Sample);

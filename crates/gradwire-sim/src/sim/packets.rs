@@ -10,6 +10,9 @@ impl Simulation {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
+        if self.pcn.is_some() {
+            self.pcn_on_send(id, p.flow);
+        }
         self.forward(p.src, Hdr::of(id, &p));
     }
 
@@ -29,6 +32,9 @@ impl Simulation {
     }
 
     pub(super) fn enqueue(&mut self, port: PortId, h: Hdr) {
+        if self.pcn.is_some() {
+            self.pcn_at_port(port, h.id);
+        }
         let pr = &mut self.fabric.ports[port as usize];
         if !pr.up {
             pr.queue.count_drop(DropReason::LinkDown);
@@ -66,6 +72,9 @@ impl Simulation {
     /// `TxDone` wake-up is scheduled only while packets are waiting.
     pub(super) fn start_tx(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
+        if pr.paused > 0 {
+            return;
+        }
         let pool = &mut self.fabric.pools[pr.pool as usize];
         let Some(h) = pr.queue.dequeue(pool) else { return };
         pr.busy_until = self.now + pr.tx_time(h.wire_bytes as u32);
@@ -85,7 +94,7 @@ impl Simulation {
     pub(super) fn tx_done(&mut self, port: PortId) {
         let pr = &mut self.fabric.ports[port as usize];
         pr.wake_pending = false;
-        if !pr.up {
+        if !pr.up || pr.paused > 0 {
             return;
         }
         if !pr.queue.is_empty() {
@@ -137,6 +146,9 @@ impl Simulation {
     pub(super) fn receive(&mut self, host: NodeId, id: PktId) {
         let p = self.fabric.packets.release(id);
         self.counts.delivered += 1;
+        if self.pcn.is_some() && self.pcn_receive(host, id, &p) {
+            return;
+        }
         // direction, not packet kind, picks the endpoint: control packets flow both ways
         let Some(pair) = self.eps.get_mut(p.flow as usize) else {
             self.strays += 1;

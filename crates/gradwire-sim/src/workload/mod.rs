@@ -44,6 +44,8 @@ pub struct Barrier {
 pub struct Workload {
     pub flows: Vec<FlowSpec>,
     pub barriers: Vec<Barrier>,
+    /// ddlgen: the burst flows (PCN announces each before it starts).
+    pub bursts: Vec<u32>,
 }
 
 impl Workload {
@@ -129,8 +131,33 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Worklo
         WorkloadKind::Ps => ps(&mut out, s, topo, start),
         WorkloadKind::Dnn => dnn::build(&mut out, s, topo, &models::load(&w.model)?, start, rng),
         WorkloadKind::Collective => collective::build(&mut out, s, topo, start),
+        WorkloadKind::Ddlgen => ddlgen(&mut out, s, start),
     }
     Ok(out)
+}
+
+/// pcn.md §4's DDLgen: iteration k's bursts start `idle_us` after all of iteration k-1's
+/// have arrived; the background flows (`flows`, flow ids after the bursts) start at their
+/// own times. Each burst is one flow, iteration k in its `iteration` column.
+fn ddlgen(out: &mut Workload, s: &Scenario, start: Time) {
+    let w = &s.workload;
+    let workers = w.sender_list.as_deref().unwrap_or_default();
+    let mut prev: Vec<u32> = Vec::new();
+    for k in 0..w.iterations {
+        let burst: Vec<u32> = workers.iter().map(|&h| out.flow(h, w.receiver, w.flow_bytes, start)).collect();
+        for &f in &burst {
+            out.flows[f as usize].iteration = k;
+            out.flows[f as usize].gate_delay = from_us(w.idle_us);
+        }
+        if !prev.is_empty() {
+            out.barrier(&prev, &burst);
+        }
+        out.bursts.extend(&burst);
+        prev = burst;
+    }
+    for f in &w.flows {
+        out.flow(f.src, f.dst, f.bytes, from_us(f.start_us));
+    }
 }
 
 /// Hosts of the PS workers and servers: workers round-robin over racks; a colocated server

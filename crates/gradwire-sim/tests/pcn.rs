@@ -1,0 +1,125 @@
+//! PCN in the simulator: every announced burst restores the ports it lowered, a worker
+//! whose ACK never comes still sends, and PCN shortens the queue a burst meets.
+
+use gradwire_sim::{load, Simulation};
+
+/// pcn-ddlgen shrunk: 2 leaves x 4 hosts at 10G; workers 0 and 1 push 300 KB bursts to
+/// the PS (host 4) beside long flows 2->6 and 7->3.
+const NET: &str = r#"
+stop_ms = 40.0
+[topology]
+spines = 1
+leaves = 2
+hosts_per_leaf = 4
+host_link_gbps = 10.0
+uplinks_per_leaf = 1
+uplink_gbps = 10.0
+link_delay_ns = 9613
+[switch]
+buffer_bytes = 10000000
+ecn_threshold_packets = 40
+drop_threshold_packets = 60
+queues = 1
+[transport]
+rto_min_us = 1000.0
+[pcn]
+enabled = true
+k = 0.25
+[workload]
+kind = "ddlgen"
+sender_list = [0, 1]
+receiver = 4
+flow_bytes = 300000
+iterations = 4
+idle_us = 2000.0
+start_us = 5000.0
+flows = [{ src = 2, dst = 6, bytes = 100000000000 }, { src = 7, dst = 3, bytes = 100000000000 }]
+"#;
+
+fn run(overrides: &[&str]) -> gradwire_sim::Summary {
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let runs = load(NET, &ov).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
+    sim.run();
+    sim.summary()
+}
+
+#[test]
+fn every_burst_restores_the_ports_it_lowered() {
+    let s = run(&[]);
+    let pcn = s.pcn.expect("pcn is on");
+    assert_eq!(
+        (pcn.initial_threshold, pcn.pcn_threshold),
+        (40, 10),
+        "pcn.md §3.3 at RTT·C/(√3·MTU) = 37"
+    );
+    assert_eq!(
+        (
+            pcn.starts_sent,
+            pcn.acks_sent,
+            pcn.released_by_ack,
+            pcn.released_by_fallback
+        ),
+        (8, 8, 8, 0)
+    );
+    // each START lowers the 3 switch ports on its way (leaf0, spine, leaf1 egress);
+    // each burst's first packet restores the same 3; two workers share them
+    assert_eq!(pcn.port_starts, 8 * 3);
+    assert_eq!(pcn.port_bursts, pcn.port_starts);
+    assert_eq!((pcn.port_lease_expiries, pcn.ports_lowered_at_end), (0, 0));
+    assert_eq!(
+        s.flows_finished, 8,
+        "every burst arrived (the 2 long flows run to the stop)"
+    );
+    assert!(s.packets.conserved);
+}
+
+#[test]
+fn a_worker_whose_ack_never_comes_sends_after_the_fallback() {
+    // the PS's NIC holds everything it would send from 4.9 ms on: no ACK leaves it
+    // (its TCP ACKs are held too, until the pause ends at 9.9 ms)
+    let pause = [
+        "pauses.hosts=1",
+        "pauses.among=[4]",
+        "pauses.hold=\"all\"",
+        "pauses.start_us=4900.0",
+        "pauses.period_us=5000.0",
+        "pauses.stop_us=5000.0",
+    ];
+    let s = run(&pause);
+    let pcn = s.pcn.unwrap();
+    assert!(pcn.released_by_fallback >= 2, "{pcn:?}");
+    assert_eq!(
+        pcn.released_by_ack + pcn.released_by_fallback,
+        pcn.starts_sent
+    );
+    assert_eq!(
+        s.flows_finished, 8,
+        "no worker stalls: every burst completes"
+    );
+    assert_eq!(
+        pcn.ports_lowered_at_end, 0,
+        "the burst marks (or the lease) restored every port"
+    );
+}
+
+#[test]
+fn pcn_off_sends_no_start_and_writes_no_pcn_summary() {
+    let s = run(&["pcn.enabled=false"]);
+    assert!(s.pcn.is_none());
+    assert_eq!(s.flows_finished, 8);
+}
+
+#[test]
+fn bad_pcn_keys_are_named() {
+    let key = |ov: &str| load(NET, &[ov.to_string()]).err().expect("invalid").key;
+    assert_eq!(key("pcn.threshold=12"), "pcn.threshold");
+    assert_eq!(key("pcn.threshold=80"), "pcn.threshold");
+    assert_eq!(key("pcn.k=0.0"), "pcn.k");
+    assert_eq!(key("pcn.long_flows=0"), "pcn.long_flows");
+    assert_eq!(
+        key("switch.ecn_threshold_packets=0"),
+        "switch.ecn_threshold_packets"
+    );
+    assert_eq!(key("workload.sender_list=[4]"), "workload.sender_list.0");
+}
