@@ -1,0 +1,134 @@
+"""Programs run inside an emulated host (``python -m gradwire.emu.worker KIND ...``).
+
+Each prints one JSON line with its result on stdout:
+
+- ``tcp-sink PORT CONNS``: accept CONNS connections, read each to EOF, answer one byte.
+- ``tcp-send ADDR PORT BYTES CC``: send BYTES with congestion control CC (cubic, reno,
+  bbr: TCP_CONGESTION), report the flow completion time (until the sink's answer).
+- ``allreduce BACKEND BYTES ITERS [LOSS_BOUND]``: BACKEND gloo (torch.distributed) or a
+  gradwire transport (dlcp, ltp, ...), ranks from the torchrun-style environment; report
+  every iteration's time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+CHUNK = 1 << 20
+
+
+def _print(**kw) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def tcp_sink(port: int, conns: int) -> None:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(conns)
+    _print(listening=port)
+
+    def serve(c: socket.socket) -> None:
+        got = 0
+        while True:
+            b = c.recv(CHUNK)
+            if not b:
+                break
+            got += len(b)
+        c.sendall(b"k")
+        c.close()
+
+    threads = []
+    for _ in range(conns):
+        c, _ = srv.accept()
+        t = threading.Thread(target=serve, args=(c,))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+
+
+def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
+    s = socket.socket()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    for _ in range(600):
+        try:
+            s.connect((addr, port))
+            break
+        except (ConnectionRefusedError, OSError):
+            time.sleep(0.05)
+            s.close()
+            s = socket.socket()
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    else:
+        raise SystemExit(f"could not connect to {addr}:{port}")
+    buf = bytes(CHUNK)
+    t0 = time.perf_counter()
+    left = nbytes
+    while left > 0:
+        n = s.send(memoryview(buf)[: min(left, CHUNK)])
+        left -= n
+    s.shutdown(socket.SHUT_WR)
+    ok = s.recv(1) == b"k"
+    fct = time.perf_counter() - t0
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    # struct tcp_info: tcpi_total_retrans is the u32 at offset 100
+    retrans = int.from_bytes(info[100:104], sys.byteorder)
+    s.close()
+    _print(fct_s=fct, bytes=nbytes, cc=cc, ok=ok, retransmits=retrans, gbps=nbytes * 8 / fct / 1e9)
+
+
+def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
+    import torch
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    x = torch.ones(nbytes // 4, dtype=torch.float32)
+    times = []
+    if backend == "gloo":
+        import datetime
+
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=600))
+        dist.barrier()
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            times.append(time.perf_counter() - t0)
+        dist.barrier()
+        dist.destroy_process_group()
+        lost = 0
+    else:
+        import gradwire
+
+        rate = float(os.environ.get("GRADWIRE_EMU_LINE_GBPS", "1"))
+        comm = gradwire.init(transport=backend, line_rate_gbps=rate, timeout=600, peer_timeout=600)
+        lost = 0
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            rep = comm.allreduce(x, algorithm="ring", loss_bound=loss_bound)
+            times.append(time.perf_counter() - t0)
+            lost += int(getattr(rep, "lost_bytes", 0) or 0)
+        gradwire.destroy()
+    _print(rank=rank, backend=backend, bytes=nbytes, times_s=times, lost_bytes=lost)
+
+
+def main(argv: list[str]) -> None:
+    kind, args = argv[0], argv[1:]
+    if kind == "tcp-sink":
+        tcp_sink(int(args[0]), int(args[1]))
+    elif kind == "tcp-send":
+        tcp_send(args[0], int(args[1]), int(args[2]), args[3])
+    elif kind == "allreduce":
+        allreduce(args[0], int(args[1]), int(args[2]), float(args[3]) if len(args) > 3 else 0.0)
+    else:
+        raise SystemExit(f"unknown worker kind {kind!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
