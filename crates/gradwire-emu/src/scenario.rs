@@ -1,7 +1,7 @@
 //! The emulator's scenario file: the simulator's `[topology]`, `[switch]`, `[host]` and
 //! `[routing]` tables, typed and validated by `gradwire-sim` itself, plus `[emulate]`
-//! (options of the emulated network) and `[job]` (what runs on it; read by the Python
-//! front end, ignored here).
+//! (options of the emulated network), `[job]` (what runs on it) and `[sweep]`, both read
+//! by the Python front end and ignored here.
 //!
 //! Keys the file leaves out take emulator defaults (below) rather than the simulator's,
 //! whose 144-host 100G network would not fit in namespaces on one machine.
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Top-level tables the emulator reads; anything else is an error, not silently ignored.
-const KNOWN: [&str; 9] = [
+const KNOWN: [&str; 10] = [
     "name",
     "description",
     "seed",
@@ -21,6 +21,7 @@ const KNOWN: [&str; 9] = [
     "routing",
     "emulate",
     "job",
+    "sweep",
 ];
 
 /// Emulator defaults: one switch with 2 hosts at 1 Gbit/s, 5 us per link, a 512 KB NIC
@@ -67,9 +68,51 @@ impl EmuScenario {
     }
 }
 
-pub fn load(text: &str) -> Result<EmuScenario, ScenarioError> {
+/// Parse a scenario file and apply `key=value` overrides (dotted keys, TOML values).
+pub fn load_with(text: &str, overrides: &[String]) -> Result<EmuScenario, ScenarioError> {
     let mut root: toml::Table =
         toml::from_str(text).map_err(|e| ScenarioError::new("", format!("not valid TOML: {e}")))?;
+    for ov in overrides {
+        set_override(&mut root, ov)?;
+    }
+    typed(root)
+}
+
+pub fn load(text: &str) -> Result<EmuScenario, ScenarioError> {
+    load_with(text, &[])
+}
+
+fn set_override(root: &mut toml::Table, ov: &str) -> Result<(), ScenarioError> {
+    let Some((key, raw)) = ov.split_once('=') else {
+        return Err(ScenarioError::new(
+            "",
+            format!("override `{ov}` is not key=value"),
+        ));
+    };
+    let (key, raw) = (key.trim(), raw.trim());
+    // a TOML literal if it is one (numbers, booleans, quoted strings), else a bare string
+    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(ScenarioError::new(key, "is not a valid dotted key"));
+    }
+    let mut table = root;
+    for part in &parts[..parts.len() - 1] {
+        let entry = table
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = entry
+            .as_table_mut()
+            .ok_or_else(|| ScenarioError::new(key, format!("`{part}` is not a table")))?;
+    }
+    table.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+fn typed(mut root: toml::Table) -> Result<EmuScenario, ScenarioError> {
     if let Some(k) = root.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(ScenarioError::new(
             k.clone(),
@@ -85,7 +128,9 @@ pub fn load(text: &str) -> Result<EmuScenario, ScenarioError> {
             .try_into()
             .map_err(|e| ScenarioError::new("emulate", e.to_string()))?,
     };
+    // the front end runs the job and expands the sweep (into --set overrides)
     root.remove("job");
+    root.remove("sweep");
     let defaults: toml::Table = toml::from_str(DEFAULTS).expect("defaults parse");
     for (table, values) in defaults {
         let entry = root
@@ -150,6 +195,17 @@ mod tests {
         assert_eq!(s.sim.switch.ecn_threshold_packets, 20);
         assert_eq!(s.sim.host.nic_queue_bytes, 524288);
         assert_eq!(s.mtu(), 1500);
+    }
+
+    #[test]
+    fn overrides_set_dotted_keys() {
+        let ov = [
+            "topology.link_loss_rate=0.01".to_string(),
+            "emulate.link_loss.\"host0->leaf0\"=0.5".to_string(),
+        ];
+        let s = load_with("[topology]\nhosts_per_leaf = 3\n", &ov[..1]).unwrap();
+        assert_eq!((s.hosts(), s.sim.topology.link_loss_rate), (3, 0.01));
+        assert!(load_with("", &["topology.leaves".to_string()]).is_err());
     }
 
     #[test]

@@ -32,7 +32,7 @@ impl Tun {
                 format!("interface name {name:?} is too long"),
             ));
         }
-        let path = CStr::from_bytes_with_nul(b"/dev/net/tun\0").expect("literal");
+        let path: &CStr = c"/dev/net/tun";
         // SAFETY: a valid NUL-terminated path; the result is checked.
         let raw = unsafe {
             libc::open(

@@ -4,4 +4,9 @@ namespaces, joined by a user-space switch that runs gradwire-core's egress ports
 from .binary import EmulatorUnavailable, find_binary, unavailable_reason
 from .network import EmulatedNetwork
 
-__all__ = ["EmulatedNetwork", "EmulatorUnavailable", "find_binary", "unavailable_reason"]
+__all__ = [
+    "EmulatedNetwork",
+    "EmulatorUnavailable",
+    "find_binary",
+    "unavailable_reason",
+]

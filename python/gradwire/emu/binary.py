@@ -57,8 +57,13 @@ def find_binary(build: bool = True) -> Path:
             "no gradwire-emu binary: build it with `cargo build --release -p gradwire-emu` in the source "
             "tree, or set GRADWIRE_EMU_BIN"
         )
-    print("gradwire emulate: building the switch (cargo build --release -p gradwire-emu) ...", file=sys.stderr)
-    res = subprocess.run(["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO)
+    print(
+        "gradwire emulate: building the switch (cargo build --release -p gradwire-emu) ...",
+        file=sys.stderr,
+    )
+    res = subprocess.run(
+        ["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO
+    )
     if res.returncode != 0 or not built.exists():
         raise EmulatorUnavailable("cargo build --release -p gradwire-emu failed")
     return built

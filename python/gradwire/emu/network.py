@@ -25,8 +25,16 @@ from .binary import EmulatorUnavailable, find_binary
 
 
 class EmulatedNetwork:
-    def __init__(self, scenario: str | os.PathLike, workdir: str | os.PathLike, *, ready_timeout: float = 60.0):
+    def __init__(
+        self,
+        scenario: str | os.PathLike,
+        workdir: str | os.PathLike,
+        *,
+        overrides: Sequence[str] = (),
+        ready_timeout: float = 60.0,
+    ):
         self.scenario = Path(scenario)
+        self.overrides = list(overrides)
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.stats_path = self.workdir / "switch.json"
@@ -52,8 +60,19 @@ class EmulatedNetwork:
         binary = find_binary()
         self._log = open(self.workdir / "switch.log", "w")
         self.proc = subprocess.Popen(
-            [str(binary), "run", str(self.scenario), "--stats", str(self.stats_path), "--watch-stdin"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+            [
+                str(binary),
+                "run",
+                str(self.scenario),
+                "--stats",
+                str(self.stats_path),
+                "--watch-stdin",
+                *[a for ov in self.overrides for a in ("--set", ov)],
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
         )
         deadline = time.monotonic() + self.ready_timeout
         line = ""
@@ -65,7 +84,9 @@ class EmulatedNetwork:
             self.proc.wait(timeout=30)
             self._log.flush()
             err = (self.workdir / "switch.log").read_text().strip()
-            raise EmulatorUnavailable(f"the emulated network did not come up: {err or 'no output'}")
+            raise EmulatorUnavailable(
+                f"the emulated network did not come up: {err or 'no output'}"
+            )
         ready = json.loads(line)
         self.hosts = ready["hosts"]
         self.ports = ready["ports"]
@@ -110,11 +131,18 @@ class EmulatedNetwork:
         self._children.append(p)
         return p
 
-    def run(self, host: int, argv: Sequence[str], timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess:
+    def run(
+        self, host: int, argv: Sequence[str], timeout: float = 120, **kw: Any
+    ) -> subprocess.CompletedProcess:
         return subprocess.run(self.wrap(host, argv), timeout=timeout, **kw)
 
     def sysctl(self, host: int, key: str, value: str) -> None:
-        self.run(host, ["sysctl", "-q", "-w", f"{key}={value}"], check=True, capture_output=True)
+        self.run(
+            host,
+            ["sysctl", "-q", "-w", f"{key}={value}"],
+            check=True,
+            capture_output=True,
+        )
 
     # -- counters ---------------------------------------------------------------------
     def stats(self, fresh: bool = True) -> dict[str, Any]:
@@ -122,7 +150,10 @@ class EmulatedNetwork:
         if fresh and self.stats_path.exists():
             before = self.stats_path.stat().st_mtime_ns
             deadline = time.monotonic() + 5
-            while self.stats_path.stat().st_mtime_ns == before and time.monotonic() < deadline:
+            while (
+                self.stats_path.stat().st_mtime_ns == before
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.02)
         return json.loads(self.stats_path.read_text())
 

@@ -80,7 +80,14 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
     # struct tcp_info: tcpi_total_retrans is the u32 at offset 100
     retrans = int.from_bytes(info[100:104], sys.byteorder)
     s.close()
-    _print(fct_s=fct, bytes=nbytes, cc=cc, ok=ok, retransmits=retrans, gbps=nbytes * 8 / fct / 1e9)
+    _print(
+        fct_s=fct,
+        bytes=nbytes,
+        cc=cc,
+        ok=ok,
+        retransmits=retrans,
+        gbps=nbytes * 8 / fct / 1e9,
+    )
 
 
 def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
@@ -94,7 +101,9 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
 
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=600))
+        dist.init_process_group(
+            "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=600)
+        )
         dist.barrier()
         for _ in range(iters):
             t0 = time.perf_counter()
@@ -102,20 +111,30 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
             times.append(time.perf_counter() - t0)
         dist.barrier()
         dist.destroy_process_group()
-        lost = 0
+        lost = retx = 0
     else:
         import gradwire
 
         rate = float(os.environ.get("GRADWIRE_EMU_LINE_GBPS", "1"))
-        comm = gradwire.init(transport=backend, line_rate_gbps=rate, timeout=600, peer_timeout=600)
-        lost = 0
+        comm = gradwire.init(
+            transport=backend, line_rate_gbps=rate, timeout=600, peer_timeout=600
+        )
+        lost = retx = 0
         for _ in range(iters):
             t0 = time.perf_counter()
             rep = comm.allreduce(x, algorithm="ring", loss_bound=loss_bound)
             times.append(time.perf_counter() - t0)
-            lost += int(getattr(rep, "lost_bytes", 0) or 0)
+            lost += rep.bytes_lost
+            retx += rep.retransmits
         gradwire.destroy()
-    _print(rank=rank, backend=backend, bytes=nbytes, times_s=times, lost_bytes=lost)
+    _print(
+        rank=rank,
+        backend=backend,
+        bytes=nbytes,
+        times_s=times,
+        lost_bytes=lost,
+        retransmits=retx,
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -125,7 +144,12 @@ def main(argv: list[str]) -> None:
     elif kind == "tcp-send":
         tcp_send(args[0], int(args[1]), int(args[2]), args[3])
     elif kind == "allreduce":
-        allreduce(args[0], int(args[1]), int(args[2]), float(args[3]) if len(args) > 3 else 0.0)
+        allreduce(
+            args[0],
+            int(args[1]),
+            int(args[2]),
+            float(args[3]) if len(args) > 3 else 0.0,
+        )
     else:
         raise SystemExit(f"unknown worker kind {kind!r}")
 

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: gradwire-emu run SCENARIO.toml [--stats FILE] [--duration SECONDS] [--watch-stdin]
+    "usage: gradwire-emu run SCENARIO.toml [--stats FILE] [--duration SECONDS] [--watch-stdin] [--set KEY=VALUE]...
        gradwire-emu check SCENARIO.toml
        gradwire-emu sweep";
 
-fn load(path: &str) -> Result<scenario::EmuScenario, String> {
+fn load(path: &str, overrides: &[String]) -> Result<scenario::EmuScenario, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    scenario::load(&text).map_err(|e| format!("{path}: {e}"))
+    scenario::load_with(&text, overrides).map_err(|e| format!("{path}: {e}"))
 }
 
 fn main_inner(args: &[String]) -> Result<i32, String> {
@@ -25,7 +25,7 @@ fn main_inner(args: &[String]) -> Result<i32, String> {
             Ok(0)
         }
         Some("check") if args.len() == 2 => {
-            let s = load(&args[1])?;
+            let s = load(&args[1], &[])?;
             let sw = Switch::new(&s);
             println!(
                 "{}: {} hosts, ports: {}",
@@ -36,7 +36,7 @@ fn main_inner(args: &[String]) -> Result<i32, String> {
             Ok(0)
         }
         Some("run") if args.len() >= 2 => {
-            let s = load(&args[1])?;
+            let mut overrides = Vec::new();
             let mut opts = run::Options {
                 prefix: netns::prefix_for(std::process::id()),
                 stats: None,
@@ -57,9 +57,11 @@ fn main_inner(args: &[String]) -> Result<i32, String> {
                         );
                     }
                     "--watch-stdin" => opts.watch_stdin = true,
+                    "--set" => overrides.push(rest.next().ok_or("--set needs KEY=VALUE")?.clone()),
                     other => return Err(format!("unknown option {other}\n{USAGE}")),
                 }
             }
+            let s = load(&args[1], &overrides)?;
             let sig = run::run(&s, &opts).map_err(|e| format!("gradwire-emu: {e}"))?;
             Ok(if sig == 0 { 0 } else { 128 + sig })
         }
