@@ -62,7 +62,7 @@ def find_binary(build: bool = True) -> Path:
         file=sys.stderr,
     )
     res = subprocess.run(
-        ["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO
+        ["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO, check=False
     )
     if res.returncode != 0 or not built.exists():
         raise EmulatorUnavailable("cargo build --release -p gradwire-emu failed")

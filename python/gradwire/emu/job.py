@@ -26,9 +26,10 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .network import EmulatedNetwork
 
@@ -151,13 +152,13 @@ def _check_job(job: Any, root: dict) -> dict:
             if cc not in CCS:
                 raise JobError(f"job.{key}[{i}].cc = {cc!r}: one of {', '.join(CCS)}")
             out.append(
-                dict(
-                    src=host(f"{key}[{i}].src", f.get("src")),
-                    dst=host(f"{key}[{i}].dst", f.get("dst")),
-                    bytes=int(f.get("bytes", 10_000_000)),
-                    cc=cc,
-                    start_s=float(f.get("start_s", 0.0)),
-                )
+                {
+                    "src": host(f"{key}[{i}].src", f.get("src")),
+                    "dst": host(f"{key}[{i}].dst", f.get("dst")),
+                    "bytes": int(f.get("bytes", 10_000_000)),
+                    "cc": cc,
+                    "start_s": float(f.get("start_s", 0.0)),
+                }
             )
             if out[-1]["src"] == out[-1]["dst"]:
                 raise JobError(f"job.{key}[{i}]: src equals dst")
@@ -179,12 +180,12 @@ def _check_job(job: Any, root: dict) -> dict:
         senders = job.get("senders") or [h for h in range(n) if h != rx]
         job["flows"] = flows(
             [
-                dict(
-                    src=s,
-                    dst=rx,
-                    bytes=job.get("bytes", 10_000_000),
-                    cc=job.get("cc", "cubic"),
-                )
+                {
+                    "src": s,
+                    "dst": rx,
+                    "bytes": job.get("bytes", 10_000_000),
+                    "cc": job.get("cc", "cubic"),
+                }
                 for s in senders
             ],
             "senders",
@@ -260,15 +261,15 @@ def finish_flows(
             p.kill()
             out, err = p.communicate()
         res = _json_lines(out)
-        r = dict(
-            kind="flow",
-            label=f"{f['cc']} {f['src']}->{f['dst']}",
-            flow=f["flow"],
-            src=f["src"],
-            dst=f["dst"],
-            bytes=f["bytes"],
-            cc=f["cc"],
-        )
+        r = {
+            "kind": "flow",
+            "label": f"{f['cc']} {f['src']}->{f['dst']}",
+            "flow": f["flow"],
+            "src": f["src"],
+            "dst": f["dst"],
+            "bytes": f["bytes"],
+            "cc": f["cc"],
+        }
         if res:
             r.update(
                 time_s=res[0]["fct_s"],
@@ -351,28 +352,28 @@ def run_allreduce(
         if errors:
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
-                dict(
-                    kind="allreduce",
-                    label=backend,
-                    bytes=job["bytes"],
-                    iteration=0,
-                    time_s=float("nan"),
-                    error=errors[0],
-                )
+                {
+                    "kind": "allreduce",
+                    "label": backend,
+                    "bytes": job["bytes"],
+                    "iteration": 0,
+                    "time_s": float("nan"),
+                    "error": errors[0],
+                }
             )
             continue
         for it in range(job["iterations"]):
             # an allreduce ends when its slowest rank has the result
             rows.append(
-                dict(
-                    kind="allreduce",
-                    label=backend,
-                    bytes=job["bytes"],
-                    iteration=it,
-                    time_s=max(r["times_s"][it] for r in results),
-                    lost_bytes=sum(r["lost_bytes"] for r in results),
-                    retransmits=sum(r["retransmits"] for r in results),
-                )
+                {
+                    "kind": "allreduce",
+                    "label": backend,
+                    "bytes": job["bytes"],
+                    "iteration": it,
+                    "time_s": max(r["times_s"][it] for r in results),
+                    "lost_bytes": sum(r["lost_bytes"] for r in results),
+                    "retransmits": sum(r["retransmits"] for r in results),
+                }
             )
         t = [r["time_s"] for r in rows if r["label"] == backend]
         log(
@@ -398,17 +399,17 @@ def run_point(
             for r in rows:
                 log(f"flow {r['label']}: {r['time_s']:.3f} s")
     switch = net.final_stats()
-    summary = dict(
-        name=point.name,
-        params=dict(point.params),
-        job=job["kind"],
-        rows=rows,
-        drops=switch["drops"],
-        ecn_marks=switch["ecn_marks"],
-        packets=switch["packets"],
-        switch_cpu_seconds=switch["cpu_seconds"],
-        wall_seconds=switch["wall_seconds"],
-    )
+    summary = {
+        "name": point.name,
+        "params": dict(point.params),
+        "job": job["kind"],
+        "rows": rows,
+        "drops": switch["drops"],
+        "ecn_marks": switch["ecn_marks"],
+        "packets": switch["packets"],
+        "switch_cpu_seconds": switch["cpu_seconds"],
+        "wall_seconds": switch["wall_seconds"],
+    }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     import pandas as pd
 

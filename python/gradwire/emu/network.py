@@ -18,8 +18,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self
 
 from .binary import EmulatorUnavailable, find_binary
 
@@ -45,7 +46,7 @@ class EmulatedNetwork:
         self._children: list[subprocess.Popen] = []
 
     # -- lifecycle --------------------------------------------------------------------
-    def __enter__(self) -> "EmulatedNetwork":
+    def __enter__(self) -> Self:
         try:
             self.start()
         except BaseException:
@@ -53,12 +54,12 @@ class EmulatedNetwork:
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def start(self) -> None:
         binary = find_binary()
-        self._log = open(self.workdir / "switch.log", "w")
+        self._log = open(self.workdir / "switch.log", "w")  # noqa: SIM115 (closed by close())  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
             [
                 str(binary),
@@ -134,7 +135,9 @@ class EmulatedNetwork:
     def run(
         self, host: int, argv: Sequence[str], timeout: float = 120, **kw: Any
     ) -> subprocess.CompletedProcess:
-        return subprocess.run(self.wrap(host, argv), timeout=timeout, **kw)
+        return subprocess.run(
+            self.wrap(host, argv), timeout=timeout, check=kw.pop("check", False), **kw
+        )
 
     def sysctl(self, host: int, key: str, value: str) -> None:
         self.run(
