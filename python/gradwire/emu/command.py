@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 from rich.console import Console
@@ -36,7 +37,7 @@ def emulate(
     plot: bool,
     console: Console,
     err: Console,
-    timeout: float = 900.0,
+    timeout: float = 300.0,
 ) -> int:
     """Returns an exit code: 0 ok, 1 a run failed, 2 bad input, 3 cannot emulate here."""
     try:
@@ -54,26 +55,41 @@ def emulate(
         f"[bold]{escape(name)}[/] ({escape(str(path))}): {len(points)} run(s) -> {escape(str(out_dir))}"
     )
     switch: dict[str, dict] = {}
-    failed = False
-    for i, pt in enumerate(points, 1):
-        console.print(f"[{i}/{len(points)}] {escape(pt.name)}")
-        try:
-            s = job.run_point(
-                path,
-                pt,
-                out_dir / pt.name,
-                log=lambda m: console.print(f"    {escape(m)}"),
-                timeout=timeout,
-            )
-        except EmulatorUnavailable as e:
-            err.print(f"[bold red]error:[/] {escape(str(e))}")
-            return 2 if "is not an emulator key" in str(e) or "must be" in str(e) else 3
-        switch[pt.name] = s
-        failed |= any(r.get("error") for r in s["rows"])
-        if not s["packets"]["conserved"]:
-            err.print(
-                f"[bold red]warning:[/] packet conservation violated in {escape(pt.name)}: {s['packets']}"
-            )
+
+    def on_term(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # tear down as on Ctrl-C
+    try:
+        failed = False
+        for i, pt in enumerate(points, 1):
+            console.print(f"[{i}/{len(points)}] {escape(pt.name)}")
+            try:
+                s = job.run_point(
+                    path,
+                    pt,
+                    out_dir / pt.name,
+                    log=lambda m: console.print(f"    {escape(m)}"),
+                    timeout=timeout,
+                )
+            except EmulatorUnavailable as e:
+                err.print(f"[bold red]error:[/] {escape(str(e))}")
+                return (
+                    2
+                    if "is not an emulator key" in str(e) or "must be" in str(e)
+                    else 3
+                )
+            switch[pt.name] = s
+            failed |= any(r.get("error") for r in s["rows"])
+            if not s["packets"]["conserved"]:
+                err.print(
+                    f"[bold red]warning:[/] packet conservation violated in {escape(pt.name)}: {s['packets']}"
+                )
+    except KeyboardInterrupt:
+        err.print(
+            f"[yellow]interrupted[/]: the network is torn down; finished runs are in {escape(str(out_dir))}"
+        )
+        return 130
     df = report.collect(out_dir, [pt.name for pt in points])
     summary = report.summarize(df)
     summary.to_csv(out_dir / "summary.csv", index=False)

@@ -285,6 +285,28 @@ def finish_flows(
     return rows
 
 
+def _delta(before: dict, after: dict) -> dict:
+    """The switch's counters over one backend's run: packets, ECN marks, and drops split
+    into random loss, host NIC queues (ports host*->) and switch ports."""
+
+    def drops(stats: dict, nic: bool) -> int:
+        return sum(
+            v
+            for p in stats["ports"]
+            if p["name"].startswith("host") == nic
+            for k, v in p["drops"].items()
+            if k != "random_loss"
+        )
+
+    return {
+        "packets": after["packets"]["sent"] - before["packets"]["sent"],
+        "ecn_marks": after["ecn_marks"] - before["ecn_marks"],
+        "random_loss": after["drops"]["random_loss"] - before["drops"]["random_loss"],
+        "nic_drops": drops(after, True) - drops(before, True),
+        "switch_drops": drops(after, False) - drops(before, False),
+    }
+
+
 def run_allreduce(
     net: EmulatedNetwork,
     job: dict,
@@ -296,6 +318,7 @@ def run_allreduce(
     gbps = float(root.get("topology", {}).get("host_link_gbps", 1.0))
     hosts = job["hosts"]
     for k, backend in enumerate(job["backends"]):
+        before = net.stats()
         bg = (
             start_flows(net, job["background"], base_port=5100 + 100 * k)
             if job["background"]
@@ -349,6 +372,7 @@ def run_allreduce(
         for f, p in bg:
             if p.poll() is None:
                 p.kill()
+        counts = _delta(before, net.stats())
         if errors:
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
@@ -373,6 +397,7 @@ def run_allreduce(
                     "time_s": max(r["times_s"][it] for r in results),
                     "lost_bytes": sum(r["lost_bytes"] for r in results),
                     "retransmits": sum(r["retransmits"] for r in results),
+                    **counts,
                 }
             )
         t = [r["time_s"] for r in rows if r["label"] == backend]
