@@ -10,6 +10,7 @@
 
 pub mod ipv4;
 pub mod netns;
+pub mod offload;
 pub mod run;
 pub mod scenario;
 pub mod switch;

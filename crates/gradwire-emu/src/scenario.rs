@@ -50,6 +50,9 @@ pub struct EmulateCfg {
     pub link_loss: BTreeMap<String, f64>,
     /// MTU of every host's interface (bytes of IP packet).
     pub mtu: Option<u32>,
+    /// TCP segmentation offload on the TUN devices (default on): fewer syscalls and
+    /// kernel passes per packet; the switch still handles every packet on its own.
+    pub offload: Option<bool>,
 }
 
 #[derive(Debug, Clone)]
@@ -61,6 +64,10 @@ pub struct EmuScenario {
 impl EmuScenario {
     pub fn hosts(&self) -> u32 {
         self.sim.host_count()
+    }
+
+    pub fn offload(&self) -> bool {
+        self.emulate.offload.unwrap_or(true)
     }
 
     pub fn mtu(&self) -> u32 {

@@ -28,6 +28,10 @@ use crate::scenario::EmuScenario;
 /// all use the same subnet.
 pub const SUBNET: [u8; 3] = [10, 77, 0];
 
+/// Bytes before the packet in every buffer: the driver keeps per-packet metadata there
+/// (the TUN device's virtio-net header), which the switch carries along untouched.
+pub const HEADROOM: usize = 16;
+
 pub fn host_addr(host: u32) -> [u8; 4] {
     [SUBNET[0], SUBNET[1], SUBNET[2], (host + 1) as u8]
 }
@@ -133,7 +137,7 @@ impl Switch {
             Some(id) => id,
             None => {
                 self.slots
-                    .push(vec![0u8; self.mtu.max(2048)].into_boxed_slice());
+                    .push(vec![0u8; HEADROOM + self.mtu.max(2048)].into_boxed_slice());
                 (self.slots.len() - 1) as u32
             }
         }
@@ -147,9 +151,9 @@ impl Switch {
         self.free.push(id);
     }
 
-    /// Host `host` sent the `len` bytes in slot `id` at `now`.
+    /// Host `host` sent the `len`-byte packet at `HEADROOM..` of slot `id` at `now`.
     pub fn ingress(&mut self, host: u32, id: u32, len: usize, now: Time) {
-        let info = match ipv4::parse(&self.slots[id as usize][..len]) {
+        let info = match ipv4::parse(&self.slots[id as usize][HEADROOM..HEADROOM + len]) {
             Ok(info) => info,
             Err(e) => {
                 match e {
@@ -196,7 +200,7 @@ impl Switch {
             Admit::Dropped(reason) => self.drop(hdr.id, reason),
             Admit::Queued { marked } => {
                 if marked {
-                    ipv4::mark_ce(&mut self.slots[hdr.id as usize]);
+                    ipv4::mark_ce(&mut self.slots[hdr.id as usize][HEADROOM..]);
                 }
                 if !busy {
                     self.start_tx(p, t);
@@ -227,8 +231,8 @@ impl Switch {
         self.events.peek().map(|Reverse((t, _))| *t)
     }
 
-    /// Run every event due by `now`; `deliver(host, packet)` writes to a host's TUN.
-    pub fn advance(&mut self, now: Time, mut deliver: impl FnMut(u32, &[u8])) {
+    /// Run every event due by `now`; `deliver(host, headroom, packet)` writes to a host's TUN.
+    pub fn advance(&mut self, now: Time, mut deliver: impl FnMut(u32, &[u8], &[u8])) {
         while let Some(&Reverse((t, ev))) = self.events.peek() {
             if t > now {
                 break;
@@ -244,7 +248,7 @@ impl Switch {
         }
     }
 
-    fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, &[u8])) {
+    fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, &[u8], &[u8])) {
         let port = &mut self.fabric.ports[p as usize];
         let (_, hdr) = port
             .wire
@@ -262,7 +266,12 @@ impl Switch {
             return self.drop(hdr.id, DropReason::RandomLoss);
         }
         if self.topo.nodes[to as usize].kind == NodeKind::Host {
-            deliver(to, &self.slots[hdr.id as usize][..hdr.wire_bytes as usize]);
+            let slot = &self.slots[hdr.id as usize];
+            deliver(
+                to,
+                &slot[..HEADROOM],
+                &slot[HEADROOM..HEADROOM + hdr.wire_bytes as usize],
+            );
             self.delivered += 1;
             return self.release_slot(hdr.id);
         }
@@ -383,7 +392,7 @@ mod tests {
     /// Offer `pkt` from `host` at `t`.
     fn send(sw: &mut Switch, host: u32, pkt: &[u8], t: Time) {
         let id = sw.take_slot();
-        sw.slot_mut(id)[..pkt.len()].copy_from_slice(pkt);
+        sw.slot_mut(id)[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
         sw.ingress(host, id, pkt.len(), t);
     }
 
@@ -391,7 +400,7 @@ mod tests {
     fn drain(sw: &mut Switch) -> Vec<(Time, u32, Vec<u8>)> {
         let mut out = Vec::new();
         while let Some(t) = sw.next_deadline() {
-            sw.advance(t, |h, p| out.push((t, h, p.to_vec())));
+            sw.advance(t, |h, _, p| out.push((t, h, p.to_vec())));
         }
         out
     }
@@ -472,7 +481,7 @@ mod tests {
             );
             // mid-run: some packets are still queued or on a wire
             if i == 200 {
-                sw.advance(i * US / 4, |_, _| {});
+                sw.advance(i * US / 4, |_, _, _| {});
                 let st = sw.stats();
                 assert!(st.packets.in_flight > 0 && st.packets.conserved);
             }

@@ -10,6 +10,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TUN: libc::c_short = 0x0001;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO_ECN: libc::c_uint = 0x08;
 
 #[repr(C)]
 struct IfReq {
@@ -25,7 +30,9 @@ pub struct Tun {
 
 impl Tun {
     /// A non-blocking layer-3 TUN device (no packet-information prefix) called `name`.
-    pub fn create(name: &str) -> io::Result<Tun> {
+    /// With `offload`, every packet is preceded by a virtio-net header and the kernel may
+    /// hand over (and take) TCP super-packets with partial checksums (`crate::offload`).
+    pub fn create(name: &str, offload: bool) -> io::Result<Tun> {
         if name.len() >= libc::IFNAMSIZ {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -48,7 +55,7 @@ impl Tun {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
-            flags: IFF_TUN | IFF_NO_PI,
+            flags: IFF_TUN | IFF_NO_PI | if offload { IFF_VNET_HDR } else { 0 },
             _pad: [0; 22],
         };
         req.name[..name.len()].copy_from_slice(name.as_bytes());
@@ -56,6 +63,18 @@ impl Tun {
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e}")));
+        }
+        if offload {
+            let features = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN;
+            // SAFETY: TUNSETOFFLOAD takes the feature bits by value.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, features as libc::c_ulong) } < 0
+            {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("TUNSETOFFLOAD {name}: {e}"),
+                ));
+            }
         }
         Ok(Tun {
             fd,
@@ -79,6 +98,22 @@ impl Tun {
             io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
             _ => Err(e),
         }
+    }
+
+    /// Hand one packet, given in parts, to the host's kernel.
+    pub fn send_parts(&self, parts: &[std::io::IoSlice<'_>]) -> io::Result<()> {
+        // SAFETY: IoSlice is ABI-compatible with iovec; every slice is valid.
+        let n = unsafe {
+            libc::writev(
+                self.raw(),
+                parts.as_ptr().cast(),
+                parts.len() as libc::c_int,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Hand one packet to the host's kernel.

@@ -150,7 +150,10 @@ class EmulatedNetwork:
     # -- counters ---------------------------------------------------------------------
     def stats(self, fresh: bool = True) -> dict[str, Any]:
         """The switch's counters (rewritten every 200 ms; `fresh` waits for a new copy)."""
-        if fresh and self.stats_path.exists():
+        deadline = time.monotonic() + 10
+        while not self.stats_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if fresh:
             before = self.stats_path.stat().st_mtime_ns
             deadline = time.monotonic() + 5
             while (
