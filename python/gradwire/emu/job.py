@@ -4,10 +4,13 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 ``[job]`` kinds (hosts are numbered as in the simulator: host ``h`` is in rack
 ``h // hosts_per_leaf``):
 
-- ``allreduce``: ``backends`` (``"gloo"`` for torch.distributed's Gloo, or a gradwire
-  transport such as ``"dlcp"``), ``bytes``, ``iterations``, ``ranks`` (hosts 0..ranks-1)
+- ``allreduce`` (ring) and ``ps`` (push then pull, rank 0 the one server):
+  ``backends`` (``"gloo"`` for torch.distributed's Gloo, or a gradwire
+  transport such as ``"dlcp"``; for ``ps`` also kernel TCP ``"cubic"``, ``"reno"``,
+  ``"bbr"``), ``bytes``, ``iterations``, ``ranks`` (hosts 0..ranks-1)
   or ``hosts``, ``loss_bound`` (gradwire), ``background`` (kernel-TCP flows running
-  meanwhile: ``{src, dst, bytes, cc}``).
+  meanwhile: ``{src, dst, bytes, cc}``), ``runtime`` (more ``gradwire.init()``
+  arguments, e.g. ``{pipeline_chunks = 1}``).
 - ``flows``: ``flows = [{src, dst, bytes, cc, start_s}]``, kernel TCP with congestion
   control ``cc`` (cubic, reno, bbr).
 - ``incast``: ``receiver``, ``senders`` (a list of hosts), ``bytes``, ``cc``.
@@ -33,7 +36,7 @@ from typing import Any
 
 from .network import EmulatedNetwork
 
-JOB_KINDS = ("allreduce", "flows", "incast")
+JOB_KINDS = ("allreduce", "ps", "flows", "incast")
 CCS = ("cubic", "reno", "bbr")
 # gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
 # a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
@@ -164,11 +167,11 @@ def _check_job(job: Any, root: dict) -> dict:
                 raise JobError(f"job.{key}[{i}]: src equals dst")
         return out
 
-    if job["kind"] == "allreduce":
+    if job["kind"] in ("allreduce", "ps"):
         hosts = job.get("hosts") or list(range(int(job.get("ranks", n))))
         job["hosts"] = [host("hosts", h) for h in hosts]
         if len(job["hosts"]) < 2:
-            raise JobError("job: an allreduce needs at least 2 ranks")
+            raise JobError(f"job: a {job['kind']} needs at least 2 ranks")
         b = job.get("backends", ["gloo", "dlcp"])
         job["backends"] = [b] if isinstance(b, str) else list(b)
         job["bytes"] = int(job.get("bytes", 25_000_000))
@@ -331,6 +334,7 @@ def run_allreduce(
             GRADWIRE_TOKEN=secrets.token_hex(8),
             GLOO_SOCKET_IFNAME="eth0",
             GRADWIRE_EMU_LINE_GBPS=str(gbps * LINE_RATE_SHARE),
+            GRADWIRE_EMU_INIT=json.dumps(job.get("runtime", {})),
         )
         procs = []
         for rank, h in enumerate(hosts):
@@ -339,7 +343,7 @@ def run_allreduce(
                 net.popen(
                     h,
                     _worker(
-                        "allreduce",
+                        job["kind"],
                         backend,
                         job["bytes"],
                         job["iterations"],
@@ -377,7 +381,7 @@ def run_allreduce(
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
                 {
-                    "kind": "allreduce",
+                    "kind": job["kind"],
                     "label": backend,
                     "bytes": job["bytes"],
                     "iteration": 0,
@@ -390,7 +394,7 @@ def run_allreduce(
             # an allreduce ends when its slowest rank has the result
             rows.append(
                 {
-                    "kind": "allreduce",
+                    "kind": job["kind"],
                     "label": backend,
                     "bytes": job["bytes"],
                     "iteration": it,
@@ -417,7 +421,7 @@ def run_point(
     out_dir.mkdir(parents=True, exist_ok=True)
     job = point.job
     with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
-        if job["kind"] == "allreduce":
+        if job["kind"] in ("allreduce", "ps"):
             rows = run_allreduce(net, job, point.root, log, timeout)
         else:
             rows = finish_flows(start_flows(net, job["flows"]), timeout)
