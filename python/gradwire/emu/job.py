@@ -16,7 +16,7 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 - ``incast``: ``receiver``, ``senders`` (a list of hosts), ``bytes``, ``cc``.
 
 ``[sweep]`` maps dotted keys (network or ``job.*``) to lists of values; every
-combination is one run.
+combination is one run. ``job.timeout_s`` bounds each backend's (or the flows') run.
 """
 
 from __future__ import annotations
@@ -420,6 +420,7 @@ def run_point(
 ) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     job = point.job
+    timeout = float(job.get("timeout_s", timeout))
     with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
         if job["kind"] in ("allreduce", "ps"):
             rows = run_allreduce(net, job, point.root, log, timeout)
