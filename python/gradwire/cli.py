@@ -513,6 +513,22 @@ def tolerance(
         raise typer.Exit(1)
 
 
+@app.command()
+def emulate(
+    scenario: Annotated[str, typer.Argument(help="An emulation scenario (.toml) or a built-in name (python/gradwire/emu/scenarios).")],
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory \\[default: results/emulate-<name>].")] = None,
+    sets: Annotated[
+        Optional[list[str]],
+        typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable)."),
+    ] = None,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figure.")] = False,
+) -> None:
+    """Run a job (Gloo, gradwire, kernel TCP) on an emulated network of namespaces (needs root)."""
+    from gradwire.emu.command import emulate as run_emulation
+
+    raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err()))
+
+
 def main() -> None:
     app()
 

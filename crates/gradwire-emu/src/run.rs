@@ -1,0 +1,321 @@
+//! The running emulator: build the hosts, forward until told to stop, always tear down.
+
+use crate::netns;
+use crate::offload::{
+    partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN,
+};
+use crate::scenario::EmuScenario;
+use crate::switch::{host_addr, Stats, Switch, HEADROOM};
+use crate::tun::Tun;
+use gradwire_core::time::{MS, NS};
+use serde::Serialize;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Instant;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the run (with a teardown); so does the death of the
+/// parent process, which the kernel turns into SIGTERM.
+fn install_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+    // SAFETY: prctl with constant arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        // wake on time: the default 50 us slack would be 4 packet times at 1 Gbit/s
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong);
+    }
+}
+
+pub struct Options {
+    pub prefix: String,
+    /// Rewrite this file with the counters every 200 ms and at the end (atomically).
+    pub stats: Option<PathBuf>,
+    /// Stop when stdin closes (the front end holds the other end of a pipe).
+    pub watch_stdin: bool,
+    /// Stop after this many seconds.
+    pub duration: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct HostInfo {
+    host: u32,
+    netns: String,
+    addr: String,
+    dev: &'static str,
+}
+
+#[derive(Serialize)]
+struct Ready<'a> {
+    ready: bool,
+    prefix: &'a str,
+    hosts: &'a [HostInfo],
+    ports: Vec<String>,
+}
+
+#[derive(Default, Serialize, Clone)]
+struct TunCounters {
+    /// Packets read and written (a super-packet counts as its segments).
+    reads: u64,
+    writes: u64,
+    write_errors: u64,
+    /// System calls: with offload, fewer than packets.
+    read_calls: u64,
+    write_calls: u64,
+    /// Super-packets of an offload type the switch does not split (dropped).
+    unsupported_gso: u64,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    name: &'a str,
+    seed: u64,
+    #[serde(flatten)]
+    stats: Stats,
+    tun: TunCounters,
+    wall_seconds: f64,
+    /// CPU time of the switch process (user + system), for forwarding cost.
+    cpu_seconds: f64,
+}
+
+/// Namespaces this run made; dropping it removes them, on every path out (errors and
+/// panics included).
+struct Built(Vec<String>);
+
+impl Drop for Built {
+    fn drop(&mut self) {
+        for ns in self.0.drain(..).rev() {
+            if let Err(e) = netns::remove(&ns) {
+                eprintln!("gradwire-emu: teardown of {ns}: {e}");
+            }
+        }
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Build, forward until stopped, tear down. Returns the signal that stopped it (0 if none).
+pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
+    install_signals();
+    for ns in netns::sweep_stale() {
+        eprintln!("gradwire-emu: removed stale namespace {ns} (its run is gone)");
+    }
+    let mut sw = Switch::new(s);
+    let mut built = Built(Vec::new());
+    let mut tuns = Vec::new();
+    let mut hosts = Vec::new();
+    for h in 0..sw.hosts() {
+        if STOP.load(Ordering::SeqCst) {
+            return Ok(SIGNAL.load(Ordering::SeqCst));
+        }
+        let (ns, dev) = (
+            netns::ns_name(&opts.prefix, h),
+            netns::tun_name(&opts.prefix, h),
+        );
+        let tun = Tun::create(&dev, s.offload())?;
+        built.0.push(ns.clone());
+        let [a, b, c, d] = host_addr(h);
+        let addr = format!("{a}.{b}.{c}.{d}");
+        netns::build_host(&ns, &dev, &addr, s.mtu())?;
+        tuns.push(tun);
+        hosts.push(HostInfo {
+            host: h,
+            netns: ns,
+            addr,
+            dev: "eth0",
+        });
+    }
+    let ready = Ready {
+        ready: true,
+        prefix: &opts.prefix,
+        hosts: &hosts,
+        ports: sw.port_names(),
+    };
+    let mut out = io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(&ready)?)?;
+    out.flush()?;
+    drop(out);
+
+    let started = Instant::now();
+    let cpu0 = cpu_seconds();
+    let clock = || started.elapsed().as_nanos() as u64 * NS;
+    let mut tc = TunCounters::default();
+    let mut fds: Vec<libc::pollfd> = tuns
+        .iter()
+        .map(|t| libc::pollfd {
+            fd: t.raw(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    if opts.watch_stdin {
+        fds.push(libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+    let end = opts.duration.map(|d| (d * 1e12) as u64);
+    let mut next_stats = 0;
+    let write_stats = |sw: &Switch, tc: &TunCounters| -> io::Result<()> {
+        let Some(path) = &opts.stats else {
+            return Ok(());
+        };
+        let report = Report {
+            name: &s.sim.name,
+            seed: s.sim.seed,
+            stats: sw.stats(),
+            tun: tc.clone(),
+            wall_seconds: started.elapsed().as_secs_f64(),
+            cpu_seconds: cpu_seconds() - cpu0,
+        };
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(&report)?)?;
+        std::fs::rename(&tmp, path)
+    };
+    const BATCH: usize = 64;
+    let offload = s.offload();
+    let mut big = vec![0u8; VNET_HDR_LEN + 65_536];
+    let mut scratch = Vec::new();
+    let mut merge: Vec<Coalescer> = tuns.iter().map(|_| Coalescer::default()).collect();
+    while !STOP.load(Ordering::SeqCst) {
+        let now = clock();
+        if end.is_some_and(|e| now >= e) {
+            break;
+        }
+        if now >= next_stats {
+            write_stats(&sw, &tc)?;
+            next_stats = now + 200 * MS;
+        }
+        if offload {
+            sw.advance(now, |h, head, pkt| {
+                merge[h as usize].push(VnetHdr::parse(head), pkt)
+            });
+            for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| !m.is_empty()) {
+                let mut calls = 0;
+                let mut errors = 0;
+                let n = m.flush(|iov| {
+                    calls += 1;
+                    errors += tuns[h].send_parts(iov).is_err() as u64;
+                });
+                tc.writes += n;
+                tc.write_calls += calls;
+                tc.write_errors += errors;
+            }
+        } else {
+            sw.advance(now, |h, _, pkt| {
+                tc.write_calls += 1;
+                match tuns[h as usize].send(pkt) {
+                    Ok(()) => tc.writes += 1,
+                    Err(_) => tc.write_errors += 1,
+                }
+            });
+        }
+        let mut got = 0;
+        for (h, tun) in tuns.iter().enumerate() {
+            for _ in 0..BATCH {
+                if offload {
+                    let Some(n) = tun.recv(&mut big)? else { break };
+                    tc.read_calls += 1;
+                    let v = VnetHdr::parse(&big[..VNET_HDR_LEN]);
+                    let pkt = &big[VNET_HDR_LEN..n];
+                    let mut ingest = |seg: &[u8], vh: VnetHdr| {
+                        let id = sw.take_slot();
+                        let slot = sw.slot_mut(id);
+                        if seg.len() > slot.len() - HEADROOM {
+                            sw.release_slot(id);
+                            sw.ignored.malformed += 1;
+                            return;
+                        }
+                        vh.write(&mut slot[..VNET_HDR_LEN]);
+                        slot[HEADROOM..HEADROOM + seg.len()].copy_from_slice(seg);
+                        sw.ingress(h as u32, id, seg.len(), clock());
+                        got += 1;
+                    };
+                    match v.gso_type & 0x7f {
+                        GSO_NONE => ingest(pkt, v),
+                        GSO_TCPV4 => {
+                            if !split_tso(pkt, v.gso_size as usize, &mut scratch, |seg| {
+                                ingest(seg, partial_csum_hdr(seg))
+                            }) {
+                                tc.unsupported_gso += 1;
+                            }
+                        }
+                        _ => tc.unsupported_gso += 1,
+                    }
+                } else {
+                    let id = sw.take_slot();
+                    match tun.recv(&mut sw.slot_mut(id)[HEADROOM..])? {
+                        Some(len) => {
+                            tc.read_calls += 1;
+                            got += 1;
+                            sw.ingress(h as u32, id, len, clock());
+                        }
+                        None => {
+                            sw.release_slot(id);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        tc.reads += got;
+        if got > 0 {
+            continue;
+        }
+        let now = clock();
+        let wait = sw
+            .next_deadline()
+            .map_or(200 * MS, |t| t.saturating_sub(now))
+            .min(200 * MS);
+        if wait == 0 {
+            continue;
+        }
+        let ts = libc::timespec {
+            tv_sec: (wait / (1000 * MS)) as libc::time_t,
+            tv_nsec: ((wait % (1000 * MS)) / NS) as libc::c_long,
+        };
+        // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
+        let n = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
+            )
+        };
+        if n > 0 && opts.watch_stdin {
+            let stdin = fds.last().expect("pushed").revents;
+            if stdin & (libc::POLLHUP | libc::POLLERR) != 0 {
+                break;
+            }
+            if stdin & libc::POLLIN != 0 {
+                let mut b = [0u8; 64];
+                // SAFETY: reading into a local buffer.
+                if unsafe { libc::read(0, b.as_mut_ptr().cast(), b.len()) } <= 0 {
+                    break;
+                }
+            }
+        }
+    }
+    write_stats(&sw, &tc)?;
+    drop(tuns);
+    drop(built);
+    Ok(SIGNAL.load(Ordering::SeqCst))
+}

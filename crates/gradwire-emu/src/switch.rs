@@ -1,0 +1,561 @@
+//! The emulated network as a real-time discrete-event model: packets read from the
+//! hosts' TUN devices enter their host's NIC port, cross the simulator's own fabric
+//! (`gradwire-sim`'s topology, ports and routes; `gradwire-core`'s egress queues), and
+//! leave through the destination host's TUN device.
+//!
+//! Time is the wall clock in picoseconds. Each port serializes on a virtual clock
+//! (`busy_until`), so its line rate is exact however late the driver wakes; a late wake
+//! only delays delivery, it never changes the rate or the order.
+
+use crate::ipv4::{self, ParseError};
+use gradwire_core::packet::Packet;
+use gradwire_core::switch::{Admit, DropReason};
+use gradwire_core::time::Time;
+use gradwire_sim::fabric::{Fabric, Hdr};
+use gradwire_sim::routing::{PortId, Routes};
+use gradwire_sim::scenario::RoutingMode;
+use gradwire_sim::topology::{NodeKind, Topology};
+use rand::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use crate::scenario::EmuScenario;
+
+/// Every host's address is `SUBNET.(host + 1)`. Each namespace has its own routing
+/// table and the TUN devices never live in the root namespace, so concurrent runs may
+/// all use the same subnet.
+pub const SUBNET: [u8; 3] = [10, 77, 0];
+
+/// Bytes before the packet in every buffer: the driver keeps per-packet metadata there
+/// (the TUN device's virtio-net header), which the switch carries along untouched.
+pub const HEADROOM: usize = 16;
+
+pub fn host_addr(host: u32) -> [u8; 4] {
+    [SUBNET[0], SUBNET[1], SUBNET[2], (host + 1) as u8]
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// The port finished serializing a packet: start the next one.
+    TxDone(PortId),
+    /// The head of the port's wire reaches the far end.
+    Arrive(PortId),
+}
+
+/// Packets read from the TUN devices that the switch did not carry.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Ignored {
+    /// IPv6 (the namespaces disable it, but a kernel may send before that) or garbage.
+    pub not_ipv4: u64,
+    /// IPv4 with lengths inconsistent with the bytes read.
+    pub malformed: u64,
+}
+
+pub struct Switch {
+    topo: Topology,
+    fabric: Fabric,
+    routes: Routes,
+    spray: bool,
+    /// Loss probability of each port's link and its own generator, so one link's draws do
+    /// not depend on traffic elsewhere.
+    loss: Vec<f64>,
+    loss_rng: Vec<Xoshiro256PlusPlus>,
+    spray_rng: Xoshiro256PlusPlus,
+    events: BinaryHeap<Reverse<(Time, Event)>>,
+    slots: Vec<Box<[u8]>>,
+    free: Vec<u32>,
+    /// Host `h`'s NIC: its only egress port.
+    nic: Vec<PortId>,
+    pub sent: u64,
+    pub delivered: u64,
+    pub drops: [u64; DropReason::ALL.len()],
+    pub ignored: Ignored,
+    mtu: usize,
+}
+
+impl Switch {
+    pub fn new(s: &EmuScenario) -> Switch {
+        let topo = Topology::build(&s.sim.topology);
+        let fabric = Fabric::build(&s.sim, &topo);
+        let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
+        let loss: Vec<f64> = fabric
+            .ports
+            .iter()
+            .map(|p| {
+                *s.emulate
+                    .link_loss
+                    .get(&p.name)
+                    .unwrap_or(&s.sim.topology.link_loss_rate)
+            })
+            .collect();
+        let loss_rng = (0..fabric.ports.len() as u64)
+            .map(|i| {
+                Xoshiro256PlusPlus::seed_from_u64(
+                    s.sim
+                        .seed
+                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        .wrapping_add(i),
+                )
+            })
+            .collect();
+        let nic = (0..topo.hosts)
+            .map(|h| fabric.node_ports[h as usize][0])
+            .collect();
+        Switch {
+            spray: s.sim.routing.mode == RoutingMode::Spray,
+            spray_rng: Xoshiro256PlusPlus::seed_from_u64(s.sim.seed ^ 0x5eed),
+            topo,
+            fabric,
+            routes,
+            loss,
+            loss_rng,
+            events: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            nic,
+            sent: 0,
+            delivered: 0,
+            drops: [0; DropReason::ALL.len()],
+            ignored: Ignored::default(),
+            mtu: s.mtu() as usize,
+        }
+    }
+
+    pub fn hosts(&self) -> u32 {
+        self.topo.hosts
+    }
+
+    pub fn port_names(&self) -> Vec<String> {
+        self.fabric.ports.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// A free packet buffer to read into (at least the MTU); hand it back with [`Switch::ingress`].
+    pub fn take_slot(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.slots
+                    .push(vec![0u8; HEADROOM + self.mtu.max(2048)].into_boxed_slice());
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    pub fn slot_mut(&mut self, id: u32) -> &mut [u8] {
+        &mut self.slots[id as usize]
+    }
+
+    pub fn release_slot(&mut self, id: u32) {
+        self.free.push(id);
+    }
+
+    /// Host `host` sent the `len`-byte packet at `HEADROOM..` of slot `id` at `now`.
+    pub fn ingress(&mut self, host: u32, id: u32, len: usize, now: Time) {
+        let info = match ipv4::parse(&self.slots[id as usize][HEADROOM..HEADROOM + len]) {
+            Ok(info) => info,
+            Err(e) => {
+                match e {
+                    ParseError::NotIpv4 => self.ignored.not_ipv4 += 1,
+                    ParseError::Malformed => self.ignored.malformed += 1,
+                }
+                return self.release_slot(id);
+            }
+        };
+        self.sent += 1;
+        let dst = match info.dst {
+            [a, b, c, d] if [a, b, c] == SUBNET && d >= 1 && (d as u32) <= self.topo.hosts => {
+                d as u32 - 1
+            }
+            _ => return self.drop(id, DropReason::NoRoute),
+        };
+        let hdr = Hdr {
+            id,
+            flow: info.flow_hash(),
+            dst,
+            wire_bytes: info.total_len,
+            priority: info.priority(),
+            ect: info.ect(),
+            rank: 0,
+        };
+        self.offer(self.nic[host as usize], hdr, now);
+    }
+
+    fn drop(&mut self, id: u32, reason: DropReason) {
+        self.drops[reason as usize] += 1;
+        self.release_slot(id);
+    }
+
+    /// Offer a packet to port `p`'s queue at time `t`; start sending if the port is idle.
+    fn offer(&mut self, p: PortId, hdr: Hdr, t: Time) {
+        let mut pkt = Packet::data(hdr.flow, 0, hdr.dst, 0, 0, hdr.wire_bytes as u32);
+        pkt.priority = hdr.priority;
+        pkt.ecn.ect = hdr.ect;
+        let port = &mut self.fabric.ports[p as usize];
+        let pool = &mut self.fabric.pools[port.pool as usize];
+        let verdict = port.queue.enqueue(hdr, &pkt, pool);
+        let busy = port.wake_pending;
+        match verdict {
+            Admit::Dropped(reason) => self.drop(hdr.id, reason),
+            Admit::Queued { marked } => {
+                if marked {
+                    ipv4::mark_ce(&mut self.slots[hdr.id as usize][HEADROOM..]);
+                }
+                if !busy {
+                    self.start_tx(p, t);
+                }
+            }
+        }
+    }
+
+    fn start_tx(&mut self, p: PortId, t: Time) {
+        let port = &mut self.fabric.ports[p as usize];
+        let pool = &mut self.fabric.pools[port.pool as usize];
+        let Some(hdr) = port.queue.dequeue(pool) else {
+            return;
+        };
+        let done = port.busy_until.max(t) + port.tx_time(hdr.wire_bytes as u32);
+        port.busy_until = done;
+        port.wake_pending = true;
+        if port.wire.is_empty() {
+            self.events
+                .push(Reverse((done + port.delay, Event::Arrive(p))));
+        }
+        port.wire.push_back((done + port.delay, hdr));
+        self.events.push(Reverse((done, Event::TxDone(p))));
+    }
+
+    /// When the next event is due, if any.
+    pub fn next_deadline(&self) -> Option<Time> {
+        self.events.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Run every event due by `now`; `deliver(host, headroom, packet)` writes to a host's TUN.
+    pub fn advance(&mut self, now: Time, mut deliver: impl FnMut(u32, &[u8], &[u8])) {
+        while let Some(&Reverse((t, ev))) = self.events.peek() {
+            if t > now {
+                break;
+            }
+            self.events.pop();
+            match ev {
+                Event::TxDone(p) => {
+                    self.fabric.ports[p as usize].wake_pending = false;
+                    self.start_tx(p, t);
+                }
+                Event::Arrive(p) => self.arrive(p, t, &mut deliver),
+            }
+        }
+    }
+
+    fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, &[u8], &[u8])) {
+        let port = &mut self.fabric.ports[p as usize];
+        let (_, hdr) = port
+            .wire
+            .pop_front()
+            .expect("an Arrive event has a packet on the wire");
+        if let Some(&(next, _)) = port.wire.front() {
+            self.events.push(Reverse((next, Event::Arrive(p))));
+        }
+        let to = port.to;
+        let loss = self.loss[p as usize];
+        if loss > 0.0 && self.loss_rng[p as usize].gen::<f64>() < loss {
+            self.fabric.ports[p as usize]
+                .queue
+                .count_drop(DropReason::RandomLoss);
+            return self.drop(hdr.id, DropReason::RandomLoss);
+        }
+        if self.topo.nodes[to as usize].kind == NodeKind::Host {
+            let slot = &self.slots[hdr.id as usize];
+            deliver(
+                to,
+                &slot[..HEADROOM],
+                &slot[HEADROOM..HEADROOM + hdr.wire_bytes as usize],
+            );
+            self.delivered += 1;
+            return self.release_slot(hdr.id);
+        }
+        let next = self.routes.next_hops(to, hdr.dst);
+        let chosen = match next.len() {
+            0 => return self.drop(hdr.id, DropReason::NoRoute),
+            1 => next[0],
+            n if self.spray => next[self.spray_rng.gen_range(0..n)],
+            n => next[hdr.flow as usize % n],
+        };
+        self.offer(chosen, hdr, t);
+    }
+
+    /// Packets inside the network: queued or on a wire.
+    pub fn in_flight(&self) -> u64 {
+        self.fabric
+            .ports
+            .iter()
+            .map(|p| p.queue.packets() as u64 + p.wire.len() as u64)
+            .sum()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let dropped: u64 = self.drops.iter().sum();
+        let in_flight = self.in_flight();
+        let drops_of = |d: &[u64]| -> BTreeMap<String, u64> {
+            DropReason::ALL
+                .iter()
+                .map(|r| (r.as_str().to_string(), d[*r as usize]))
+                .collect()
+        };
+        Stats {
+            drops: drops_of(&self.drops),
+            ecn_marks: self
+                .fabric
+                .ports
+                .iter()
+                .map(|p| p.queue.counters().ecn_marked)
+                .sum(),
+            packets: PacketCounts {
+                sent: self.sent,
+                delivered: self.delivered,
+                dropped,
+                in_flight,
+                conserved: self.sent == self.delivered + dropped + in_flight,
+            },
+            ignored: self.ignored.clone(),
+            ports: self
+                .fabric
+                .ports
+                .iter()
+                .map(|p| {
+                    let c = p.queue.counters();
+                    let admission: u64 =
+                        c.dropped.iter().sum::<u64>() - c.dropped[DropReason::RandomLoss as usize];
+                    PortStats {
+                        name: p.name.clone(),
+                        offered: c.enqueued + admission,
+                        enqueued: c.enqueued,
+                        dequeued: c.dequeued,
+                        ecn_marked: c.ecn_marked,
+                        drops: drops_of(&c.dropped),
+                        max_bytes: c.max_bytes,
+                        queued_packets: p.queue.packets() as u64,
+                        on_wire: p.wire.len() as u64,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// `sent == delivered + dropped + in_flight`, named as in the simulator's summary.json.
+#[derive(Clone, Debug, Serialize)]
+pub struct PacketCounts {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+    pub conserved: bool,
+}
+
+/// One port's counters: `offered = enqueued + admission drops`,
+/// `enqueued = dequeued + queued_packets`, `dequeued = on_wire + random_loss + passed on`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortStats {
+    pub name: String,
+    pub offered: u64,
+    pub enqueued: u64,
+    pub dequeued: u64,
+    pub ecn_marked: u64,
+    pub drops: BTreeMap<String, u64>,
+    pub max_bytes: u64,
+    pub queued_packets: u64,
+    pub on_wire: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    pub drops: BTreeMap<String, u64>,
+    pub ecn_marks: u64,
+    pub packets: PacketCounts,
+    pub ignored: Ignored,
+    pub ports: Vec<PortStats>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ipv4::test_packet;
+    use crate::scenario;
+    use gradwire_core::time::{NS, US};
+
+    fn switch(toml: &str) -> Switch {
+        Switch::new(&scenario::load(toml).unwrap())
+    }
+
+    /// Offer `pkt` from `host` at `t`.
+    fn send(sw: &mut Switch, host: u32, pkt: &[u8], t: Time) {
+        let id = sw.take_slot();
+        sw.slot_mut(id)[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+        sw.ingress(host, id, pkt.len(), t);
+    }
+
+    /// Run to completion; every delivery as (time, host, packet).
+    fn drain(sw: &mut Switch) -> Vec<(Time, u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(t) = sw.next_deadline() {
+            sw.advance(t, |h, _, p| out.push((t, h, p.to_vec())));
+        }
+        out
+    }
+
+    fn tos(priority: u8, ect: bool) -> u8 {
+        ((7 - priority) << 3) << 2 | if ect { 0b10 } else { 0 }
+    }
+
+    #[test]
+    fn forwards_at_line_rate_with_link_delays() {
+        // 1 Gbit/s: 1500 B take 12 us per link; two links of 5 us each
+        let mut sw = switch("[topology]\nhosts_per_leaf = 2\n");
+        for _ in 0..3 {
+            send(
+                &mut sw,
+                0,
+                &test_packet(host_addr(0), host_addr(1), 0, 1500),
+                0,
+            );
+        }
+        let got = drain(&mut sw);
+        let times: Vec<Time> = got.iter().map(|g| g.0 / NS).collect();
+        // first: 12 + 5 + 12 + 5 us; then one per 12 us (the bottleneck's serialization)
+        assert_eq!(times, vec![34_000, 46_000, 58_000]);
+        assert!(got.iter().all(|g| g.1 == 1));
+        let st = sw.stats();
+        assert!(st.packets.conserved && st.packets.delivered == 3);
+    }
+
+    #[test]
+    fn strict_priority_and_ce_marks_at_the_congested_port() {
+        // hosts 0 and 1 both send to host 2: its port queues; K = 2 packets
+        let mut sw =
+            switch("[topology]\nhosts_per_leaf = 3\n[switch]\necn_threshold_packets = 2\n");
+        for i in 0..6 {
+            send(
+                &mut sw,
+                0,
+                &test_packet(host_addr(0), host_addr(2), tos(7, true), 1500),
+                i * NS,
+            );
+        }
+        for i in 0..3 {
+            send(
+                &mut sw,
+                1,
+                &test_packet(host_addr(1), host_addr(2), tos(1, true), 1500),
+                i * NS,
+            );
+        }
+        let got = drain(&mut sw);
+        let prios: Vec<u8> = got
+            .iter()
+            .map(|g| ipv4::parse(&g.2).unwrap().priority())
+            .collect();
+        // the first low-priority packet was already on the wire; the high-priority ones
+        // overtake the rest
+        assert_eq!(prios, vec![7, 1, 1, 1, 7, 7, 7, 7, 7]);
+        let ce = got.iter().filter(|g| g.2[1] & 0b11 == 0b11).count() as u64;
+        assert!(ce > 0);
+        let st = sw.stats();
+        assert_eq!(st.ecn_marks, ce);
+        assert!(got.iter().all(|g| ipv4::header_checksum(&g.2[..20]) == 0));
+    }
+
+    #[test]
+    fn conservation_with_random_loss_and_buffer_drops() {
+        let mut sw = switch(
+            "seed = 7\n[topology]\nhosts_per_leaf = 4\nlink_loss_rate = 0.05\n[switch]\nbuffer_bytes = 15000\necn_threshold_packets = 0\n",
+        );
+        for i in 0..400u64 {
+            let src = (i % 3) as u32 + 1;
+            send(
+                &mut sw,
+                src,
+                &test_packet(host_addr(src), host_addr(0), 0, 1500),
+                i * US / 4,
+            );
+            // mid-run: some packets are still queued or on a wire
+            if i == 200 {
+                sw.advance(i * US / 4, |_, _, _| {});
+                let st = sw.stats();
+                assert!(st.packets.in_flight > 0 && st.packets.conserved);
+            }
+        }
+        send(
+            &mut sw,
+            1,
+            &test_packet(host_addr(1), [10, 9, 9, 9], 0, 100),
+            0,
+        );
+        drain(&mut sw);
+        let st = sw.stats();
+        assert!(st.packets.conserved, "{:?}", st.packets);
+        assert_eq!(st.packets.in_flight, 0);
+        assert!(
+            st.drops["random_loss"] > 0 && st.drops["buffer_full"] > 0 && st.drops["no_route"] == 1
+        );
+        let per_port: u64 = st.ports.iter().map(|p| p.drops.values().sum::<u64>()).sum();
+        assert_eq!(
+            per_port + 1,
+            st.packets.dropped,
+            "every drop but no_route belongs to a port"
+        );
+        for p in &st.ports {
+            assert_eq!(p.enqueued, p.dequeued + p.queued_packets, "{}", p.name);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_losses() {
+        let run = |seed: u64| {
+            let mut sw = switch(&format!(
+                "seed = {seed}\n[topology]\nhosts_per_leaf = 2\nlink_loss_rate = 0.2\n"
+            ));
+            for i in 0..200u64 {
+                send(
+                    &mut sw,
+                    0,
+                    &test_packet(host_addr(0), host_addr(1), 0, 200),
+                    i * 10 * US,
+                );
+            }
+            drain(&mut sw).iter().map(|g| g.0).collect::<Vec<_>>()
+        };
+        assert_eq!(run(3), run(3));
+        assert_ne!(run(3), run(4));
+    }
+
+    #[test]
+    fn leaf_spine_crosses_the_spine_between_racks() {
+        let mut sw = switch(
+            "[topology]\nleaves = 2\nspines = 2\nuplinks_per_leaf = 2\nhosts_per_leaf = 2\nuplink_gbps = 1.0\n",
+        );
+        send(
+            &mut sw,
+            0,
+            &test_packet(host_addr(0), host_addr(3), 0, 1000),
+            0,
+        );
+        send(
+            &mut sw,
+            0,
+            &test_packet(host_addr(0), host_addr(1), 0, 1000),
+            0,
+        );
+        let got = drain(&mut sw);
+        assert_eq!(got.iter().map(|g| g.1).collect::<Vec<_>>(), vec![1, 3]);
+        let st = sw.stats();
+        let spine: u64 = st
+            .ports
+            .iter()
+            .filter(|p| p.name.starts_with("spine"))
+            .map(|p| p.dequeued)
+            .sum();
+        assert_eq!(spine, 1);
+    }
+}

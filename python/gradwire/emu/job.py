@@ -1,0 +1,451 @@
+"""Scenario files of ``gradwire emulate``: the network (read by the switch) plus ``[job]``
+and an optional ``[sweep]``, run point by point on a fresh emulated network each.
+
+``[job]`` kinds (hosts are numbered as in the simulator: host ``h`` is in rack
+``h // hosts_per_leaf``):
+
+- ``allreduce`` (ring) and ``ps`` (push then pull, rank 0 the one server):
+  ``backends`` (``"gloo"`` for torch.distributed's Gloo, or a gradwire
+  transport such as ``"dlcp"``; for ``ps`` also kernel TCP ``"cubic"``, ``"reno"``,
+  ``"bbr"``), ``bytes``, ``iterations``, ``ranks`` (hosts 0..ranks-1)
+  or ``hosts``, ``loss_bound`` (gradwire), ``background`` (kernel-TCP flows running
+  meanwhile: ``{src, dst, bytes, cc}``), ``runtime`` (more ``gradwire.init()``
+  arguments, e.g. ``{pipeline_chunks = 1}``).
+- ``flows``: ``flows = [{src, dst, bytes, cc, start_s}]``, kernel TCP with congestion
+  control ``cc`` (cubic, reno, bbr).
+- ``incast``: ``receiver``, ``senders`` (a list of hosts), ``bytes``, ``cc``.
+
+``[sweep]`` maps dotted keys (network or ``job.*``) to lists of values; every
+combination is one run. ``job.timeout_s`` bounds each backend's (or the flows') run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .network import EmulatedNetwork
+
+JOB_KINDS = ("allreduce", "ps", "flows", "incast")
+CCS = ("cubic", "reno", "bbr")
+# gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
+# a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
+LINE_RATE_SHARE = 0.95
+
+
+class JobError(ValueError):
+    """A bad [job] or [sweep] entry."""
+
+
+@dataclass
+class Point:
+    name: str
+    params: list[tuple[str, Any]]
+    overrides: list[str]  # for the switch: --set key=value
+    root: dict[str, Any]  # the whole scenario with this point's values
+    job: dict[str, Any] = field(default_factory=dict)
+
+
+def _literal(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return repr(v)
+
+
+def _set(root: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    for p in parts[:-1]:
+        root = root.setdefault(p, {})
+    root[parts[-1]] = value
+
+
+def _parse_set(s: str) -> tuple[str, Any]:
+    if "=" not in s:
+        raise JobError(f"--set {s!r} is not KEY=VALUE")
+    k, raw = (x.strip() for x in s.split("=", 1))
+    try:
+        v = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        v = raw
+    return k, v
+
+
+def _label(v: Any, i: int) -> str:
+    """A directory-safe name for a sweep value: scalars as they are, a flow list by its
+    congestion controls, a table by its `name`, anything else by its index."""
+    if isinstance(v, dict) and "name" in v:
+        return str(v["name"])
+    if isinstance(v, list) and v and all(isinstance(f, dict) and "cc" in f for f in v):
+        return "+".join(f["cc"] for f in v)
+    if isinstance(v, (dict, list)):
+        return f"#{i}"
+    return str(v)
+
+
+def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
+    try:
+        root = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise JobError(f"{path}: {e}") from None
+    fixed = [_parse_set(s) for s in sets]
+    for k, v in fixed:
+        _set(root, k, v)
+    sweep = root.pop("sweep", {})
+    if not isinstance(sweep, dict) or any(
+        not isinstance(v, list) or not v for v in sweep.values()
+    ):
+        raise JobError("[sweep] must map dotted keys to non-empty lists of values")
+    name = root.get("name", Path(path).stem)
+    points = []
+    for combo in itertools.product(*sweep.values()) if sweep else [()]:
+        r = json.loads(json.dumps(root))
+        params = list(zip(sweep.keys(), combo))
+        for k, v in params:
+            _set(r, k, v)
+        net = [
+            f"{k}={_literal(v)}"
+            for k, v in [*fixed, *params]
+            if not k.startswith("job.")
+        ]
+        label = (
+            ",".join(
+                f"{k.rsplit('.', 1)[-1]}={_label(v, sweep[k].index(v))}"
+                for k, v in params
+            )
+            or name
+        )
+        points.append(Point(label, params, net, r, _check_job(r.get("job"), r)))
+    return name, points
+
+
+def _hosts(root: dict) -> int:
+    t = root.get("topology", {})
+    return int(t.get("leaves", 1)) * int(t.get("hosts_per_leaf", 2))
+
+
+def _check_job(job: Any, root: dict) -> dict:
+    if not isinstance(job, dict) or job.get("kind") not in JOB_KINDS:
+        raise JobError(f"[job] needs kind = one of {', '.join(JOB_KINDS)}")
+    n = _hosts(root)
+    job = dict(job)
+
+    def host(key: str, h: Any) -> int:
+        if not isinstance(h, int) or not 0 <= h < n:
+            raise JobError(
+                f"job.{key}: host {h!r} is out of range (the topology has {n} hosts)"
+            )
+        return h
+
+    def flows(items: Any, key: str) -> list[dict]:
+        out = []
+        for i, f in enumerate(items or []):
+            cc = f.get("cc", "cubic")
+            if cc not in CCS:
+                raise JobError(f"job.{key}[{i}].cc = {cc!r}: one of {', '.join(CCS)}")
+            out.append(
+                {
+                    "src": host(f"{key}[{i}].src", f.get("src")),
+                    "dst": host(f"{key}[{i}].dst", f.get("dst")),
+                    "bytes": int(f.get("bytes", 10_000_000)),
+                    "cc": cc,
+                    "start_s": float(f.get("start_s", 0.0)),
+                }
+            )
+            if out[-1]["src"] == out[-1]["dst"]:
+                raise JobError(f"job.{key}[{i}]: src equals dst")
+        return out
+
+    if job["kind"] in ("allreduce", "ps"):
+        hosts = job.get("hosts") or list(range(int(job.get("ranks", n))))
+        job["hosts"] = [host("hosts", h) for h in hosts]
+        if len(job["hosts"]) < 2:
+            raise JobError(f"job: a {job['kind']} needs at least 2 ranks")
+        b = job.get("backends", ["gloo", "dlcp"])
+        job["backends"] = [b] if isinstance(b, str) else list(b)
+        job["bytes"] = int(job.get("bytes", 25_000_000))
+        job["iterations"] = int(job.get("iterations", 3))
+        job["loss_bound"] = float(job.get("loss_bound", 0.0))
+        job["background"] = flows(job.get("background"), "background")
+    elif job["kind"] == "incast":
+        rx = host("receiver", job.get("receiver", 0))
+        senders = job.get("senders") or [h for h in range(n) if h != rx]
+        job["flows"] = flows(
+            [
+                {
+                    "src": s,
+                    "dst": rx,
+                    "bytes": job.get("bytes", 10_000_000),
+                    "cc": job.get("cc", "cubic"),
+                }
+                for s in senders
+            ],
+            "senders",
+        )
+    else:
+        job["flows"] = flows(job.get("flows"), "flows")
+        if not job["flows"]:
+            raise JobError("job.flows is empty")
+    return job
+
+
+# -- running ------------------------------------------------------------------------------
+def _worker(*args: Any) -> list[str]:
+    return [sys.executable, "-m", "gradwire.emu.worker", *map(str, args)]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ)
+    src = str(
+        Path(__file__).resolve().parents[2]
+    )  # the package's parent, for `-m gradwire...`
+    e["PYTHONPATH"] = src + (
+        os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else ""
+    )
+    e.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
+    return e
+
+
+def _json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def start_flows(
+    net: EmulatedNetwork, flows: list[dict], base_port: int = 5100
+) -> list[tuple[dict, subprocess.Popen]]:
+    """Start kernel-TCP flows (a sink per flow); returns (flow, sender process) pairs."""
+    sinks = []
+    for i, f in enumerate(flows):
+        s = net.popen(
+            f["dst"],
+            _worker("tcp-sink", base_port + i, 1),
+            env=_env(),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        sinks.append(s)
+    for s in sinks:
+        s.stdout.readline()  # {"listening": port}
+    senders = []
+    t0 = time.monotonic()
+    for i, f in sorted(enumerate(flows), key=lambda x: x[1]["start_s"]):
+        time.sleep(max(0.0, f["start_s"] - (time.monotonic() - t0)))
+        p = net.popen(
+            f["src"],
+            _worker("tcp-send", net.addr(f["dst"]), base_port + i, f["bytes"], f["cc"]),
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        senders.append((dict(f, flow=i), p))
+    return senders
+
+
+def finish_flows(
+    senders: list[tuple[dict, subprocess.Popen]], timeout: float
+) -> list[dict]:
+    rows = []
+    for f, p in senders:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        res = _json_lines(out)
+        r = {
+            "kind": "flow",
+            "label": f"{f['cc']} {f['src']}->{f['dst']}",
+            "flow": f["flow"],
+            "src": f["src"],
+            "dst": f["dst"],
+            "bytes": f["bytes"],
+            "cc": f["cc"],
+        }
+        if res:
+            r.update(
+                time_s=res[0]["fct_s"],
+                gbps=res[0]["gbps"],
+                retransmits=res[0]["retransmits"],
+            )
+        else:
+            r.update(
+                time_s=float("nan"),
+                error=(err or "no result").strip().splitlines()[-1:],
+            )
+        rows.append(r)
+    return rows
+
+
+def _delta(before: dict, after: dict) -> dict:
+    """The switch's counters over one backend's run: packets, ECN marks, and drops split
+    into random loss, host NIC queues (ports host*->) and switch ports."""
+
+    def drops(stats: dict, nic: bool) -> int:
+        return sum(
+            v
+            for p in stats["ports"]
+            if p["name"].startswith("host") == nic
+            for k, v in p["drops"].items()
+            if k != "random_loss"
+        )
+
+    return {
+        "packets": after["packets"]["sent"] - before["packets"]["sent"],
+        "ecn_marks": after["ecn_marks"] - before["ecn_marks"],
+        "random_loss": after["drops"]["random_loss"] - before["drops"]["random_loss"],
+        "nic_drops": drops(after, True) - drops(before, True),
+        "switch_drops": drops(after, False) - drops(before, False),
+    }
+
+
+def run_allreduce(
+    net: EmulatedNetwork,
+    job: dict,
+    root: dict,
+    log: Callable[[str], None],
+    timeout: float,
+) -> list[dict]:
+    rows = []
+    gbps = float(root.get("topology", {}).get("host_link_gbps", 1.0))
+    hosts = job["hosts"]
+    for k, backend in enumerate(job["backends"]):
+        before = net.stats()
+        bg = (
+            start_flows(net, job["background"], base_port=5100 + 100 * k)
+            if job["background"]
+            else []
+        )
+        env = _env(
+            MASTER_ADDR=net.addr(hosts[0]),
+            MASTER_PORT=str(29500 + k),
+            WORLD_SIZE=str(len(hosts)),
+            GRADWIRE_TOKEN=secrets.token_hex(8),
+            GLOO_SOCKET_IFNAME="eth0",
+            GRADWIRE_EMU_LINE_GBPS=str(gbps * LINE_RATE_SHARE),
+            GRADWIRE_EMU_INIT=json.dumps(job.get("runtime", {})),
+        )
+        procs = []
+        for rank, h in enumerate(hosts):
+            e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
+            procs.append(
+                net.popen(
+                    h,
+                    _worker(
+                        job["kind"],
+                        backend,
+                        job["bytes"],
+                        job["iterations"],
+                        job["loss_bound"],
+                    ),
+                    env=e,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        results, errors = [], []
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            try:
+                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+                err += f"\ntimed out after {timeout:.0f} s"
+            res = _json_lines(out)
+            if res:
+                results.append(res[0])
+            else:
+                errors.append(
+                    err.strip().splitlines()[-1]
+                    if err.strip()
+                    else f"exit code {p.returncode}"
+                )
+        for f, p in bg:
+            if p.poll() is None:
+                p.kill()
+        counts = _delta(before, net.stats())
+        if errors:
+            log(f"{backend}: failed: {errors[0]}")
+            rows.append(
+                {
+                    "kind": job["kind"],
+                    "label": backend,
+                    "bytes": job["bytes"],
+                    "iteration": 0,
+                    "time_s": float("nan"),
+                    "error": errors[0],
+                }
+            )
+            continue
+        for it in range(job["iterations"]):
+            # an allreduce ends when its slowest rank has the result
+            rows.append(
+                {
+                    "kind": job["kind"],
+                    "label": backend,
+                    "bytes": job["bytes"],
+                    "iteration": it,
+                    "time_s": max(r["times_s"][it] for r in results),
+                    "lost_bytes": sum(r["lost_bytes"] for r in results),
+                    "retransmits": sum(r["retransmits"] for r in results),
+                    **counts,
+                }
+            )
+        t = [r["time_s"] for r in rows if r["label"] == backend]
+        log(
+            f"{backend}: {job['bytes'] / 1e6:g} MB on {len(hosts)} ranks, {min(t):.3f}-{max(t):.3f} s"
+        )
+    return rows
+
+
+def run_point(
+    scenario: Path,
+    point: Point,
+    out_dir: Path,
+    log: Callable[[str], None] = print,
+    timeout: float = 600.0,
+) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job = point.job
+    timeout = float(job.get("timeout_s", timeout))
+    with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
+        if job["kind"] in ("allreduce", "ps"):
+            rows = run_allreduce(net, job, point.root, log, timeout)
+        else:
+            rows = finish_flows(start_flows(net, job["flows"]), timeout)
+            for r in rows:
+                log(f"flow {r['label']}: {r['time_s']:.3f} s")
+    switch = net.final_stats()
+    summary = {
+        "name": point.name,
+        "params": dict(point.params),
+        "job": job["kind"],
+        "rows": rows,
+        "drops": switch["drops"],
+        "ecn_marks": switch["ecn_marks"],
+        "packets": switch["packets"],
+        "switch_cpu_seconds": switch["cpu_seconds"],
+        "wall_seconds": switch["wall_seconds"],
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    for k, v in point.params:
+        df[k] = v
+    df.insert(0, "run", point.name)
+    df.to_csv(out_dir / "results.csv", index=False)
+    return summary

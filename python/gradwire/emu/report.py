@@ -1,0 +1,101 @@
+"""Tables and figures of a ``gradwire emulate`` results directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from rich.table import Table
+
+TIMES_PNG = "times.png"
+
+
+def collect(out_dir: Path, runs: list[str]) -> pd.DataFrame:
+    """The results of `runs` (subdirectories of `out_dir`), in that order."""
+    frames = [
+        pd.read_csv(Path(out_dir) / r / "results.csv")
+        for r in runs
+        if (Path(out_dir) / r / "results.csv").exists()
+    ]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def summarize(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run and label (backend or flow): median, min and max time."""
+    g = df.groupby(["run", "label"], sort=False)["time_s"]
+    out = pd.DataFrame(
+        {"median_s": g.median(), "min_s": g.min(), "max_s": g.max(), "n": g.count()}
+    ).reset_index()
+    return out
+
+
+def table(summary: pd.DataFrame, switch: dict[str, dict]) -> Table:
+    t = Table(title="gradwire emulate")
+    for col in (
+        "run",
+        "what",
+        "median s",
+        "min s",
+        "max s",
+        "drops (switch)",
+        "ECN marks",
+    ):
+        t.add_column(col, justify="right" if col not in ("run", "what") else "left")
+    for _, r in summary.iterrows():
+        sw = switch.get(r["run"], {})
+        drops = (
+            ", ".join(f"{k} {v}" for k, v in sw.get("drops", {}).items() if v) or "0"
+        )
+        t.add_row(
+            str(r["run"]),
+            str(r["label"]),
+            f"{r['median_s']:.3f}",
+            f"{r['min_s']:.3f}",
+            f"{r['max_s']:.3f}",
+            drops,
+            str(sw.get("ecn_marks", "")),
+        )
+    return t
+
+
+def plot(out_dir: Path, summary: pd.DataFrame) -> Path | None:
+    if summary.empty:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = list(dict.fromkeys(summary["run"]))
+    labels = list(dict.fromkeys(summary["label"]))
+    fig, ax = plt.subplots(
+        figsize=(max(6, 1.2 * len(runs) * max(1, len(labels)) / 2), 4.5)
+    )
+    width = 0.8 / len(labels)
+    for i, lab in enumerate(labels):
+        sub = summary[summary["label"] == lab].set_index("run").reindex(runs)
+        xs = [j + i * width for j in range(len(runs))]
+        ax.bar(
+            xs,
+            sub["median_s"],
+            width,
+            label=lab,
+            yerr=[sub["median_s"] - sub["min_s"], sub["max_s"] - sub["median_s"]],
+            capsize=3,
+        )
+    ax.set_xticks(
+        [j + width * (len(labels) - 1) / 2 for j in range(len(runs))],
+        runs,
+        rotation=20,
+        ha="right",
+        fontsize="small",
+    )
+    ax.set_ylabel("time (s): median, min-max")
+    ax.set_title(Path(out_dir).name)
+    ax.legend(fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = Path(out_dir) / TIMES_PNG
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,271 @@
+"""Programs run inside an emulated host (``python -m gradwire.emu.worker KIND ...``).
+
+Each prints one JSON line with its result on stdout:
+
+- ``tcp-sink PORT CONNS``: accept CONNS connections, read each to EOF, answer one byte.
+- ``tcp-send ADDR PORT BYTES CC``: send BYTES with congestion control CC (cubic, reno,
+  bbr: TCP_CONGESTION), report the flow completion time (until the sink's answer).
+- ``ps BACKEND BYTES ITERS [LOSS_BOUND]``: a parameter-server exchange (push, then pull;
+  rank 0 serves) over kernel TCP (BACKEND cubic, reno, bbr) or gradwire's PS (dlcp, ltp).
+- ``allreduce BACKEND BYTES ITERS [LOSS_BOUND]``: BACKEND gloo (torch.distributed) or a
+  gradwire transport (dlcp, ltp, ...), ranks from the torchrun-style environment; report
+  every iteration's time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+CHUNK = 1 << 20
+
+
+def _print(**kw) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def tcp_sink(port: int, conns: int) -> None:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(conns)
+    _print(listening=port)
+
+    def serve(c: socket.socket) -> None:
+        got = 0
+        while True:
+            b = c.recv(CHUNK)
+            if not b:
+                break
+            got += len(b)
+        c.sendall(b"k")
+        c.close()
+
+    threads = []
+    for _ in range(conns):
+        c, _ = srv.accept()
+        t = threading.Thread(target=serve, args=(c,))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+
+
+def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
+    s = socket.socket()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    for _ in range(600):
+        try:
+            s.connect((addr, port))
+            break
+        except (ConnectionRefusedError, OSError):
+            time.sleep(0.05)
+            s.close()
+            s = socket.socket()
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    else:
+        raise SystemExit(f"could not connect to {addr}:{port}")
+    buf = bytes(CHUNK)
+    t0 = time.perf_counter()
+    left = nbytes
+    while left > 0:
+        n = s.send(memoryview(buf)[: min(left, CHUNK)])
+        left -= n
+    s.shutdown(socket.SHUT_WR)
+    ok = s.recv(1) == b"k"
+    fct = time.perf_counter() - t0
+    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    # struct tcp_info: tcpi_total_retrans is the u32 at offset 100
+    retrans = int.from_bytes(info[100:104], sys.byteorder)
+    s.close()
+    _print(
+        fct_s=fct,
+        bytes=nbytes,
+        cc=cc,
+        ok=ok,
+        retransmits=retrans,
+        gbps=nbytes * 8 / fct / 1e9,
+    )
+
+
+def _init_kwargs(backend: str, **extra: object) -> dict:
+    """gradwire.init() arguments: the transport, the line rate the front end computed, and
+    the job's `runtime` table (GRADWIRE_EMU_INIT, JSON) on top."""
+    kw = {
+        "transport": backend,
+        "line_rate_gbps": float(os.environ.get("GRADWIRE_EMU_LINE_GBPS", "1")),
+        "timeout": 600,
+        "peer_timeout": 600,
+        **extra,
+    }
+    kw.update(json.loads(os.environ.get("GRADWIRE_EMU_INIT", "{}")))
+    return kw
+
+
+def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
+    import torch
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    x = torch.ones(nbytes // 4, dtype=torch.float32)
+    times = []
+    if backend == "gloo":
+        import datetime
+
+        import torch.distributed as dist
+
+        dist.init_process_group(
+            "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=600)
+        )
+        dist.barrier()
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            times.append(time.perf_counter() - t0)
+        dist.barrier()
+        dist.destroy_process_group()
+        lost = retx = 0
+    else:
+        import gradwire
+
+        comm = gradwire.init(**_init_kwargs(backend))
+        lost = retx = 0
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            rep = comm.allreduce(x, algorithm="ring", loss_bound=loss_bound)
+            times.append(time.perf_counter() - t0)
+            lost += rep.bytes_lost
+            retx += rep.retransmits
+        gradwire.destroy()
+    _print(
+        rank=rank,
+        backend=backend,
+        bytes=nbytes,
+        times_s=times,
+        lost_bytes=lost,
+        retransmits=retx,
+    )
+
+
+def _recv_exact(c: socket.socket, n: int, buf: bytearray) -> None:
+    view = memoryview(buf)
+    while n > 0:
+        got = c.recv_into(view[: min(n, len(buf))])
+        if not got:
+            raise ConnectionError("peer closed mid-transfer")
+        n -= got
+
+
+def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
+    """Parameter server over kernel TCP: rank 0 serves; every other rank pushes `nbytes`,
+    then the server sends `nbytes` back to each (the same traffic as gradwire's PS with
+    one server)."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]) + 1
+    data, buf = bytes(nbytes), bytearray(CHUNK)
+    times = []
+    if rank == 0:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind(("0.0.0.0", port))
+        srv.listen(world)
+        conns = [srv.accept()[0] for _ in range(world - 1)]
+        for c in conns:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            pushes = [
+                threading.Thread(target=_recv_exact, args=(c, nbytes, bytearray(CHUNK)))
+                for c in conns
+            ]
+            for t in pushes:
+                t.start()
+            for t in pushes:
+                t.join()
+            pulls = [threading.Thread(target=c.sendall, args=(data,)) for c in conns]
+            for t in pulls:
+                t.start()
+            for t in pulls:
+                t.join()
+            times.append(time.perf_counter() - t0)
+        return times
+    s = socket.socket()
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    for _ in range(600):
+        try:
+            s.connect((addr, port))
+            break
+        except OSError:
+            time.sleep(0.05)
+            s.close()
+            s = socket.socket()
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        s.sendall(data)
+        _recv_exact(s, nbytes, buf)
+        times.append(time.perf_counter() - t0)
+    s.close()
+    return times
+
+
+def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
+    rank = int(os.environ["RANK"])
+    lost = retx = 0
+    if backend in ("cubic", "reno", "bbr"):
+        times = _tcp_ps(backend, nbytes, iters)
+    else:
+        import torch
+
+        import gradwire
+
+        x = torch.ones(nbytes // 4, dtype=torch.float32)
+        comm = gradwire.init(**_init_kwargs(backend, ps_servers=1))
+        times = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            push = comm.ps.push(x, loss_bound=loss_bound)
+            pull = comm.ps.pull(x)
+            times.append(time.perf_counter() - t0)
+            lost += push.bytes_lost + pull.bytes_lost
+            retx += push.retransmits + pull.retransmits
+        gradwire.destroy()
+    _print(
+        rank=rank,
+        backend=backend,
+        bytes=nbytes,
+        times_s=times,
+        lost_bytes=lost,
+        retransmits=retx,
+    )
+
+
+def main(argv: list[str]) -> None:
+    kind, args = argv[0], argv[1:]
+    if kind == "tcp-sink":
+        tcp_sink(int(args[0]), int(args[1]))
+    elif kind == "tcp-send":
+        tcp_send(args[0], int(args[1]), int(args[2]), args[3])
+    elif kind == "ps":
+        ps(
+            args[0],
+            int(args[1]),
+            int(args[2]),
+            float(args[3]) if len(args) > 3 else 0.0,
+        )
+    elif kind == "allreduce":
+        allreduce(
+            args[0],
+            int(args[1]),
+            int(args[2]),
+            float(args[3]) if len(args) > 3 else 0.0,
+        )
+    else:
+        raise SystemExit(f"unknown worker kind {kind!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,274 @@
+"""The emulated testbed end to end: real namespaces, TUN devices, the gradwire-emu switch,
+real UDP and TCP sockets. Needs root and /dev/net/tun (skipped otherwise); the switch
+binary is built on first use (cargo build --release -p gradwire-emu)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from gradwire.emu import EmulatedNetwork, find_binary, unavailable_reason
+from gradwire.emu.job import plan, run_point
+
+pytestmark = pytest.mark.skipif(
+    unavailable_reason() is not None, reason=unavailable_reason() or ""
+)
+
+UDP = str(Path(__file__).parent / "emu_udp.py")
+CS7, BE = 0xE0, 0x00  # DSCP CS7 -> queue 0 (first served); DSCP 0 -> queue 7
+ECT0 = 0x02
+
+
+@pytest.fixture(scope="session", autouse=True)
+def emu_binary() -> Path:
+    return find_binary()  # builds once (a minute or two) when missing or stale
+
+
+def scenario(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "net.toml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def ours(prefix_pid: int) -> list[str]:
+    out = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    return [
+        line.split()[0]
+        for line in out.splitlines()
+        if line.startswith(f"gwe{prefix_pid}h")
+    ]
+
+
+def udp_exchange(
+    net: EmulatedNetwork,
+    src: int,
+    dst: int,
+    groups: list[str],
+    count: int,
+    size: int = 1000,
+):
+    rx = net.popen(
+        dst,
+        [sys.executable, UDP, "recv", 7000, count, 5],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert rx.stdout.readline().strip() == "ready"
+    net.run(
+        src,
+        [sys.executable, UDP, "send", net.addr(dst), 7000, size, *groups],
+        check=True,
+        timeout=60,
+    )
+    out, _ = rx.communicate(timeout=60)
+    return json.loads(out)
+
+
+def check_conservation(stats: dict) -> None:
+    pk = stats["packets"]
+    assert pk["conserved"], pk
+    assert pk["sent"] == pk["delivered"] + pk["dropped"] + pk["in_flight"]
+    assert pk["dropped"] == sum(stats["drops"].values())
+    for p in stats["ports"]:
+        admission = sum(v for k, v in p["drops"].items() if k != "random_loss")
+        assert p["offered"] == p["enqueued"] + admission, p
+        assert p["enqueued"] == p["dequeued"] + p["queued_packets"], p
+
+
+def test_two_hosts_strict_priority_and_conservation(tmp_path):
+    # 10 Mbit/s: a 1000-byte datagram takes 0.8 ms, so 60 of them queue at host 0's NIC
+    # port long enough for the later high-priority ones to overtake the earlier ones
+    path = scenario(
+        tmp_path,
+        """
+        [topology]
+        hosts_per_leaf = 2
+        host_link_gbps = 0.01
+        """,
+    )
+    with EmulatedNetwork(path, tmp_path / "run") as net:
+        assert len(net) == 2 and net.addr(1) == "10.77.0.2"
+        got = udp_exchange(net, 0, 1, [f"{BE}:50", f"{CS7}:10"], count=60)
+        stats = net.stats()
+    assert len(got) == 60, "no loss: the queues have room for everything"
+    order = [seq for seq, _ in got]
+    high = [i for i, s in enumerate(order) if s >= 50]
+    # the high-priority datagrams were sent last and arrive well before the last best-effort ones
+    assert max(high) < order.index(49), order
+    assert [t >> 2 for s, t in got if s >= 50] == [CS7 >> 2] * 10, (
+        "DSCP survives the switch"
+    )
+    check_conservation(stats)
+    assert stats["packets"]["delivered"] >= 60 and stats["packets"]["in_flight"] == 0
+    nic = next(p for p in stats["ports"] if p["name"] == "host0->leaf0")
+    assert nic["max_bytes"] > 20 * 1000, "the queue built at the bottleneck"
+    final = net.final_stats()
+    check_conservation(final)
+    assert not ours(net.proc.pid), "namespaces removed"
+
+
+def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
+    # hosts 1 and 2 send to host 0 at once: the leaf0->host0 port holds twice its rate
+    path = scenario(
+        tmp_path,
+        """
+        [topology]
+        hosts_per_leaf = 4
+        host_link_gbps = 0.02
+        [switch]
+        ecn_threshold_packets = 5
+        buffer_bytes = 60000
+        """,
+    )
+    with EmulatedNetwork(path, tmp_path / "run") as net:
+        rx = net.popen(
+            0,
+            [sys.executable, UDP, "recv", 7000, 400, 5],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert rx.stdout.readline().strip() == "ready"
+        senders = [
+            net.popen(
+                1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"{ECT0}:100"]
+            ),
+            net.popen(
+                2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"{BE}:100"]
+            ),
+        ]
+        for s in senders:
+            assert s.wait(timeout=60) == 0
+        got = json.loads(rx.communicate(timeout=60)[0])
+        stats = net.stats()
+    ce = [t for _, t in got if t & 0b11 == 0b11]
+    assert ce, "ECT datagrams were marked CE at the congested port"
+    assert all(t & 0b11 in (ECT0, 0b11) for t in ce)
+    assert not [t for _, t in got if t & 0b11 == 0b01], "nothing invents ECT(1)"
+    port = next(p for p in stats["ports"] if p["name"] == "leaf0->host0")
+    assert port["ecn_marked"] == len(ce) and stats["ecn_marks"] == len(ce)
+    assert port["drops"]["buffer_full"] > 0, "60 KB cannot hold the overload"
+    assert stats["drops"]["buffer_full"] == port["drops"]["buffer_full"]
+    assert stats["packets"]["delivered"] >= len(got)
+    check_conservation(stats)
+
+
+FLOWS = """
+    name = "tcp"
+    seed = 3
+    [topology]
+    leaves = 2
+    spines = 2
+    uplinks_per_leaf = 2
+    hosts_per_leaf = 2
+    host_link_gbps = 0.2
+    uplink_gbps = 0.2
+    link_loss_rate = 0.01
+    [job]
+    kind = "flows"
+    flows = [{ src = 0, dst = 3, bytes = 2000000, cc = "cubic" }, { src = 1, dst = 2, bytes = 2000000, cc = "bbr" }]
+    """
+
+
+def test_kernel_tcp_across_a_leaf_spine_with_random_loss(tmp_path):
+    path = scenario(tmp_path, FLOWS)
+    name, points = plan(path)
+    assert name == "tcp" and len(points) == 1
+    s = run_point(path, points[0], tmp_path / "out", log=lambda m: None, timeout=120)
+    rows = {r["cc"]: r for r in s["rows"]}
+    for cc in ("cubic", "bbr"):
+        assert rows[cc]["time_s"] > 0 and not rows[cc].get("error"), rows[cc]
+        # 2 MB at 200 Mbit/s is at least 80 ms: the shaper holds the rate
+        assert rows[cc]["time_s"] > 0.08
+    assert rows["cubic"]["retransmits"] > 0, (
+        "1 % random loss per link costs retransmissions"
+    )
+    assert s["drops"]["random_loss"] > 0
+    stats = json.loads((tmp_path / "out" / "switch.json").read_text())
+    check_conservation(stats)
+    assert stats["packets"]["in_flight"] == 0
+    spines = sum(p["dequeued"] for p in stats["ports"] if p["name"].startswith("spine"))
+    assert spines > 2000, "cross-rack flows crossed the spines"
+    loss = sum(p["drops"]["random_loss"] for p in stats["ports"])
+    assert loss == s["drops"]["random_loss"], (
+        "random loss is counted on the port of the lossy link"
+    )
+    assert (tmp_path / "out" / "results.csv").exists()
+
+
+def test_switch_crash_leaves_nothing_behind(tmp_path):
+    """SIGKILL of the switch: its TUN devices vanish with it, and the next run sweeps the
+    namespaces whose owner is gone."""
+    path = scenario(tmp_path, "[topology]\nhosts_per_leaf = 2\n")
+    net = EmulatedNetwork(path, tmp_path / "a")
+    net.start()
+    pid = net.proc.pid
+    try:
+        assert len(ours(pid)) == 2
+        os.kill(pid, signal.SIGKILL)
+        net.proc.wait(timeout=30)
+        links = subprocess.run(
+            ["ip", "-n", ours(pid)[0], "link"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        assert "eth0" not in links, "the TUN device died with its process"
+        with EmulatedNetwork(path, tmp_path / "b"):
+            assert not ours(pid), "the stale namespaces were swept on start"
+    finally:
+        net.close()
+        for ns in ours(pid):
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_front_end_crash_tears_the_network_down(tmp_path):
+    """SIGKILL of the Python process that owns the network: the switch sees its stdin
+    close (and its parent die) and removes every namespace."""
+    path = scenario(tmp_path, "[topology]\nhosts_per_leaf = 2\n")
+    code = textwrap.dedent(f"""
+        import sys, time
+        from gradwire.emu import EmulatedNetwork
+        net = EmulatedNetwork({str(path)!r}, {str(tmp_path / "run")!r}).__enter__()
+        print(net.proc.pid, flush=True)
+        time.sleep(600)
+        """)
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        switch_pid = int(p.stdout.readline())
+        assert len(ours(switch_pid)) == 2
+        p.kill()
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while ours(switch_pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not ours(switch_pid)
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_bad_scenarios_fail_clearly(tmp_path):
+    bad = scenario(tmp_path, "[topology]\nspine = 2\n")
+    with (
+        pytest.raises(Exception, match="spine"),
+        EmulatedNetwork(bad, tmp_path / "run"),
+    ):
+        pass
+    res = subprocess.run(
+        [sys.executable, "-m", "gradwire", "emulate", str(bad)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2 and "job" in (res.stdout + res.stderr)
