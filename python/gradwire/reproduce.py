@@ -90,6 +90,10 @@ FCT_METRICS = (
     Metric("fct_mean_us", "mean FCT (µs)"),
     Metric("fct_p99_us", "p99 FCT (µs)"),
 )
+ITER_METRICS = (
+    Metric("iter_mean_ms", "mean iteration time (ms)"),
+    Metric("iter_p99_ms", "p99 iteration time (ms)"),
+)
 BST_METRICS = (
     Metric("bst_median_ms", "median BST (ms)"),
     Metric("bst_p99_ms", "p99 BST (ms)"),
@@ -134,7 +138,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             x="workers",
             series="scheme",
             x_label="workers",
-            metrics=FCT_METRICS,
+            metrics=FCT_METRICS + ITER_METRICS,
             reduce="fct",
             quick=SMALL_LEAF_SPINE
             + (
@@ -150,7 +154,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {
             series="scheme",
             x_label="RTOmin (ms)",
             x_scale=1e-3,
-            metrics=(FCT_METRICS[1], FCT_METRICS[0]),
+            metrics=(FCT_METRICS[1], FCT_METRICS[0]) + ITER_METRICS,
             reduce="fct",
             quick=SMALL_LEAF_SPINE + ("workload.workers=4", "workload.servers=1"),
             note="RTOmin applies to the TCP-based schemes (DCTCP, PIAS); pFabric uses its own fixed "
@@ -308,6 +312,8 @@ def _model_bytes(model: str) -> float:
 # DLCP resends the pushes lost in PS incast several times over (2.5x at 32 workers, more
 # at 144). Only the order of runs depends on it: the longest go first.
 _TRANSPORT_COST = {"pfabric": 2.0, "dlcp": 4.0}
+#: An `ideal` (fluid) run moves no packets: a few seconds where a packet run takes minutes.
+_IDEAL_COST = 0.05
 
 
 def estimate_cost(config: dict) -> float:
@@ -316,6 +322,8 @@ def estimate_cost(config: dict) -> float:
     w = config.get("workload", {})
     kind = w.get("kind")
     factor = _TRANSPORT_COST.get(config.get("transport", {}).get("kind", ""), 1.0)
+    if config.get("ideal", "off") != "off":
+        factor = _IDEAL_COST
     if kind == "dnn":
         return factor * w.get("workers", 1) * _model_bytes(w.get("model", "")) * w.get("iterations", 1)
     if kind == "collective":
@@ -489,8 +497,58 @@ def stage_fct(flows_csv: Path) -> dict:
     return out
 
 
+def iteration_times(flows, begin_ns: float) -> list[float]:
+    """Iteration times (ns) of every PS worker and iteration: worker w's iteration k ends
+    when its last pull of iteration k finishes (it then holds every aggregated gradient)
+    and began when iteration k-1 ended (``begin_ns`` for k = 0). Only a worker's leading
+    run of complete iterations counts (an unfinished pull ends the worker's series)."""
+    import pandas as pd
+
+    pulls = flows[flows["pull"] == 1]
+    out: list[float] = []
+    for _w, g in pulls.groupby("dst", sort=True):
+        prev = begin_ns
+        for _k, it in g.groupby("iteration", sort=True):
+            finish = pd.to_numeric(it["finish_ns"], errors="coerce")
+            if finish.isna().any():
+                break
+            end = float(finish.max())
+            out.append(end - prev)
+            prev = end
+    return out
+
+
+def iteration_metrics(flows_csv: Path, config: dict | None) -> dict:
+    """Mean and p99 (nearest rank) iteration time (ms) over every worker and iteration of
+    a DNN PS run. Iteration 0 is counted from the start of its forward pass: the workload
+    start minus the model's forward time when ``compute`` is on (backward then makes the
+    layers ready), the workload start otherwise."""
+    import pandas as pd
+
+    out = {"iter_mean_ms": math.nan, "iter_p99_ms": math.nan, "iterations_done": 0}
+    w = (config or {}).get("workload", {})
+    if w.get("kind") != "dnn":
+        return out
+    begin = float(w.get("start_us", 0.0)) * 1e3
+    if w.get("compute", True):
+        try:
+            from gradwire.models import load_profile
+
+            begin -= float(load_profile(w.get("model", "resnet50")).get("forward_time_s", 0.0)) * 1e9
+        except (KeyError, OSError, ValueError):
+            pass
+    try:
+        flows = pd.read_csv(flows_csv, usecols=["dst", "finish_ns", "iteration", "pull"])
+    except (OSError, ValueError):
+        return out
+    ms = [v / 1e6 for v in iteration_times(flows, begin)]
+    if ms:
+        out.update(iter_mean_ms=sum(ms) / len(ms), iter_p99_ms=nearest_rank(ms, 0.99), iterations_done=len(ms))
+    return out
+
+
 def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict | None = None) -> dict:
-    """The metric columns of one run."""
+    """The metric columns of one run (``config``: the run's scenario, for iteration times)."""
     if repro.reduce == "fct":
 
         def us(k):
@@ -499,6 +557,7 @@ def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict 
 
         out = {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
         out.update(stage_fct(run_dir / "flows.csv"))
+        out.update(iteration_metrics(run_dir / "flows.csv", config))
         return out
     if repro.reduce == "bst":
         import pandas as pd
@@ -783,7 +842,11 @@ def plot(p: Plan, df, path: Path) -> Path:
             vals = []
             for s, row in zip(series, table):
                 y = np.array(row, dtype=float)
-                ax.plot(xs, y, marker="o", label=s)
+                if str(s).startswith("ideal"):
+                    # fluid lower bounds: dashed, no markers, grey
+                    ax.plot(xs, y, linestyle="--", color="0.45" if "fair" in str(s) else "0.15", label=s)
+                else:
+                    ax.plot(xs, y, marker="o", label=s)
                 vals += [v for v in row if v == v and v > 0]
             if vals and max(vals) / min(vals) > 10:
                 ax.set_yscale("log")

@@ -12,6 +12,7 @@
 
 pub mod engine;
 pub mod fabric;
+pub mod ideal;
 pub mod models;
 pub mod output;
 pub mod routing;

@@ -1,7 +1,8 @@
 //! Builds the endpoint pair of a flow for the scenario's transport. The only place the
 //! simulator names concrete transports; everything else sees `dyn Endpoint`.
 
-use crate::scenario::{Scenario, TransportKind};
+use crate::scenario::{DlcpRateState, Scenario, TransportKind};
+use gradwire_core::cc::MinimalRate;
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time};
@@ -23,6 +24,9 @@ use std::rc::Rc;
 /// in the next iteration), as [`LtThreshold`] does.
 type LtStates = Rc<RefCell<HashMap<(u32, u32, u64), LtThreshold>>>;
 
+/// DLCP rate state per (sender host, receiver host) with `dlcp_rate_state = "pair"`.
+type RateStates = Rc<RefCell<HashMap<(u32, u32), MinimalRate>>>;
+
 pub struct EndpointFactory {
     kind: TransportKind,
     tcp: TcpConfig,
@@ -34,6 +38,8 @@ pub struct EndpointFactory {
     base_rtt: Time,
     ltp: LtpConfig,
     lt_states: LtStates,
+    /// Some: DLCP rate state is carried per host pair.
+    dlcp_rates: Option<RateStates>,
 }
 
 pub type EndpointPair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
@@ -67,6 +73,7 @@ impl EndpointFactory {
             ctrl_priority: 0,
             importance: Importance::Fraction { fraction: tr.important_fraction, seed: s.seed },
             ctrl_rto: from_us(tr.ctrl_rto_us),
+            resend_at_line_rate: tr.dlcp_resend_at_line_rate,
             ..DlcpConfig::default()
         };
         let ltp = LtpConfig {
@@ -88,6 +95,7 @@ impl EndpointFactory {
             base_rtt: s.base_rtt_ns() * NS,
             ltp,
             lt_states: LtStates::default(),
+            dlcp_rates: (tr.dlcp_rate_state == DlcpRateState::Pair).then(RateStates::default),
             tcp,
             dlcp,
             pull_loss_bound: tr.pull_loss_bound,
@@ -119,10 +127,15 @@ impl EndpointFactory {
                     data_priority: layer_queue(spec.layer, spec.layers.max(1), self.data_priorities),
                     ..self.dlcp
                 };
-                (
-                    Box::new(DlcpSender::new(cfg, f, src, dst, bytes, now)),
-                    Box::new(DlcpReceiver::new(cfg, f, dst, src, bytes)),
-                )
+                let receiver = Box::new(DlcpReceiver::new(cfg, f, dst, src, bytes));
+                match &self.dlcp_rates {
+                    None => (Box::new(DlcpSender::new(cfg, f, src, dst, bytes, now)), receiver),
+                    Some(states) => {
+                        let warm = states.borrow().get(&(src, dst)).copied();
+                        let inner = DlcpSender::with_rate(cfg, f, src, dst, bytes, now, warm);
+                        (Box::new(CarryRate { inner, key: (src, dst), states: states.clone() }), receiver)
+                    }
+                }
             }
             TransportKind::Ltp => {
                 // lossy gather (push), fully reliable broadcast (pull): ltp.md §IV
@@ -188,6 +201,48 @@ impl Endpoint for CarryLt {
             self.states.borrow_mut().insert(self.key, self.inner.lt_state().clone());
         }
         ev
+    }
+
+    fn stats(&self) -> EndpointStats {
+        self.inner.stats()
+    }
+}
+
+/// A DLCP sender that leaves its rate state to its host pair after every rate decision,
+/// so the pair's next transfer starts from it (`dlcp_rate_state = "pair"`).
+struct CarryRate {
+    inner: DlcpSender,
+    key: (u32, u32),
+    states: RateStates,
+}
+
+impl Endpoint for CarryRate {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        self.inner.handle_packet(now, pkt)
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        let before = *self.inner.rate_control();
+        self.inner.handle_timeout(now);
+        if *self.inner.rate_control() != before {
+            self.states.borrow_mut().insert(self.key, *self.inner.rate_control());
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        self.inner.poll_transmit(now)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.inner.poll_timeout()
+    }
+
+    fn poll_timeout_unpaced(&self) -> Option<Time> {
+        self.inner.poll_timeout_unpaced()
+    }
+
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        self.inner.poll_event()
     }
 
     fn stats(&self) -> EndpointStats {

@@ -34,6 +34,10 @@ pub struct Scenario {
     pub pauses: PausesCfg,
     #[serde(default)]
     pub pcn: PcnCfg,
+    /// A fluid lower bound of the same workload instead of the packet simulation
+    /// (`crate::ideal`); left out of the serialized scenario when off.
+    #[serde(default, skip_serializing_if = "crate::ideal::IdealMode::is_off")]
+    pub ideal: crate::ideal::IdealMode,
 }
 
 /// PCN (pcn.md §3): bursts of `kind = "ddlgen"` are announced by a PCN-START to the server;
@@ -243,6 +247,35 @@ pub struct TransportCfg {
     pub pfabric_rto_us: Option<f64>,
     /// LTP: deadline slack C, deadline = max(LT threshold) + C (30 ms in a DC).
     pub ltp_c_ms: f64,
+    /// DLCP: where rate-control state lives (`tensor`: every transfer starts at line
+    /// rate, as dlcp.md; `pair`: carried across the transfers of one host pair, a deviation).
+    #[serde(skip_serializing_if = "DlcpRateState::is_tensor")]
+    pub dlcp_rate_state: DlcpRateState,
+    /// DLCP: a retransmission request restarts the rate at line rate (dlcp.md §3.2.1);
+    /// false keeps the rate the control had reached (a deviation).
+    #[serde(skip_serializing_if = "is_true")]
+    pub dlcp_resend_at_line_rate: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DlcpRateState {
+    /// Per transfer (dlcp.md).
+    #[default]
+    Tensor,
+    /// Per (sender host, receiver host): a transfer starts from the rate state the last
+    /// one between the same hosts left.
+    Pair,
+}
+
+impl DlcpRateState {
+    pub fn is_tensor(&self) -> bool {
+        *self == DlcpRateState::Tensor
+    }
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 impl Default for TransportCfg {
@@ -269,6 +302,8 @@ impl Default for TransportCfg {
             pias_thresholds: Vec::new(),
             pfabric_rto_us: None,
             ltp_c_ms: 30.0,
+            dlcp_rate_state: DlcpRateState::Tensor,
+            dlcp_resend_at_line_rate: true,
         }
     }
 }

@@ -98,6 +98,10 @@ pub struct DlcpConfig {
     /// 16 workers the latter resends ~4 % fewer packets, costs the same simulator time, and
     /// moves mean FCT by -3 % (ResNet50) / +10 % (InceptionV3): kept as an option only.
     pub request_all_missing: bool,
+    /// A retransmission request puts the rate back to line rate (§3.2.1, "change the
+    /// state to line rate start"; the default). False: the resend round keeps the rate
+    /// the rate control had reached (a deviation).
+    pub resend_at_line_rate: bool,
 }
 
 impl Default for DlcpConfig {
@@ -117,6 +121,7 @@ impl Default for DlcpConfig {
             importance: Importance::All,
             ctrl_rto: MS,
             request_all_missing: true,
+            resend_at_line_rate: true,
         }
     }
 }

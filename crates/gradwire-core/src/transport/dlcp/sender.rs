@@ -57,6 +57,21 @@ pub struct DlcpSender {
 
 impl DlcpSender {
     pub fn new(cfg: DlcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time) -> Self {
+        Self::with_rate(cfg, flow, src, dst, size_bytes, now, None)
+    }
+
+    /// A sender whose rate control starts from `rate` (the state an earlier transfer
+    /// between the same hosts reached: a deviation, dlcp.md keeps rate state per tensor)
+    /// rather than at line rate; `None` is [`DlcpSender::new`].
+    pub fn with_rate(
+        cfg: DlcpConfig,
+        flow: FlowId,
+        src: HostId,
+        dst: HostId,
+        size_bytes: u64,
+        now: Time,
+        rate: Option<MinimalRate>,
+    ) -> Self {
         let seg = cfg.segmentation(flow, size_bytes);
         let min_rate = cfg.bps((cfg.mss + cfg.header_bytes) as u64); // one packet per period
         let mut s = DlcpSender {
@@ -67,7 +82,7 @@ impl DlcpSender {
             seg,
             state: State::Sending,
             ctrl: CtrlChannel::new(flow, src, dst, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
-            cc: MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate),
+            cc: rate.unwrap_or_else(|| MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate)),
             queue: RunQueue::default(),
             accepted: HashSet::new(),
             batch_complete: false,
@@ -154,9 +169,11 @@ impl DlcpSender {
             // The round's retransmission request: back to "line rate start" once per
             // round (Figure 7). Reports in flight describe the idle gap before this round;
             // judging the new line-rate burst by them would halve it at once: skip one.
-            self.cc.on_retransmit_request();
-            self.report = None;
-            self.skip_decision = true;
+            if self.cfg.resend_at_line_rate {
+                self.cc.on_retransmit_request();
+                self.report = None;
+                self.skip_decision = true;
+            }
         }
         self.accepted.insert(arg);
         self.queue.extend(runs);

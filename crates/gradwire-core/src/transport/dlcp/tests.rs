@@ -533,3 +533,54 @@ fn unpaced_deadline_leaves_out_only_the_pacing_slot() {
     let r = DlcpReceiver::new(c, FLOW, DST, SRC, 100 * c.mss as u64);
     assert_eq!(r.poll_timeout_unpaced(), r.poll_timeout());
 }
+
+/// A rate state reached at half line rate, as an earlier transfer would leave it.
+fn halved(c: &DlcpConfig) -> crate::cc::MinimalRate {
+    let mut cc = crate::cc::MinimalRate::new(c.line_rate_bps, c.delta, c.additive_increase_frac, 1);
+    cc.on_period(c.line_rate_bps, c.line_rate_bps / 10);
+    cc
+}
+
+#[test]
+fn a_carried_rate_paces_the_first_round() {
+    let c = cfg(0.0);
+    let mut s = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, Some(halved(&c)));
+    assert_eq!(s.rate_bps(), c.line_rate_bps / 2);
+    let mut data = Vec::new();
+    let mut t = 0;
+    while data.len() < 3 {
+        while let Some(p) = s.poll_transmit(t) {
+            if p.kind == PacketKind::Data {
+                data.push(t);
+            }
+        }
+        t = s.poll_timeout().unwrap();
+    }
+    assert_eq!(data[2] - data[1], serialization(1500, c.line_rate_bps / 2));
+    // without a carried state: line rate
+    let fresh = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, None);
+    assert_eq!(fresh.rate_bps(), c.line_rate_bps);
+}
+
+#[test]
+fn a_resend_round_restarts_at_line_rate_unless_configured_to_keep_the_rate() {
+    for keep in [false, true] {
+        let c = DlcpConfig { resend_at_line_rate: !keep, ..cfg(0.0) };
+        // one segment: data, then STOP(0) right behind it
+        let mut s = DlcpSender::with_rate(c, FLOW, SRC, DST, 1000, 0, Some(halved(&c)));
+        while s.poll_transmit(0).is_some() {}
+        assert_eq!(s.rounds(), 1);
+        let retx = Packet::ctrl(
+            PacketKind::Ctrl(CtrlOp::Retx),
+            FLOW,
+            DST,
+            SRC,
+            RetxReq { round: 0, last: true, first: 0, set: RetxSet::Run(1) }.pack(),
+            64,
+        );
+        s.handle_packet(US, &retx);
+        assert_eq!(s.retx_ignored(), 0);
+        let want = if keep { c.line_rate_bps / 2 } else { c.line_rate_bps };
+        assert_eq!(s.rate_bps(), want, "resend_at_line_rate = {}", !keep);
+    }
+}
