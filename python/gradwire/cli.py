@@ -36,7 +36,7 @@ _no_metavar_for_flags()
 
 app = typer.Typer(
     name="gradwire",
-    help="gradwire: packet-level simulation of data-parallel training traffic.",
+    help="gradwire: the communication stack for data-parallel training: simulate, emulate, run and train.",
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -81,7 +81,7 @@ def _main(
         typer.Option("--version", "-V", help="Show the version and exit.", callback=_version, is_eager=True),
     ] = None,
 ) -> None:
-    """gradwire: packet-level simulation of data-parallel training traffic."""
+    """gradwire: the communication stack for data-parallel training: simulate, emulate, run and train."""
 
 
 def _fmt_us(v) -> str:
