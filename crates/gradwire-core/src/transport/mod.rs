@@ -20,7 +20,11 @@ use crate::time::Time;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndpointEvent {
     /// Receiver side: the transfer is complete (every byte, or the loss bound met).
-    Delivered { bytes: u64 },
+    Delivered {
+        /// Payload bytes the receiver holds at completion (less than the transfer size
+        /// only after a loss-tolerant early close).
+        bytes: u64,
+    },
     /// Sender side: everything is acknowledged; the endpoint has nothing left to do.
     SenderDone,
 }
@@ -28,20 +32,57 @@ pub enum EndpointEvent {
 /// Counters every endpoint keeps; they end up in `flows.csv`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EndpointStats {
+    /// Packets handed out by [`Endpoint::poll_transmit`], of every kind (data, ACKs,
+    /// control messages and their retransmissions).
     pub packets_sent: u64,
+    /// Data packets sent again after being declared lost (a subset of `packets_sent`).
     pub retransmits: u64,
+    /// Retransmission timers that fired (data RTO or an unacknowledged control message).
     pub timeouts: u64,
 }
 
+/// One end of one flow: a sender or a receiver, as a sans-IO state machine.
+///
+/// The driver owns the clock and the wire; the endpoint owns protocol state only. Every
+/// method that takes `now` is given the driver's current time in picoseconds ([`Time`]),
+/// and `now` must never decrease from one call to the next on the same endpoint.
+///
+/// A driver's loop, after creating the endpoint and after every `handle_*` call:
+///
+/// 1. call [`poll_transmit`](Self::poll_transmit) until it returns `None`, putting each
+///    packet on the wire (a driver that serializes at line rate may instead ask for one
+///    packet each time its link is free, and keep asking until `None`);
+/// 2. drain [`poll_event`](Self::poll_event);
+/// 3. (re-)arm one timer at [`poll_timeout`](Self::poll_timeout), replacing the previous
+///    one, and call [`handle_timeout`](Self::handle_timeout) when it fires.
+///
+/// Waking an endpoint early is harmless: `handle_timeout` re-checks every deadline
+/// against `now` and does nothing for those not yet due, so a driver may coalesce timers
+/// or wake on any event. Waking it late only delays what it would have done.
 pub trait Endpoint {
-    /// A packet of this endpoint's flow arrived.
+    /// A packet addressed to this endpoint's flow arrived at `now`.
+    ///
+    /// Packets of another flow or from the wrong peer, duplicates and stale ones are
+    /// ignored (some endpoints count them): the driver may deliver whatever the wire gave.
+    /// Replies (ACKs, control acknowledgements) are queued for `poll_transmit`.
     fn handle_packet(&mut self, now: Time, pkt: &Packet);
     /// The deadline last returned by `poll_timeout` has passed (or, spuriously, not yet:
     /// an endpoint must tolerate being woken early and re-check its own deadline).
+    /// Fires due retransmission timers and pacing slots; packets it makes ready are
+    /// drained with `poll_transmit`.
     fn handle_timeout(&mut self, now: Time);
-    /// Next packet to put on the wire now, if any.
+    /// The next packet to put on the wire at `now`, if one may leave now.
+    ///
+    /// `None` means nothing may be sent at `now`: the endpoint is idle, blocked by its
+    /// congestion window (an ACK will unblock it), or waiting for its next pacing slot
+    /// (reported by `poll_timeout`). Each packet returned is counted as sent at `now`
+    /// (RTT samples and timers start from it); a driver that drops it instead causes a
+    /// loss the protocol recovers from like any other.
     fn poll_transmit(&mut self, now: Time) -> Option<Packet>;
-    /// Earliest time the endpoint wants `handle_timeout`; `None` when no timer is armed.
+    /// Earliest time (ps) the endpoint wants `handle_timeout`, pacing slot included;
+    /// `None` when no timer is armed (it waits for a packet, or it is done). The value
+    /// may be in the past: the driver should then call `handle_timeout` at once.
+    /// Re-read it after every call that changes state.
     fn poll_timeout(&self) -> Option<Time>;
     /// `poll_timeout` without the pacing slot (when the next packet may leave): the
     /// earliest time `handle_timeout` has work. A driver that keeps asking
@@ -50,7 +91,9 @@ pub trait Endpoint {
     fn poll_timeout_unpaced(&self) -> Option<Time> {
         self.poll_timeout()
     }
-    /// Next application event, if any.
+    /// Next application event, if any. Each event is returned once.
     fn poll_event(&mut self) -> Option<EndpointEvent>;
+    /// Counters so far; final once the endpoint reports [`EndpointEvent::SenderDone`] or
+    /// [`EndpointEvent::Delivered`].
     fn stats(&self) -> EndpointStats;
 }
