@@ -308,10 +308,10 @@ impl LtpSender {
     /// `timer`: called because the RTO timer fired. Then the oldest packet went a whole
     /// RTO without three later-sent packets being ACKed: the ACK clock is dead and
     /// everything in flight is declared lost (as TCP does on an RTO), not only the
-    /// packets older than one RTO. Fix (incast): expiring only those freed one packet per
-    /// (doubling) RTO after a burst loss, while the rest of a window of lost packets kept
-    /// `in_flight_bytes` above cwnd, so the sender could send nothing at all: in the
-    /// 32-to-1 incast senders sat blocked until the receiver's deadline (30 ms).
+    /// packets older than one RTO. Expiring only those would free one packet per
+    /// (doubling) RTO after a burst loss, while the rest of a window of lost packets keeps
+    /// `in_flight_bytes` above cwnd and the sender can send nothing at all: in a 32-to-1
+    /// incast, senders would sit blocked until the receiver's deadline (30 ms).
     fn on_rto(&mut self, now: Time, timer: bool) {
         let rto = self.rto();
         let oldest_expired = self.in_flight.values().next().is_some_and(|f| f.rs.sent_at.saturating_add(rto) <= now);
