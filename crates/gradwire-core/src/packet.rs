@@ -15,7 +15,8 @@ pub type FlowId = u32;
 pub enum PacketKind {
     /// Payload bytes `[seq, seq + len)` of a flow.
     Data,
-    /// Acknowledgement; `seq` is the cumulative ACK (next byte expected).
+    /// Acknowledgement; `seq` is the cumulative ACK (next byte expected), except for LTP,
+    /// whose ACK names one segment by its offset (see [`Packet::seq`]).
     Ack,
     /// A control message (DLCP); its one argument is in `seq`, `len` is 0.
     Ctrl(CtrlOp),
@@ -73,7 +74,7 @@ pub struct Packet {
     /// the cumulative ACK (next byte expected) for TCP-like transports, the offset of the
     /// one acknowledged segment for LTP. Ctrl/CtrlAck: the op's argument ([`CtrlOp`]).
     pub seq: u64,
-    /// Payload bytes (0 for a pure ACK).
+    /// Payload bytes; 0 for ACKs and control packets.
     pub len: u32,
     /// Bytes on the wire, headers included; what links serialize and buffers hold.
     pub wire_bytes: u32,

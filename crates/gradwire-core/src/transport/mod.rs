@@ -45,7 +45,8 @@ pub struct EndpointStats {
 ///
 /// The driver owns the clock and the wire; the endpoint owns protocol state only. Every
 /// method that takes `now` is given the driver's current time in picoseconds ([`Time`]),
-/// and `now` must never decrease from one call to the next on the same endpoint.
+/// and `now` must never decrease from one call to the next on the same endpoint:
+/// endpoints measure RTTs and deadlines as differences of the `now`s they were given.
 ///
 /// A driver's loop, after creating the endpoint and after every `handle_*` call:
 ///
