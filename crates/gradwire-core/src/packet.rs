@@ -85,8 +85,9 @@ pub struct Packet {
     pub ecn: Ecn,
     /// ECN-echo on an ACK: the acknowledged data packet arrived with CE.
     pub ece: bool,
-    /// When the sender emitted it, in ps (diagnostics; transports keep their own RTT
-    /// state). Stamped by the endpoint or by the driver at send time; 0 if neither did.
+    /// When the packet was emitted, in ps, for diagnostics and traces only: no endpoint
+    /// reads it from a received packet (transports keep their own RTT state). Stamped by
+    /// the endpoint or the driver; 0 if neither did.
     pub sent_at: Time,
     /// pFabric (0 for every other transport). Data: the packet's rank, the flow's bytes not
     /// yet acknowledged when it was sent; a pFabric port serves the smallest rank first.

@@ -29,7 +29,8 @@ const FLAG_ECE: u8 = 1 << 2;
 const KNOWN_FLAGS: u8 = FLAG_ECT | FLAG_CE | FLAG_ECE;
 
 /// The decoded header of one datagram: the fields of a [`crate::Packet`] that travel
-/// on the wire (hosts are the socket addresses, sizes the datagram's own).
+/// on the wire. The receiver takes the hosts from the socket addresses and the sizes
+/// from the datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     /// Packet kind, as [`crate::Packet::kind`].

@@ -96,8 +96,8 @@ pub struct SendState {
 /// The BDP congestion controller of one sender (see the module docs).
 ///
 /// The sender calls [`Self::on_send`] for each packet, [`Self::on_ack`] for each ACK and
-/// [`Self::on_app_limited`] when it runs out of data; it sends while in-flight bytes are
-/// below [`Self::cwnd_bytes`], spaced at [`Self::pacing_bps`]. All byte counts are wire
+/// [`Self::on_app_limited`] when it runs out of data; it keeps in-flight bytes within
+/// [`Self::cwnd_bytes`] and spaces packets at [`Self::pacing_bps`]. All byte counts are wire
 /// bytes.
 #[derive(Clone, Debug)]
 pub struct BdpCc {

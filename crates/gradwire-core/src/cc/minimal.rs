@@ -9,7 +9,8 @@
 /// The two states of [`MinimalRate`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RatePhase {
-    /// At line rate, until the first period that finds congestion.
+    /// At line rate (at the start, and after a retransmission request), until a period
+    /// finds congestion.
     LineRateStart,
     /// After congestion was seen: halve on congestion, add a step otherwise.
     CongestionAvoidance,

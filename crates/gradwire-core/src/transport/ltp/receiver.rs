@@ -146,7 +146,7 @@ impl LtpReceiver {
         self.close.map(|c| c.at)
     }
 
-    /// Closed: `Delivered` has been emitted and no more data is placed.
+    /// Closed (complete or early): `Delivered` is reported, and no more data is placed.
     pub fn is_closed(&self) -> bool {
         self.close.is_some()
     }
