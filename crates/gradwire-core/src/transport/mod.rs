@@ -123,8 +123,9 @@ pub trait Endpoint {
     fn handle_packet(&mut self, now: Time, pkt: &Packet);
     /// The deadline last returned by `poll_timeout` has passed (or, spuriously, not yet:
     /// an endpoint must tolerate being woken early and re-check its own deadline).
-    /// Fires due retransmission timers and pacing slots; packets it makes ready are
-    /// drained with `poll_transmit`.
+    /// Fires what is due (retransmission timers, rate periods, Early Close checks);
+    /// packets it makes ready are drained with `poll_transmit`. A pacing slot needs no
+    /// call here: once it has passed, `poll_transmit` sends.
     fn handle_timeout(&mut self, now: Time);
     /// The next packet to put on the wire at `now`, if one may leave now.
     ///
@@ -148,7 +149,8 @@ pub trait Endpoint {
     }
     /// Next application event, if any. Each event is returned once.
     fn poll_event(&mut self) -> Option<EndpointEvent>;
-    /// Counters so far; final once the endpoint reports [`EndpointEvent::SenderDone`] or
-    /// [`EndpointEvent::Delivered`].
+    /// Counters so far. A sender's are final once it reports
+    /// [`EndpointEvent::SenderDone`]; a receiver keeps counting the ACKs and control
+    /// messages it still sends after [`EndpointEvent::Delivered`].
     fn stats(&self) -> EndpointStats;
 }
