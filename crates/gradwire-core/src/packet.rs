@@ -10,11 +10,13 @@ pub type HostId = u32;
 /// Identifier of a transfer (a flow), unique within a run.
 pub type FlowId = u32;
 
+/// What a packet carries; decides how `seq` and `len` are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PacketKind {
     /// Payload bytes `[seq, seq + len)` of a flow.
     Data,
-    /// Acknowledgement; `seq` is the cumulative ACK (next byte expected).
+    /// Acknowledgement; `seq` is the cumulative ACK (next byte expected), except for LTP,
+    /// whose ACK names one segment by its offset (see [`Packet::seq`]).
     Ack,
     /// A control message (DLCP); its one argument is in `seq`, `len` is 0.
     Ctrl(CtrlOp),
@@ -40,6 +42,7 @@ pub enum CtrlOp {
 }
 
 impl CtrlOp {
+    /// Every op, in wire-code order (see [`crate::wire`]).
     pub const ALL: [CtrlOp; 6] = [CtrlOp::Start, CtrlOp::Stop, CtrlOp::Retx, CtrlOp::Finish, CtrlOp::Confirm, CtrlOp::Rate];
 }
 
@@ -52,24 +55,39 @@ pub struct Ecn {
     pub ce: bool,
 }
 
+/// One packet in flight between two endpoints, through zero or more switch ports.
+///
+/// Byte counts are `u32` per packet and `u64` per stream; times are [`Time`] (ps). The
+/// payload itself is never carried: a data packet names the byte range `[seq, seq + len)`
+/// of its flow, and a driver that moves real bytes keeps them beside the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet {
+    /// What the packet carries; decides how `seq` and `len` are read.
     pub kind: PacketKind,
+    /// The transfer the packet belongs to; endpoints ignore packets of other flows.
     pub flow: FlowId,
+    /// Sending host; endpoints check it is their peer.
     pub src: HostId,
+    /// Destination host; switches route on it.
     pub dst: HostId,
-    /// Data: first payload byte. Ack: cumulative ack.
+    /// A byte offset in the flow, or a control argument. Data: first payload byte. Ack:
+    /// the cumulative ACK (next byte expected) for TCP-like transports, the offset of the
+    /// one acknowledged segment for LTP. Ctrl/CtrlAck: the op's argument ([`CtrlOp`]).
     pub seq: u64,
-    /// Payload bytes (0 for a pure ACK).
+    /// Payload bytes; 0 for ACKs and control packets.
     pub len: u32,
     /// Bytes on the wire, headers included; what links serialize and buffers hold.
     pub wire_bytes: u32,
-    /// Switch queue: 0 is served first (strict priority); 0..=7.
+    /// Switch queue: 0 is served first (strict priority); 0..=7. A port with fewer
+    /// queues clamps it to its lowest-priority queue.
     pub priority: u8,
+    /// ECN bits: set ECT at the sender, CE by a switch on the way.
     pub ecn: Ecn,
     /// ECN-echo on an ACK: the acknowledged data packet arrived with CE.
     pub ece: bool,
-    /// When the sender emitted it (diagnostics; transports keep their own RTT state).
+    /// When the packet was emitted, in ps, for diagnostics and traces only: no endpoint
+    /// reads it from a received packet (transports keep their own RTT state). Stamped by
+    /// the endpoint or the driver; 0 if neither did.
     pub sent_at: Time,
     /// pFabric (0 for every other transport). Data: the packet's rank, the flow's bytes not
     /// yet acknowledged when it was sent; a pFabric port serves the smallest rank first.
@@ -80,6 +98,9 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// A data packet of payload bytes `[seq, seq + len)`, `header` bytes of headers on
+    /// the wire on top (so `wire_bytes = len + header`). Priority 0, no ECN, rank 0:
+    /// the transport sets those it uses.
     pub fn data(flow: FlowId, src: HostId, dst: HostId, seq: u64, len: u32, header: u32) -> Self {
         Packet {
             kind: PacketKind::Data,
@@ -112,6 +133,8 @@ impl Packet {
         }
     }
 
+    /// An ACK carrying `cum_ack` in `seq` (what it acknowledges depends on the transport,
+    /// see [`Packet::seq`]), `len` 0, `wire_bytes` on the wire. Priority 0, no ECN/ECE.
     pub fn ack(flow: FlowId, src: HostId, dst: HostId, cum_ack: u64, wire_bytes: u32) -> Self {
         Packet {
             kind: PacketKind::Ack,

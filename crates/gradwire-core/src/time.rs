@@ -6,10 +6,15 @@
 /// A point in time or a duration, in picoseconds. `u64` covers 213 days.
 pub type Time = u64;
 
+/// One picosecond, the unit of [`Time`].
 pub const PS: Time = 1;
+/// One nanosecond in [`Time`] units (ps).
 pub const NS: Time = 1_000;
+/// One microsecond in [`Time`] units (ps).
 pub const US: Time = 1_000_000;
+/// One millisecond in [`Time`] units (ps).
 pub const MS: Time = 1_000_000_000;
+/// One second in [`Time`] units (ps).
 pub const SEC: Time = 1_000_000_000_000;
 
 /// Time to serialize `bytes` onto a link of `bits_per_sec`, rounded up to a picosecond.

@@ -16,8 +16,11 @@
 
 use crate::packet::{CtrlOp, FlowId, PacketKind};
 
+/// First two bytes of every gradwire datagram.
 pub const MAGIC: [u8; 2] = *b"GW";
+/// Header layout version this build encodes and accepts (no other is decoded).
 pub const VERSION: u8 = 1;
+/// Header size in bytes; the payload starts right after it.
 pub const HEADER_LEN: usize = 32;
 
 const FLAG_ECT: u8 = 1 << 0;
@@ -25,31 +28,59 @@ const FLAG_CE: u8 = 1 << 1;
 const FLAG_ECE: u8 = 1 << 2;
 const KNOWN_FLAGS: u8 = FLAG_ECT | FLAG_CE | FLAG_ECE;
 
+/// The decoded header of one datagram: the fields of a [`crate::Packet`] that travel
+/// on the wire. The receiver takes the hosts from the socket addresses and the sizes
+/// from the datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Packet kind, as [`crate::Packet::kind`].
     pub kind: PacketKind,
+    /// ECN-capable transport flag, as [`crate::Ecn::ect`].
     pub ect: bool,
+    /// Congestion-experienced flag, as [`crate::Ecn::ce`].
     pub ce: bool,
+    /// ECN-echo on an ACK, as [`crate::Packet::ece`].
     pub ece: bool,
+    /// Priority queue, 0..=7 (0 served first); decoding rejects larger values.
     pub priority: u8,
     /// Random per job: datagrams of another job are rejected by the runtime.
     pub session: u64,
+    /// Flow (transfer) id, as [`crate::Packet::flow`].
     pub flow: FlowId,
+    /// Payload bytes after the header; must equal what the datagram holds.
     pub payload_len: u32,
+    /// Byte offset, cumulative ACK or control argument, as [`crate::Packet::seq`].
     pub seq: u64,
 }
 
+/// Why a datagram was rejected. Each is a property of the bytes received, so a driver
+/// counts and drops the datagram; none is fatal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireError {
-    TooShort { got: usize },
+    /// Fewer than [`HEADER_LEN`] bytes arrived.
+    TooShort {
+        /// Datagram size in bytes.
+        got: usize,
+    },
+    /// The first two bytes are not [`MAGIC`]: not a gradwire datagram.
     BadMagic,
+    /// A header version other than [`VERSION`] (a peer running another build).
     UnsupportedVersion(u8),
+    /// A kind code that names no [`PacketKind`].
     UnknownKind(u8),
+    /// Flag bits other than ECT, CE and ECE are set (the offending flags byte).
     UnknownFlags(u8),
+    /// A priority above 7.
     BadPriority(u8),
+    /// The two reserved bytes are not zero.
     NonZeroReserved,
     /// The header claims more (or fewer) payload bytes than the datagram holds.
-    LengthMismatch { claimed: u32, actual: usize },
+    LengthMismatch {
+        /// `payload_len` from the header.
+        claimed: u32,
+        /// Payload bytes actually present after the header.
+        actual: usize,
+    },
 }
 
 impl std::fmt::Display for WireError {
@@ -105,6 +136,8 @@ fn kind_from_code(code: u8) -> Option<PacketKind> {
 }
 
 impl Header {
+    /// Write the header into `out` in the layout above (reserved bytes zeroed). Encoding
+    /// does not validate: a `priority` above 7 is written as is and rejected by the peer.
     pub fn encode(&self, out: &mut [u8; HEADER_LEN]) {
         out[0..2].copy_from_slice(&MAGIC);
         out[2] = VERSION;

@@ -38,17 +38,19 @@ pub const HIGH_GAIN: f64 = 2.885;
 /// Pacing gains of ProbeBw, one phase per RTprop.
 pub const PROBE_BW_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 
+/// Tuning of [`BdpCc`]; the defaults are BBR's where BBR has one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BdpConfig {
     /// Rounds (round trips) over which the max filter keeps BtlBw samples.
     pub btlbw_window_rounds: u64,
-    /// Time after which the RTprop min filter accepts a larger sample.
+    /// Time (ps) after which the RTprop min filter accepts a larger sample.
     pub rtprop_window: Time,
-    /// cwnd gain in ProbeBw.
+    /// cwnd gain in ProbeBw (cwnd = gain × BDP).
     pub cwnd_gain: f64,
     /// cwnd never below this many bytes (a few packets keep the ACK clock running).
     pub min_cwnd_bytes: u64,
-    /// Window Startup begins with (BBR: 10 packets). It grows by the bytes acknowledged.
+    /// Window Startup begins with, bytes (BBR: 10 packets). It grows by the bytes
+    /// acknowledged.
     pub initial_cwnd_bytes: u64,
 }
 
@@ -64,23 +66,39 @@ impl Default for BdpConfig {
     }
 }
 
+/// Where [`BdpCc`] is in its cycle (see the module docs for the gains of each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BdpPhase {
+    /// Searching for BtlBw: window and rate double per round.
     Startup,
+    /// Emptying the queue Startup built, until in-flight ≤ BDP.
     Drain,
+    /// Steady state: cycling the pacing gain around 1 to probe for more bandwidth.
     ProbeBw,
 }
 
 /// What a packet remembers at send time, handed back on its ACK for a rate sample.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SendState {
+    /// Wire bytes acknowledged on the connection when the packet was sent.
     pub delivered: u64,
+    /// When (ps) the last of those bytes was acknowledged (or the send restarted from idle).
     pub delivered_time: Time,
+    /// Send time (ps) of the packet whose ACK last gave a rate sample: the start of the
+    /// send interval.
     pub first_sent_time: Time,
+    /// When (ps) this packet was sent.
     pub sent_at: Time,
+    /// The sender was application-limited: the sample may only raise BtlBw.
     pub app_limited: bool,
 }
 
+/// The BDP congestion controller of one sender (see the module docs).
+///
+/// The sender calls [`Self::on_send`] for each packet, [`Self::on_ack`] for each ACK and
+/// [`Self::on_app_limited`] when it runs out of data; it keeps in-flight bytes within
+/// [`Self::cwnd_bytes`] and spaces packets at [`Self::pacing_bps`]. All byte counts are wire
+/// bytes.
 #[derive(Clone, Debug)]
 pub struct BdpCc {
     cfg: BdpConfig,
@@ -116,6 +134,8 @@ pub struct BdpCc {
 }
 
 impl BdpCc {
+    /// A controller in Startup, with the initial estimates (RTprop in ps, BtlBw in bit/s,
+    /// each raised to at least 1) standing in until samples arrive.
     pub fn new(cfg: BdpConfig, initial_rtprop: Time, initial_btlbw_bps: u64) -> Self {
         BdpCc {
             cfg,
@@ -151,10 +171,13 @@ impl BdpCc {
         cc
     }
 
+    /// The current phase.
     pub fn phase(&self) -> BdpPhase {
         self.phase
     }
 
+    /// Round trips counted so far: a round ends when a packet sent after the previous
+    /// round's end is acknowledged.
     pub fn round(&self) -> u64 {
         self.round
     }
@@ -164,10 +187,14 @@ impl BdpCc {
         !self.btlbw.is_empty() && self.rtprop.is_some()
     }
 
+    /// Bottleneck bandwidth estimate, bit/s: the windowed max of delivery-rate samples,
+    /// or the initial estimate before the first sample.
     pub fn btlbw_bps(&self) -> u64 {
         self.btlbw.front().map_or(self.initial_btlbw_bps, |&(_, b)| b)
     }
 
+    /// Round-trip propagation time estimate, ps: the windowed min of RTT samples, or the
+    /// initial estimate before the first sample.
     pub fn rtprop(&self) -> Time {
         self.rtprop.map_or(self.initial_rtprop, |(r, _)| r)
     }
@@ -185,10 +212,15 @@ impl BdpCc {
         }
     }
 
+    /// Multiplier of BtlBw for the pacing rate in the current phase (and ProbeBw cycle
+    /// slot).
     pub fn pacing_gain(&self) -> f64 {
         self.gains().0
     }
 
+    /// Rate to pace data at, bit/s (at least 1): `pacing_gain × BtlBw`; before the first
+    /// rate sample, the Startup window spread over an RTprop at high gain, capped at the
+    /// initial BtlBw.
     pub fn pacing_bps(&self) -> u64 {
         if self.btlbw.is_empty() {
             // No rate sample yet (BBR's init): spread the initial window over an RTprop,
@@ -199,12 +231,14 @@ impl BdpCc {
         ((self.btlbw_bps() as f64 * self.pacing_gain()) as u64).max(1)
     }
 
+    /// Wire bytes allowed in flight. In Startup, the small initial window grown by the
+    /// bytes acknowledged (doubling per round, up to `2/ln2 × BDP`); afterwards
+    /// `cwnd_gain × BDP`; never below `min_cwnd_bytes`.
+    ///
+    /// Startup does not open at `2/ln2 × BDP` of the configured path: at 100 Gbit/s and
+    /// an 85 µs RTT that is 3 MB per sender, and an incast of 32 such senders into a
+    /// 512 KB port drops half the packets and kills the survivors' ACK clocks.
     pub fn cwnd_bytes(&self) -> u64 {
-        // Fix (incast): Startup used to allow 2/ln2 x BDP of the *configured* path at once,
-        // i.e. 2.9 x line rate x base RTT (3 MB at 100G/85 us, more than a 1 MB tensor).
-        // 32 senders then each put their whole tensor on the wire at line rate into a
-        // 512 KB port: half of all packets dropped, and the survivors' ACK clocks died.
-        // Like BBR, Startup now opens from a small window that doubles per round.
         if self.phase == BdpPhase::Startup {
             self.startup_cwnd
         } else {

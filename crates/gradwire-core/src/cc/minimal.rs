@@ -6,12 +6,18 @@
 //! avoidance), otherwise add `additive_increase_frac` of line rate, capped at line rate. A
 //! retransmission request resets to line rate ("line rate start").
 
+/// The two states of [`MinimalRate`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RatePhase {
+    /// At line rate (at the start, and after a retransmission request), until a period
+    /// finds congestion.
     LineRateStart,
+    /// After congestion was seen: halve on congestion, add a step otherwise.
     CongestionAvoidance,
 }
 
+/// DLCP's sending-rate controller (see the module docs); the sender paces at
+/// [`Self::rate_bps`] and calls [`Self::on_period`] once per period.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MinimalRate {
     phase: RatePhase,
@@ -23,7 +29,10 @@ pub struct MinimalRate {
 }
 
 impl MinimalRate {
-    /// `min_rate_bps` keeps repeated halving from stalling the flow entirely.
+    /// Start at `line_rate_bps` (bit/s) in [`RatePhase::LineRateStart`]. Congestion is
+    /// a send rate above `delta` × the reported receive rate; each increase adds
+    /// `additive_increase_frac` × line rate. `min_rate_bps` keeps repeated halving from
+    /// stalling the flow entirely.
     pub fn new(line_rate_bps: u64, delta: f64, additive_increase_frac: f64, min_rate_bps: u64) -> Self {
         let line = line_rate_bps.max(1);
         MinimalRate {
@@ -36,10 +45,12 @@ impl MinimalRate {
         }
     }
 
+    /// Current sending rate, bit/s, in `[min_rate_bps, line_rate_bps]`.
     pub fn rate_bps(&self) -> u64 {
         self.rate_bps
     }
 
+    /// The current phase.
     pub fn phase(&self) -> RatePhase {
         self.phase
     }

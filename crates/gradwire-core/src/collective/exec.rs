@@ -6,12 +6,21 @@
 
 use super::{Rank, Schedule, TransferId};
 
+/// A finish report [`RankExec`] refused: a bug in the world driving it, not in the network.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ExecError {
     /// The transfer does not exist, or this rank is not the end the call claims.
-    NotOurs { transfer: TransferId, rank: Rank },
+    NotOurs {
+        /// The transfer reported.
+        transfer: TransferId,
+        /// This executor's rank.
+        rank: Rank,
+    },
     /// Reported finished twice.
-    AlreadyDone { transfer: TransferId },
+    AlreadyDone {
+        /// The transfer reported.
+        transfer: TransferId,
+    },
 }
 
 impl std::fmt::Display for ExecError {
@@ -25,6 +34,9 @@ impl std::fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
+/// Dependency tracking for one rank of a [`Schedule`]: which of the rank's sends may
+/// start, given which of its transfers have finished. Sends become ready in schedule
+/// order.
 #[derive(Clone, Debug)]
 pub struct RankExec {
     rank: Rank,
@@ -67,6 +79,7 @@ impl RankExec {
         RankExec { rank, pending, dependants, done: vec![false; n], ready, open }
     }
 
+    /// The rank this executor tracks.
     pub fn rank(&self) -> Rank {
         self.rank
     }
@@ -101,6 +114,7 @@ impl RankExec {
         Ok(())
     }
 
+    /// `transfer` has been reported finished here (false for an unknown id).
     pub fn is_finished(&self, transfer: TransferId) -> bool {
         self.done.get(transfer as usize).copied().unwrap_or(false)
     }

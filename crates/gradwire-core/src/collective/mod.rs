@@ -59,12 +59,16 @@ pub enum Op {
     Copy,
 }
 
+/// One chunk transfer of a schedule: a byte range of the buffer, from one rank to another.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transfer {
+    /// Sending rank; it reads `range` of its buffer when the transfer starts.
     pub src: Rank,
+    /// Receiving rank; it applies `op` to `range` of its buffer once delivered.
     pub dst: Rank,
     /// Byte range of the buffer, the same offsets at both ends; element-aligned.
     pub range: Range<u64>,
+    /// What the receiver does with the delivered bytes.
     pub op: Op,
     /// Transfers that must be finished *at `src`* before this one starts: each is either
     /// received by `src` (delivered and applied) or sent by `src` (sender side done).
@@ -76,6 +80,7 @@ pub struct Transfer {
 }
 
 impl Transfer {
+    /// Payload size of the transfer, bytes (`range.end - range.start`).
     pub fn bytes(&self) -> u64 {
         self.range.end - self.range.start
     }
@@ -86,25 +91,67 @@ impl Transfer {
 pub struct Schedule {
     /// Algorithm name, for reports ("ring", "tree", "rat", "ps").
     pub name: String,
+    /// Number of ranks; every `src`/`dst` is in `0..world`.
     pub world: u32,
+    /// Size of every rank's buffer, bytes.
     pub bytes: u64,
     /// Element size; every transfer range starts and ends on a multiple of it.
     pub elem_bytes: u32,
+    /// The transfers, indexed by [`TransferId`]; dependencies refer to these indices.
     pub transfers: Vec<Transfer>,
 }
 
+/// The first invariant a [`Schedule`] breaks, naming the offending transfer (`transfer`
+/// is always its index in [`Schedule::transfers`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ScheduleError {
-    RankOutOfRange { transfer: TransferId, rank: Rank, world: u32 },
-    SelfTransfer { transfer: TransferId },
-    BadRange { transfer: TransferId },
-    Misaligned { transfer: TransferId },
-    BadLossBound { transfer: TransferId },
-    BadPriority { transfer: TransferId },
+    /// `src` or `dst` is not below `world`.
+    RankOutOfRange {
+        /// The offending transfer.
+        transfer: TransferId,
+        /// The rank out of range.
+        rank: Rank,
+        /// The schedule's world size.
+        world: u32,
+    },
+    /// `src == dst`.
+    SelfTransfer {
+        /// The offending transfer.
+        transfer: TransferId,
+    },
+    /// The range is empty or ends past the buffer.
+    BadRange {
+        /// The offending transfer.
+        transfer: TransferId,
+    },
+    /// The range does not start and end on a multiple of `elem_bytes`.
+    Misaligned {
+        /// The offending transfer.
+        transfer: TransferId,
+    },
+    /// The loss bound is outside `[0, 1]` (or NaN).
+    BadLossBound {
+        /// The offending transfer.
+        transfer: TransferId,
+    },
+    /// The priority is above 7.
+    BadPriority {
+        /// The offending transfer.
+        transfer: TransferId,
+    },
     /// A dependency that is not a transfer into or out of the sender.
-    ForeignDependency { transfer: TransferId, dep: TransferId },
-    /// A dependency on itself, on a later transfer that never ends, or a cycle.
-    Cycle { transfer: TransferId },
+    ForeignDependency {
+        /// The offending transfer.
+        transfer: TransferId,
+        /// The dependency its sender takes no part in.
+        dep: TransferId,
+    },
+    /// A dependency on itself, on a transfer that does not exist, or a cycle: the
+    /// transfer could never start.
+    Cycle {
+        /// A transfer that could never start.
+        transfer: TransferId,
+    },
 }
 
 impl fmt::Display for ScheduleError {

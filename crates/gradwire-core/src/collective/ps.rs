@@ -14,6 +14,7 @@ use std::fmt;
 /// Which ranks are workers (contribute and receive the sum) and which hold shards.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PsLayout {
+    /// Ranks that contribute a gradient and receive the sum.
     pub workers: Vec<Rank>,
     /// Server `j` holds shard `j` of the buffer.
     pub servers: Vec<Rank>,

@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+/// Each rank's region at each level of the network hierarchy, finest (rack) first; see
+/// the module docs for the text form. Levels are nested: ranks sharing a region at one
+/// level share one at every coarser level.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RackMap {
     /// `levels[l][rank]`: the rank's region at level `l`, as given.
@@ -67,6 +70,7 @@ impl RackMap {
         RackMap::new(levels)
     }
 
+    /// Number of ranks (entries per level).
     pub fn world(&self) -> u32 {
         self.levels[0].len() as u32
     }
@@ -81,10 +85,12 @@ impl RackMap {
         self.levels[level][rank as usize]
     }
 
+    /// Every rank's region at `level`, indexed by rank. Panics if `level >= levels()`.
     pub fn level(&self, level: usize) -> &[u32] {
         &self.levels[level]
     }
 
+    /// `a` and `b` share a region at `level`.
     pub fn same_region(&self, level: usize, a: Rank, b: Rank) -> bool {
         self.region(level, a) == self.region(level, b)
     }

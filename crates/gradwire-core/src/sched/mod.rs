@@ -70,9 +70,13 @@ impl Config {
 /// A configuration the scheduler cannot run with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigError {
+    /// `S_p` is 0 bytes.
     ZeroPartition,
+    /// `S_c < S_p`: no partition could ever fit in the window.
     CreditBelowPartition {
+        /// `S_p`, bytes.
         partition_bytes: u64,
+        /// `S_c`, bytes.
         credit_bytes: u64,
     },
 }
@@ -107,12 +111,15 @@ pub struct PartitionId(pub u64);
 /// A byte range of a posted tensor, to be sent as one unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Partition {
+    /// The handle to pass to [`Scheduler::complete`]; unique within a scheduler.
     pub id: PartitionId,
     /// The caller's tensor id, as posted.
     pub tensor: u64,
     /// The tensor's layer (0 = front, the first one the forward pass needs).
     pub layer: u32,
+    /// First byte of the partition within the tensor.
     pub offset: u64,
+    /// Partition size, bytes (at most `S_p` in force when it was cut, never 0).
     pub len: u64,
 }
 
@@ -122,7 +129,10 @@ pub enum SchedError {
     /// `complete` of a partition that is not in flight (never started, or completed twice).
     NotInFlight(PartitionId),
     /// A tensor of zero bytes has nothing to schedule.
-    EmptyTensor { tensor: u64 },
+    EmptyTensor {
+        /// The caller's tensor id.
+        tensor: u64,
+    },
 }
 
 impl fmt::Display for SchedError {
@@ -152,6 +162,7 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// An idle scheduler; fails if `config` does not validate.
     pub fn new(config: Config, order: Order) -> Result<Scheduler, ConfigError> {
         config.validate()?;
         Ok(Scheduler {
@@ -166,10 +177,12 @@ impl Scheduler {
         })
     }
 
+    /// The `⟨S_p, S_c⟩` in force.
     pub fn config(&self) -> Config {
         self.config
     }
 
+    /// How ready partitions are ordered.
     pub fn order(&self) -> Order {
         self.order
     }
@@ -254,14 +267,17 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Bytes of started, not yet completed partitions: the credit in use.
     pub fn in_flight_bytes(&self) -> u64 {
         self.in_flight_bytes
     }
 
+    /// Bytes posted and not yet started.
     pub fn queued_bytes(&self) -> u64 {
         self.queued_bytes
     }
 
+    /// Partitions posted and not yet started.
     pub fn queued_partitions(&self) -> usize {
         self.queue.len()
     }

@@ -18,6 +18,8 @@ pub enum Placed {
     Duplicate(u64),
 }
 
+/// Which segments of one tensor have arrived, one bit per segment, with byte and
+/// malformed-packet counters. Holds no payload.
 #[derive(Clone, Debug)]
 pub struct Reassembly {
     seg: Segmentation,
@@ -28,11 +30,13 @@ pub struct Reassembly {
 }
 
 impl Reassembly {
+    /// Nothing received yet of the tensor `seg` describes.
     pub fn new(seg: Segmentation) -> Self {
         let words = seg.count().div_ceil(64) as usize;
         Reassembly { seg, bits: vec![0; words], received_bytes: 0, duplicates: 0, rejected: 0 }
     }
 
+    /// How the tensor is cut into segments.
     pub fn segmentation(&self) -> &Segmentation {
         &self.seg
     }
@@ -62,14 +66,17 @@ impl Reassembly {
         self.seg.locate(offset, len).is_ok_and(|i| !self.has(i))
     }
 
+    /// Segment `index` has arrived (false past the end).
     pub fn has(&self, index: u64) -> bool {
         index < self.seg.count() && self.bits[(index / 64) as usize] & (1 << (index % 64)) != 0
     }
 
+    /// Payload bytes of the distinct segments received (duplicates count once).
     pub fn received_bytes(&self) -> u64 {
         self.received_bytes
     }
 
+    /// Payload bytes not yet received: `total_bytes - received_bytes`.
     pub fn missing_bytes(&self) -> u64 {
         self.seg.total_bytes() - self.received_bytes
     }
@@ -82,14 +89,17 @@ impl Reassembly {
         }
     }
 
+    /// Every segment has arrived (true at once for an empty tensor).
     pub fn is_complete(&self) -> bool {
         self.received_bytes == self.seg.total_bytes()
     }
 
+    /// Inserts of a segment already held.
     pub fn duplicates(&self) -> u64 {
         self.duplicates
     }
 
+    /// Inserts refused because `(offset, len)` was not one of the tensor's segments.
     pub fn rejected(&self) -> u64 {
         self.rejected
     }
@@ -131,6 +141,7 @@ pub struct TensorBuffer {
 }
 
 impl TensorBuffer {
+    /// A zeroed buffer of `seg.total_bytes()` bytes, nothing received.
     pub fn new(seg: Segmentation) -> Self {
         TensorBuffer { data: vec![0; seg.total_bytes() as usize], reasm: Reassembly::new(seg) }
     }
@@ -157,10 +168,12 @@ impl TensorBuffer {
         bubbles
     }
 
+    /// Which segments have been placed.
     pub fn reassembly(&self) -> &Reassembly {
         &self.reasm
     }
 
+    /// The tensor's bytes: placed segments as received, the rest zero.
     pub fn as_bytes(&self) -> &[u8] {
         &self.data
     }

@@ -12,24 +12,35 @@ pub type TensorId = u32;
 /// One packet's worth of a tensor: enough to place it without any other state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segment {
+    /// The tensor it belongs to.
     pub tensor: TensorId,
+    /// Position among the tensor's segments, from 0.
     pub index: u64,
     /// First byte within the tensor.
     pub offset: u64,
+    /// Payload bytes; `seg_bytes` for all but possibly the last segment.
     pub len: u32,
 }
 
 impl Segment {
+    /// One past the last byte within the tensor: the segment is `[offset, end)`.
     pub fn end(&self) -> u64 {
         self.offset + self.len as u64
     }
 }
 
+/// Why a tensor cannot be segmented (a configuration error, reported at setup).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SegmentError {
+    /// The element size is 0 bytes.
     ZeroElementSize,
     /// An element does not fit in one packet, so it could not stay whole.
-    ElementLargerThanMss { elem_bytes: u32, mss: u32 },
+    ElementLargerThanMss {
+        /// Element size, bytes.
+        elem_bytes: u32,
+        /// Payload bytes per packet.
+        mss: u32,
+    },
     /// The tensor has more than `u32::MAX` segments (control messages name segments by u32).
     TooManySegments,
 }
@@ -45,6 +56,8 @@ pub enum Reject {
     WrongLength,
 }
 
+/// How one tensor is cut into segments: a pure function of (tensor, size, element size,
+/// MSS), so sender and receiver compute the same cut without exchanging it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segmentation {
     tensor: TensorId,
@@ -78,10 +91,12 @@ impl Segmentation {
         Self::new(tensor, total, elem_bytes, mss)
     }
 
+    /// The tensor this segmentation describes.
     pub fn tensor(&self) -> TensorId {
         self.tensor
     }
 
+    /// Size of the tensor, bytes.
     pub fn total_bytes(&self) -> u64 {
         self.total
     }
@@ -91,10 +106,12 @@ impl Segmentation {
         self.seg_bytes
     }
 
+    /// Number of segments (0 for an empty tensor; at most `u32::MAX`).
     pub fn count(&self) -> u64 {
         self.count
     }
 
+    /// Segment `index`, or `None` past the end.
     pub fn segment(&self, index: u64) -> Option<Segment> {
         if index >= self.count {
             return None;
@@ -104,6 +121,7 @@ impl Segmentation {
         Some(Segment { tensor: self.tensor, index, offset, len })
     }
 
+    /// Every segment, in index order.
     pub fn iter(&self) -> impl Iterator<Item = Segment> + '_ {
         (0..self.count).filter_map(|i| self.segment(i))
     }

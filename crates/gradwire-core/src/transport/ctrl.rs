@@ -19,6 +19,9 @@ struct Pending {
     gen: u64,
 }
 
+/// One endpoint's side of the control channel: a FIFO of control packets to send, and
+/// the retransmission schedule of the unacknowledged ones. The owning endpoint merges
+/// `poll_transmit` and `deadline` into its own.
 pub(super) struct CtrlChannel {
     flow: FlowId,
     local: HostId,
@@ -34,11 +37,15 @@ pub(super) struct CtrlChannel {
     /// Unacknowledged messages and the generation of their live schedule entry.
     live: HashMap<(CtrlOp, u64), u64>,
     next_gen: u64,
+    /// Control packets handed out (messages, their retransmissions and `CtrlAck`s).
     pub(super) sent: u64,
+    /// Reliable messages sent again because their timeout passed.
     pub(super) retransmits: u64,
 }
 
 impl CtrlChannel {
+    /// Control packets from `local` to `remote` on `flow`, each `wire_bytes` on the wire
+    /// in queue `priority`, retransmitted every `rto` ps (at least 1).
     pub(super) fn new(flow: FlowId, local: HostId, remote: HostId, wire_bytes: u32, priority: u8, rto: Time) -> Self {
         CtrlChannel {
             flow,
@@ -93,6 +100,8 @@ impl CtrlChannel {
         self.queue(PacketKind::Ctrl(op), arg);
     }
 
+    /// Acknowledge the peer's `op(arg)` (queue a `CtrlAck`). Sent for every copy that
+    /// arrives, so a lost acknowledgement is repaired by the peer's next retransmission.
     pub(super) fn ack(&mut self, op: CtrlOp, arg: u64) {
         self.queue(PacketKind::CtrlAck(op), arg);
     }
@@ -127,10 +136,13 @@ impl CtrlChannel {
         fired
     }
 
+    /// When the oldest unacknowledged message is due for retransmission; `None` when
+    /// every reliable message is acknowledged or cancelled.
     pub(super) fn deadline(&self) -> Option<Time> {
         self.pending.front().map(|p| p.deadline)
     }
 
+    /// The next queued control packet, stamped with `now` (control is never paced).
     pub(super) fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         let mut p = self.tx.pop_front()?;
         p.sent_at = now;

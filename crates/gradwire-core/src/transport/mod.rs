@@ -20,7 +20,11 @@ use crate::time::Time;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EndpointEvent {
     /// Receiver side: the transfer is complete (every byte, or the loss bound met).
-    Delivered { bytes: u64 },
+    Delivered {
+        /// Payload bytes the receiver holds at completion (less than the transfer size
+        /// only after a loss-tolerant early close).
+        bytes: u64,
+    },
     /// Sender side: everything is acknowledged; the endpoint has nothing left to do.
     SenderDone,
 }
@@ -28,20 +32,113 @@ pub enum EndpointEvent {
 /// Counters every endpoint keeps; they end up in `flows.csv`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EndpointStats {
+    /// Packets handed out by [`Endpoint::poll_transmit`], of every kind (data, ACKs,
+    /// control messages and their retransmissions).
     pub packets_sent: u64,
+    /// Data packets sent again after being declared lost (a subset of `packets_sent`).
     pub retransmits: u64,
+    /// Retransmission timers that fired (data RTO or an unacknowledged control message).
     pub timeouts: u64,
 }
 
+/// One end of one flow: a sender or a receiver, as a sans-IO state machine.
+///
+/// The driver owns the clock and the wire; the endpoint owns protocol state only. Every
+/// method that takes `now` is given the driver's current time in picoseconds ([`Time`]),
+/// and `now` must never decrease from one call to the next on the same endpoint:
+/// endpoints measure RTTs and deadlines as differences of the `now`s they were given.
+///
+/// A driver's loop, after creating the endpoint and after every `handle_*` call:
+///
+/// 1. call [`poll_transmit`](Self::poll_transmit) until it returns `None`, putting each
+///    packet on the wire (a driver that serializes at line rate may instead ask for one
+///    packet each time its link is free, and keep asking until `None`);
+/// 2. drain [`poll_event`](Self::poll_event);
+/// 3. (re-)arm one timer at [`poll_timeout`](Self::poll_timeout), replacing the previous
+///    one, and call [`handle_timeout`](Self::handle_timeout) when it fires.
+///
+/// Waking an endpoint early is harmless: `handle_timeout` re-checks every deadline
+/// against `now` and does nothing for those not yet due, so a driver may coalesce timers
+/// or wake on any event. Waking it late only delays what it would have done.
+///
+/// # Example
+///
+/// A minimal driver: one LTP transfer over a lossless wire with a fixed one-way delay,
+/// on a virtual clock that jumps from event to event.
+///
+/// ```
+/// use gradwire_core::time::{Time, US};
+/// use gradwire_core::transport::ltp::{LtpConfig, LtpReceiver, LtpSender};
+/// use gradwire_core::transport::{Endpoint, EndpointEvent};
+/// use gradwire_core::Packet;
+///
+/// const DELAY: Time = 5 * US;
+/// let (flow, a, b, size) = (7, 0, 1, 256 * 1024);
+/// let mut now: Time = 0;
+/// let mut tx = LtpSender::new(LtpConfig::default(), flow, a, b, size, now);
+/// let mut rx = LtpReceiver::new(LtpConfig::default(), flow, b, a, size);
+/// // Packets on the wire: (arrival time, packet), both directions.
+/// let mut wire: Vec<(Time, Packet)> = Vec::new();
+/// let (mut delivered, mut sender_done) = (None, false);
+/// while !sender_done {
+///     // Hand over what has arrived by `now`.
+///     let (arrived, in_flight): (Vec<_>, Vec<_>) = wire.drain(..).partition(|&(at, _)| at <= now);
+///     wire = in_flight;
+///     for (_, p) in arrived {
+///         if p.dst == b { rx.handle_packet(now, &p) } else { tx.handle_packet(now, &p) }
+///     }
+///     // Wake both: early for at least one of them, which they tolerate.
+///     tx.handle_timeout(now);
+///     rx.handle_timeout(now);
+///     for ep in [&mut tx as &mut dyn Endpoint, &mut rx] {
+///         while let Some(p) = ep.poll_transmit(now) {
+///             wire.push((now + DELAY, p));
+///         }
+///         while let Some(ev) = ep.poll_event() {
+///             match ev {
+///                 EndpointEvent::Delivered { bytes } => delivered = Some(bytes),
+///                 EndpointEvent::SenderDone => sender_done = true,
+///             }
+///         }
+///     }
+///     // Sleep until the next arrival or deadline (a pacing slot or a timer).
+///     let timers = [tx.poll_timeout(), rx.poll_timeout()].into_iter().flatten();
+///     let arrivals = wire.iter().map(|&(at, _)| at);
+///     match timers.chain(arrivals).min() {
+///         Some(t) => now = now.max(t),
+///         None => break,
+///     }
+/// }
+/// // LTP may close early (Early Close) once `1 - loss_bound` of the bytes are in.
+/// let delivered = delivered.expect("the receiver closed");
+/// assert!(sender_done && rx.bound_met());
+/// assert!(delivered >= size - size / 20 && delivered <= size);
+/// ```
 pub trait Endpoint {
-    /// A packet of this endpoint's flow arrived.
+    /// A packet addressed to this endpoint's flow arrived at `now`.
+    ///
+    /// Packets of another flow or from the wrong peer, duplicates and stale ones are
+    /// ignored (some endpoints count them): the driver may deliver whatever the wire gave.
+    /// Replies (ACKs, control acknowledgements) are queued for `poll_transmit`.
     fn handle_packet(&mut self, now: Time, pkt: &Packet);
     /// The deadline last returned by `poll_timeout` has passed (or, spuriously, not yet:
     /// an endpoint must tolerate being woken early and re-check its own deadline).
+    /// Fires what is due (retransmission timers, rate periods, Early Close checks);
+    /// packets it makes ready are drained with `poll_transmit`. A pacing slot needs no
+    /// call here: once it has passed, `poll_transmit` sends.
     fn handle_timeout(&mut self, now: Time);
-    /// Next packet to put on the wire now, if any.
+    /// The next packet to put on the wire at `now`, if one may leave now.
+    ///
+    /// `None` means nothing may be sent at `now`: the endpoint is idle, blocked by its
+    /// congestion window (an ACK will unblock it), or waiting for its next pacing slot
+    /// (reported by `poll_timeout`). Each packet returned is counted as sent at `now`
+    /// (RTT samples and timers start from it); a driver that drops it instead causes a
+    /// loss the protocol recovers from like any other.
     fn poll_transmit(&mut self, now: Time) -> Option<Packet>;
-    /// Earliest time the endpoint wants `handle_timeout`; `None` when no timer is armed.
+    /// Earliest time (ps) the endpoint wants `handle_timeout`, pacing slot included;
+    /// `None` when no timer is armed (it waits for a packet, or it is done). The value
+    /// may be in the past: the driver should then call `handle_timeout` at once.
+    /// Re-read it after every call that changes state.
     fn poll_timeout(&self) -> Option<Time>;
     /// `poll_timeout` without the pacing slot (when the next packet may leave): the
     /// earliest time `handle_timeout` has work. A driver that keeps asking
@@ -50,7 +147,10 @@ pub trait Endpoint {
     fn poll_timeout_unpaced(&self) -> Option<Time> {
         self.poll_timeout()
     }
-    /// Next application event, if any.
+    /// Next application event, if any. Each event is returned once.
     fn poll_event(&mut self) -> Option<EndpointEvent>;
+    /// Counters so far. A sender's are final once it reports
+    /// [`EndpointEvent::SenderDone`]; a receiver keeps counting the ACKs and control
+    /// messages it still sends after [`EndpointEvent::Delivered`].
     fn stats(&self) -> EndpointStats;
 }

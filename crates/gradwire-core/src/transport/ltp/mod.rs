@@ -61,6 +61,7 @@ use crate::time::{Time, MS, SEC, US};
 /// Which segments are critical: always delivered, and retransmitted ahead of normal data.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Critical {
+    /// No segment is critical: any may be given up at an Early Close.
     None,
     /// The first `n` segments (the tensor's metadata travels in the first one).
     First(u64),
@@ -70,7 +71,9 @@ pub enum Critical {
     /// Each segment with probability `fraction`, from a seeded hash of
     /// (seed, tensor, segment): both ends compute the same set.
     Fraction {
+        /// Probability that a segment is critical, in `[0, 1]`.
         fraction: f64,
+        /// Seed of the hash; sender and receiver must use the same one.
         seed: u64,
     },
     /// An explicit list of segment indices (indices past the end are ignored).
@@ -105,26 +108,29 @@ impl Critical {
     }
 }
 
+/// Parameters of one LTP transfer. Sender and receiver must be built from the same
+/// configuration: both derive the segmentation and the critical set from it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LtpConfig {
     /// Payload bytes per data packet; segments hold the most whole elements that fit.
     pub mss: u32,
-    /// Size of one gradient element (4 for f32): never split across packets.
+    /// Size of one gradient element in bytes (4 for f32): never split across packets.
     pub elem_bytes: u32,
     /// Header bytes added to each data packet on the wire (IP + UDP + gradwire).
     pub header_bytes: u32,
-    /// Wire size of an ACK.
+    /// Wire size of an ACK, bytes.
     pub ack_bytes: u32,
-    /// Wire size of a control packet (STOP, CONFIRM, RATE and their ACKs).
+    /// Wire size of a control packet (STOP, CONFIRM, RATE and their ACKs), bytes.
     pub ctrl_bytes: u32,
     /// Share of the tensor that may be missing at an Early Close, in `[0, 1]`.
     pub loss_bound: f64,
-    /// Deadline = max(LT threshold) + `lt_c` (30 ms in a DC, 100 ms in a WAN).
+    /// Deadline = max(LT threshold) + `lt_c`, ps (30 ms in a DC, 100 ms in a WAN).
     pub lt_c: Time,
-    /// RTprop assumed until measured (congestion control and LT threshold).
+    /// RTprop assumed until measured (congestion control and LT threshold), ps.
     pub initial_rtprop: Time,
     /// BtlBw assumed until measured, bit/s.
     pub initial_btlbw_bps: u64,
+    /// Which segments must always be delivered.
     pub critical: Critical,
     /// Queue of data packets (0..=7).
     pub data_priority: u8,
@@ -133,10 +139,12 @@ pub struct LtpConfig {
     pub ctrl_priority: u8,
     /// false: fully reliable (broadcast); no Early Close.
     pub loss_tolerant: bool,
-    /// Retransmission timeout of an unacknowledged control message.
+    /// Retransmission timeout of an unacknowledged control message, ps (fixed, no backoff).
     pub ctrl_rto: Time,
-    /// Floor of the data retransmission timeout (tail losses that no later ACK reveals).
+    /// Floor of the data retransmission timeout, ps (tail losses that no later ACK
+    /// reveals).
     pub min_rto: Time,
+    /// The sender's BDP congestion control (gains, probing).
     pub cc: BdpConfig,
 }
 
@@ -222,6 +230,8 @@ pub struct LtThreshold {
 }
 
 impl LtThreshold {
+    /// A link with no measurement yet: the formula from these estimates (RTprop in ps,
+    /// BtlBw in bit/s, raised to at least 1).
     pub fn new(initial_rtprop: Time, initial_btlbw_bps: u64) -> Self {
         LtThreshold {
             rtprop: initial_rtprop,
@@ -231,6 +241,7 @@ impl LtThreshold {
         }
     }
 
+    /// [`Self::new`] from the configured initial RTprop and BtlBw.
     pub fn from_config(cfg: &LtpConfig) -> Self {
         Self::new(cfg.initial_rtprop, cfg.initial_btlbw_bps)
     }
@@ -264,18 +275,24 @@ impl LtThreshold {
         };
     }
 
+    /// Forget the shortest complete transfer: the next threshold comes from the formula.
+    /// The path model is kept.
     pub fn new_epoch(&mut self) {
         self.shortest = None;
     }
 
+    /// Round-trip propagation time the formula uses, ps.
     pub fn rtprop(&self) -> Time {
         self.rtprop
     }
 
+    /// Bottleneck bandwidth the formula uses, bit/s (at least 1).
     pub fn btlbw_bps(&self) -> u64 {
         self.btlbw_bps
     }
 
+    /// The path model came from the sender's measurements (a RATE report), not from the
+    /// configured initial estimates.
     pub fn path_measured(&self) -> bool {
         self.path_measured
     }
@@ -289,7 +306,9 @@ impl LtThreshold {
 /// The sender's path model (RTprop, BtlBw), e.g. to start the next transfer warm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PathModel {
+    /// Round-trip propagation time (minimum RTT), ps.
     pub rtprop: Time,
+    /// Bottleneck bandwidth, bit/s.
     pub btlbw_bps: u64,
 }
 

@@ -31,6 +31,9 @@ struct Close {
     bound_met: bool,
 }
 
+/// The receiving end of one LTP transfer (an [`Endpoint`]): places each segment by its
+/// offset, ACKs every data packet, and closes by the Early Close rule, emitting
+/// [`EndpointEvent::Delivered`] once.
 pub struct LtpReceiver {
     cfg: LtpConfig,
     flow: FlowId,
@@ -57,6 +60,9 @@ pub struct LtpReceiver {
 }
 
 impl LtpReceiver {
+    /// A receiver at `local` of `size_bytes` on `flow` from `remote`, with a fresh LT
+    /// state from the configured initial path model. A tensor of 0 bytes is closed at
+    /// once.
     pub fn new(cfg: LtpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
         let lt = LtThreshold::from_config(&cfg);
         Self::with_lt_state(cfg, flow, local, remote, size_bytes, lt)
@@ -102,6 +108,7 @@ impl LtpReceiver {
         r
     }
 
+    /// The configuration this receiver was built with.
     pub fn config(&self) -> &LtpConfig {
         &self.cfg
     }
@@ -134,10 +141,12 @@ impl LtpReceiver {
         self.start
     }
 
+    /// When the transfer closed (complete or early), if it has.
     pub fn closed_at(&self) -> Option<Time> {
         self.close.map(|c| c.at)
     }
 
+    /// Closed (complete or early): `Delivered` is reported, and no more data is placed.
     pub fn is_closed(&self) -> bool {
         self.close.is_some()
     }
@@ -158,6 +167,7 @@ impl LtpReceiver {
         self.reasm.received_bytes()
     }
 
+    /// Share of the tensor's bytes placed, in `[0, 1]` (1 for an empty tensor).
     pub fn delivered_fraction(&self) -> f64 {
         self.reasm.delivered_fraction()
     }
@@ -173,10 +183,12 @@ impl LtpReceiver {
         self.close.is_none()
     }
 
+    /// Which segments are held, for inspection.
     pub fn reassembly(&self) -> &Reassembly {
         &self.reasm
     }
 
+    /// Segment `index` is critical (false past the end).
     pub fn is_critical(&self, index: u64) -> bool {
         self.critical.get(index as usize).copied().unwrap_or(false)
     }
@@ -196,6 +208,7 @@ impl LtpReceiver {
         self.late_discards
     }
 
+    /// Control messages (STOP) sent again after their timeout.
     pub fn ctrl_retransmits(&self) -> u64 {
         self.ctrl.retransmits
     }

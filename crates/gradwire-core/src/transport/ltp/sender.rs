@@ -34,6 +34,9 @@ struct InFlight {
     rs: SendState,
 }
 
+/// The sending end of one LTP transfer (an [`Endpoint`]): sends every segment of a
+/// tensor of `size_bytes`, retransmits losses until each is acknowledged or the receiver
+/// sends STOP, then emits [`EndpointEvent::SenderDone`].
 pub struct LtpSender {
     cfg: LtpConfig,
     flow: FlowId,
@@ -79,6 +82,9 @@ pub struct LtpSender {
 }
 
 impl LtpSender {
+    /// A sender of `size_bytes` on `flow` from `src` to `dst`, starting at `now` with the
+    /// configured initial path model (BDP congestion control begins in Startup). A
+    /// tensor of 0 bytes is done at once.
     pub fn new(cfg: LtpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time) -> Self {
         let cc = BdpCc::new(cfg.cc, cfg.initial_rtprop, cfg.initial_btlbw_bps);
         Self::build(cfg, flow, src, dst, size_bytes, now, cc)
@@ -144,10 +150,12 @@ impl LtpSender {
         s
     }
 
+    /// How the tensor is cut into segments (one per data packet).
     pub fn segmentation(&self) -> &Segmentation {
         &self.seg
     }
 
+    /// The BDP congestion controller (phase, cwnd, pacing rate), for inspection.
     pub fn congestion_control(&self) -> &BdpCc {
         &self.cc
     }
@@ -157,6 +165,7 @@ impl LtpSender {
         PathModel { rtprop: self.cc.rtprop(), btlbw_bps: self.cc.btlbw_bps() }
     }
 
+    /// Segment `index` is critical (false past the end).
     pub fn is_critical(&self, index: u64) -> bool {
         self.critical.get(index as usize).copied().unwrap_or(false)
     }
@@ -177,18 +186,23 @@ impl LtpSender {
         retx.chain(self.rq.iter()).copied().filter(|&i| !self.acked[i as usize]).collect()
     }
 
+    /// Distinct segments acknowledged so far.
     pub fn acked_segments(&self) -> u64 {
         self.n_acked
     }
 
+    /// Wire bytes (headers included) sent and neither acknowledged nor declared lost:
+    /// what the congestion window limits.
     pub fn in_flight_bytes(&self) -> u64 {
         self.in_flight_bytes
     }
 
+    /// Control messages (CONFIRM) sent again after their timeout.
     pub fn ctrl_retransmits(&self) -> u64 {
         self.ctrl.retransmits
     }
 
+    /// Finished: everything acknowledged, or STOP received and CONFIRM acknowledged.
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }
@@ -294,10 +308,10 @@ impl LtpSender {
     /// `timer`: called because the RTO timer fired. Then the oldest packet went a whole
     /// RTO without three later-sent packets being ACKed: the ACK clock is dead and
     /// everything in flight is declared lost (as TCP does on an RTO), not only the
-    /// packets older than one RTO. Fix (incast): expiring only those freed one packet per
-    /// (doubling) RTO after a burst loss, while the rest of a window of lost packets kept
-    /// `in_flight_bytes` above cwnd, so the sender could send nothing at all: in the
-    /// 32-to-1 incast senders sat blocked until the receiver's deadline (30 ms).
+    /// packets older than one RTO. Expiring only those would free one packet per
+    /// (doubling) RTO after a burst loss, while the rest of a window of lost packets keeps
+    /// `in_flight_bytes` above cwnd and the sender can send nothing at all: in a 32-to-1
+    /// incast, senders would sit blocked until the receiver's deadline (30 ms).
     fn on_rto(&mut self, now: Time, timer: bool) {
         let rto = self.rto();
         let oldest_expired = self.in_flight.values().next().is_some_and(|f| f.rs.sent_at.saturating_add(rto) <= now);
