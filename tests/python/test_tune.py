@@ -38,7 +38,9 @@ def test_grid_is_the_paper_grid():
 
 def test_grid_search_finds_the_optimum():
     g = grid()
-    best, s = run(GridSearch(g), speed, len(g) + 5)
+    tuner = GridSearch(g)
+    best, s = run(tuner, speed, len(g) + 5)
+    assert tuner.done and tuner.propose() is None
     assert best == Candidate(6 * MB, 3) and s == max(speed(c) for c in g)
 
 

@@ -21,6 +21,10 @@ class Tuner(Protocol):
         """The training speed (samples/s) measured with ``candidate``."""
 
     @property
+    def done(self) -> bool:
+        """The search is over: ``propose`` keeps answering the final choice (or None)."""
+
+    @property
     def best(self) -> tuple[Candidate, float] | None:
         """The fastest configuration observed so far, with its speed."""
 
@@ -48,6 +52,10 @@ class GridSearch(_Best):
         if not candidates:
             raise ValueError("grid search needs at least one candidate")
         self._todo = list(candidates)
+
+    @property
+    def done(self) -> bool:
+        return not self._todo
 
     def propose(self) -> Candidate | None:
         return self._todo[0] if self._todo else None
