@@ -86,6 +86,15 @@ def _env_int(name: str, value: int | None) -> int:
         raise ValueError(f"{name} is {raw!r}: expected an integer") from None
 
 
+def _env_flag(name: str) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name} is {raw!r}: expected 1 or 0")
+
+
 class _Buffer:
     """A float32/float64 buffer the runtime may write in place, and how to copy back."""
 
@@ -180,6 +189,7 @@ class Communicator:
         impair: dict[int, tuple[float, float]] | None = None,
         gso: bool = True,
         send_thread: bool = False,
+        authenticate: bool | None = None,
     ):
         world = _env_int("WORLD_SIZE", world_size)
         if topology is None:
@@ -211,6 +221,7 @@ class Communicator:
             impair=imp,
             gso=gso,
             send_thread=send_thread,
+            authenticate=_env_flag("GRADWIRE_AUTH") if authenticate is None else bool(authenticate),
         )
         self.ps = _PS(self)
 

@@ -70,17 +70,47 @@ def forged(comm, plan: dict) -> dict:
     comm.allreduce(ports)  # call 0: everyone learns the data ports
     n, calls = plan["elems"], plan["calls"]
     if comm.rank == 0:
-        evil = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        spoof = plan.get("spoof", False)
+        if (
+            spoof
+        ):  # raw IP (root): datagrams that claim to come from the peer's data address
+            evil = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        else:
+            evil = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # One segment per transfer of a 2-rank ring (the loopback MSS exceeds it).
         payload = np.full(n // comm.world_size, 1e6, np.float32).tobytes()
-        for port in ports:
+        for dst, port in enumerate(ports):
             for call in range(1, calls + 1):
                 for transfer in range(plan["transfers"]):
                     head = b"GW" + struct.pack(">BBBBH", 1, 1, 0, 1, 0)
                     head += struct.pack(
                         ">QIIQ", comm._c.session, call << 20 | transfer, len(payload), 0
                     )
-                    evil.sendto(head + payload, ("127.0.0.1", int(port)))
+                    datagram = head + payload + b"\0" * plan.get("tag_bytes", 0)
+                    if spoof:
+                        src_port = int(ports[(dst + 1) % len(ports)])
+                        udp = (
+                            struct.pack(
+                                ">HHHH", src_port, int(port), 8 + len(datagram), 0
+                            )
+                            + datagram
+                        )
+                        ip = struct.pack(
+                            ">BBHHHBBH4s4s",
+                            0x45,
+                            0,
+                            20 + len(udp),
+                            0,
+                            0,
+                            64,
+                            17,
+                            0,
+                            socket.inet_aton("127.0.0.1"),
+                            socket.inet_aton("127.0.0.1"),
+                        )
+                        evil.sendto(ip + udp, ("127.0.0.1", 0))
+                    else:
+                        evil.sendto(datagram, ("127.0.0.1", int(port)))
         time.sleep(0.3)
     else:
         time.sleep(0.6)  # the forgeries arrive before this rank posts the calls

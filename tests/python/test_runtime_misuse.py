@@ -27,11 +27,18 @@ def free_port() -> int:
 
 
 def run_ranks(
-    world: int, plan: dict, *, timeout: float = 120, token: str = "misuse"
+    world: int,
+    plan: dict,
+    *,
+    timeout: float = 120,
+    token: str = "misuse",
+    env: dict | None = None,
+    env_per_rank: dict | None = None,
 ) -> list[dict]:
     """Runs `world` ranks of misuse_worker.py; per rank: returncode, result (or None), log."""
     port = free_port()
     procs = []
+    extra = env
     for r in range(world):
         env = dict(os.environ)
         env.update(
@@ -42,6 +49,8 @@ def run_ranks(
             GRADWIRE_TOKEN=token,
             PYTHONPATH=HERE + os.pathsep + env.get("PYTHONPATH", ""),
         )
+        env.update(extra or {})
+        env.update((env_per_rank or {}).get(r, {}))
         procs.append(
             subprocess.Popen(
                 [sys.executable, WORKER, json.dumps(plan)],
@@ -146,3 +155,59 @@ def test_forged_datagrams_with_the_session_id_are_dropped_and_counted():
         assert res["error"] is None, res
         assert res["wrong"] == [], res["wrong"]
         assert res["counters"].get("wrong_source", 0) >= 4 * 32, res["counters"]
+
+
+def spoof_available() -> bool:
+    import socket
+
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(
+    not spoof_available(), reason="needs a raw socket (root) to spoof source addresses"
+)
+@pytest.mark.parametrize(
+    "auth", [False, True], ids=["address-check-only", "authenticated"]
+)
+def test_spoofed_source_addresses_are_stopped_only_by_authentication(auth):
+    """Datagrams forged with the peer's source address pass the address check: without
+    authentication they replace results (which is why the authenticated mode exists);
+    with GRADWIRE_AUTH=1 every one fails its tag and the results stay exact."""
+    plan = {
+        "scenario": "forged",
+        "elems": 1000,
+        "calls": 4,
+        "transfers": 32,
+        "spoof": True,
+        "tag_bytes": 16 if auth else 0,
+    }
+    ranks = run_ranks(2, plan, env={"GRADWIRE_AUTH": "1" if auth else "0"})
+    for r in ranks:
+        assert r["returncode"] == 0, (
+            f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        )
+        res = r["result"]
+        assert res["error"] is None, res
+        if auth:
+            assert res["wrong"] == [], res["wrong"]
+            assert res["counters"]["auth_failures"] >= 4 * 32, res["counters"]
+    if not auth:
+        assert any(r["result"]["wrong"] for r in ranks), (
+            "spoofed datagrams were expected to get through"
+        )
+
+
+def test_ranks_that_disagree_on_authentication_refuse_each_other():
+    plan = {
+        "scenario": "mismatch",
+        "elems": 10,
+        "per_rank": {"0": {}, "1": {}},
+        "init": {"timeout": 5.0},
+    }
+    ranks = run_ranks(2, plan, env_per_rank={1: {"GRADWIRE_AUTH": "1"}})
+    errors = [r["result"]["error"] or "" for r in ranks]
+    assert any("GRADWIRE_AUTH must also agree" in e for e in errors), errors

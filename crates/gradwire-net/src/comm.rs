@@ -14,6 +14,7 @@ use std::time::Duration;
 use gradwire_core::collective::Schedule;
 use mio::Waker;
 
+use crate::auth::JobKey;
 use crate::algorithms::{Algorithm, CallKind, CollectiveConfig, Schedules};
 use crate::engine::{CallRequest, Command, Counters, Engine, EngineConfig, MAX_TRANSFERS};
 use crate::error::NetError;
@@ -86,6 +87,9 @@ impl Communicator {
         let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
         let addrs: Vec<SocketAddr> = mesh.peers.iter().map(|p| p.udp_addr).collect();
         cfg.transport.mss = mesh.mss;
+        if rdv.authenticated {
+            cfg.auth = Some(JobKey::derive(&rdv.token, mesh.session));
+        }
         if cfg.transport.line_rate_bps == 0 {
             let next = addrs[((mesh.rank + 1) % rdv.world_size) as usize];
             cfg.transport.line_rate_bps = line_rate_to(next).0;

@@ -61,6 +61,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
+use crate::auth::token_proof;
 use crate::NetError;
 
 /// `GRADWIRE_RENDEZVOUS_TIMEOUT` when it is not set.
@@ -108,6 +109,9 @@ pub struct RendezvousConfig {
     pub timeout: Duration,
     /// Payload bytes per datagram; `None`: from the path MTU (see the module docs).
     pub mss: Option<u32>,
+    /// Tag every datagram and control frame with a key derived from the token
+    /// ([`crate::auth`]); every rank must agree (`GRADWIRE_AUTH=1`).
+    pub authenticated: bool,
 }
 
 /// A peer as the mesh knows it.
@@ -144,6 +148,7 @@ impl RendezvousConfig {
             token: String::new(),
             timeout: DEFAULT_TIMEOUT,
             mss: None,
+            authenticated: false,
         }
     }
 
@@ -222,7 +227,12 @@ impl RendezvousConfig {
                 }
             }
         };
-        let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout, mss };
+        let authenticated = match get("GRADWIRE_AUTH").as_deref().map(str::trim) {
+            None | Some("" | "0" | "false" | "no") => false,
+            Some("1" | "true" | "yes") => true,
+            Some(text) => return Err(garbled("GRADWIRE_AUTH", text, "1 to authenticate every datagram and control frame, 0 not to")),
+        };
+        let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout, mss, authenticated };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -835,8 +845,8 @@ fn bind_master(cfg: &RendezvousConfig) -> Result<TcpListener, NetError> {
 
 /// Why rank 0 refuses a hello, or `None` to admit it.
 fn check_hello(cfg: &RendezvousConfig, h: &Hello, joined: &mut BTreeMap<u32, Joined>) -> Option<String> {
-    if !tokens_equal(&h.token, cfg.token.as_bytes()) {
-        return Some("the job token does not match (set GRADWIRE_TOKEN to the job's token)".into());
+    if !tokens_equal(&h.token, &token_proof(&cfg.token, cfg.authenticated)) {
+        return Some("the job token does not match (set GRADWIRE_TOKEN to the job's token; GRADWIRE_AUTH must also agree)".into());
     }
     if h.world_size != cfg.world_size {
         return Some(format!(
@@ -1094,7 +1104,8 @@ fn joiner(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
     // Be admitted.
     let step = Instant::now() + cfg.timeout + grace(cfg.timeout);
     let hello = Frame::Hello(Hello {
-        token: cfg.token.as_bytes().to_vec(),
+        // A proof of the token, not the token: the job key is derived from it.
+        token: token_proof(&cfg.token, cfg.authenticated),
         rank: me,
         world_size: n,
         udp,
@@ -1265,6 +1276,7 @@ mod tests {
             token: TOKEN.into(),
             timeout,
             mss: None,
+            authenticated: false,
         }
     }
 
@@ -1407,7 +1419,7 @@ mod tests {
 
     fn hello(rank: u32, world_size: u32, ctrl: SocketAddr) -> Frame {
         Frame::Hello(Hello {
-            token: TOKEN.as_bytes().to_vec(),
+            token: token_proof(TOKEN, false),
             rank,
             world_size,
             udp: SocketAddr::from(([127, 0, 0, 1], 40000 + rank as u16)),
@@ -1436,7 +1448,7 @@ mod tests {
         wrong_token.token = "another-job".into();
         assert_eq!(
             refused(wrong_token),
-            format!("{prefix}the job token does not match (set GRADWIRE_TOKEN to the job's token)")
+            format!("{prefix}the job token does not match (set GRADWIRE_TOKEN to the job's token; GRADWIRE_AUTH must also agree)")
         );
         let m = refused(cfg(port, 1, 8, short));
         assert!(m.starts_with(&format!("{prefix}WORLD_SIZE is 8 but the job has 4 ranks")), "{m}");

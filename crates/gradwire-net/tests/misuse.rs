@@ -91,3 +91,42 @@ fn matching_calls_after_many_still_succeed() {
     });
     assert_eq!(out.len(), 3);
 }
+
+#[test]
+fn an_authenticated_job_is_exact_on_every_algorithm_and_counts_no_failures() {
+    use gradwire_net::auth::JobKey;
+    let key = JobKey::derive("job-token", 99);
+    for mss in [1440u32, 65_000] {
+        let comms = local_job(3, |_| {
+            let mut c = EngineConfig { auth: Some(key.clone()), ..EngineConfig::default() };
+            c.transport.mss = mss;
+            c
+        });
+        for algorithm in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
+            let out = on_all(&comms, |r, c| {
+                let mut x = data(r, 40_000);
+                c.allreduce(&mut x, algorithm, 0.0).unwrap_or_else(|e| panic!("{algorithm:?} rank {r}: {e}"));
+                x
+            });
+            let inputs: Vec<Vec<f32>> = (0..3).map(|r| data(r, 40_000)).collect();
+            let want: Vec<f32> = (0..40_000).map(|i| inputs.iter().map(|d| d[i]).sum()).collect();
+            assert!(out.iter().all(|x| *x == want), "{algorithm:?} mss {mss}");
+        }
+        assert!(comms.iter().all(|c| c.counters().auth_failures == 0));
+    }
+}
+
+#[test]
+fn a_rank_with_another_key_gets_an_error_not_a_result() {
+    use gradwire_net::auth::JobKey;
+    let comms = local_job(2, |r| EngineConfig {
+        auth: Some(JobKey::derive(if r == 0 { "job-token" } else { "other" }, 1)),
+        peer_timeout: Duration::from_secs(5),
+        ..EngineConfig::default()
+    });
+    let errs = on_all(&comms, |_, c| c.call(ring(), &mut vec![1.0f32; 10_000]).err());
+    for (r, e) in errs.iter().enumerate() {
+        let e = e.as_ref().unwrap_or_else(|| panic!("rank {r} returned a result"));
+        assert!(matches!(e, NetError::PeerLost { .. } | NetError::Timeout { .. }), "rank {r}: {e}");
+    }
+}
