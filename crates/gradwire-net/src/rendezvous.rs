@@ -56,6 +56,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -67,7 +69,7 @@ use crate::NetError;
 /// `GRADWIRE_RENDEZVOUS_TIMEOUT` when it is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Version of the rendezvous frames; a process speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The segment size when nothing says otherwise (a 1500-byte IPv4 packet, or a
 /// single-rank job, which sends nothing).
@@ -87,6 +89,10 @@ pub const MAX_WORLD_SIZE: u32 = 16384;
 const MAGIC: [u8; 8] = *b"GWRENDZV";
 /// How long an unproven connection may take to send its hello.
 const HELLO_READ_LIMIT: Duration = Duration::from_secs(5);
+/// Connections whose hello rank 0 reads at once (a thread each); more wait in the
+/// listen backlog, so silent connections cost at most this many threads for
+/// `HELLO_READ_LIMIT` each.
+const MAX_HELLO_READERS: usize = 64;
 
 /// Extra time for a step whose outcome another rank decides under its own deadline
 /// (a joiner waiting for rank 0's verdict, rank 0 waiting for the joiners' mesh), so
@@ -155,9 +161,11 @@ impl RendezvousConfig {
     /// Read the job from the environment, as torchrun sets it:
     /// - `MASTER_ADDR` (host name or IP of rank 0), `MASTER_PORT` (1..=65535),
     ///   `RANK` (0..WORLD_SIZE), `WORLD_SIZE` (1..=16384): required;
-    /// - `GRADWIRE_TOKEN`: the job's shared secret. Optional: unset means the empty token,
+    /// - `GRADWIRE_TOKEN`: the job's shared secret (`gradwire launch` sets a random one).
+    ///   Unset: `torchelastic:<TORCHELASTIC_RUN_ID>` under torchrun, else the empty token,
     ///   which only keeps apart jobs that set different tokens; set one per job whenever
     ///   several jobs may share hosts or ports;
+    /// - `GRADWIRE_AUTH`: 1 to authenticate every datagram and frame ([`crate::auth`]);
     /// - `GRADWIRE_RENDEZVOUS_TIMEOUT`: seconds (decimals allowed) each rendezvous step may
     ///   take, default 30;
     /// - `GRADWIRE_MSS`: payload bytes per datagram, the same on every rank; unset: from
@@ -200,7 +208,7 @@ impl RendezvousConfig {
             Ok(r) if r < world_size => r,
             _ => return Err(garbled("RANK", &rank_text, &rank_hint)),
         };
-        let token = get("GRADWIRE_TOKEN").unwrap_or_default();
+        let token = get("GRADWIRE_TOKEN").or_else(|| get("TORCHELASTIC_RUN_ID").map(|id| format!("torchelastic:{id}"))).unwrap_or_default();
         if token.len() > MAX_TOKEN_LEN {
             return Err(NetError::Config(format!(
                 "GRADWIRE_TOKEN is {} bytes long: at most {MAX_TOKEN_LEN} bytes are allowed",
@@ -914,20 +922,28 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
         refusals.push(m);
     }
     let mut last_prune = Instant::now();
+    let readers = Arc::new(AtomicUsize::new(0));
     loop {
-        loop {
+        while readers.load(Ordering::Acquire) < MAX_HELLO_READERS {
             match listener.accept() {
                 Ok((s, from)) => {
                     let tx = tx.clone();
                     let hello_deadline = deadline.min(Instant::now() + HELLO_READ_LIMIT);
-                    thread::spawn(move || {
+                    readers.fetch_add(1, Ordering::AcqRel);
+                    let done = readers.clone();
+                    let spawned = thread::Builder::new().name("gradwire-hello".into()).spawn(move || {
                         let mut s = s;
                         let r = s
                             .set_nonblocking(false)
                             .map_err(RecvError::Io)
                             .and_then(|_| recv_frame(&mut s, MAX_HELLO_FRAME, hello_deadline));
+                        done.fetch_sub(1, Ordering::AcqRel);
                         let _ = tx.send((s, from, r));
                     });
+                    if let Err(e) = spawned {
+                        readers.fetch_sub(1, Ordering::AcqRel);
+                        note(&mut refusals, format!("{from}: no thread to read its hello: {e}"));
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -1841,5 +1857,35 @@ mod tests {
             x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             let _ = Frame::decode(&b);
         }
+    }
+}
+
+#[cfg(test)]
+mod hello_readers {
+    use super::*;
+
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+    }
+
+    /// Silent connections cost rank 0 at most `MAX_HELLO_READERS` threads (one per
+    /// connection made 1,002 threads for 1,000 connections).
+    #[test]
+    fn silent_connections_take_a_bounded_number_of_threads() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let before = threads();
+        let mut cfg = RendezvousConfig::new("127.0.0.1", port, 0, 2);
+        cfg.timeout = Duration::from_secs(4);
+        let master = thread::spawn(move || rendezvous(&cfg, "127.0.0.1:40000".parse().unwrap()));
+        thread::sleep(Duration::from_millis(300));
+        let silent: Vec<TcpStream> = (0..300).filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok()).collect();
+        let mut most = 0;
+        for _ in 0..20 {
+            thread::sleep(Duration::from_millis(50));
+            most = most.max(threads());
+        }
+        assert!(most <= before + 1 + MAX_HELLO_READERS + 4, "{most} threads for {} silent connections (before: {before})", silent.len());
+        drop(silent);
+        assert!(master.join().unwrap().is_err(), "rank 1 never joined");
     }
 }
