@@ -640,6 +640,18 @@ fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result
     Ok(())
 }
 
+/// The fuzz target's entry (`fuzz/fuzz_targets/rendezvous_frame.rs`): decodes `body` (a
+/// frame after its length prefix) as rank 0 and the joiners do; a frame that decodes must
+/// re-encode to a frame that decodes to the same value. True if it decoded.
+#[doc(hidden)]
+pub fn fuzz_decode_frame(body: &[u8]) -> bool {
+    let Ok(f) = Frame::decode(body) else { return false };
+    let bytes = f.encode();
+    assert_eq!(u32::from_be_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize, bytes.len() - 4);
+    assert_eq!(Frame::decode(&bytes[4..]).as_ref().ok(), Some(&f), "decode(encode(f)) != f");
+    true
+}
+
 /// Read one frame; a length of 0 or above `max_len` is refused before anything is allocated.
 fn recv_frame(s: &mut TcpStream, max_len: usize, deadline: Instant) -> Result<Frame, RecvError> {
     let mut len = [0u8; 4];
@@ -1887,5 +1899,18 @@ mod hello_readers {
         assert!(most <= before + 1 + MAX_HELLO_READERS + 4, "{most} threads for {} silent connections (before: {before})", silent.len());
         drop(silent);
         assert!(master.join().unwrap().is_err(), "rank 1 never joined");
+    }
+}
+
+#[cfg(test)]
+mod fuzz_seeds {
+    /// The fuzz corpus seeds are frames that decode (so the fuzzer starts past the magic).
+    #[test]
+    fn the_fuzz_seeds_decode() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/rendezvous_frame");
+        for name in ["seed-hello", "seed-welcome", "seed-refuse"] {
+            let body = std::fs::read(format!("{dir}/{name}")).unwrap();
+            assert!(super::fuzz_decode_frame(&body), "{name}");
+        }
     }
 }
