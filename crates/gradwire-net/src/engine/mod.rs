@@ -143,6 +143,9 @@ pub struct Counters {
     pub received_in_place: u64,
 }
 
+/// Where each kept early datagram is: (offset, length, CE, sending rank).
+type EarlyIndex = Vec<(usize, usize, bool, u32)>;
+
 /// An endpoint and what it belongs to.
 struct Slot {
     ep: Ep,
@@ -199,10 +202,10 @@ pub struct Engine {
     /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE,
     /// sending rank).
     early: Vec<u8>,
-    early_index: Vec<(usize, usize, bool, u32)>,
+    early_index: EarlyIndex,
     /// The previous early store, emptied: replays reuse its memory (already faulted in)
     /// instead of growing a new one.
-    early_spare: (Vec<u8>, Vec<(usize, usize, bool, u32)>),
+    early_spare: (Vec<u8>, EarlyIndex),
     /// Turns run, and turns that found nothing to do (for `GRADWIRE_TRACE`).
     turns: u64,
     idle_turns: u64,
