@@ -266,3 +266,13 @@ def test_result_loss_bound_bounds_the_share_of_elements_missing_a_contribution()
         lost_any |= bool(missing.any())
         assert missing.mean() <= bound, f"call {call}: {missing.mean():.4f} of the elements lack a contribution"
     assert lost_any, "the injected loss never cost an element: the test checks nothing"
+
+
+def test_an_authenticated_job_keeps_its_packet_size_for_large_segments():
+    """The tag rides after the payload: with the loopback MSS (65472) it must not push a
+    datagram past UDP's 65507 bytes (which hung the first authenticated benchmark)."""
+    plan = {"scenario": "mismatch", "elems": 1_000_000, "per_rank": {"0": {}, "1": {}}, "init": {"peer_timeout": 20.0}}
+    ranks = run_ranks(2, plan, env={"GRADWIRE_AUTH": "1"}, timeout=90)
+    for r in ranks:
+        assert r["result"] and r["result"]["error"] is None and r["result"]["sum"] == 2_000_000.0, r["log"][-1500:]
+        assert r["result"]["counters"]["auth_failures"] == 0
