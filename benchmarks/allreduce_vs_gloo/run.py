@@ -76,6 +76,7 @@ VARIANT_KEYS = {
     "gso": lambda s: s.lower() in ("1", "true", "yes", "on"),
     "pipeline_chunks": int,
     "send_thread": lambda s: s.lower() in ("1", "true", "yes", "on"),
+    "authenticate": lambda s: s.lower() in ("1", "true", "yes", "on"),
 }
 
 

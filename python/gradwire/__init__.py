@@ -22,6 +22,7 @@ from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_tex
 from gradwire import ddp, ps  # noqa: E402
 from gradwire.runtime import (  # noqa: E402
     Bubble,
+    CallMismatch,
     CommError,
     Communicator,
     PeerLost,
@@ -40,6 +41,7 @@ from gradwire.runtime import (  # noqa: E402
 
 __all__ = [
     "Bubble",
+    "CallMismatch",
     "CommError",
     "Communicator",
     "PeerLost",

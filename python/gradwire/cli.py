@@ -438,11 +438,13 @@ def launch(
     master_addr: Annotated[str, typer.Option("--master-addr", help="Address rank 0 listens on.")] = "127.0.0.1",
     master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port rank 0 listens on \\[default: a free one].")] = None,
     timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
+    topology: Annotated[Optional[str], typer.Option("--topology", help="Rack of every rank for algorithm \"rat\", e.g. 0,0,1,1 (GRADWIRE_TOPOLOGY).")] = None,
 ) -> None:
     """Run a command as NPROC local ranks of one gradwire job (torchrun-style environment).
 
     Example: gradwire launch -n 4 -- python -m gradwire.demo --mb 8
     """
+    from gradwire.launch import LaunchError
     from gradwire.launch import launch as run
 
     argv = list(ctx.args)
@@ -450,7 +452,11 @@ def launch(
         raise _fail("give the command to run after `--`, e.g. gradwire launch -n 4 -- python -m gradwire.demo")
     if nproc < 1:
         raise _fail(f"--nproc must be at least 1, got {nproc}")
-    raise typer.Exit(run(argv, nproc, master_addr=master_addr, master_port=master_port, timeout=timeout))
+    try:
+        code = run(argv, nproc, master_addr=master_addr, master_port=master_port, timeout=timeout, topology=topology)
+    except LaunchError as e:
+        raise _fail(str(e)) from None
+    raise typer.Exit(code)
 
 
 @app.command()

@@ -86,6 +86,45 @@ def _env_int(name: str, value: int | None) -> int:
         raise ValueError(f"{name} is {raw!r}: expected an integer") from None
 
 
+_LAUNCH_VARS = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def _port(port: int) -> int:
+    if not 1 <= port <= 65535:
+        raise ValueError(f"MASTER_PORT is {port}: expected a TCP port in 1..65535")
+    return port
+
+
+def transfer_bound(result_loss_bound: float, world_size: int) -> float:
+    """The per-transfer loss bound that keeps the share of result elements missing any
+    contribution within `result_loss_bound`: every element's contributions cross at most
+    world_size - 1 lossy reduce transfers (ring, tree, RAT and PS alike), and each may lose
+    its bound's share, so (union bound) dividing by world_size - 1 is enough."""
+    if not 0.0 <= result_loss_bound <= 1.0:
+        raise ValueError(f"result_loss_bound must be in [0, 1], got {result_loss_bound}")
+    return result_loss_bound / max(1, world_size - 1)
+
+
+def default_token() -> str:
+    """The job token when none is given: ``GRADWIRE_TOKEN`` (``gradwire launch`` hands
+    each job a random one), else torchrun's ``TORCHELASTIC_RUN_ID`` (its ``--rdzv-id``;
+    a fixed "none" unless given, so two torchrun jobs on one port still mix: pass
+    ``--rdzv-id``), else empty."""
+    if "GRADWIRE_TOKEN" in os.environ:
+        return os.environ["GRADWIRE_TOKEN"]
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    return f"torchelastic:{run_id}" if run_id else ""
+
+
+def _env_flag(name: str) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ValueError(f"{name} is {raw!r}: expected 1 or 0")
+
+
 class _Buffer:
     """A float32/float64 buffer the runtime may write in place, and how to copy back."""
 
@@ -180,8 +219,23 @@ class Communicator:
         impair: dict[int, tuple[float, float]] | None = None,
         gso: bool = True,
         send_thread: bool = False,
+        authenticate: bool | None = None,
     ):
+        if all(v is None for v in (master_addr, master_port, rank, world_size)) and not any(
+            name in os.environ for name in _LAUNCH_VARS
+        ):
+            # A script run on its own: one line, not a traceback about one variable.
+            raise SystemExit(
+                "gradwire: this process was not started by a launcher (MASTER_ADDR, MASTER_PORT, RANK and "
+                "WORLD_SIZE are not set): run it with `gradwire launch -n N -- python SCRIPT` or torchrun, "
+                "or pass them to gradwire.init()"
+            )
         world = _env_int("WORLD_SIZE", world_size)
+        if world < 1:
+            raise ValueError(f"WORLD_SIZE is {world}: expected the number of ranks, at least 1")
+        my_rank = _env_int("RANK", rank)
+        if not 0 <= my_rank < world:
+            raise ValueError(f"RANK is {my_rank}: expected 0..{world - 1} (WORLD_SIZE is {world})")
         if topology is None:
             topology = os.environ.get("GRADWIRE_TOPOLOGY")
         elif not isinstance(topology, str):
@@ -195,10 +249,10 @@ class Communicator:
                 imp[int(peer)] = (float(loss), float(delay))
         self._c = _core.Communicator(
             master_addr if master_addr is not None else _env("MASTER_ADDR"),
-            _env_int("MASTER_PORT", master_port),
-            _env_int("RANK", rank),
+            _port(_env_int("MASTER_PORT", master_port)),
+            my_rank,
             world,
-            token=token if token is not None else os.environ.get("GRADWIRE_TOKEN", ""),
+            token=token if token is not None else default_token(),
             timeout=timeout,
             peer_timeout=peer_timeout,
             transport=transport or os.environ.get("GRADWIRE_TRANSPORT", "dlcp"),
@@ -211,6 +265,7 @@ class Communicator:
             impair=imp,
             gso=gso,
             send_thread=send_thread,
+            authenticate=_env_flag("GRADWIRE_AUTH") if authenticate is None else bool(authenticate),
         )
         self.ps = _PS(self)
 
@@ -243,16 +298,25 @@ class Communicator:
         buf = _Buffer(x)
         return Work(self._c.submit(kind, buf.array, **kw), buf)
 
-    def allreduce_async(self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> Work:
+    def allreduce_async(
+        self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0, *, result_loss_bound: float | None = None
+    ) -> Work:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}: expected one of {', '.join(ALGORITHMS)}")
+        if result_loss_bound is not None:
+            loss_bound = transfer_bound(result_loss_bound, self.world_size)
         return self._submit("allreduce", x, algorithm=algorithm, loss_bound=loss_bound)
 
-    def allreduce(self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> Report:
+    def allreduce(
+        self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0, *, result_loss_bound: float | None = None
+    ) -> Report:
         """Sum `x` over all ranks, in place. With `loss_bound` > 0 the reduce half may
-        lose up to that share of each transfer (zeros, listed in `Report.bubbles`); the
-        result is broadcast reliably, so every rank ends with the same bits."""
-        return self.allreduce_async(x, algorithm, loss_bound).wait()
+        lose up to that share of *each transfer* (zeros, listed in `Report.bubbles`): an
+        element crosses up to world_size - 1 lossy transfers, so up to that many times the
+        bound may lack some rank's contribution. `result_loss_bound` bounds that share of
+        the result instead (it sets loss_bound = result_loss_bound / (world_size - 1)).
+        The result is broadcast reliably, so every rank ends with the same bits."""
+        return self.allreduce_async(x, algorithm, loss_bound, result_loss_bound=result_loss_bound).wait()
 
     def broadcast_async(self, x: Any, root: int = 0) -> Work:
         return self._submit("broadcast", x, root=root)
@@ -323,13 +387,17 @@ def destroy() -> None:
         _default = None
 
 
-def allreduce(x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> Report:
-    return _get().allreduce(x, algorithm, loss_bound)
+def allreduce(
+    x: Any, algorithm: str = "ring", loss_bound: float = 0.0, *, result_loss_bound: float | None = None
+) -> Report:
+    return _get().allreduce(x, algorithm, loss_bound, result_loss_bound=result_loss_bound)
 
 
-def allreduce_async(x: Any, algorithm: str = "ring", loss_bound: float = 0.0) -> concurrent.futures.Future:
+def allreduce_async(
+    x: Any, algorithm: str = "ring", loss_bound: float = 0.0, *, result_loss_bound: float | None = None
+) -> concurrent.futures.Future:
     """Like `allreduce`, returning a concurrent.futures.Future of the Report."""
-    return _get().allreduce_async(x, algorithm, loss_bound).future()
+    return _get().allreduce_async(x, algorithm, loss_bound, result_loss_bound=result_loss_bound).future()
 
 
 def broadcast(x: Any, root: int = 0) -> Report:

@@ -19,9 +19,7 @@ def dropped_handles(comm, plan: dict) -> dict:
         for _ in range(calls):
             comm.allreduce_async(np.full(n, 1.0, np.float32))  # handle dropped at once
             gc.collect()
-            junk = [
-                np.full(n, 1e30, np.float32) for _ in range(4)
-            ]  # reuse the freed memory
+            junk = [np.full(n, 1e30, np.float32) for _ in range(4)]  # reuse the freed memory
             del junk
     else:
         works = [(np.full(n, 2.0, np.float32), None) for _ in range(calls)]
@@ -31,9 +29,7 @@ def dropped_handles(comm, plan: dict) -> dict:
             want = 1.0 + 2.0 * (comm.world_size - 1)
             if not np.all(x == want):
                 bad = x[x != want]
-                wrong.append(
-                    f"call {i}: {bad.size} of {n} elements wrong, e.g. {bad[:3].tolist()}"
-                )
+                wrong.append(f"call {i}: {bad.size} of {n} elements wrong, e.g. {bad[:3].tolist()}")
     # A last call in step on every rank: the job is still healthy.
     y = np.full(8, float(comm.rank), np.float32)
     comm.allreduce(y)
@@ -43,9 +39,7 @@ def dropped_handles(comm, plan: dict) -> dict:
 def mismatch(comm, plan: dict) -> dict:
     """Each rank makes the call its entry in plan["per_rank"] describes."""
     spec = plan["per_rank"][str(comm.rank)]
-    x = np.ones(
-        spec.get("elems", plan["elems"]), np.dtype(spec.get("dtype", "float32"))
-    )
+    x = np.ones(spec.get("elems", plan["elems"]), np.dtype(spec.get("dtype", "float32")))
     op = spec.get("op", "allreduce")
     if op == "allreduce":
         comm.allreduce(
@@ -70,17 +64,38 @@ def forged(comm, plan: dict) -> dict:
     comm.allreduce(ports)  # call 0: everyone learns the data ports
     n, calls = plan["elems"], plan["calls"]
     if comm.rank == 0:
-        evil = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        spoof = plan.get("spoof", False)
+        if spoof:  # raw IP (root): datagrams that claim to come from the peer's data address
+            evil = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        else:
+            evil = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         # One segment per transfer of a 2-rank ring (the loopback MSS exceeds it).
         payload = np.full(n // comm.world_size, 1e6, np.float32).tobytes()
-        for port in ports:
+        for dst, port in enumerate(ports):
             for call in range(1, calls + 1):
                 for transfer in range(plan["transfers"]):
                     head = b"GW" + struct.pack(">BBBBH", 1, 1, 0, 1, 0)
-                    head += struct.pack(
-                        ">QIIQ", comm._c.session, call << 20 | transfer, len(payload), 0
-                    )
-                    evil.sendto(head + payload, ("127.0.0.1", int(port)))
+                    head += struct.pack(">QIIQ", comm._c.session, call << 20 | transfer, len(payload), 0)
+                    datagram = head + payload + b"\0" * plan.get("tag_bytes", 0)
+                    if spoof:
+                        src_port = int(ports[(dst + 1) % len(ports)])
+                        udp = struct.pack(">HHHH", src_port, int(port), 8 + len(datagram), 0) + datagram
+                        ip = struct.pack(
+                            ">BBHHHBBH4s4s",
+                            0x45,
+                            0,
+                            20 + len(udp),
+                            0,
+                            0,
+                            64,
+                            17,
+                            0,
+                            socket.inet_aton("127.0.0.1"),
+                            socket.inet_aton("127.0.0.1"),
+                        )
+                        evil.sendto(ip + udp, ("127.0.0.1", 0))
+                    else:
+                        evil.sendto(datagram, ("127.0.0.1", int(port)))
         time.sleep(0.3)
     else:
         time.sleep(0.6)  # the forgeries arrive before this rank posts the calls
@@ -96,7 +111,26 @@ def forged(comm, plan: dict) -> dict:
     return {"wrong": wrong}
 
 
-SCENARIOS = {"dropped_handles": dropped_handles, "mismatch": mismatch, "forged": forged}
+def result_bound(comm, plan: dict) -> dict:
+    """Lossy allreduces under `result_loss_bound`; each call's bubbles as element ranges."""
+    calls = []
+    for i in range(plan["calls"]):
+        x = np.ones(plan["elems"], np.float32)
+        rep = comm.allreduce(
+            x,
+            algorithm=plan["algorithms"][i % len(plan["algorithms"])],
+            result_loss_bound=plan["bound"],
+        )
+        calls.append([[r.start, r.stop] for r in rep.lost_elements(4)])
+    return {"bubbles": calls}
+
+
+SCENARIOS = {
+    "result_bound": result_bound,
+    "dropped_handles": dropped_handles,
+    "mismatch": mismatch,
+    "forged": forged,
+}
 
 
 def main() -> None:

@@ -5,7 +5,9 @@ import sys
 
 
 def gw(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gradwire.cli", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gradwire.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_the_demo_runs_every_algorithm_exactly_under_the_launcher():
@@ -26,3 +28,71 @@ def test_the_launcher_sets_the_environment_and_propagates_failure():
 def test_the_launcher_needs_a_command():
     r = gw("launch", "-n", "2")
     assert r.returncode == 2 and "give the command" in (r.stdout + r.stderr)
+
+
+def test_a_command_that_does_not_exist_is_one_line_not_a_traceback():
+    r = gw("launch", "-n", "2", "--", "nosuchcmd-gradwire")
+    out = r.stdout + r.stderr
+    assert r.returncode == 2 and "nosuchcmd-gradwire" in out and "not found" in out, out
+    assert "Traceback" not in out and len(out.strip().splitlines()) <= 2, out
+
+
+def test_a_rank_killed_by_a_signal_is_named_with_its_signal():
+    code = (
+        "import os, signal, time, sys\n"
+        "if os.environ['RANK'] == '1': os.kill(os.getpid(), signal.SIGSEGV)\n"
+        "time.sleep(30)"
+    )
+    r = gw("launch", "-n", "2", "--", sys.executable, "-c", code)
+    assert r.returncode == 128 + 11, (r.returncode, r.stderr)
+    assert "rank 1 was killed by SIGSEGV" in r.stderr, r.stderr
+
+
+def test_the_launcher_timeout_says_so():
+    r = gw("launch", "-n", "2", "--timeout", "2", "--", sys.executable, "-c", "import time; time.sleep(60)")
+    assert r.returncode == 124 and "timed out after 2 s" in r.stderr, (r.returncode, r.stderr)
+
+
+def test_rat_runs_under_the_launcher_with_a_topology():
+    code = (
+        "import gradwire, numpy as np\n"
+        "gradwire.init()\n"
+        "x = np.ones(10_000, np.float32)\n"
+        "gradwire.allreduce(x, algorithm='rat')\n"
+        "assert (x == 4).all(), x[:4]\n"
+        "print('rat ok')"
+    )
+    r = gw("launch", "-n", "4", "--topology", "0,0,1,1", "--", sys.executable, "-c", code)
+    assert r.returncode == 0 and r.stdout.count("rat ok") == 4, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def _bare_env(**extra):
+    import os
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "GRADWIRE_TOKEN", "TORCHELASTIC_RUN_ID")
+    }
+    env.update(extra)
+    return env
+
+
+def test_a_script_started_without_a_launcher_gets_one_line():
+    r = subprocess.run(
+        [sys.executable, "-c", "import gradwire; gradwire.init()"],
+        env=_bare_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 1 and "not started by a launcher" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_an_out_of_range_master_port_names_the_variable():
+    env = _bare_env(MASTER_ADDR="127.0.0.1", MASTER_PORT="70000", RANK="0", WORLD_SIZE="2")
+    r = subprocess.run(
+        [sys.executable, "-c", "import gradwire; gradwire.init()"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode != 0 and "MASTER_PORT is 70000" in r.stderr and "OverflowError" not in r.stderr, r.stderr

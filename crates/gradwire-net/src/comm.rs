@@ -12,8 +12,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use gradwire_core::collective::Schedule;
+use gradwire_core::wire::HEADER_LEN;
 use mio::Waker;
 
+use crate::auth::{JobKey, TAG_LEN};
 use crate::algorithms::{Algorithm, CallKind, CollectiveConfig, Schedules};
 use crate::engine::{CallRequest, Command, Counters, Engine, EngineConfig, MAX_TRANSFERS};
 use crate::error::NetError;
@@ -21,6 +23,9 @@ use crate::job::{Dtype, RawBuffer, Report};
 use crate::line_rate::line_rate_to;
 use crate::rendezvous::{rendezvous, RendezvousConfig};
 use crate::udp::DataSocket;
+
+/// The most a UDP datagram over IPv4 can carry.
+const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Element types a collective can reduce.
 pub trait Element: bytemuck::Pod {
@@ -86,6 +91,12 @@ impl Communicator {
         let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
         let addrs: Vec<SocketAddr> = mesh.peers.iter().map(|p| p.udp_addr).collect();
         cfg.transport.mss = mesh.mss;
+        if rdv.authenticated {
+            cfg.auth = Some(JobKey::derive(&rdv.token, mesh.session));
+            // The tag rides after the payload: keep the datagram (and so the packet) the
+            // size the job agreed on.
+            cfg.transport.mss = mesh.mss - TAG_LEN as u32;
+        }
         if cfg.transport.line_rate_bps == 0 {
             let next = addrs[((mesh.rank + 1) % rdv.world_size) as usize];
             cfg.transport.line_rate_bps = line_rate_to(next).0;
@@ -104,6 +115,14 @@ impl Communicator {
         collectives: CollectiveConfig,
     ) -> Result<Self, NetError> {
         let world = addrs.len() as u32;
+        let tag = if cfg.auth.is_some() { TAG_LEN } else { 0 };
+        if cfg.transport.mss as usize + HEADER_LEN + tag > MAX_UDP_PAYLOAD {
+            return Err(NetError::Config(format!(
+                "mss {} leaves no room for the {HEADER_LEN}-byte header{} in a {MAX_UDP_PAYLOAD}-byte UDP datagram",
+                cfg.transport.mss,
+                if tag > 0 { " and the 16-byte tag" } else { "" }
+            )));
+        }
         let schedules = Schedules::new(world, collectives)?;
         let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
         let (mss, line_rate_bps) = (cfg.transport.mss, cfg.transport.line_rate_bps);

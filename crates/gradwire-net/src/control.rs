@@ -10,6 +10,7 @@ use std::io::{self, Read, Write};
 
 use gradwire_core::wire::{Header, HEADER_LEN, MAGIC};
 
+use crate::auth::{tags_equal, JobKey, TAG_LEN};
 use crate::descriptor::{CallDesc, DESC_LEN, DESC_MAGIC};
 use mio::net::TcpStream;
 
@@ -46,8 +47,20 @@ impl std::fmt::Display for LinkDown {
     }
 }
 
+/// The tags of an authenticated link ([`crate::auth`]): every frame is followed by its tag.
+#[derive(Clone, Debug)]
+pub struct LinkAuth {
+    pub key: JobKey,
+    pub me: u32,
+    pub peer: u32,
+    /// Frames sent and received so far (each tag covers its frame's number).
+    pub sent: u64,
+    pub received: u64,
+}
+
 pub struct PeerLink {
     stream: TcpStream,
+    auth: Option<LinkAuth>,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     /// Bytes of `wbuf` already written.
@@ -58,7 +71,21 @@ impl PeerLink {
     pub fn new(stream: std::net::TcpStream) -> io::Result<Self> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
-        Ok(PeerLink { stream: TcpStream::from_std(stream), rbuf: Vec::with_capacity(4096), wbuf: Vec::new(), wpos: 0 })
+        Ok(PeerLink { stream: TcpStream::from_std(stream), auth: None, rbuf: Vec::with_capacity(4096), wbuf: Vec::new(), wpos: 0 })
+    }
+
+    /// Tags every frame from now on and requires a tag on every frame received.
+    pub fn authenticate(&mut self, auth: LinkAuth) {
+        self.auth = Some(auth);
+    }
+
+    fn push(&mut self, frame: &[u8]) {
+        self.wbuf.extend_from_slice(frame);
+        if let Some(a) = self.auth.as_mut() {
+            let tag = a.key.frame_tag(a.me, a.peer, a.sent, frame);
+            a.sent += 1;
+            self.wbuf.extend_from_slice(&tag);
+        }
     }
 
     pub fn mio(&mut self) -> &mut TcpStream {
@@ -68,13 +95,13 @@ impl PeerLink {
     pub fn queue(&mut self, header: &Header) {
         let mut frame = [0u8; HEADER_LEN];
         header.encode(&mut frame);
-        self.wbuf.extend_from_slice(&frame);
+        self.push(&frame);
     }
 
     pub fn queue_desc(&mut self, desc: &CallDesc) {
         let mut frame = [0u8; DESC_LEN];
         desc.encode(&mut frame);
-        self.wbuf.extend_from_slice(&frame);
+        self.push(&frame);
     }
 
     pub fn queue_received(&mut self, session: u64, flow: u32) {
@@ -83,7 +110,7 @@ impl PeerLink {
         frame[2] = FRAME_VERSION;
         frame[4..8].copy_from_slice(&flow.to_be_bytes());
         frame[8..16].copy_from_slice(&session.to_be_bytes());
-        self.wbuf.extend_from_slice(&frame);
+        self.push(&frame);
     }
 
     /// Frames queued but not yet taken by the socket.
@@ -124,41 +151,51 @@ impl PeerLink {
         };
         // Frames that arrived before the peer closed still count (a FINISH written just
         // before a clean exit, say).
-        let used = parse_frames(&self.rbuf, out, own)?;
+        let used = parse_frames(&self.rbuf, out, own, self.auth.as_mut())?;
         self.rbuf.drain(..used);
         ended.map_or(Ok(()), Err)
     }
 }
 
-/// Decodes the whole frames at the start of `buf`; the bytes they took. The control-link
-/// parser, exposed for fuzzing (`fuzz/`): any input gives frames or an error, never a panic.
-pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>) -> Result<usize, LinkDown> {
+/// Decodes the whole frames at the start of `buf` (each followed by its tag when `auth`
+/// is given); the bytes they took. The control-link parser, exposed for fuzzing
+/// (`fuzz/`): any input gives frames or an error, never a panic.
+pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>, mut auth: Option<&mut LinkAuth>) -> Result<usize, LinkDown> {
+    let tag_len = if auth.is_some() { TAG_LEN } else { 0 };
     let mut at = 0;
     while buf.len() - at >= 2 {
         let magic = [buf[at], buf[at + 1]];
-        if magic == MAGIC {
-            let Some(frame) = buf.get(at..at + HEADER_LEN) else { break };
-            // A 32-byte frame decodes only with a payload length of 0.
-            let (h, _) = Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
-            out.push(h);
-            at += HEADER_LEN;
-        } else if magic == DESC_MAGIC {
-            let Some(frame) = buf.get(at..at + DESC_LEN) else { break };
-            let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes")).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
-            own.push(LinkFrame::Call(d));
-            at += DESC_LEN;
-        } else if magic == RECEIVED_MAGIC {
-            let Some(frame) = buf.get(at..at + RECEIVED_LEN) else { break };
-            if frame[2] != FRAME_VERSION || frame[3] != 0 {
-                return Err(LinkDown::BadFrame("a transfer notice with a bad version or reserved byte".into()));
+        let len = match magic {
+            MAGIC => HEADER_LEN,
+            DESC_MAGIC => DESC_LEN,
+            RECEIVED_MAGIC => RECEIVED_LEN,
+            _ => return Err(LinkDown::BadFrame(format!("unknown frame magic {magic:02x?}"))),
+        };
+        let Some(whole) = buf.get(at..at + len + tag_len) else { break };
+        let (frame, tag) = whole.split_at(len);
+        if let Some(a) = auth.as_deref_mut() {
+            if !tags_equal(tag, &a.key.frame_tag(a.peer, a.me, a.received, frame)) {
+                return Err(LinkDown::BadFrame("a control frame failed authentication (wrong job key, or forged)".into()));
             }
-            let flow = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
-            let session = u64::from_be_bytes(frame[8..16].try_into().expect("8 bytes"));
-            own.push(LinkFrame::Received { session, flow });
-            at += RECEIVED_LEN;
-        } else {
-            return Err(LinkDown::BadFrame(format!("unknown frame magic {magic:02x?}")));
+            a.received += 1;
         }
+        match magic {
+            // A 32-byte frame decodes only with a payload length of 0.
+            MAGIC => out.push(Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?.0),
+            DESC_MAGIC => {
+                let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes")).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+                own.push(LinkFrame::Call(d));
+            }
+            _ => {
+                if frame[2] != FRAME_VERSION || frame[3] != 0 {
+                    return Err(LinkDown::BadFrame("a transfer notice with a bad version or reserved byte".into()));
+                }
+                let flow = u32::from_be_bytes(frame[4..8].try_into().expect("4 bytes"));
+                let session = u64::from_be_bytes(frame[8..16].try_into().expect("8 bytes"));
+                own.push(LinkFrame::Received { session, flow });
+            }
+        }
+        at += len + tag_len;
     }
     Ok(at)
 }

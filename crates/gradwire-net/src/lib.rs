@@ -17,6 +17,7 @@
 //! - [`algorithms`]: which schedule a call runs; [`comm`]: the public [`Communicator`].
 
 pub mod algorithms;
+pub mod auth;
 pub mod comm;
 pub mod control;
 pub mod descriptor;

@@ -56,17 +56,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::mpsc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
+use crate::auth::token_proof;
 use crate::NetError;
 
 /// `GRADWIRE_RENDEZVOUS_TIMEOUT` when it is not set.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Version of the rendezvous frames; a process speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The segment size when nothing says otherwise (a 1500-byte IPv4 packet, or a
 /// single-rank job, which sends nothing).
@@ -86,6 +89,10 @@ pub const MAX_WORLD_SIZE: u32 = 16384;
 const MAGIC: [u8; 8] = *b"GWRENDZV";
 /// How long an unproven connection may take to send its hello.
 const HELLO_READ_LIMIT: Duration = Duration::from_secs(5);
+/// Connections whose hello rank 0 reads at once (a thread each); more wait in the
+/// listen backlog, so silent connections cost at most this many threads for
+/// `HELLO_READ_LIMIT` each.
+const MAX_HELLO_READERS: usize = 64;
 
 /// Extra time for a step whose outcome another rank decides under its own deadline
 /// (a joiner waiting for rank 0's verdict, rank 0 waiting for the joiners' mesh), so
@@ -108,6 +115,9 @@ pub struct RendezvousConfig {
     pub timeout: Duration,
     /// Payload bytes per datagram; `None`: from the path MTU (see the module docs).
     pub mss: Option<u32>,
+    /// Tag every datagram and control frame with a key derived from the token
+    /// ([`crate::auth`]); every rank must agree (`GRADWIRE_AUTH=1`).
+    pub authenticated: bool,
 }
 
 /// A peer as the mesh knows it.
@@ -144,15 +154,18 @@ impl RendezvousConfig {
             token: String::new(),
             timeout: DEFAULT_TIMEOUT,
             mss: None,
+            authenticated: false,
         }
     }
 
     /// Read the job from the environment, as torchrun sets it:
     /// - `MASTER_ADDR` (host name or IP of rank 0), `MASTER_PORT` (1..=65535),
     ///   `RANK` (0..WORLD_SIZE), `WORLD_SIZE` (1..=16384): required;
-    /// - `GRADWIRE_TOKEN`: the job's shared secret. Optional: unset means the empty token,
+    /// - `GRADWIRE_TOKEN`: the job's shared secret (`gradwire launch` sets a random one).
+    ///   Unset: `torchelastic:<TORCHELASTIC_RUN_ID>` under torchrun, else the empty token,
     ///   which only keeps apart jobs that set different tokens; set one per job whenever
     ///   several jobs may share hosts or ports;
+    /// - `GRADWIRE_AUTH`: 1 to authenticate every datagram and frame ([`crate::auth`]);
     /// - `GRADWIRE_RENDEZVOUS_TIMEOUT`: seconds (decimals allowed) each rendezvous step may
     ///   take, default 30;
     /// - `GRADWIRE_MSS`: payload bytes per datagram, the same on every rank; unset: from
@@ -195,7 +208,7 @@ impl RendezvousConfig {
             Ok(r) if r < world_size => r,
             _ => return Err(garbled("RANK", &rank_text, &rank_hint)),
         };
-        let token = get("GRADWIRE_TOKEN").unwrap_or_default();
+        let token = get("GRADWIRE_TOKEN").or_else(|| get("TORCHELASTIC_RUN_ID").map(|id| format!("torchelastic:{id}"))).unwrap_or_default();
         if token.len() > MAX_TOKEN_LEN {
             return Err(NetError::Config(format!(
                 "GRADWIRE_TOKEN is {} bytes long: at most {MAX_TOKEN_LEN} bytes are allowed",
@@ -222,7 +235,12 @@ impl RendezvousConfig {
                 }
             }
         };
-        let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout, mss };
+        let authenticated = match get("GRADWIRE_AUTH").as_deref().map(str::trim) {
+            None | Some("" | "0" | "false" | "no") => false,
+            Some("1" | "true" | "yes") => true,
+            Some(text) => return Err(garbled("GRADWIRE_AUTH", text, "1 to authenticate every datagram and control frame, 0 not to")),
+        };
+        let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout, mss, authenticated };
         cfg.validate()?;
         Ok(cfg)
     }
@@ -622,6 +640,18 @@ fn read_exact_by(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> Result
     Ok(())
 }
 
+/// The fuzz target's entry (`fuzz/fuzz_targets/rendezvous_frame.rs`): decodes `body` (a
+/// frame after its length prefix) as rank 0 and the joiners do; a frame that decodes must
+/// re-encode to a frame that decodes to the same value. True if it decoded.
+#[doc(hidden)]
+pub fn fuzz_decode_frame(body: &[u8]) -> bool {
+    let Ok(f) = Frame::decode(body) else { return false };
+    let bytes = f.encode();
+    assert_eq!(u32::from_be_bytes(bytes[0..4].try_into().expect("4 bytes")) as usize, bytes.len() - 4);
+    assert_eq!(Frame::decode(&bytes[4..]).as_ref().ok(), Some(&f), "decode(encode(f)) != f");
+    true
+}
+
 /// Read one frame; a length of 0 or above `max_len` is refused before anything is allocated.
 fn recv_frame(s: &mut TcpStream, max_len: usize, deadline: Instant) -> Result<Frame, RecvError> {
     let mut len = [0u8; 4];
@@ -835,8 +865,8 @@ fn bind_master(cfg: &RendezvousConfig) -> Result<TcpListener, NetError> {
 
 /// Why rank 0 refuses a hello, or `None` to admit it.
 fn check_hello(cfg: &RendezvousConfig, h: &Hello, joined: &mut BTreeMap<u32, Joined>) -> Option<String> {
-    if !tokens_equal(&h.token, cfg.token.as_bytes()) {
-        return Some("the job token does not match (set GRADWIRE_TOKEN to the job's token)".into());
+    if !tokens_equal(&h.token, &token_proof(&cfg.token, cfg.authenticated)) {
+        return Some("the job token does not match (set GRADWIRE_TOKEN to the job's token; GRADWIRE_AUTH must also agree)".into());
     }
     if h.world_size != cfg.world_size {
         return Some(format!(
@@ -904,20 +934,28 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
         refusals.push(m);
     }
     let mut last_prune = Instant::now();
+    let readers = Arc::new(AtomicUsize::new(0));
     loop {
-        loop {
+        while readers.load(Ordering::Acquire) < MAX_HELLO_READERS {
             match listener.accept() {
                 Ok((s, from)) => {
                     let tx = tx.clone();
                     let hello_deadline = deadline.min(Instant::now() + HELLO_READ_LIMIT);
-                    thread::spawn(move || {
+                    readers.fetch_add(1, Ordering::AcqRel);
+                    let done = readers.clone();
+                    let spawned = thread::Builder::new().name("gradwire-hello".into()).spawn(move || {
                         let mut s = s;
                         let r = s
                             .set_nonblocking(false)
                             .map_err(RecvError::Io)
                             .and_then(|_| recv_frame(&mut s, MAX_HELLO_FRAME, hello_deadline));
+                        done.fetch_sub(1, Ordering::AcqRel);
                         let _ = tx.send((s, from, r));
                     });
+                    if let Err(e) = spawned {
+                        readers.fetch_sub(1, Ordering::AcqRel);
+                        note(&mut refusals, format!("{from}: no thread to read its hello: {e}"));
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => {
@@ -1094,7 +1132,8 @@ fn joiner(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
     // Be admitted.
     let step = Instant::now() + cfg.timeout + grace(cfg.timeout);
     let hello = Frame::Hello(Hello {
-        token: cfg.token.as_bytes().to_vec(),
+        // A proof of the token, not the token: the job key is derived from it.
+        token: token_proof(&cfg.token, cfg.authenticated),
         rank: me,
         world_size: n,
         udp,
@@ -1265,6 +1304,7 @@ mod tests {
             token: TOKEN.into(),
             timeout,
             mss: None,
+            authenticated: false,
         }
     }
 
@@ -1407,7 +1447,7 @@ mod tests {
 
     fn hello(rank: u32, world_size: u32, ctrl: SocketAddr) -> Frame {
         Frame::Hello(Hello {
-            token: TOKEN.as_bytes().to_vec(),
+            token: token_proof(TOKEN, false),
             rank,
             world_size,
             udp: SocketAddr::from(([127, 0, 0, 1], 40000 + rank as u16)),
@@ -1436,7 +1476,7 @@ mod tests {
         wrong_token.token = "another-job".into();
         assert_eq!(
             refused(wrong_token),
-            format!("{prefix}the job token does not match (set GRADWIRE_TOKEN to the job's token)")
+            format!("{prefix}the job token does not match (set GRADWIRE_TOKEN to the job's token; GRADWIRE_AUTH must also agree)")
         );
         let m = refused(cfg(port, 1, 8, short));
         assert!(m.starts_with(&format!("{prefix}WORLD_SIZE is 8 but the job has 4 ranks")), "{m}");
@@ -1828,6 +1868,49 @@ mod tests {
             }
             x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             let _ = Frame::decode(&b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod hello_readers {
+    use super::*;
+
+    fn threads() -> usize {
+        std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+    }
+
+    /// Silent connections cost rank 0 at most `MAX_HELLO_READERS` threads (one per
+    /// connection made 1,002 threads for 1,000 connections).
+    #[test]
+    fn silent_connections_take_a_bounded_number_of_threads() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let before = threads();
+        let mut cfg = RendezvousConfig::new("127.0.0.1", port, 0, 2);
+        cfg.timeout = Duration::from_secs(4);
+        let master = thread::spawn(move || rendezvous(&cfg, "127.0.0.1:40000".parse().unwrap()));
+        thread::sleep(Duration::from_millis(300));
+        let silent: Vec<TcpStream> = (0..300).filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok()).collect();
+        let mut most = 0;
+        for _ in 0..20 {
+            thread::sleep(Duration::from_millis(50));
+            most = most.max(threads());
+        }
+        assert!(most <= before + 1 + MAX_HELLO_READERS + 4, "{most} threads for {} silent connections (before: {before})", silent.len());
+        drop(silent);
+        assert!(master.join().unwrap().is_err(), "rank 1 never joined");
+    }
+}
+
+#[cfg(test)]
+mod fuzz_seeds {
+    /// The fuzz corpus seeds are frames that decode (so the fuzzer starts past the magic).
+    #[test]
+    fn the_fuzz_seeds_decode() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/rendezvous_frame");
+        for name in ["seed-hello", "seed-welcome", "seed-refuse"] {
+            let body = std::fs::read(format!("{dir}/{name}")).unwrap();
+            assert!(super::fuzz_decode_frame(&body), "{name}");
         }
     }
 }

@@ -21,6 +21,8 @@ use std::thread::JoinHandle;
 
 use gradwire_core::wire::HEADER_LEN;
 
+use crate::auth::TAG_LEN;
+
 use crate::udp::DataSender;
 
 /// Batches handed to the send thread and not yet sent, at most; the engine thread waits
@@ -41,6 +43,9 @@ pub(crate) struct Batch {
     /// batch is sent: the engine waits for the outbox to be idle ([`Outbox::wait_idle`])
     /// before it finishes or fails a call and so gives the buffer back.
     pub payloads: Vec<Payload>,
+    /// Per datagram, its authentication tag (sent after the payload); empty when the job
+    /// does not authenticate.
+    pub tails: Vec<[u8; TAG_LEN]>,
     pub closed: bool,
 }
 
@@ -54,7 +59,7 @@ unsafe impl Send for Payload {}
 
 impl Batch {
     pub fn new(peer: u32, tos: u8, seg: usize) -> Self {
-        Batch { peer, tos, seg, heads: Vec::with_capacity(64), payloads: Vec::with_capacity(64), closed: false }
+        Batch { peer, tos, seg, heads: Vec::with_capacity(64), payloads: Vec::with_capacity(64), tails: Vec::new(), closed: false }
     }
 
     pub fn count(&self) -> usize {
@@ -65,12 +70,16 @@ impl Batch {
     /// datagrams sent, or the error (all of them are lost then, as on a full NIC queue).
     fn send(&self, sock: &DataSender, dst: SocketAddr, iov: &mut Vec<IoSlice<'static>>) -> io::Result<usize> {
         let mut list = std::mem::take(iov);
-        for (h, &Payload(ptr, len)) in self.heads.iter().zip(&self.payloads) {
+        let tagged = !self.tails.is_empty();
+        for (i, (h, &Payload(ptr, len))) in self.heads.iter().zip(&self.payloads).enumerate() {
             list.push(IoSlice::new(h));
             // SAFETY: see `Batch::payloads`.
             list.push(IoSlice::new(if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr, len) } }));
+            if tagged {
+                list.push(IoSlice::new(&self.tails[i]));
+            }
         }
-        let r = sock.send_datagrams(dst, self.tos, self.seg, &list);
+        let r = sock.send_datagrams(dst, self.tos, self.seg, if tagged { 3 } else { 2 }, &list);
         list.clear();
         // SAFETY: the list is empty; only its allocation is kept.
         *iov = unsafe { std::mem::transmute::<Vec<IoSlice<'_>>, Vec<IoSlice<'static>>>(list) };
@@ -80,6 +89,7 @@ impl Batch {
     fn clear(&mut self) {
         self.heads.clear();
         self.payloads.clear();
+        self.tails.clear();
     }
 }
 

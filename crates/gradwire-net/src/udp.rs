@@ -67,20 +67,21 @@ impl DataSender {
         Ok(())
     }
 
-    /// Sends datagrams given as a gather list of exactly two slices each (header,
-    /// payload), all but the last `segment` bytes long: one GSO `sendmsg` where possible,
-    /// else one `sendmsg` per datagram. Errors as [`Self::send_batch`].
-    pub fn send_datagrams(&self, dst: SocketAddr, tos: u8, segment: usize, iov: &[IoSlice<'_>]) -> io::Result<()> {
+    /// Sends datagrams given as a gather list of exactly `per` slices each (header,
+    /// payload, and a tag when authenticated), all but the last `segment` bytes long: one
+    /// GSO `sendmsg` where possible, else one `sendmsg` per datagram. Errors as
+    /// [`Self::send_batch`].
+    pub fn send_datagrams(&self, dst: SocketAddr, tos: u8, segment: usize, per: usize, iov: &[IoSlice<'_>]) -> io::Result<()> {
         let addr = SockaddrStorage::from(dst);
         let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
         let fd = self.sock.as_raw_fd();
-        if self.gso && iov.len() > 2 {
+        if self.gso && iov.len() > per {
             let seg = segment as u16;
             let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
             sendmsg(fd, iov, &cmsgs, MsgFlags::empty(), Some(&addr))?;
             return Ok(());
         }
-        for d in iov.chunks(2) {
+        for d in iov.chunks(per) {
             sendmsg(fd, d, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
         }
         Ok(())
@@ -120,7 +121,9 @@ impl RecvBufs {
     pub fn datagrams_from(&self) -> impl Iterator<Item = (&[u8], bool, SocketAddr)> {
         self.metas[..self.filled].iter().zip(&self.bufs).flat_map(|(meta, buf)| {
             let ce = meta.ecn == Some(quinn_udp::EcnCodepoint::Ce);
-            buf[..meta.len].chunks(meta.stride.max(1)).map(move |d| (d, ce, meta.addr))
+            let d = &buf[..meta.len];
+            // An empty datagram is one too (malformed): `chunks` would yield nothing.
+            d.chunks(meta.stride.max(1)).chain(d.is_empty().then_some(d)).map(move |d| (d, ce, meta.addr))
         })
     }
 }
@@ -207,10 +210,10 @@ impl DataSocket {
     }
 
     /// Takes the next datagram: its first `HEADER_LEN` bytes into `head`, the rest into
-    /// `payload`. Returns the bytes read and the CE mark. A datagram longer than both is
+    /// `payload` and then `tail` (an authentication tag; empty when there is none). Returns the bytes read and the CE mark. A datagram longer than both is
     /// an error (its tail is gone); call after [`Self::peek`] said how long it is.
-    pub fn recv_into(&self, head: &mut [u8; HEADER_LEN], payload: &mut [u8]) -> io::Result<(usize, bool)> {
-        let mut iov = [IoSliceMut::new(head), IoSliceMut::new(payload)];
+    pub fn recv_into(&self, head: &mut [u8; HEADER_LEN], payload: &mut [u8], tail: &mut [u8]) -> io::Result<(usize, bool)> {
+        let mut iov = [IoSliceMut::new(head), IoSliceMut::new(payload), IoSliceMut::new(tail)];
         let mut space = nix::cmsg_space!(u8, i32);
         let msg = loop {
             match recvmsg::<()>(self.sock.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT) {

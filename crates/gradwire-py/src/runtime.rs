@@ -228,7 +228,7 @@ impl PyCommunicator {
     #[new]
     #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
         transport="dlcp", mss=None, line_rate_gbps=None, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
-        impair=None, gso=true, send_thread=false))]
+        impair=None, gso=true, send_thread=false, authenticate=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -249,6 +249,7 @@ impl PyCommunicator {
         impair: Option<Vec<(f64, f64)>>,
         gso: bool,
         send_thread: bool,
+        authenticate: bool,
     ) -> PyResult<Self> {
         let positive = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
@@ -259,6 +260,7 @@ impl PyCommunicator {
         };
         let mut rdv = RendezvousConfig::new(master_addr, master_port, rank, world_size);
         rdv.token = token;
+        rdv.authenticated = authenticate;
         rdv.timeout = Duration::from_secs_f64(positive("timeout", timeout)?);
         let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, send_thread, ..EngineConfig::default() };
         cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
@@ -348,6 +350,7 @@ impl PyCommunicator {
         d.set_item("malformed", c.malformed)?;
         d.set_item("foreign_session", c.foreign_session)?;
         d.set_item("wrong_source", c.wrong_source)?;
+        d.set_item("auth_failures", c.auth_failures)?;
         d.set_item("stale", c.stale)?;
         d.set_item("early", c.early)?;
         d.set_item("injected_drops", c.injected_drops)?;

@@ -87,7 +87,8 @@ impl Engine {
             return declined;
         }
         let Ok(h) = Header::decode_header(&head) else { return declined };
-        if h.kind != PacketKind::Data || h.session != self.session || total != HEADER_LEN + h.payload_len as usize {
+        let tag_len = if self.cfg.auth.is_some() { TAG_LEN } else { 0 };
+        if h.kind != PacketKind::Data || h.session != self.session || total != HEADER_LEN + h.payload_len as usize + tag_len {
             return declined;
         }
         let Some(slot) = self.slots.get(&h.flow) else { return declined };
@@ -100,8 +101,18 @@ impl Engine {
         }
         let Some(job) = self.job.as_mut().filter(|j| j.call == call) else { return declined };
         let Some(dst) = job.direct_dst(transfer, h.seq..h.seq + h.payload_len as u64) else { return declined };
-        match self.udp.recv_into(&mut head, dst) {
+        let mut tag = [0u8; TAG_LEN];
+        match self.udp.recv_into(&mut head, dst, &mut tag[..tag_len]) {
             Ok((n, ce)) if n == total => {
+                if let Some(key) = &self.cfg.auth {
+                    // Landed before it could be checked: a forged payload now sits in a
+                    // place the endpoint has not taken, which a genuine resend overwrites
+                    // or which is zeroed as a bubble.
+                    if !tags_equal(&tag, &key.datagram_tag(from, self.rank, &[&head, dst])) {
+                        self.local.auth_failures += 1;
+                        return Direct::Landed(n);
+                    }
+                }
                 let mut h = h;
                 h.ce |= ce;
                 self.dispatch(from, &h, Incoming::Landed(h.payload_len), now);
@@ -118,6 +129,30 @@ impl Engine {
     /// A datagram from the address rank `from` registered at rendezvous (`None`: from an
     /// address no peer registered).
     pub(super) fn on_datagram(&mut self, d: &[u8], ce: bool, from: Option<u32>, now: Time) {
+        let d = match &self.cfg.auth {
+            None => d,
+            Some(key) => {
+                let Some(split) = d.len().checked_sub(TAG_LEN).filter(|&n| n >= HEADER_LEN) else {
+                    self.local.malformed += 1;
+                    return;
+                };
+                let (body, tag) = d.split_at(split);
+                let Some(src) = from else {
+                    self.local.wrong_source += 1;
+                    return;
+                };
+                if !tags_equal(tag, &key.datagram_tag(src, self.rank, &[body])) {
+                    self.local.auth_failures += 1;
+                    return;
+                }
+                body
+            }
+        };
+        self.on_verified(d, ce, from, now);
+    }
+
+    /// As [`Self::on_datagram`], once the tag (if any) is checked and stripped.
+    fn on_verified(&mut self, d: &[u8], ce: bool, from: Option<u32>, now: Time) {
         let (h, payload) = match Header::decode(d) {
             Ok(x) => x,
             Err(_) => {
@@ -166,7 +201,7 @@ impl Engine {
             let Ok((h, _)) = Header::decode(d) else { continue };
             let c = call_of(h.flow);
             if c == call {
-                self.on_datagram(d, ce, Some(from), now);
+                self.on_verified(d, ce, Some(from), now);
             } else if is_future(c, self.next_call) {
                 self.early_index.push((self.early.len(), len, ce, from));
                 self.early.extend_from_slice(d);

@@ -26,7 +26,8 @@ use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::algorithms::CallKind;
-use crate::control::{LinkDown, LinkFrame, PeerLink};
+use crate::auth::{tags_equal, JobKey, TAG_LEN};
+use crate::control::{LinkAuth, LinkDown, LinkFrame, PeerLink};
 use crate::descriptor::CallDesc;
 use crate::endpoint::{Ep, TransferSpec, TransportConfig};
 use crate::error::NetError;
@@ -81,6 +82,9 @@ pub struct EngineConfig {
     pub early_buffer_bytes: usize,
     /// Make the send syscalls on a second thread (see [`crate::tx`]); off by default.
     pub send_thread: bool,
+    /// Tag every datagram and control frame with this job key, and drop what does not
+    /// verify ([`crate::auth`]); `None`: no tags (the default).
+    pub auth: Option<JobKey>,
 }
 
 impl Default for EngineConfig {
@@ -94,6 +98,7 @@ impl Default for EngineConfig {
             linger: Duration::from_secs(10),
             early_buffer_bytes: 64 << 20,
             send_thread: false,
+            auth: None,
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct Counters {
     pub malformed: u64,
     /// Datagrams stamped with another job's session id.
     pub foreign_session: u64,
+    /// Datagrams whose authentication tag did not verify (authenticated jobs only).
+    pub auth_failures: u64,
     /// Datagrams from an address no peer registered at rendezvous, or from a rank that is
     /// not the flow's peer: dropped unread (forged, or a stray of another program).
     pub wrong_source: u64,
@@ -135,6 +142,9 @@ pub struct Counters {
     /// Of those, datagrams read straight into the caller's buffer.
     pub received_in_place: u64,
 }
+
+/// Where each kept early datagram is: (offset, length, CE, sending rank).
+type EarlyIndex = Vec<(usize, usize, bool, u32)>;
 
 /// An endpoint and what it belongs to.
 struct Slot {
@@ -192,10 +202,10 @@ pub struct Engine {
     /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE,
     /// sending rank).
     early: Vec<u8>,
-    early_index: Vec<(usize, usize, bool, u32)>,
+    early_index: EarlyIndex,
     /// The previous early store, emptied: replays reuse its memory (already faulted in)
     /// instead of growing a new one.
-    early_spare: (Vec<u8>, Vec<(usize, usize, bool, u32)>),
+    early_spare: (Vec<u8>, EarlyIndex),
     /// Turns run, and turns that found nothing to do (for `GRADWIRE_TRACE`).
     turns: u64,
     idle_turns: u64,
@@ -237,6 +247,9 @@ impl Engine {
             let link = match l {
                 Some(s) => {
                     let mut link = PeerLink::new(s)?;
+                    if let Some(key) = &cfg.auth {
+                        link.authenticate(LinkAuth { key: key.clone(), me: rank, peer: i as u32, sent: 0, received: 0 });
+                    }
                     poll.registry().register(link.mio(), Token(PEER_BASE + i), Interest::READABLE | Interest::WRITABLE)?;
                     Some(link)
                 }
@@ -419,6 +432,9 @@ impl Engine {
         }
         self.trace_at = now + 10_000_000_000;
         eprintln!("t={:.3}ms rank {} turns {} idle {} counters {:?}", now as f64 / 1e9, self.rank, self.turns, self.idle_turns, self.local);
+        if let Some(job) = &self.job {
+            eprintln!("t={:.3}ms rank {} call {} transfers done={} peers unverified={:?}", now as f64 / 1e9, self.rank, job.call, job.exec.is_complete(), job.unverified);
+        }
         for (flow, s) in &self.slots {
             let rate = match &s.ep { Ep::DlcpSend(e) => e.rate_bps(), _ => 0 };
             eprintln!("t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}", now as f64 / 1e9, self.rank, s.peer, s.ep.is_receiver(), s.finished, s.ep.is_closed(), rate as f64 / 1e9, s.ep.stats(), s.ep.poll_timeout().map(|t| t as f64 / 1e9));

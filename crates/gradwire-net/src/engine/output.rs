@@ -112,13 +112,14 @@ impl Engine {
         }
         let tos = tos_byte(p.priority, p.ecn.ect);
         let delay = self.inject.get(peer).delay;
+        let tag = self.cfg.auth.as_ref().map(|k| k.datagram_tag(self.rank, peer, &[&head, payload]));
         if !delay.is_zero() {
-            let datagram = [&head[..], payload].concat();
+            let datagram = [&head[..], payload, tag.as_ref().map_or(&[][..], |t| &t[..])].concat();
             let release = now + delay.as_nanos() as Time * 1000;
             self.inject.held[peer as usize].push_back(Delayed { release, tos, datagram });
             return;
         }
-        let len = HEADER_LEN + payload.len();
+        let len = HEADER_LEN + payload.len() + tag.map_or(0, |t| t.len());
         let payload = Payload(payload.as_ptr(), payload.len());
         let limit = self.udp.batch_limit(len);
         let i = match self.batches.iter().position(|b| b.peer == peer && b.tos == tos && !b.closed && len <= b.seg) {
@@ -137,6 +138,9 @@ impl Engine {
         let b = &mut self.batches[i];
         b.heads.push(head);
         b.payloads.push(payload);
+        if let Some(t) = tag {
+            b.tails.push(t);
+        }
         // GSO: every datagram but the last has the full segment size.
         b.closed = len < b.seg || b.count() >= limit;
     }
