@@ -444,6 +444,9 @@ def train(
 ) -> None:
     """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
     try:
+        import sklearn  # noqa: F401 - the workers need both
+        import torch  # noqa: F401
+
         from gradwire.train.cli import configs_from, train as run_train
     except ImportError as e:
         raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
@@ -472,6 +475,8 @@ def tolerance(
 ) -> None:
     """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""
     try:
+        import sklearn  # noqa: F401 - the embedded dataset
+
         from gradwire import tolerance as tol
     except ImportError as e:
         raise _fail(f"gradwire tolerance needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
