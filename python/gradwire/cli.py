@@ -466,10 +466,10 @@ def train(
     workers: Annotated[int, typer.Option("--workers", "-n", help="local worker processes")] = 2,
     loss: Annotated[float, typer.Option(help="share of gradwire datagrams dropped on purpose")] = 0.0,
     bound: Annotated[float, typer.Option(help="loss bound of the gradient allreduce (see gradwire tolerance)")] = 0.0,
-    epochs: Annotated[Optional[int], typer.Option(help="default: 8 (cnn), 2 (resnet18)")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="default: 8 (cnn), 1 (resnet18)")] = None,
     lr: Annotated[Optional[float], typer.Option(help="SGD learning rate")] = None,
     batch: Annotated[Optional[int], typer.Option(help="batch per worker")] = None,
-    target: Annotated[Optional[float], typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.5 resnet18)")] = None,
+    target: Annotated[Optional[float], typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.9 resnet18)")] = None,
     mss: Annotated[Optional[int], typer.Option(help="gradwire payload bytes per datagram")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
@@ -477,6 +477,9 @@ def train(
 ) -> None:
     """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
     try:
+        import sklearn  # noqa: F401 - the workers need both
+        import torch  # noqa: F401
+
         from gradwire.train.cli import configs_from, train as run_train
     except ImportError as e:
         raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
@@ -505,6 +508,8 @@ def tolerance(
 ) -> None:
     """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""
     try:
+        import sklearn  # noqa: F401 - the embedded dataset
+
         from gradwire import tolerance as tol
     except ImportError as e:
         raise _fail(f"gradwire tolerance needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None

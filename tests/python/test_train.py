@@ -37,7 +37,7 @@ def test_train_compares_gloo_and_a_lossy_gradwire_in_one_table(tmp_path):
         "--bound",
         "0.01",
         "--epochs",
-        "1",
+        "3",
         "--target",
         "0.5",
         "--out",

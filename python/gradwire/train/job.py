@@ -16,7 +16,7 @@ from pathlib import Path
 # Defaults per model: epochs, learning rate, per-worker batch, target accuracy.
 MODEL_DEFAULTS = {
     "cnn": {"epochs": 8, "lr": 0.05, "batch": 32, "target": 0.95},
-    "resnet18": {"epochs": 2, "lr": 0.02, "batch": 32, "target": 0.5},
+    "resnet18": {"epochs": 1, "lr": 0.02, "batch": 16, "target": 0.9},
 }
 
 

@@ -33,7 +33,7 @@ def digits(seed: int = 0) -> Dataset:
 
 
 def synthetic32(
-    n_train: int = 2048, n_test: int = 512, seed: int = 0, noise: float = 1.0
+    n_train: int = 1024, n_test: int = 256, seed: int = 0, noise: float = 1.0
 ) -> Dataset:
     """10 classes of 3x32x32 images: a fixed random pattern per class plus Gaussian noise."""
     g = torch.Generator().manual_seed(seed)

@@ -93,6 +93,8 @@ def run(plan: dict) -> dict:
         "plan": plan, "world": world, "steps": step, "train_seconds": clock,
         "samples_per_s": step * batch * world / clock,
         "median_step_s": sorted(step_times)[len(step_times) // 2],
+        "p90_step_s": sorted(step_times)[int(0.9 * (len(step_times) - 1))],
+        "max_step_s": max(step_times),
         "final_accuracy": curve[-1]["accuracy"] if curve else float("nan"),
         "time_to_accuracy_s": reached["seconds"] if reached else None,
         "steps_to_accuracy": reached["step"] if reached else None,
