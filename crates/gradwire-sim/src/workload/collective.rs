@@ -11,9 +11,7 @@
 use super::Workload;
 use crate::scenario::{Scenario, ScenarioError, TopologyKind, WorkloadKind};
 use crate::topology::Topology;
-use gradwire_core::collective::{
-    self, CollectiveOptions, Op, PsLayout, RackMap, Rank, Schedule, TransferId,
-};
+use gradwire_core::collective::{self, CollectiveOptions, Op, PsLayout, RackMap, Rank, Schedule, TransferId};
 use gradwire_core::time::Time;
 use serde::{Deserialize, Serialize};
 
@@ -61,8 +59,7 @@ pub fn rack_map(s: &Scenario, topo: &Topology) -> RackMap {
         TopologyKind::LeafSpine => RackMap::from_racks(racks),
         TopologyKind::FatTree => {
             let per_pod = s.topology.k * s.topology.k / 4;
-            RackMap::new(vec![racks, hosts.map(|h| h / per_pod).collect()])
-                .expect("fat-tree racks nest in pods")
+            RackMap::new(vec![racks, hosts.map(|h| h / per_pod).collect()]).expect("fat-tree racks nest in pods")
         }
     }
 }
@@ -73,10 +70,7 @@ pub fn ps_layout(s: &Scenario) -> PsLayout {
     if s.workload.colocated {
         PsLayout::colocated(n, servers)
     } else {
-        PsLayout {
-            workers: (0..n).collect(),
-            servers: (n..n + servers).collect(),
-        }
+        PsLayout { workers: (0..n).collect(), servers: (n..n + servers).collect() }
     }
 }
 
@@ -91,17 +85,8 @@ pub fn schedule(s: &Scenario, topo: &Topology) -> Schedule {
     let n = world(s);
     match w.algorithm.expect("validated") {
         CollectiveAlgorithm::Ring => collective::ring(n, w.bytes, w.elem_bytes, &opts),
-        CollectiveAlgorithm::Tree => collective::tree(
-            n,
-            w.bytes,
-            w.elem_bytes,
-            w.tree_arity,
-            w.pipeline_chunks,
-            &opts,
-        ),
-        CollectiveAlgorithm::Rat => {
-            collective::rat(&rack_map(s, topo), w.bytes, w.elem_bytes, &opts)
-        }
+        CollectiveAlgorithm::Tree => collective::tree(n, w.bytes, w.elem_bytes, w.tree_arity, w.pipeline_chunks, &opts),
+        CollectiveAlgorithm::Rat => collective::rat(&rack_map(s, topo), w.bytes, w.elem_bytes, &opts),
         CollectiveAlgorithm::Ps => collective::ps(&ps_layout(s), n, w.bytes, w.elem_bytes, &opts),
     }
 }
@@ -110,70 +95,43 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     let w = &s.workload;
     debug_assert_eq!(w.kind, WorkloadKind::Collective);
     let Some(algorithm) = w.algorithm else {
-        return Err(ScenarioError::new(
-            "workload.algorithm",
-            "must be set for kind = \"collective\": \"ring\", \"tree\", \"rat\" or \"ps\"",
-        ));
+        return Err(ScenarioError::new("workload.algorithm", "must be set for kind = \"collective\": \"ring\", \"tree\", \"rat\" or \"ps\""));
     };
     if w.elem_bytes == 0 {
-        return Err(ScenarioError::new(
-            "workload.elem_bytes",
-            "must be greater than 0 (got 0)",
-        ));
+        return Err(ScenarioError::new("workload.elem_bytes", "must be greater than 0 (got 0)"));
     }
     if w.bytes == 0 || w.bytes % w.elem_bytes as u64 != 0 {
         return Err(ScenarioError::new(
             "workload.bytes",
-            format!(
-                "must be a positive multiple of elem_bytes = {} (got {})",
-                w.elem_bytes, w.bytes
-            ),
+            format!("must be a positive multiple of elem_bytes = {} (got {})", w.elem_bytes, w.bytes),
         ));
     }
     if w.iterations == 0 {
-        return Err(ScenarioError::new(
-            "workload.iterations",
-            "must be greater than 0 (got 0)",
-        ));
+        return Err(ScenarioError::new("workload.iterations", "must be greater than 0 (got 0)"));
     }
     let hosts = s.host_count();
     if algorithm == CollectiveAlgorithm::Ps && w.servers == 0 {
-        return Err(ScenarioError::new(
-            "workload.servers",
-            "must be greater than 0 for algorithm = \"ps\" (got 0)",
-        ));
+        return Err(ScenarioError::new("workload.servers", "must be greater than 0 for algorithm = \"ps\" (got 0)"));
     }
     if w.workers + dedicated_servers(s) > hosts {
         return Err(ScenarioError::new(
             "workload.workers",
-            format!(
-                "{} ranks (one per host) but the topology has {hosts} hosts",
-                w.workers + dedicated_servers(s)
-            ),
+            format!("{} ranks (one per host) but the topology has {hosts} hosts", w.workers + dedicated_servers(s)),
         ));
     }
     let n = workers(s);
     if n < 2 {
-        return Err(ScenarioError::new(
-            "workload.workers",
-            format!("a collective needs at least 2 workers (got {n})"),
-        ));
+        return Err(ScenarioError::new("workload.workers", format!("a collective needs at least 2 workers (got {n})")));
     }
     let pairs = world(s) as u64 * (world(s) as u64 - 1);
     let flows = match algorithm {
         CollectiveAlgorithm::Ring | CollectiveAlgorithm::Rat => 2 * pairs,
         CollectiveAlgorithm::Tree => {
             if w.tree_arity == 0 {
-                return Err(ScenarioError::new(
-                    "workload.tree_arity",
-                    "must be greater than 0 (got 0)",
-                ));
+                return Err(ScenarioError::new("workload.tree_arity", "must be greater than 0 (got 0)"));
             }
             if w.pipeline_chunks == 0 {
-                return Err(ScenarioError::new(
-                    "workload.pipeline_chunks",
-                    "must be greater than 0 (got 0)",
-                ));
+                return Err(ScenarioError::new("workload.pipeline_chunks", "must be greater than 0 (got 0)"));
             }
             2 * (world(s) as u64 - 1) * w.pipeline_chunks as u64
         }
@@ -181,10 +139,7 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             if w.colocated && w.servers > n {
                 return Err(ScenarioError::new(
                     "workload.servers",
-                    format!(
-                        "colocated servers ({}) cannot outnumber workers ({n})",
-                        w.servers
-                    ),
+                    format!("colocated servers ({}) cannot outnumber workers ({n})", w.servers),
                 ));
             }
             2 * n as u64 * w.servers as u64
@@ -193,10 +148,7 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     if flows * w.iterations as u64 > MAX_FLOWS {
         return Err(ScenarioError::new(
             "workload.workers",
-            format!(
-                "about {} flows ({flows} per iteration): more than the {MAX_FLOWS} a run may have",
-                flows * w.iterations as u64
-            ),
+            format!("about {} flows ({flows} per iteration): more than the {MAX_FLOWS} a run may have", flows * w.iterations as u64),
         ));
     }
     Ok(())
@@ -231,21 +183,12 @@ fn rank_sinks(sch: &Schedule) -> Vec<Vec<TransferId>> {
 pub(super) fn build(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
     let w = &s.workload;
     let sch = schedule(s, topo);
-    let sinks = if w.iterations > 1 {
-        rank_sinks(&sch)
-    } else {
-        Vec::new()
-    };
+    let sinks = if w.iterations > 1 { rank_sinks(&sch) } else { Vec::new() };
     let n = sch.transfers.len() as u32;
     for k in 0..w.iterations {
         let base = out.flows.len() as u32;
         for t in &sch.transfers {
-            let f = out.flow(
-                t.src as Rank,
-                t.dst as Rank,
-                t.bytes(),
-                if k == 0 { start } else { 0 },
-            );
+            let f = out.flow(t.src as Rank, t.dst as Rank, t.bytes(), if k == 0 { start } else { 0 });
             out.flows[f as usize].iteration = k;
             if t.op == Op::Copy {
                 out.mark_pull(f);
@@ -268,14 +211,10 @@ mod tests {
     use super::*;
     use crate::scenario::load;
 
-    const NET: &str =
-        "[topology]\nleaves = 2\nhosts_per_leaf = 3\nspines = 1\nuplinks_per_leaf = 1\n";
+    const NET: &str = "[topology]\nleaves = 2\nhosts_per_leaf = 3\nspines = 1\nuplinks_per_leaf = 1\n";
 
     fn scenario(workload: &str) -> Result<Scenario, ScenarioError> {
-        let runs = load(
-            &format!("{NET}[workload]\nkind = \"collective\"\n{workload}"),
-            &[],
-        )?;
+        let runs = load(&format!("{NET}[workload]\nkind = \"collective\"\n{workload}"), &[])?;
         Ok(runs[0].scenario.clone())
     }
 
@@ -283,10 +222,7 @@ mod tests {
         let s = scenario(workload).unwrap_or_else(|e| panic!("{e}"));
         let topo = Topology::build(&s.topology);
         let mut rng = <rand_xoshiro::Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(1);
-        (
-            schedule(&s, &topo),
-            super::super::build(&s, &topo, &mut rng).unwrap(),
-        )
+        (schedule(&s, &topo), super::super::build(&s, &topo, &mut rng).unwrap())
     }
 
     #[test]
@@ -295,10 +231,7 @@ mod tests {
         assert_eq!(sch.world, 6, "workers = 0: every host");
         assert_eq!(wl.flows.len(), sch.transfers.len());
         for (t, f) in sch.transfers.iter().zip(&wl.flows) {
-            assert_eq!(
-                (t.src, t.dst, t.bytes(), f.pull),
-                (f.src, f.dst, f.bytes, t.op == Op::Copy)
-            );
+            assert_eq!((t.src, t.dst, t.bytes(), f.pull), (f.src, f.dst, f.bytes, t.op == Op::Copy));
             match f.gate {
                 None => assert!(t.after.is_empty()),
                 Some(b) => {
@@ -310,10 +243,7 @@ mod tests {
         let (sch, wl) = built("algorithm = \"rat\"\nbytes = 6000\nworkers = 4\n");
         assert_eq!(sch.world, 4);
         assert_eq!(sch.dependency_depth(), 4);
-        assert_eq!(
-            wl.barriers.len(),
-            sch.transfers.iter().filter(|t| !t.after.is_empty()).count()
-        );
+        assert_eq!(wl.barriers.len(), sch.transfers.iter().filter(|t| !t.after.is_empty()).count());
     }
 
     #[test]
@@ -328,17 +258,9 @@ mod tests {
         // a push of iteration 1 waits for its worker's pulls of iteration 0
         let push = &wl.flows[n];
         let gate = push.gate.unwrap();
-        let fed_by: Vec<usize> = wl
-            .flows
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| f.feeds.contains(&gate))
-            .map(|(i, _)| i)
-            .collect();
+        let fed_by: Vec<usize> = wl.flows.iter().enumerate().filter(|(_, f)| f.feeds.contains(&gate)).map(|(i, _)| i).collect();
         assert!(fed_by.iter().all(|&i| i < n && wl.flows[i].iteration == 0));
-        assert!(fed_by
-            .iter()
-            .any(|&i| wl.flows[i].pull && wl.flows[i].dst == push.src));
+        assert!(fed_by.iter().any(|&i| wl.flows[i].pull && wl.flows[i].dst == push.src));
     }
 
     #[test]
@@ -347,27 +269,17 @@ mod tests {
         let s = &load(text, &[]).unwrap()[0].scenario;
         let topo = Topology::build(&s.topology);
         let map = rack_map(s, &topo);
-        assert_eq!(
-            (map.world(), map.levels(), map.regions(0), map.regions(1)),
-            (16, 2, 8, 4)
-        );
+        assert_eq!((map.world(), map.levels(), map.regions(0), map.regions(1)), (16, 2, 8, 4));
         let sch = schedule(s, &topo);
         assert_eq!(sch.dependency_depth(), 6, "rack, pod, root: 2 (2 + 1)");
-        assert_eq!(
-            sch.bytes_between_regions(|a, b| map.same_region(1, a, b)),
-            2 * 3 * 64000
-        );
+        assert_eq!(sch.bytes_between_regions(|a, b| map.same_region(1, a, b)), 2 * 3 * 64000);
     }
 
     #[test]
     fn dedicated_servers_follow_the_workers() {
-        let (sch, _) =
-            built("algorithm = \"ps\"\nservers = 2\ncolocated = false\nworkers = 4\nbytes = 800\n");
+        let (sch, _) = built("algorithm = \"ps\"\nservers = 2\ncolocated = false\nworkers = 4\nbytes = 800\n");
         assert_eq!(sch.world, 6);
-        assert!(sch
-            .transfers
-            .iter()
-            .all(|t| t.op != Op::Reduce || t.dst >= 4));
+        assert!(sch.transfers.iter().all(|t| t.op != Op::Reduce || t.dst >= 4));
     }
 
     #[test]
@@ -376,31 +288,13 @@ mod tests {
         assert_eq!(key("bytes = 8\n"), "workload.algorithm");
         assert_eq!(key("algorithm = \"ring\"\n"), "workload.bytes");
         assert_eq!(key("algorithm = \"ring\"\nbytes = 10\n"), "workload.bytes");
-        assert_eq!(
-            key("algorithm = \"ring\"\nbytes = 8\nworkers = 7\n"),
-            "workload.workers"
-        );
-        assert_eq!(
-            key("algorithm = \"ring\"\nbytes = 8\nworkers = 1\n"),
-            "workload.workers"
-        );
+        assert_eq!(key("algorithm = \"ring\"\nbytes = 8\nworkers = 7\n"), "workload.workers");
+        assert_eq!(key("algorithm = \"ring\"\nbytes = 8\nworkers = 1\n"), "workload.workers");
         assert_eq!(key("algorithm = \"ps\"\nbytes = 8\n"), "workload.servers");
-        assert_eq!(
-            key("algorithm = \"ps\"\nbytes = 8\nservers = 3\ncolocated = false\nworkers = 4\n"),
-            "workload.workers"
-        );
-        assert_eq!(
-            key("algorithm = \"tree\"\nbytes = 8\ntree_arity = 0\n"),
-            "workload.tree_arity"
-        );
-        assert_eq!(
-            key("algorithm = \"tree\"\nbytes = 8\npipeline_chunks = 0\n"),
-            "workload.pipeline_chunks"
-        );
-        assert_eq!(
-            key("algorithm = \"ring\"\nbytes = 8\nelem_bytes = 0\n"),
-            "workload.elem_bytes"
-        );
+        assert_eq!(key("algorithm = \"ps\"\nbytes = 8\nservers = 3\ncolocated = false\nworkers = 4\n"), "workload.workers");
+        assert_eq!(key("algorithm = \"tree\"\nbytes = 8\ntree_arity = 0\n"), "workload.tree_arity");
+        assert_eq!(key("algorithm = \"tree\"\nbytes = 8\npipeline_chunks = 0\n"), "workload.pipeline_chunks");
+        assert_eq!(key("algorithm = \"ring\"\nbytes = 8\nelem_bytes = 0\n"), "workload.elem_bytes");
         assert!(scenario("algorithm = \"butterfly\"\nbytes = 8\n").is_err());
     }
 }

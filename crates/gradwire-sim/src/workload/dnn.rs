@@ -29,11 +29,7 @@ fn buckets(model: &ModelProfile, bucket_bytes: u64) -> Vec<Bucket> {
     let mut open: Option<Bucket> = None;
     for layer in model.layers.iter().rev() {
         let ready = (layer.ready_offset_s * SEC as f64).round() as Time;
-        let b = open.get_or_insert(Bucket {
-            bytes: 0,
-            ready,
-            front_layer: layer.index,
-        });
+        let b = open.get_or_insert(Bucket { bytes: 0, ready, front_layer: layer.index });
         b.bytes += layer.bytes;
         b.ready = b.ready.max(ready);
         b.front_layer = b.front_layer.min(layer.index);
@@ -45,14 +41,7 @@ fn buckets(model: &ModelProfile, bucket_bytes: u64) -> Vec<Bucket> {
     out
 }
 
-pub fn build(
-    out: &mut Workload,
-    s: &Scenario,
-    topo: &Topology,
-    model: &ModelProfile,
-    start: Time,
-    rng: &mut impl Rng,
-) {
+pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelProfile, start: Time, rng: &mut impl Rng) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
     let plan = Plan {
@@ -68,16 +57,7 @@ pub fn build(
         let mut first: Vec<Vec<u32>> = vec![Vec::new(); workers.len()];
         let mut done: Vec<Vec<u32>> = vec![Vec::new(); workers.len()];
         match w.pattern {
-            DnnPattern::Ps => plan.ps(
-                out,
-                k,
-                &workers,
-                &servers,
-                w.split_bytes,
-                rng,
-                &mut first,
-                &mut done,
-            ),
+            DnnPattern::Ps => plan.ps(out, k, &workers, &servers, w.split_bytes, rng, &mut first, &mut done),
             DnnPattern::Ring => plan.ring(out, k, &workers, &mut first, &mut done),
         }
         if k > 0 {
@@ -101,16 +81,7 @@ struct Plan {
 impl Plan {
     /// A flow of bucket `b` in iteration `k`: iteration 0 starts at an absolute time, later
     /// ones a compute delay after their worker's iteration barrier releases them.
-    fn flow(
-        &self,
-        out: &mut Workload,
-        k: u32,
-        b: &Bucket,
-        src: u32,
-        dst: u32,
-        bytes: u64,
-        first: bool,
-    ) -> u32 {
+    fn flow(&self, out: &mut Workload, k: u32, b: &Bucket, src: u32, dst: u32, bytes: u64, first: bool) -> u32 {
         let ready = if self.compute { b.ready } else { 0 };
         let (start, delay) = match (k, first) {
             (0, _) => (self.start + ready, 0),
@@ -139,11 +110,7 @@ impl Plan {
         for b in &self.buckets {
             let parts: Vec<(u32, u64)> = if b.bytes > split_bytes {
                 let n = servers.len() as u64;
-                servers
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64))
-                    .collect()
+                servers.iter().enumerate().map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64)).collect()
             } else {
                 vec![(servers[rng.gen_range(0..servers.len())], b.bytes)]
             };
@@ -164,14 +131,7 @@ impl Plan {
         }
     }
 
-    fn ring(
-        &self,
-        out: &mut Workload,
-        k: u32,
-        workers: &[u32],
-        first: &mut [Vec<u32>],
-        done: &mut [Vec<u32>],
-    ) {
+    fn ring(&self, out: &mut Workload, k: u32, workers: &[u32], first: &mut [Vec<u32>], done: &mut [Vec<u32>]) {
         let n = workers.len();
         if n < 2 {
             return;
@@ -182,17 +142,7 @@ impl Plan {
             let mut prev: Vec<Option<u32>> = vec![None; n];
             for step in 0..2 * (n - 1) {
                 let cur: Vec<u32> = (0..n)
-                    .map(|i| {
-                        self.flow(
-                            out,
-                            k,
-                            b,
-                            workers[i],
-                            workers[(i + 1) % n],
-                            chunk,
-                            step == 0,
-                        )
-                    })
+                    .map(|i| self.flow(out, k, b, workers[i], workers[(i + 1) % n], chunk, step == 0))
                     .collect();
                 for i in 0..n {
                     match prev[i] {
@@ -228,14 +178,8 @@ mod tests {
         let per_iter = wl.flows.iter().filter(|f| f.iteration == 0).count();
         assert_eq!(wl.flows.len(), 3 * per_iter);
         // later iterations' pushes are gated and wait forward + backward-readiness after release
-        let pushes_1: Vec<_> = wl
-            .flows
-            .iter()
-            .filter(|f| f.iteration == 1 && !f.pull)
-            .collect();
-        assert!(pushes_1
-            .iter()
-            .all(|f| f.gate.is_some() && f.gate_delay > 0));
+        let pushes_1: Vec<_> = wl.flows.iter().filter(|f| f.iteration == 1 && !f.pull).collect();
+        assert!(pushes_1.iter().all(|f| f.gate.is_some() && f.gate_delay > 0));
         // 3 remote workers x 41 layers, each pushed and pulled, per iteration
         assert_eq!(per_iter, 2 * 3 * 41);
     }
@@ -245,11 +189,7 @@ mod tests {
         let m = models::load("resnet50").unwrap();
         let per_layer = buckets(&m, 0);
         assert_eq!(per_layer.len(), m.layers.len());
-        assert_eq!(
-            per_layer[0].front_layer,
-            m.layers.len() as u32 - 1,
-            "last layer first"
-        );
+        assert_eq!(per_layer[0].front_layer, m.layers.len() as u32 - 1, "last layer first");
         let fused = buckets(&m, 25 << 20);
         assert!(fused.len() < 8, "{}", fused.len());
         assert_eq!(fused.iter().map(|b| b.bytes).sum::<u64>(), m.total_bytes);

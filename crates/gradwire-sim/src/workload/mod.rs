@@ -53,28 +53,8 @@ impl Workload {
         self.tagged_flow(src, dst, bytes, start, 0, 1)
     }
 
-    fn tagged_flow(
-        &mut self,
-        src: u32,
-        dst: u32,
-        bytes: u64,
-        start: Time,
-        layer: u32,
-        layers: u32,
-    ) -> u32 {
-        self.flows.push(FlowSpec {
-            src,
-            dst,
-            bytes,
-            start,
-            gate: None,
-            feeds: Vec::new(),
-            layer,
-            layers,
-            pull: false,
-            iteration: 0,
-            gate_delay: 0,
-        });
+    fn tagged_flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time, layer: u32, layers: u32) -> u32 {
+        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers, pull: false, iteration: 0, gate_delay: 0 });
         (self.flows.len() - 1) as u32
     }
 
@@ -92,10 +72,7 @@ impl Workload {
         for &f in then {
             self.flows[f as usize].gate = Some(id);
         }
-        self.barriers.push(Barrier {
-            waiting_for: after.len() as u32,
-            releases: then.to_vec(),
-        });
+        self.barriers.push(Barrier { waiting_for: after.len() as u32, releases: then.to_vec() });
     }
 }
 
@@ -167,15 +144,8 @@ fn ddlgen(out: &mut Workload, s: &Scenario, start: Time, rng: &mut impl Rng) {
     let workers = w.sender_list.as_deref().unwrap_or_default();
     let mut prev: Vec<u32> = Vec::new();
     for k in 0..w.iterations {
-        let burst: Vec<u32> = workers
-            .iter()
-            .map(|&h| out.flow(h, w.receiver, w.flow_bytes, start))
-            .collect();
-        let jitter = if w.idle_jitter_us > 0.0 {
-            rng.gen_range(0.0..w.idle_jitter_us)
-        } else {
-            0.0
-        };
+        let burst: Vec<u32> = workers.iter().map(|&h| out.flow(h, w.receiver, w.flow_bytes, start)).collect();
+        let jitter = if w.idle_jitter_us > 0.0 { rng.gen_range(0.0..w.idle_jitter_us) } else { 0.0 };
         for &f in &burst {
             out.flows[f as usize].iteration = k;
             out.flows[f as usize].gate_delay = from_us(w.idle_us + jitter);
@@ -213,9 +183,7 @@ pub fn ps_placement(s: &Scenario, topo: &Topology) -> (Vec<u32>, Vec<u32>) {
 fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
-    let share = |total: u64, j: usize| {
-        total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64
-    };
+    let share = |total: u64, j: usize| total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64;
     let pull_total = w.pull_bytes.unwrap_or(w.push_bytes);
     for (j, &srv) in servers.iter().enumerate() {
         let pushes: Vec<u32> = workers
