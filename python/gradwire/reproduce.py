@@ -663,8 +663,10 @@ def model_ict_ms(analysis: dict, config: dict, paused_fraction: float = 0.0) -> 
     """rat.md §2 / Table 1 as a bound on one iteration: the busiest rank's and rack's bytes
     over their links' rates, plus one one-way latency per dependent step."""
     t = config.get("topology", {})
-    if t.get("kind", "leaf_spine") != "leaf_spine":
-        c = u = float(t.get("link_gbps", 100.0)) * 1e9 / 8
+    if t.get("kind", "leaf_spine") == "fat_tree":
+        # a rack (edge switch) has k/2 uplinks at the one link rate
+        c = float(t.get("link_gbps", 100.0)) * 1e9 / 8
+        u = c * int(t.get("k", 4)) / 2
         hops = 6
     else:
         c = float(t.get("host_link_gbps", 100.0)) * 1e9 / 8

@@ -203,8 +203,7 @@ fn a_paused_link_holds_its_queue_and_resumes() {
 fn bad_pause_keys_are_named() {
     let key = |extra: &str| {
         load(&format!("{NET}{ONE_FLOW}{extra}"), &[])
-            .err()
-            .expect("invalid")
+            .expect_err("invalid")
             .key
     };
     assert_eq!(key("[pauses]\nhosts = 9\n"), "pauses.hosts");

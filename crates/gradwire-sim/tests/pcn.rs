@@ -112,7 +112,7 @@ fn pcn_off_sends_no_start_and_writes_no_pcn_summary() {
 
 #[test]
 fn bad_pcn_keys_are_named() {
-    let key = |ov: &str| load(NET, &[ov.to_string()]).err().expect("invalid").key;
+    let key = |ov: &str| load(NET, &[ov.to_string()]).expect_err("invalid").key;
     assert_eq!(key("pcn.threshold=12"), "pcn.threshold");
     assert_eq!(key("pcn.threshold=80"), "pcn.threshold");
     assert_eq!(key("pcn.k=0.0"), "pcn.k");

@@ -413,6 +413,10 @@ pub struct WorkloadCfg {
     /// ddlgen: network-idle period between one iteration's last burst and the next.
     #[serde(default)]
     pub idle_us: f64,
+    /// ddlgen: each idle period is longer by a uniform draw in [0, idle_jitter_us)
+    /// (seeded), so bursts meet the background at varied phases.
+    #[serde(default)]
+    pub idle_jitter_us: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -286,6 +286,7 @@ impl Scenario {
                 nonzero("workload.flow_bytes", w.flow_bytes)?;
                 nonzero("workload.iterations", w.iterations as u64)?;
                 nonnegative("workload.idle_us", w.idle_us)?;
+                nonnegative("workload.idle_jitter_us", w.idle_jitter_us)?;
                 let list = w.sender_list.as_deref().unwrap_or_default();
                 if list.is_empty() {
                     return Err(ScenarioError::new("workload.sender_list", "list the worker hosts"));

@@ -152,11 +152,14 @@ impl Simulation {
                 .is_some_and(|np| np.data_paused[host as usize])
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn hold_sender(&mut self, host: u32, class: u8, ep: u32) {
         self.pauses.as_mut().expect("pauses are on").held[host as usize].push((class, ep));
     }
 
     /// A paused failure's ports (links or a node's links) stop transmitting.
+    #[cold]
     pub(super) fn pause_ports(&mut self, failure: u32, pause: Time) {
         for &port in &self.failures[failure as usize] {
             self.fabric.ports[port as usize].paused += 1;

@@ -133,6 +133,8 @@ impl PcnWorld {
 impl Simulation {
     /// A flow is due to start: a burst is announced first (true: the caller must not
     /// start it now), a fallback timer releases a burst still waiting for its ACK.
+    #[cold]
+    #[inline(never)]
     pub(super) fn pcn_gate(&mut self, f: u32) -> bool {
         let Some(pcn) = self.pcn.as_mut() else {
             return false;
@@ -177,6 +179,8 @@ impl Simulation {
 
     /// A host sends packet `id` of flow `flow`: tag it (the burst's first packet carries
     /// the burst mark; everything else is unmarked).
+    #[cold]
+    #[inline(never)]
     pub(super) fn pcn_on_send(&mut self, id: PktId, flow: u32) {
         let Some(pcn) = self.pcn.as_mut() else { return };
         let mark = match pcn.bursts.get(flow as usize) {
@@ -191,6 +195,8 @@ impl Simulation {
 
     /// A packet is offered to `port`: a switch port's register sees its mark and its lease
     /// expiry, and the port's ECN threshold follows the register.
+    #[cold]
+    #[inline(never)]
     pub(super) fn pcn_at_port(&mut self, port: PortId, id: PktId) {
         let Some(pcn) = self.pcn.as_mut() else { return };
         let pr = &mut self.fabric.ports[port as usize];
@@ -212,6 +218,8 @@ impl Simulation {
 
     /// A START or ACK reached `host` (true: consumed; data, burst-marked or not, goes on
     /// to its endpoint).
+    #[cold]
+    #[inline(never)]
     pub(super) fn pcn_receive(&mut self, host: NodeId, id: PktId, p: &Packet) -> bool {
         let Some(pcn) = self.pcn.as_mut() else {
             return false;

@@ -131,23 +131,24 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Worklo
         WorkloadKind::Ps => ps(&mut out, s, topo, start),
         WorkloadKind::Dnn => dnn::build(&mut out, s, topo, &models::load(&w.model)?, start, rng),
         WorkloadKind::Collective => collective::build(&mut out, s, topo, start),
-        WorkloadKind::Ddlgen => ddlgen(&mut out, s, start),
+        WorkloadKind::Ddlgen => ddlgen(&mut out, s, start, rng),
     }
     Ok(out)
 }
 
-/// pcn.md §4's DDLgen: iteration k's bursts start `idle_us` after all of iteration k-1's
-/// have arrived; the background flows (`flows`, flow ids after the bursts) start at their
+/// pcn.md §4's DDLgen: iteration k's bursts start `idle_us` (plus a seeded jitter below
+/// `idle_jitter_us`) after all of iteration k-1's have arrived; the background flows (`flows`, flow ids after the bursts) start at their
 /// own times. Each burst is one flow, iteration k in its `iteration` column.
-fn ddlgen(out: &mut Workload, s: &Scenario, start: Time) {
+fn ddlgen(out: &mut Workload, s: &Scenario, start: Time, rng: &mut impl Rng) {
     let w = &s.workload;
     let workers = w.sender_list.as_deref().unwrap_or_default();
     let mut prev: Vec<u32> = Vec::new();
     for k in 0..w.iterations {
         let burst: Vec<u32> = workers.iter().map(|&h| out.flow(h, w.receiver, w.flow_bytes, start)).collect();
+        let jitter = if w.idle_jitter_us > 0.0 { rng.gen_range(0.0..w.idle_jitter_us) } else { 0.0 };
         for &f in &burst {
             out.flows[f as usize].iteration = k;
-            out.flows[f as usize].gate_delay = from_us(w.idle_us);
+            out.flows[f as usize].gate_delay = from_us(w.idle_us + jitter);
         }
         if !prev.is_empty() {
             out.barrier(&prev, &burst);
