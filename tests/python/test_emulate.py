@@ -272,3 +272,37 @@ def test_bad_scenarios_fail_clearly(tmp_path):
         text=True,
     )
     assert res.returncode == 2 and "job" in (res.stdout + res.stderr)
+
+
+JOBS = """
+    name = "jobs"
+    [topology]
+    hosts_per_leaf = 3
+    host_link_gbps = 0.2
+    [job]
+    kind = "allreduce"
+    backends = ["gloo", "dlcp"]
+    ranks = 2
+    bytes = 2000000
+    iterations = 1
+    timeout_s = 120
+    """
+
+
+def test_gloo_and_gradwire_allreduce_and_tcp_ps_run_in_namespaces(tmp_path):
+    """The unchanged runtime and torch.distributed's Gloo, one rank per namespace, through
+    the switch; then a kernel-TCP parameter-server exchange."""
+    path = scenario(tmp_path, JOBS)
+    _, points = plan(path)
+    s = run_point(path, points[0], tmp_path / "ar", log=lambda m: None)
+    by = {r["label"]: r for r in s["rows"]}
+    for backend in ("gloo", "dlcp"):
+        assert not by[backend].get("error"), by[backend]
+        # 2 MB each way at 200 Mbit/s: at least 80 ms on the wire
+        assert by[backend]["time_s"] > 0.08
+        assert by[backend]["packets"] > 2000000 // 1500
+    _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3"])
+    s = run_point(path, points[0], tmp_path / "ps", log=lambda m: None)
+    (row,) = s["rows"]
+    assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
+    assert s["packets"]["conserved"]

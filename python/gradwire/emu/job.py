@@ -41,6 +41,8 @@ CCS = ("cubic", "reno", "bbr")
 # gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
 # a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
 LINE_RATE_SHARE = 0.95
+# Flows start this long after their processes are launched (they connect meanwhile).
+START_LEAD_S = 2.0
 
 
 class JobError(ValueError):
@@ -238,12 +240,20 @@ def start_flows(
     for s in sinks:
         s.stdout.readline()  # {"listening": port}
     senders = []
-    t0 = time.monotonic()
-    for i, f in sorted(enumerate(flows), key=lambda x: x[1]["start_s"]):
-        time.sleep(max(0.0, f["start_s"] - (time.monotonic() - t0)))
+    # every sender connects first and starts at the same wall-clock instant (plus its
+    # start_s): the namespaces share the clock, and process start-up takes a while
+    start_at = time.time() + START_LEAD_S
+    for i, f in enumerate(flows):
         p = net.popen(
             f["src"],
-            _worker("tcp-send", net.addr(f["dst"]), base_port + i, f["bytes"], f["cc"]),
+            _worker(
+                "tcp-send",
+                net.addr(f["dst"]),
+                base_port + i,
+                f["bytes"],
+                f["cc"],
+                start_at + f["start_s"],
+            ),
             env=_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

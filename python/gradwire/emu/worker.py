@@ -3,8 +3,9 @@
 Each prints one JSON line with its result on stdout:
 
 - ``tcp-sink PORT CONNS``: accept CONNS connections, read each to EOF, answer one byte.
-- ``tcp-send ADDR PORT BYTES CC``: send BYTES with congestion control CC (cubic, reno,
-  bbr: TCP_CONGESTION), report the flow completion time (until the sink's answer).
+- ``tcp-send ADDR PORT BYTES CC [START_AT]``: connect, wait until the wall-clock time
+  START_AT, send BYTES with congestion control CC (cubic, reno, bbr: TCP_CONGESTION),
+  report the flow completion time (until the sink's answer).
 - ``ps BACKEND BYTES ITERS [LOSS_BOUND]``: a parameter-server exchange (push, then pull;
   rank 0 serves) over kernel TCP (BACKEND cubic, reno, bbr) or gradwire's PS (dlcp, ltp).
 - ``allreduce BACKEND BYTES ITERS [LOSS_BOUND]``: BACKEND gloo (torch.distributed) or a
@@ -55,7 +56,7 @@ def tcp_sink(port: int, conns: int) -> None:
         t.join()
 
 
-def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
+def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) -> None:
     s = socket.socket()
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     for _ in range(600):
@@ -70,6 +71,7 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
     else:
         raise SystemExit(f"could not connect to {addr}:{port}")
     buf = bytes(CHUNK)
+    time.sleep(max(0.0, start_at - time.time()))
     t0 = time.perf_counter()
     left = nbytes
     while left > 0:
@@ -248,7 +250,13 @@ def main(argv: list[str]) -> None:
     if kind == "tcp-sink":
         tcp_sink(int(args[0]), int(args[1]))
     elif kind == "tcp-send":
-        tcp_send(args[0], int(args[1]), int(args[2]), args[3])
+        tcp_send(
+            args[0],
+            int(args[1]),
+            int(args[2]),
+            args[3],
+            float(args[4]) if len(args) > 4 else 0.0,
+        )
     elif kind == "ps":
         ps(
             args[0],
