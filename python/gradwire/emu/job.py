@@ -298,6 +298,24 @@ def finish_flows(
     return rows
 
 
+def _udp_rcvbuf_errors(net: EmulatedNetwork, hosts: list[int]) -> int:
+    """Datagrams the hosts' kernels dropped because a socket's receive buffer was full
+    (`RcvbufErrors` of /proc/net/snmp, per namespace): loss past the switch, when a
+    receiving process does not keep up."""
+    total = 0
+    for h in hosts:
+        lines = [
+            ln.split()
+            for ln in net.run(
+                h, ["cat", "/proc/net/snmp"], capture_output=True, text=True
+            ).stdout.splitlines()
+            if ln.startswith("Udp:")
+        ]
+        if len(lines) >= 2 and "RcvbufErrors" in lines[0]:
+            total += int(lines[1][lines[0].index("RcvbufErrors")])
+    return total
+
+
 def _delta(before: dict, after: dict) -> dict:
     """The switch's counters over one backend's run: packets, ECN marks, and drops split
     into random loss, host NIC queues (ports host*->) and switch ports."""
@@ -332,6 +350,7 @@ def run_allreduce(
     hosts = job["hosts"]
     for k, backend in enumerate(job["backends"]):
         before = net.stats()
+        rcvbuf0 = _udp_rcvbuf_errors(net, hosts)
         bg = (
             start_flows(net, job["background"], base_port=5100 + 100 * k)
             if job["background"]
@@ -387,6 +406,7 @@ def run_allreduce(
             if p.poll() is None:
                 p.kill()
         counts = _delta(before, net.stats())
+        counts["host_rcvbuf_drops"] = _udp_rcvbuf_errors(net, hosts) - rcvbuf0
         if errors:
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
