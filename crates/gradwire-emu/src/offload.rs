@@ -173,9 +173,8 @@ impl Coalescer {
                 self.merged_header.extend_from_slice(&first[..hl]);
                 set_ip_len_and_checksum(&mut self.merged_header, total);
                 // the merged packet carries the last segment's PSH/FIN, as GRO's does
-                let (ls, ll, _) = self.pkts[j - 1];
+                let (ls, _, _) = self.pkts[j - 1];
                 self.merged_header[ihl + 13] |= self.arena[ls + ihl + 13] & 0x09;
-                let _ = ll;
                 let ecn = if first[1] & 0b11 == 0b11 { GSO_ECN } else { 0 };
                 let h = VnetHdr {
                     flags: F_NEEDS_CSUM,
