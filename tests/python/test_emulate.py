@@ -137,12 +137,26 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
             text=True,
         )
         assert rx.stdout.readline().strip() == "ready"
+        # both start at one instant: 200 datagrams last 80 ms at 20 Mbit/s, shorter than
+        # the start-up skew of two Python processes on a loaded machine
+        at = f"@{time.time() + 3.0}"
         senders = [
             net.popen(
-                1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"{ECT0}:100"]
+                1,
+                [
+                    sys.executable,
+                    UDP,
+                    "send",
+                    net.addr(0),
+                    7000,
+                    1000,
+                    at,
+                    f"{ECT0}:200",
+                ],
             ),
             net.popen(
-                2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"{BE}:100"]
+                2,
+                [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{BE}:200"],
             ),
         ]
         for s in senders:
