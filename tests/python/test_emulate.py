@@ -320,3 +320,51 @@ def test_gloo_and_gradwire_allreduce_and_tcp_ps_run_in_namespaces(tmp_path):
     (row,) = s["rows"]
     assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
     assert s["packets"]["conserved"]
+
+
+def test_ctrl_c_tears_down_a_running_job(tmp_path):
+    """SIGINT to the whole process group, as Ctrl-C in a terminal: exit 130, nothing left."""
+    path = scenario(
+        tmp_path,
+        """
+        [topology]
+        hosts_per_leaf = 2
+        host_link_gbps = 0.1
+        [job]
+        kind = "flows"
+        flows = [{ src = 0, dst = 1, bytes = 1000000000, cc = "cubic" }]
+        """,
+    )
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gradwire",
+            "emulate",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+            "--no-plot",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        network = tmp_path / "out" / "net" / "network.json"
+        deadline = time.monotonic() + 120
+        while not network.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert network.exists(), "the network came up"
+        pid = json.loads(network.read_text())["switch_pid"]
+        assert len(ours(pid)) == 2
+        time.sleep(3)  # the flow is running
+        os.killpg(p.pid, signal.SIGINT)
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 130, out
+        assert "interrupted" in out
+        assert not ours(pid)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
