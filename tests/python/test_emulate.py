@@ -303,9 +303,9 @@ JOBS = """
     """
 
 
-def test_gloo_and_gradwire_allreduce_and_tcp_ps_run_in_namespaces(tmp_path):
+def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path):
     """The unchanged runtime and torch.distributed's Gloo, one rank per namespace, through
-    the switch; then a kernel-TCP parameter-server exchange."""
+    the switch; then a kernel-TCP parameter-server exchange and a DDP step with the hook."""
     path = scenario(tmp_path, JOBS)
     _, points = plan(path)
     s = run_point(path, points[0], tmp_path / "ar", log=lambda m: None)
@@ -320,6 +320,13 @@ def test_gloo_and_gradwire_allreduce_and_tcp_ps_run_in_namespaces(tmp_path):
     (row,) = s["rows"]
     assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
     assert s["packets"]["conserved"]
+    # a DDP training step with gradwire's communication hook: 4 MB of gradients
+    _, points = plan(
+        path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"]
+    )
+    s = run_point(path, points[0], tmp_path / "ddp", log=lambda m: None)
+    (row,) = s["rows"]
+    assert row["label"] == "dlcp" and not row.get("error") and row["time_s"] > 0.08, row
 
 
 def test_ctrl_c_tears_down_a_running_job(tmp_path):

@@ -4,7 +4,9 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 ``[job]`` kinds (hosts are numbered as in the simulator: host ``h`` is in rack
 ``h // hosts_per_leaf``):
 
-- ``allreduce`` (ring) and ``ps`` (push then pull, rank 0 the one server):
+- ``allreduce`` (ring), ``ps`` (push then pull, rank 0 the one server) and ``ddp``
+  (training steps of an MLP of about ``bytes`` of parameters under PyTorch DDP, with
+  DDP's Gloo allreduce or gradwire's communication hook):
   ``backends`` (``"gloo"`` for torch.distributed's Gloo, or a gradwire
   transport such as ``"dlcp"``; for ``ps`` also kernel TCP ``"cubic"``, ``"reno"``,
   ``"bbr"``), ``bytes``, ``iterations``, ``ranks`` (hosts 0..ranks-1)
@@ -36,7 +38,7 @@ from typing import Any
 
 from .network import EmulatedNetwork
 
-JOB_KINDS = ("allreduce", "ps", "flows", "incast")
+JOB_KINDS = ("allreduce", "ps", "ddp", "flows", "incast")
 CCS = ("cubic", "reno", "bbr")
 # gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
 # a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
@@ -169,7 +171,7 @@ def _check_job(job: Any, root: dict) -> dict:
                 raise JobError(f"job.{key}[{i}]: src equals dst")
         return out
 
-    if job["kind"] in ("allreduce", "ps"):
+    if job["kind"] in ("allreduce", "ps", "ddp"):
         hosts = job.get("hosts") or list(range(int(job.get("ranks", n))))
         job["hosts"] = [host("hosts", h) for h in hosts]
         if len(job["hosts"]) < 2:
@@ -358,7 +360,7 @@ def run_allreduce(
         )
         env = _env(
             MASTER_ADDR=net.addr(hosts[0]),
-            MASTER_PORT=str(29500 + k),
+            MASTER_PORT=str(29500 + 10 * k),  # a job may use the next ports too
             WORLD_SIZE=str(len(hosts)),
             GRADWIRE_TOKEN=secrets.token_hex(8),
             GLOO_SOCKET_IFNAME="eth0",
@@ -452,7 +454,7 @@ def run_point(
     job = point.job
     timeout = float(job.get("timeout_s", timeout))
     with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
-        if job["kind"] in ("allreduce", "ps"):
+        if job["kind"] in ("allreduce", "ps", "ddp"):
             rows = run_allreduce(net, job, point.root, log, timeout)
         else:
             rows = finish_flows(start_flows(net, job["flows"]), timeout)
