@@ -429,7 +429,7 @@ def launch(
 @app.command()
 def emulate(
     scenario: Annotated[str, typer.Argument(help="An emulation scenario (.toml) or a built-in name (python/gradwire/emu/scenarios).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory [default: results/emulate-<name>].")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory (default: results/emulate-NAME).")] = None,
     sets: Annotated[
         Optional[list[str]],
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable)."),
