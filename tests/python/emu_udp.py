@@ -1,7 +1,10 @@
 """UDP sender and receiver for the emulator tests, run inside emulated hosts.
 
     python emu_udp.py recv PORT COUNT TIMEOUT   -> JSON [[seq, tos], ...] in arrival order
-    python emu_udp.py send ADDR PORT SIZE TOS:COUNT [TOS:COUNT ...]
+    python emu_udp.py send ADDR PORT SIZE [@EPOCH] TOS:COUNT [TOS:COUNT ...]
+
+`@EPOCH` makes the sender wait until that wall-clock time (namespaces share the clock), so
+senders in different hosts start together however long their processes took to start.
 
 The receiver reads each datagram's TOS byte (IP_RECVTOS), so DSCP and ECN (CE marks set
 by the switch) are checked through real sockets.
@@ -43,6 +46,9 @@ def recv(port: int, count: int, timeout: float) -> None:
 def send(addr: str, port: int, size: int, groups: list[str]) -> None:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    if groups and groups[0].startswith("@"):
+        time.sleep(max(0.0, float(groups[0][1:]) - time.time()))
+        groups = groups[1:]
     seq = 0
     for g in groups:
         tos, count = (int(x, 0) for x in g.split(":"))

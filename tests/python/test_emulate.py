@@ -137,12 +137,26 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
             text=True,
         )
         assert rx.stdout.readline().strip() == "ready"
+        # both start at one instant: 200 datagrams last 80 ms at 20 Mbit/s, shorter than
+        # the start-up skew of two Python processes on a loaded machine
+        at = f"@{time.time() + 3.0}"
         senders = [
             net.popen(
-                1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"{ECT0}:100"]
+                1,
+                [
+                    sys.executable,
+                    UDP,
+                    "send",
+                    net.addr(0),
+                    7000,
+                    1000,
+                    at,
+                    f"{ECT0}:200",
+                ],
             ),
             net.popen(
-                2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"{BE}:100"]
+                2,
+                [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{BE}:200"],
             ),
         ]
         for s in senders:
@@ -272,3 +286,92 @@ def test_bad_scenarios_fail_clearly(tmp_path):
         text=True,
     )
     assert res.returncode == 2 and "job" in (res.stdout + res.stderr)
+
+
+JOBS = """
+    name = "jobs"
+    [topology]
+    hosts_per_leaf = 3
+    host_link_gbps = 0.2
+    [job]
+    kind = "allreduce"
+    backends = ["gloo", "dlcp"]
+    ranks = 2
+    bytes = 2000000
+    iterations = 1
+    timeout_s = 120
+    """
+
+
+def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path):
+    """The unchanged runtime and torch.distributed's Gloo, one rank per namespace, through
+    the switch; then a kernel-TCP parameter-server exchange and a DDP step with the hook."""
+    path = scenario(tmp_path, JOBS)
+    _, points = plan(path)
+    s = run_point(path, points[0], tmp_path / "ar", log=lambda m: None)
+    by = {r["label"]: r for r in s["rows"]}
+    for backend in ("gloo", "dlcp"):
+        assert not by[backend].get("error"), by[backend]
+        # 2 MB each way at 200 Mbit/s: at least 80 ms on the wire
+        assert by[backend]["time_s"] > 0.08
+        assert by[backend]["packets"] > 2000000 // 1500
+    _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3"])
+    s = run_point(path, points[0], tmp_path / "ps", log=lambda m: None)
+    (row,) = s["rows"]
+    assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
+    assert s["packets"]["conserved"]
+    # a DDP training step with gradwire's communication hook: 4 MB of gradients
+    _, points = plan(
+        path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"]
+    )
+    s = run_point(path, points[0], tmp_path / "ddp", log=lambda m: None)
+    (row,) = s["rows"]
+    assert row["label"] == "dlcp" and not row.get("error") and row["time_s"] > 0.08, row
+
+
+def test_ctrl_c_tears_down_a_running_job(tmp_path):
+    """SIGINT to the whole process group, as Ctrl-C in a terminal: exit 130, nothing left."""
+    path = scenario(
+        tmp_path,
+        """
+        [topology]
+        hosts_per_leaf = 2
+        host_link_gbps = 0.1
+        [job]
+        kind = "flows"
+        flows = [{ src = 0, dst = 1, bytes = 1000000000, cc = "cubic" }]
+        """,
+    )
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gradwire",
+            "emulate",
+            str(path),
+            "-o",
+            str(tmp_path / "out"),
+            "--no-plot",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        network = tmp_path / "out" / "net" / "network.json"
+        deadline = time.monotonic() + 120
+        while not network.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert network.exists(), "the network came up"
+        pid = json.loads(network.read_text())["switch_pid"]
+        assert len(ours(pid)) == 2
+        time.sleep(3)  # the flow is running
+        os.killpg(p.pid, signal.SIGINT)
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 130, out
+        assert "interrupted" in out
+        assert not ours(pid)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)

@@ -6,7 +6,8 @@
 //! and the real gradwire runtime run in the namespaces.
 //!
 //! Modules: [`scenario`] (the TOML file), [`ipv4`] (header fields), [`switch`] (the
-//! real-time fabric model, no I/O), [`tun`], [`netns`], [`run`] (the driver loop).
+//! real-time fabric model, no I/O), [`offload`] (TSO split, GRO merge), [`tun`],
+//! [`netns`], [`run`] (the driver loop).
 
 pub mod ipv4;
 pub mod netns;

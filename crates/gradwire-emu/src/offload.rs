@@ -15,6 +15,7 @@ pub const VNET_HDR_LEN: usize = 10;
 pub const F_NEEDS_CSUM: u8 = 1;
 pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
+/// Set with a TCP type when the super-packet carries CWR (TUN_F_TSO_ECN).
 pub const GSO_ECN: u8 = 0x80;
 /// Largest super-packet the merger builds (IPv4 total length is 16 bits).
 const MAX_MERGED: usize = 65_000;
@@ -173,13 +174,12 @@ impl Coalescer {
                 self.merged_header.extend_from_slice(&first[..hl]);
                 set_ip_len_and_checksum(&mut self.merged_header, total);
                 // the merged packet carries the last segment's PSH/FIN, as GRO's does
-                let (ls, ll, _) = self.pkts[j - 1];
+                let (ls, _, _) = self.pkts[j - 1];
                 self.merged_header[ihl + 13] |= self.arena[ls + ihl + 13] & 0x09;
-                let _ = ll;
-                let ecn = if first[1] & 0b11 == 0b11 { GSO_ECN } else { 0 };
                 let h = VnetHdr {
                     flags: F_NEEDS_CSUM,
-                    gso_type: GSO_TCPV4 | ecn,
+                    // no GSO_ECN: that flag is about CWR, which never starts a merged run
+                    gso_type: GSO_TCPV4,
                     hdr_len: hl as u16,
                     gso_size: seg as u16,
                     csum_start: ihl as u16,

@@ -2,7 +2,7 @@
 
 use crate::netns;
 use crate::offload::{
-    partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN,
+    partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN,
 };
 use crate::scenario::EmuScenario;
 use crate::switch::{host_addr, Stats, Switch, HEADROOM};
@@ -248,7 +248,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         sw.ingress(h as u32, id, seg.len(), clock());
                         got += 1;
                     };
-                    match v.gso_type & 0x7f {
+                    match v.gso_type & !GSO_ECN {
                         GSO_NONE => ingest(pkt, v),
                         GSO_TCPV4 => {
                             if !split_tso(pkt, v.gso_size as usize, &mut scratch, |seg| {

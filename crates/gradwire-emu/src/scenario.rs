@@ -24,10 +24,9 @@ const KNOWN: [&str; 10] = [
     "sweep",
 ];
 
-/// Emulator defaults: one switch with 2 hosts at 1 Gbit/s, 5 us per link, a 512 KB NIC
-/// queue per host (the simulator's default is unbounded, but kernel TCP would fill an
-/// unbounded queue: once the switch has read a packet, the kernel's small-queue limit no
-/// longer holds it back).
+/// Emulator defaults: one switch with 2 hosts at 1 Gbit/s, 5 us per link, and a host NIC
+/// queue of 1.5 MB for packets other than TCP (a txqueuelen of 1000 full-size packets;
+/// TCP is never dropped there, see `Switch::nic_limit`).
 const DEFAULTS: &str = r#"
 [topology]
 kind = "leaf_spine"
@@ -39,7 +38,7 @@ host_link_gbps = 1.0
 uplink_gbps = 1.0
 link_delay_ns = 5000
 [host]
-nic_queue_bytes = 524288
+nic_queue_bytes = 1500000
 "#;
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -200,7 +199,7 @@ mod tests {
         assert_eq!(s.hosts(), 4);
         assert_eq!(s.sim.topology.host_link_gbps, 1.0);
         assert_eq!(s.sim.switch.ecn_threshold_packets, 20);
-        assert_eq!(s.sim.host.nic_queue_bytes, 524288);
+        assert_eq!(s.sim.host.nic_queue_bytes, 1_500_000);
         assert_eq!(s.mtu(), 1500);
     }
 

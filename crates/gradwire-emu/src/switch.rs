@@ -9,7 +9,7 @@
 
 use crate::ipv4::{self, ParseError};
 use gradwire_core::packet::Packet;
-use gradwire_core::switch::{Admit, DropReason};
+use gradwire_core::switch::{Admit, BufferPool, DropReason};
 use gradwire_core::time::Time;
 use gradwire_sim::fabric::{Fabric, Hdr};
 use gradwire_sim::routing::{PortId, Routes};
@@ -68,6 +68,12 @@ pub struct Switch {
     free: Vec<u32>,
     /// Host `h`'s NIC: its only egress port.
     nic: Vec<PortId>,
+    /// Bytes a host's NIC queue holds of packets other than TCP (0: unbounded). TCP is
+    /// never dropped there: on a real host TCP small queues hold a flow's data in its
+    /// socket while the NIC is busy, but a TUN device frees the socket's buffer as soon as
+    /// the switch reads a packet, so that backpressure cannot reach the kernel here. UDP
+    /// has no such limit on a real host either, and meets a full qdisc: this bound.
+    nic_limit: u64,
     pub sent: u64,
     pub delivered: u64,
     pub drops: [u64; DropReason::ALL.len()],
@@ -100,10 +106,17 @@ impl Switch {
                 )
             })
             .collect();
-        let nic = (0..topo.hosts)
+        let nic: Vec<PortId> = (0..topo.hosts)
             .map(|h| fabric.node_ports[h as usize][0])
             .collect();
+        // A host NIC's queue is the emulator's to bound (see `nic_limit`), not its pool's.
+        let mut fabric = fabric;
+        for &p in &nic {
+            let pool = fabric.ports[p as usize].pool as usize;
+            fabric.pools[pool] = BufferPool::unbounded();
+        }
         Switch {
+            nic_limit: s.sim.host.nic_queue_bytes,
             spray: s.sim.routing.mode == RoutingMode::Spray,
             spray_rng: Xoshiro256PlusPlus::seed_from_u64(s.sim.seed ^ 0x5eed),
             topo,
@@ -179,7 +192,15 @@ impl Switch {
             ect: info.ect(),
             rank: 0,
         };
-        self.offer(self.nic[host as usize], hdr, now);
+        let nic = self.nic[host as usize];
+        if info.proto != 6 && self.nic_limit > 0 {
+            let port = &mut self.fabric.ports[nic as usize];
+            if port.queue.bytes() + hdr.wire_bytes as u64 > self.nic_limit {
+                port.queue.count_drop(DropReason::BufferFull);
+                return self.drop(id, DropReason::BufferFull);
+            }
+        }
+        self.offer(nic, hdr, now);
     }
 
     fn drop(&mut self, id: u32, reason: DropReason) {
@@ -508,6 +529,35 @@ mod tests {
         for p in &st.ports {
             assert_eq!(p.enqueued, p.dequeued + p.queued_packets, "{}", p.name);
         }
+    }
+
+    #[test]
+    fn nic_queue_bounds_udp_but_never_drops_tcp() {
+        let mut sw = switch("[topology]\nhosts_per_leaf = 2\n[host]\nnic_queue_bytes = 15000\n");
+        for _ in 0..40 {
+            send(
+                &mut sw,
+                0,
+                &test_packet(host_addr(0), host_addr(1), 0, 1500),
+                0,
+            );
+            let mut tcp = test_packet(host_addr(0), host_addr(1), 0, 1500);
+            tcp[9] = 6;
+            send(&mut sw, 0, &tcp, 0);
+        }
+        let st = sw.stats();
+        let nic = &st.ports[0];
+        assert_eq!(nic.name, "host0->leaf0");
+        // 10 packets of 1500 bytes fill 15000 bytes; the UDP ones beyond are dropped
+        assert!(
+            nic.drops["buffer_full"] >= 30 && nic.drops["buffer_full"] < 40,
+            "{:?}",
+            nic.drops
+        );
+        assert_eq!(nic.enqueued, 40 + 40 - nic.drops["buffer_full"]);
+        drain(&mut sw);
+        let st = sw.stats();
+        assert!(st.packets.conserved && st.packets.delivered == 80 - st.packets.dropped);
     }
 
     #[test]

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
+# the crates the switch is built from (a change elsewhere does not need a rebuild)
+DEPENDS_ON = ("gradwire-emu", "gradwire-sim", "gradwire-core")
 
 
 class EmulatorUnavailable(RuntimeError):
@@ -44,7 +46,8 @@ def find_binary(build: bool = True) -> Path:
     cargo_toml = REPO / "crates" / "gradwire-emu" / "Cargo.toml"
     if built.exists() and cargo_toml.exists() and build:
         # rebuild if a source file is newer than the binary (cargo decides what to do)
-        newest = max(p.stat().st_mtime for p in (REPO / "crates").rglob("*.rs"))
+        sources = [p for c in DEPENDS_ON for p in (REPO / "crates" / c).rglob("*.rs")]
+        newest = max((p.stat().st_mtime for p in sources), default=0.0)
         if newest <= built.stat().st_mtime:
             return built
     elif built.exists():

@@ -4,7 +4,9 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 ``[job]`` kinds (hosts are numbered as in the simulator: host ``h`` is in rack
 ``h // hosts_per_leaf``):
 
-- ``allreduce`` (ring) and ``ps`` (push then pull, rank 0 the one server):
+- ``allreduce`` (ring), ``ps`` (push then pull, rank 0 the one server) and ``ddp``
+  (training steps of an MLP of about ``bytes`` of parameters under PyTorch DDP, with
+  DDP's Gloo allreduce or gradwire's communication hook):
   ``backends`` (``"gloo"`` for torch.distributed's Gloo, or a gradwire
   transport such as ``"dlcp"``; for ``ps`` also kernel TCP ``"cubic"``, ``"reno"``,
   ``"bbr"``), ``bytes``, ``iterations``, ``ranks`` (hosts 0..ranks-1)
@@ -36,11 +38,13 @@ from typing import Any
 
 from .network import EmulatedNetwork
 
-JOB_KINDS = ("allreduce", "ps", "flows", "incast")
+JOB_KINDS = ("allreduce", "ps", "ddp", "flows", "incast")
 CCS = ("cubic", "reno", "bbr")
 # gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
 # a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
 LINE_RATE_SHARE = 0.95
+# Flows start this long after their processes are launched (they connect meanwhile).
+START_LEAD_S = 2.0
 
 
 class JobError(ValueError):
@@ -167,7 +171,7 @@ def _check_job(job: Any, root: dict) -> dict:
                 raise JobError(f"job.{key}[{i}]: src equals dst")
         return out
 
-    if job["kind"] in ("allreduce", "ps"):
+    if job["kind"] in ("allreduce", "ps", "ddp"):
         hosts = job.get("hosts") or list(range(int(job.get("ranks", n))))
         job["hosts"] = [host("hosts", h) for h in hosts]
         if len(job["hosts"]) < 2:
@@ -238,12 +242,20 @@ def start_flows(
     for s in sinks:
         s.stdout.readline()  # {"listening": port}
     senders = []
-    t0 = time.monotonic()
-    for i, f in sorted(enumerate(flows), key=lambda x: x[1]["start_s"]):
-        time.sleep(max(0.0, f["start_s"] - (time.monotonic() - t0)))
+    # every sender connects first and starts at the same wall-clock instant (plus its
+    # start_s): the namespaces share the clock, and process start-up takes a while
+    start_at = time.time() + START_LEAD_S
+    for i, f in enumerate(flows):
         p = net.popen(
             f["src"],
-            _worker("tcp-send", net.addr(f["dst"]), base_port + i, f["bytes"], f["cc"]),
+            _worker(
+                "tcp-send",
+                net.addr(f["dst"]),
+                base_port + i,
+                f["bytes"],
+                f["cc"],
+                start_at + f["start_s"],
+            ),
             env=_env(),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -288,6 +300,24 @@ def finish_flows(
     return rows
 
 
+def _udp_rcvbuf_errors(net: EmulatedNetwork, hosts: list[int]) -> int:
+    """Datagrams the hosts' kernels dropped because a socket's receive buffer was full
+    (`RcvbufErrors` of /proc/net/snmp, per namespace): loss past the switch, when a
+    receiving process does not keep up."""
+    total = 0
+    for h in hosts:
+        lines = [
+            ln.split()
+            for ln in net.run(
+                h, ["cat", "/proc/net/snmp"], capture_output=True, text=True
+            ).stdout.splitlines()
+            if ln.startswith("Udp:")
+        ]
+        if len(lines) >= 2 and "RcvbufErrors" in lines[0]:
+            total += int(lines[1][lines[0].index("RcvbufErrors")])
+    return total
+
+
 def _delta(before: dict, after: dict) -> dict:
     """The switch's counters over one backend's run: packets, ECN marks, and drops split
     into random loss, host NIC queues (ports host*->) and switch ports."""
@@ -322,6 +352,7 @@ def run_allreduce(
     hosts = job["hosts"]
     for k, backend in enumerate(job["backends"]):
         before = net.stats()
+        rcvbuf0 = _udp_rcvbuf_errors(net, hosts)
         bg = (
             start_flows(net, job["background"], base_port=5100 + 100 * k)
             if job["background"]
@@ -329,7 +360,7 @@ def run_allreduce(
         )
         env = _env(
             MASTER_ADDR=net.addr(hosts[0]),
-            MASTER_PORT=str(29500 + k),
+            MASTER_PORT=str(29500 + 10 * k),  # a job may use the next ports too
             WORLD_SIZE=str(len(hosts)),
             GRADWIRE_TOKEN=secrets.token_hex(8),
             GLOO_SOCKET_IFNAME="eth0",
@@ -377,6 +408,7 @@ def run_allreduce(
             if p.poll() is None:
                 p.kill()
         counts = _delta(before, net.stats())
+        counts["host_rcvbuf_drops"] = _udp_rcvbuf_errors(net, hosts) - rcvbuf0
         if errors:
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
@@ -422,7 +454,7 @@ def run_point(
     job = point.job
     timeout = float(job.get("timeout_s", timeout))
     with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
-        if job["kind"] in ("allreduce", "ps"):
+        if job["kind"] in ("allreduce", "ps", "ddp"):
             rows = run_allreduce(net, job, point.root, log, timeout)
         else:
             rows = finish_flows(start_flows(net, job["flows"]), timeout)

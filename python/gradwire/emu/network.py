@@ -91,6 +91,10 @@ class EmulatedNetwork:
         ready = json.loads(line)
         self.hosts = ready["hosts"]
         self.ports = ready["ports"]
+        # where a running job's hosts are, for `ip netns exec` from another shell
+        (self.workdir / "network.json").write_text(
+            json.dumps(dict(ready, switch_pid=self.proc.pid), indent=2)
+        )
 
     def close(self) -> None:
         for p in self._children:

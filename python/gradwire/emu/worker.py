@@ -3,10 +3,13 @@
 Each prints one JSON line with its result on stdout:
 
 - ``tcp-sink PORT CONNS``: accept CONNS connections, read each to EOF, answer one byte.
-- ``tcp-send ADDR PORT BYTES CC``: send BYTES with congestion control CC (cubic, reno,
-  bbr: TCP_CONGESTION), report the flow completion time (until the sink's answer).
+- ``tcp-send ADDR PORT BYTES CC [START_AT]``: connect, wait until the wall-clock time
+  START_AT, send BYTES with congestion control CC (cubic, reno, bbr: TCP_CONGESTION),
+  report the flow completion time (until the sink's answer).
 - ``ps BACKEND BYTES ITERS [LOSS_BOUND]``: a parameter-server exchange (push, then pull;
   rank 0 serves) over kernel TCP (BACKEND cubic, reno, bbr) or gradwire's PS (dlcp, ltp).
+- ``ddp BACKEND BYTES ITERS [LOSS_BOUND]``: DDP training steps of an MLP with about BYTES
+  of parameters, DDP's Gloo allreduce (gloo) or gradwire's communication hook.
 - ``allreduce BACKEND BYTES ITERS [LOSS_BOUND]``: BACKEND gloo (torch.distributed) or a
   gradwire transport (dlcp, ltp, ...), ranks from the torchrun-style environment; report
   every iteration's time.
@@ -55,7 +58,7 @@ def tcp_sink(port: int, conns: int) -> None:
         t.join()
 
 
-def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
+def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) -> None:
     s = socket.socket()
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
     for _ in range(600):
@@ -70,6 +73,7 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str) -> None:
     else:
         raise SystemExit(f"could not connect to {addr}:{port}")
     buf = bytes(CHUNK)
+    time.sleep(max(0.0, start_at - time.time()))
     t0 = time.perf_counter()
     left = nbytes
     while left > 0:
@@ -243,12 +247,78 @@ def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     )
 
 
+def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
+    """DDP training steps of an MLP with about `nbytes` of float32 parameters: DDP's own
+    Gloo allreduce (BACKEND gloo) or gradwire's communication hook (a transport)."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank = int(os.environ["RANK"])
+    torch.set_num_threads(1)
+    port = int(os.environ["MASTER_PORT"])
+    state = None
+    if backend != "gloo":
+        import gradwire
+        import gradwire.ddp
+
+        gradwire.init(**_init_kwargs(backend, master_port=port))
+        state = gradwire.ddp.HookState(loss_bound=loss_bound)
+    os.environ["MASTER_PORT"] = str(port + 1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+    width = 1024
+    layers = max(1, nbytes // (4 * width * width))
+    torch.manual_seed(0)
+    model = DDP(
+        torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
+    )
+    if state is not None:
+        model.register_comm_hook(state, gradwire.ddp.allreduce_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(rank)
+    times = []
+    for _ in range(iters + 1):  # the first step builds DDP's buckets: not timed
+        x = torch.randn(8, width, generator=g)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+    dist.destroy_process_group()
+    lost = state.bytes_lost if state else 0
+    if state is not None:
+        gradwire.destroy()
+    _print(
+        rank=rank,
+        backend=backend,
+        bytes=layers * 4 * width * (width + 1),
+        times_s=times[1:],
+        lost_bytes=lost,
+        retransmits=0,
+    )
+
+
 def main(argv: list[str]) -> None:
     kind, args = argv[0], argv[1:]
     if kind == "tcp-sink":
         tcp_sink(int(args[0]), int(args[1]))
     elif kind == "tcp-send":
-        tcp_send(args[0], int(args[1]), int(args[2]), args[3])
+        tcp_send(
+            args[0],
+            int(args[1]),
+            int(args[2]),
+            args[3],
+            float(args[4]) if len(args) > 4 else 0.0,
+        )
+    elif kind == "ddp":
+        ddp(
+            args[0],
+            int(args[1]),
+            int(args[2]),
+            float(args[3]) if len(args) > 3 else 0.0,
+        )
     elif kind == "ps":
         ps(
             args[0],

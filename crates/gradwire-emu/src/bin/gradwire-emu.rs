@@ -1,5 +1,5 @@
 //! `gradwire-emu run SCENARIO.toml [--stats FILE] [--duration S] [--watch-stdin]`
-//! `gradwire-emu check SCENARIO.toml` (validate, list hosts and ports)
+//! `gradwire-emu check SCENARIO.toml [--set KEY=VALUE]...` (validate, list hosts and ports)
 //! `gradwire-emu sweep` (remove namespaces left by runs that are gone)
 
 use gradwire_emu::{netns, run, scenario, switch::Switch};
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: gradwire-emu run SCENARIO.toml [--stats FILE] [--duration SECONDS] [--watch-stdin] [--set KEY=VALUE]...
-       gradwire-emu check SCENARIO.toml
+       gradwire-emu check SCENARIO.toml [--set KEY=VALUE]...
        gradwire-emu sweep";
 
 fn load(path: &str, overrides: &[String]) -> Result<scenario::EmuScenario, String> {
@@ -24,8 +24,16 @@ fn main_inner(args: &[String]) -> Result<i32, String> {
             }
             Ok(0)
         }
-        Some("check") if args.len() == 2 => {
-            let s = load(&args[1], &[])?;
+        Some("check") if args.len() >= 2 => {
+            let mut overrides = Vec::new();
+            let mut rest = args[2..].iter();
+            while let Some(a) = rest.next() {
+                match a.as_str() {
+                    "--set" => overrides.push(rest.next().ok_or("--set needs KEY=VALUE")?.clone()),
+                    other => return Err(format!("unknown option {other}\n{USAGE}")),
+                }
+            }
+            let s = load(&args[1], &overrides)?;
             let sw = Switch::new(&s);
             println!(
                 "{}: {} hosts, ports: {}",
