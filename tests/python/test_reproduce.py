@@ -21,7 +21,7 @@ TINY = ["workload.model=resnet18", "transport.mss_bytes=8960"]
 
 TABLE_COLUMNS = ["reproduction", "scenario", "model", "series", "x", "run"]
 PNG = b"\x89PNG\r\n\x1a\n"
-SCHEMES = ["dctcp", "pias", "pfabric", "dlcp"]
+SCHEMES = ["dctcp", "pias", "pfabric", "dlcp", "dlcp-pair"]
 #: The fluid lower bounds beside the schemes (the `ideal` scenario key).
 IDEAL = ["ideal-fair", "ideal-srpt"]
 
@@ -71,7 +71,7 @@ def check_common(out, name, n_runs, scenarios, metrics, xs, series):
 def test_dlcp_fig14_quick(cli, tmp_path):
     out, stdout = reproduce(cli, tmp_path, "dlcp-fig14", jobs=1)
     table = check_common(
-        out, "dlcp-fig14", 24, ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
+        out, "dlcp-fig14", 28, ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
         ["fct_mean_us", "fct_p99_us", "iter_mean_ms", "iter_p99_ms"], [4, 8], SCHEMES + IDEAL,
     )
     # every worker's 3 iterations are measured (but a lone server's own worker, which pulls
@@ -115,11 +115,11 @@ def test_sweep_axis_override_and_inline(cli, tmp_path):
 def test_dlcp_fig16_quick(cli, tmp_path):
     out, _ = reproduce(cli, tmp_path, "dlcp-fig16", jobs=1)
     table = check_common(
-        out, "dlcp-fig16", 36, ["dlcp-fig16-resnet50", "dlcp-fig16-inception_v3"],
+        out, "dlcp-fig16", 42, ["dlcp-fig16-resnet50", "dlcp-fig16-inception_v3"],
         ["fct_p99_us", "fct_mean_us"], [1000.0, 5000.0, 10000.0], SCHEMES + IDEAL,
     )
     # RTOmin does not touch DLCP, pFabric or the fluid rows: identical results at every RTOmin
-    for scheme in ("dlcp", "pfabric", *IDEAL):
+    for scheme in ("dlcp", "dlcp-pair", "pfabric", *IDEAL):
         assert table[table["series"] == scheme]["fct_p99_us"].nunique() == 1
     md = (out / "table.md").read_text()
     assert "| 1 | 5 | 10 |" in md  # RTOmin shown in ms
