@@ -810,8 +810,10 @@ def write_markdown(p: Plan, df, path: Path) -> Path:
             lines.append("")
             lines.append(f"| {repro.series} \\ {repro.x_label} | " + " | ".join(cols) + " |")
             lines.append("|---|" + "---:|" * len(cols))
+            # iteration times are ~100 ms that differ in the tenths: two decimals
+            fmt = (lambda v: "–" if math.isnan(v) else f"{v:,.2f}") if m.key.startswith("iter_") else _fmt
             for s, row in zip(series, table):
-                lines.append(f"| {s} | " + " | ".join(_fmt(v) for v in row) + " |")
+                lines.append(f"| {s} | " + " | ".join(fmt(v) for v in row) + " |")
             lines.append("")
         inc = _incomplete(sub)
         if inc:
@@ -845,8 +847,8 @@ def plot(p: Plan, df, path: Path) -> Path:
             for s, row in zip(series, table):
                 y = np.array(row, dtype=float)
                 if str(s).startswith("ideal"):
-                    # fluid lower bounds: dashed, no markers, grey
-                    ax.plot(xs, y, linestyle="--", color="0.45" if "fair" in str(s) else "0.15", label=s)
+                    # fluid lower bounds: dashed, grey, x markers
+                    ax.plot(xs, y, linestyle="--", marker="x", color="0.45" if "fair" in str(s) else "0.15", label=s)
                 else:
                     ax.plot(xs, y, marker="o", label=s)
                 vals += [v for v in row if v == v and v > 0]

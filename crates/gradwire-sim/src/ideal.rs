@@ -84,8 +84,8 @@ impl Net {
         let mut host_tx = Vec::with_capacity(hosts);
         let mut host_rx = Vec::with_capacity(hosts);
         let mut rack = Vec::with_capacity(hosts);
-        for h in 0..hosts {
-            let bps: u64 = adj[h].iter().map(|e| e.2).sum();
+        for (h, links) in adj.iter().enumerate().take(hosts) {
+            let bps: u64 = links.iter().map(|e| e.2).sum();
             host_tx.push(cap.len());
             cap.push(bps as f64 / 8.0);
             host_rx.push(cap.len());
@@ -289,9 +289,9 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
         }
         now = next;
     }
-    for f in 0..nf {
-        if finished[f].is_some_and(|t| t > stop) {
-            finished[f] = None;
+    for f in finished.iter_mut() {
+        if f.is_some_and(|t| t > stop) {
+            *f = None;
         }
     }
     FluidRun {

@@ -240,6 +240,9 @@ impl Simulation {
     }
 
     /// An `ideal` run: the flows' times come from the fluid model, no packet moves.
+    /// Cold and out of line: the packet loop in `step` must not change shape for it.
+    #[cold]
+    #[inline(never)]
     fn run_fluid(&mut self) -> bool {
         let t0 = Instant::now();
         let r = crate::ideal::solve(&self.scenario, &self.topo, &self.workload, self.scenario.ideal);
