@@ -123,3 +123,30 @@ fn bad_pcn_keys_are_named() {
     );
     assert_eq!(key("workload.sender_list=[4]"), "workload.sender_list.0");
 }
+
+/// Burst start times of a run (ns), one per iteration (worker 0's bursts).
+fn burst_starts(overrides: &[&str]) -> Vec<u64> {
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let runs = load(NET, &ov).unwrap();
+    let mut sim = Simulation::new(&runs[0].scenario).unwrap();
+    sim.run();
+    let csv = gradwire_sim::output::flows_csv(&sim);
+    csv.lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|v| v[1] == "0" && v[2] == "4")
+        .map(|v| v[4].parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn idle_jitter_varies_the_burst_phase_per_seed() {
+    let gaps = |starts: &[u64]| -> Vec<u64> { starts.windows(2).map(|w| w[1] - w[0]).collect() };
+    let plain = burst_starts(&["pcn.enabled=false"]);
+    let jittered = burst_starts(&["pcn.enabled=false", "workload.idle_jitter_us=500.0"]);
+    assert_eq!((plain.len(), jittered.len()), (4, 4));
+    assert_ne!(gaps(&plain), gaps(&jittered), "the jitter moves the bursts");
+    // drawn when the workload is built: a function of the seed
+    assert_eq!(jittered, burst_starts(&["pcn.enabled=false", "workload.idle_jitter_us=500.0"]));
+    assert_ne!(jittered, burst_starts(&["pcn.enabled=false", "workload.idle_jitter_us=500.0", "seed=9"]));
+}
