@@ -50,6 +50,8 @@ pub enum DropReason {
 }
 
 impl DropReason {
+    /// Every reason, in discriminant order: `reason as usize` indexes an array of
+    /// `ALL.len()` counters such as [`PortCounters::dropped`].
     pub const ALL: [DropReason; 8] = [
         DropReason::BufferFull,
         DropReason::DynamicThreshold,
@@ -61,6 +63,7 @@ impl DropReason {
         DropReason::Evicted,
     ];
 
+    /// Stable snake_case name, the key of this reason in reports.
     pub fn as_str(self) -> &'static str {
         match self {
             DropReason::BufferFull => "buffer_full",
@@ -78,17 +81,23 @@ impl DropReason {
 /// Byte budget shared by one or more ports.
 #[derive(Clone, Debug)]
 pub struct BufferPool {
+    /// Bytes the pool can hold in total (on the wire).
     pub capacity_bytes: u64,
+    /// Bytes queued now by every port drawing on the pool; never above `capacity_bytes`.
+    /// Ports add and release them; a driver only reads it.
     pub used_bytes: u64,
     /// `Some(alpha)`: dynamic threshold per queue; `None`: first come, first served.
     pub dt_alpha: Option<f64>,
 }
 
 impl BufferPool {
+    /// An empty pool of `capacity_bytes`, with the dynamic threshold `dt_alpha` if `Some`.
     pub fn new(capacity_bytes: u64, dt_alpha: Option<f64>) -> Self {
         BufferPool { capacity_bytes, used_bytes: 0, dt_alpha }
     }
 
+    /// A pool that never runs out (capacity `u64::MAX`, no dynamic threshold): only the
+    /// ports' own thresholds drop.
     pub fn unbounded() -> Self {
         BufferPool::new(u64::MAX, None)
     }
@@ -101,6 +110,8 @@ impl BufferPool {
 /// Per-queue thresholds, in packets; 0 disables one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PortConfig {
+    /// Strict-priority queues in use, `1..=MAX_QUEUES`; a higher priority than
+    /// `queues - 1` goes to the last queue.
     pub queues: u8,
     /// Mark an ECN-capable packet CE when its queue already holds at least this many.
     pub ecn_threshold: [u32; MAX_QUEUES],
@@ -139,31 +150,49 @@ impl PortConfig {
 /// Outcome of offering a packet to a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admit {
-    Queued { marked: bool },
+    /// Queued.
+    Queued {
+        /// The packet was ECN-capable and found its queue at or above the ECN threshold:
+        /// the driver must set CE.
+        marked: bool,
+    },
+    /// Not queued; the port has counted the drop.
     Dropped(DropReason),
 }
 
+/// Running totals of one port, in packets unless named bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PortCounters {
+    /// Packets admitted.
     pub enqueued: u64,
+    /// Packets sent (dequeued).
     pub dequeued: u64,
     /// Bytes (on the wire) of the dequeued packets: what the port's link carried.
     pub dequeued_bytes: u64,
+    /// Admitted packets the port told the driver to CE-mark.
     pub ecn_marked: u64,
+    /// Drops per reason, indexed by `reason as usize` (see [`DropReason::ALL`]); includes
+    /// those recorded with `count_drop`.
     pub dropped: [u64; DropReason::ALL.len()],
+    /// Most bytes the port held at once (high-water mark).
     pub max_bytes: u64,
 }
 
+/// A strict-priority egress port: up to [`MAX_QUEUES`] FIFO queues with per-queue ECN
+/// marking and drop thresholds from [`PortConfig`], over a shared [`BufferPool`].
 #[derive(Clone, Debug)]
 pub struct EgressPort<T> {
     cfg: PortConfig,
     queues: [VecDeque<(T, u32)>; MAX_QUEUES],
     queue_bytes: [u64; MAX_QUEUES],
     bytes: u64,
+    /// Totals since creation; the port updates them, the driver reads them.
     pub counters: PortCounters,
 }
 
 impl<T> EgressPort<T> {
+    /// An empty port. `cfg.queues` must be in `1..=MAX_QUEUES` (as [`PortConfig::uniform`]
+    /// checks): `enqueue` panics on 0.
     pub fn new(cfg: PortConfig) -> Self {
         EgressPort {
             cfg,
@@ -174,6 +203,8 @@ impl<T> EgressPort<T> {
         }
     }
 
+    /// The configuration in force, including thresholds changed by
+    /// [`EgressPort::set_ecn_threshold`].
     pub fn config(&self) -> &PortConfig {
         &self.cfg
     }
@@ -257,18 +288,22 @@ impl<T> EgressPort<T> {
         out
     }
 
+    /// Bytes (on the wire) queued over all queues.
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
+    /// Packets queued over all queues.
     pub fn packets(&self) -> usize {
         self.queues.iter().map(VecDeque::len).sum()
     }
 
+    /// Packets in queue `q` (0 is served first); panics if `q >= MAX_QUEUES`.
     pub fn queue_packets(&self, q: usize) -> usize {
         self.queues[q].len()
     }
 
+    /// Nothing queued.
     pub fn is_empty(&self) -> bool {
         self.bytes == 0 && self.packets() == 0
     }
@@ -293,15 +328,19 @@ impl<T> EgressPort<T> {
 /// evicts.
 #[derive(Clone, Debug)]
 pub enum SwitchPort<T> {
+    /// Strict priority with ECN marking and drop thresholds.
     Priority(EgressPort<T>),
+    /// pFabric: scheduling and dropping by per-packet rank, no ECN.
     PFabric(PFabricPort<T>),
 }
 
 impl<T> SwitchPort<T> {
+    /// An empty strict-priority port.
     pub fn priority(cfg: PortConfig) -> Self {
         SwitchPort::Priority(EgressPort::new(cfg))
     }
 
+    /// An empty pFabric port.
     pub fn pfabric(cfg: PFabricPortConfig) -> Self {
         SwitchPort::PFabric(PFabricPort::new(cfg))
     }
@@ -332,6 +371,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Take the next packet by the port's discipline and release its bytes from `pool`.
     pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
         match self {
             SwitchPort::Priority(p) => p.dequeue(pool),
@@ -347,6 +387,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Totals since creation.
     pub fn counters(&self) -> &PortCounters {
         match self {
             SwitchPort::Priority(p) => &p.counters,
@@ -354,6 +395,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Bytes (on the wire) queued.
     pub fn bytes(&self) -> u64 {
         match self {
             SwitchPort::Priority(p) => p.bytes(),
@@ -361,6 +403,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Packets queued.
     pub fn packets(&self) -> usize {
         match self {
             SwitchPort::Priority(p) => p.packets(),
@@ -368,6 +411,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Nothing queued (evicted packets not yet popped do not count).
     pub fn is_empty(&self) -> bool {
         match self {
             SwitchPort::Priority(p) => p.is_empty(),
@@ -375,6 +419,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    /// Total drops over all reasons (evictions included).
     pub fn drops(&self) -> u64 {
         self.counters().dropped.iter().sum()
     }

@@ -36,13 +36,21 @@ const THRESHOLD_BITS: u8 = 0b00_1111;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PcnMark {
     /// Worker to server: a burst is coming, apply this threshold (packets).
-    Start { threshold: u32 },
+    Start {
+        /// PCN threshold to apply, in packets.
+        threshold: u32,
+    },
     /// Server to worker: START received; the worker may send its burst.
-    Ack { threshold: u32 },
+    Ack {
+        /// The START's threshold, echoed (packets).
+        threshold: u32,
+    },
     /// The first packet of an announced burst: the port's counter goes down.
     Burst,
 }
 
+/// A threshold the 4-bit DSCP field cannot carry: not a multiple of 5, or above
+/// [`MAX_PCN_THRESHOLD`]. Holds the rejected value (packets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BadThreshold(pub u32);
 
@@ -122,9 +130,12 @@ pub fn pcn_thresholds(
     (up_to_five(bound), up_to_five(bound * k))
 }
 
+/// What one [`PcnRegister`] has seen, in packets (marks) or events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PcnCounters {
+    /// START marks forwarded.
     pub starts: u64,
+    /// Burst marks that matched an announced burst.
     pub bursts: u64,
     /// Burst marks that found the counter at zero (a duplicate, or the lease already ran out).
     pub unmatched_bursts: u64,
@@ -144,10 +155,13 @@ pub struct PcnRegister {
     counter: u32,
     lease: Time,
     expires: Time,
+    /// Totals since creation.
     pub counters: PcnCounters,
 }
 
 impl PcnRegister {
+    /// A port at `initial_threshold` packets, with nothing announced. `lease` (ps) is how
+    /// long after the last START the port stays lowered if its bursts do not all arrive.
     pub fn new(initial_threshold: u32, lease: Time) -> Self {
         PcnRegister {
             initial: initial_threshold,
@@ -192,6 +206,7 @@ impl PcnRegister {
         }
     }
 
+    /// The threshold (packets) the port returns to when no burst is pending.
     pub fn initial(&self) -> u32 {
         self.initial
     }
@@ -236,6 +251,8 @@ enum WorkerState {
 }
 
 impl PcnWorker {
+    /// An idle worker that waits at most `fallback` (ps) for its ACK; see
+    /// [`worker_fallback`].
     pub fn new(fallback: Time) -> Self {
         PcnWorker {
             fallback,
@@ -263,6 +280,7 @@ impl PcnWorker {
         false
     }
 
+    /// When the fallback releases the burst, while a START waits for its ACK.
     pub fn poll_timeout(&self) -> Option<Time> {
         match self.state {
             WorkerState::Waiting { since } => Some(since.saturating_add(self.fallback)),

@@ -67,10 +67,12 @@ pub struct PFabricPort<T> {
     /// progresses, so a dequeue (a flow's *earliest* packet) rarely removes it: keeping it
     /// saves the full scan that was most of a busy port's cost; `None` rescans.
     min_at: Option<usize>,
+    /// Totals since creation; `ecn_marked` stays 0.
     pub counters: PortCounters,
 }
 
 impl<T> PFabricPort<T> {
+    /// An empty port.
     pub fn new(cfg: PFabricPortConfig) -> Self {
         PFabricPort {
             cfg,
@@ -82,6 +84,7 @@ impl<T> PFabricPort<T> {
         }
     }
 
+    /// The buffer size it was built with.
     pub fn config(&self) -> &PFabricPortConfig {
         &self.cfg
     }
@@ -192,14 +195,17 @@ impl<T> PFabricPort<T> {
         out
     }
 
+    /// Bytes (on the wire) queued, evicted packets excluded.
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
+    /// Packets queued, evicted packets excluded.
     pub fn packets(&self) -> usize {
         self.entries.len()
     }
 
+    /// Nothing queued (evicted packets not yet popped do not count).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

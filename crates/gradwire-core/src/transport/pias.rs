@@ -37,6 +37,8 @@ use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 pub const WEB_SEARCH_THRESHOLDS: [u64; MAX_QUEUES - 1] =
     [759 * 1460, 1132 * 1460, 1456 * 1460, 1737 * 1460, 2010 * 1460, 2199 * 1460, 2325 * 1460];
 
+/// A PIAS flow's settings: the DCTCP transport underneath and the multi-level feedback
+/// queue's demotion thresholds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PiasConfig {
     /// The DCTCP sender and receiver (`cc` should be `Dctcp`); `tcp.priority` is the
@@ -97,6 +99,8 @@ pub struct PiasSender {
 }
 
 impl PiasSender {
+    /// A flow of `size_bytes` from `src` to `dst` starting at `now`; the wrapped DCTCP sender
+    /// runs on `cfg.tcp`.
     pub fn new(cfg: PiasConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time) -> Self {
         PiasSender { cfg, inner: TcpSender::new(cfg.tcp, flow, src, dst, size_bytes, now) }
     }
@@ -106,6 +110,7 @@ impl PiasSender {
         TcpReceiver::new(cfg.tcp, flow, local, remote, size_bytes)
     }
 
+    /// The settings it was built with.
     pub fn config(&self) -> &PiasConfig {
         &self.cfg
     }

@@ -38,8 +38,11 @@ pub use sender::PFabricSender;
 
 use crate::time::{Time, SEC, US};
 
+/// End-host settings shared by a flow's [`PFabricSender`] and [`PFabricReceiver`]; see
+/// [`PFabricConfig::for_link`] for values derived from the fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PFabricConfig {
+    /// Payload bytes per data segment; segments start at multiples of it.
     pub mss: u32,
     /// Header bytes added to each data segment on the wire.
     pub header_bytes: u32,

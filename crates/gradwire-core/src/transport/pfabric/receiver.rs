@@ -15,7 +15,6 @@ pub struct PFabricReceiver {
     local: HostId,
     remote: HostId,
     size: u64,
-    /// Next in-order byte expected (the cumulative ACK).
     /// What has arrived; its in-order point is the cumulative ACK.
     received: ReceivedBytes,
     /// ACKs waiting for `poll_transmit`: (cumulative ACK, selective ACK).
@@ -25,6 +24,8 @@ pub struct PFabricReceiver {
 }
 
 impl PFabricReceiver {
+    /// A receiver for a flow of `size_bytes` from `remote` to `local`. A flow of 0 bytes is
+    /// complete at once: the first `poll_event` reports `Delivered`.
     pub fn new(cfg: PFabricConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
         let empty = size_bytes == 0;
         PFabricReceiver {

@@ -85,10 +85,14 @@ impl PFabricSender {
         }
     }
 
+    /// Congestion window in payload bytes: at least one MSS, and at most `max_window_bytes`
+    /// unless that is below one MSS.
     pub fn cwnd_bytes(&self) -> u64 {
         self.cwnd
     }
 
+    /// Slow-start threshold in payload bytes: below it the window grows by one MSS per
+    /// acknowledged segment, at or above it by one MSS per window.
     pub fn ssthresh_bytes(&self) -> u64 {
         self.ssthresh
     }
@@ -98,10 +102,13 @@ impl PFabricSender {
         self.size - self.snd_una - self.sacked
     }
 
+    /// After `probe_after_timeouts` consecutive timeouts: only a header-only probe goes out,
+    /// once per timeout, until an ACK returns.
     pub fn in_probe_mode(&self) -> bool {
         self.probing
     }
 
+    /// Payload bytes sent and neither acknowledged nor given up for lost by a timeout.
     pub fn inflight_bytes(&self) -> u64 {
         self.inflight
     }
