@@ -306,6 +306,7 @@ impl<T> SwitchPort<T> {
         }
     }
 
+    #[inline]
     pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
         match self {
             SwitchPort::Priority(p) => p.dequeue(pool),
