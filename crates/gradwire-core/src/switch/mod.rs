@@ -372,6 +372,7 @@ impl<T> SwitchPort<T> {
     }
 
     /// Take the next packet by the port's discipline and release its bytes from `pool`.
+    #[inline]
     pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
         match self {
             SwitchPort::Priority(p) => p.dequeue(pool),
