@@ -1,14 +1,29 @@
 #!/usr/bin/env bash
-# The whole test suite: Rust (every crate) and Python (the real extension, built here).
-# Installs what it needs from the project's own files; safe to run on a fresh machine.
+# The whole test suite: lints, Rust (every crate) and Python (the real extension, built here).
+# Installs what it needs from the project's own files into its own virtual environment
+# (.venv-test, which sees the system's packages, so an installed torch is reused): your own
+# Python environment is left as it is. Safe to run on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== installing gradwire (maturin build of the Rust extension) and test dependencies, with torch"
+VENV=.venv-test
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "== creating $VENV (a virtual environment for the tests, with the system's packages visible)"
+  python3 -m venv --system-site-packages "$VENV"
+fi
+PY="$VENV/bin/python"
+
+echo "== installing gradwire into $VENV (editable; maturin compiles the Rust extension) with torch"
 # The torch extra (torch, scikit-learn) lets the backend, DDP, train and tolerance tests
 # run instead of skipping. A fresh install of torch from PyPI downloads several GB
 # (docs/torch.md); pip keeps an installed torch that satisfies the extra.
-python3 -m pip install --quiet --disable-pip-version-check -e ".[test,torch]"
+"$PY" -m pip install --quiet --disable-pip-version-check -e ".[test,torch]"
+
+echo "== lints: rustfmt, clippy, ruff"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+"$PY" -m ruff check python tests benchmarks tools validation
+"$PY" -m ruff format --check python tests benchmarks tools validation
 
 echo "== Rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
@@ -19,4 +34,5 @@ else
 fi
 
 echo "== Python tests"
-python3 -m pytest -q tests/python
+# -rs: say why each skipped test was skipped
+"$PY" -m pytest -q -rs tests/python
