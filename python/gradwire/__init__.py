@@ -18,7 +18,6 @@ from gradwire._core import __version__ as _core_version
 
 __version__ = _core_version
 
-from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_text  # noqa: E402
 from gradwire import ddp, ps  # noqa: E402
 from gradwire.runtime import (  # noqa: E402
     Bubble,
@@ -38,6 +37,7 @@ from gradwire.runtime import (  # noqa: E402
     init,
     is_initialized,
 )
+from gradwire.scenarios import builtin_scenarios, resolve_scenario, scenario_text  # noqa: E402
 
 __all__ = [
     "Bubble",

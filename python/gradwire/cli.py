@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 import typer.core
@@ -16,6 +16,7 @@ from rich.table import Table
 from gradwire import __version__
 from gradwire._core import ScenarioError
 from gradwire.scenarios import DEFAULT_SCENARIO, builtin_scenarios, resolve_scenario
+
 
 def _no_metavar_for_flags() -> None:
     """typer >= 0.2x prints a type column for every option, `<bool>` for on/off flags (and
@@ -77,7 +78,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option("--version", "-V", help="Show the version and exit.", callback=_version, is_eager=True),
     ] = None,
 ) -> None:
@@ -135,12 +136,12 @@ def sim(
         typer.Argument(help="A scenario file (.toml) or a built-in scenario name (see `gradwire scenarios`)."),
     ] = DEFAULT_SCENARIO,
     out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--out", "-o", help="Results directory \\[default: results/<scenario>, or results/<scenario>--<overrides> with --set]."),
     ] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
     sets: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a scenario key, e.g. --set topology.spines=2 (repeatable)."),
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figures.")] = False,
@@ -242,7 +243,7 @@ def plot(
 
 @app.command()
 def scenarios(
-    name: Annotated[Optional[str], typer.Argument(help="Print this built-in scenario's TOML.")] = None,
+    name: Annotated[str | None, typer.Argument(help="Print this built-in scenario's TOML.")] = None,
 ) -> None:
     """List the built-in scenarios (or print one)."""
     if name is not None:
@@ -302,19 +303,19 @@ def _pivot_table(repro, model: str, metric, sub) -> Table:
 @app.command()
 def reproduce(
     name: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(help="A reproduction (see --list), e.g. dlcp-fig14, dlcp-fig16, ltp-bst."),
     ] = None,
     out: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--out", "-o", help="Results directory \\[default: results/<name>]."),
     ] = None,
     jobs: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each \\[default: all cores]."),
     ] = None,
     sets: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key in every scenario of the reproduction (repeatable)."),
     ] = None,
     quick: Annotated[
@@ -436,9 +437,9 @@ def launch(
     ctx: typer.Context,
     nproc: Annotated[int, typer.Option("--nproc", "-n", help="Processes (ranks) to start on this machine.")] = 2,
     master_addr: Annotated[str, typer.Option("--master-addr", help="Address rank 0 listens on.")] = "127.0.0.1",
-    master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port rank 0 listens on \\[default: a free one].")] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
-    topology: Annotated[Optional[str], typer.Option("--topology", help="Rack of every rank for algorithm \"rat\", e.g. 0,0,1,1 (GRADWIRE_TOPOLOGY).")] = None,
+    master_port: Annotated[int | None, typer.Option("--master-port", help="Port rank 0 listens on \\[default: a free one].")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
+    topology: Annotated[str | None, typer.Option("--topology", help="Rack of every rank for algorithm \"rat\", e.g. 0,0,1,1 (GRADWIRE_TOPOLOGY).")] = None,
 ) -> None:
     """Run a command as NPROC local ranks of one gradwire job (torchrun-style environment).
 
@@ -461,16 +462,16 @@ def launch(
 
 @app.command()
 def train(
-    backend: Annotated[Optional[list[str]], typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
+    backend: Annotated[list[str] | None, typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
     model: Annotated[str, typer.Option(help="cnn (scikit-learn digits) or resnet18 (generated 32x32 data)")] = "cnn",
     workers: Annotated[int, typer.Option("--workers", "-n", help="local worker processes")] = 2,
     loss: Annotated[float, typer.Option(help="share of gradwire datagrams dropped on purpose")] = 0.0,
     bound: Annotated[float, typer.Option(help="loss bound of the gradient allreduce (see gradwire tolerance)")] = 0.0,
-    epochs: Annotated[Optional[int], typer.Option(help="default: 8 (cnn), 1 (resnet18)")] = None,
-    lr: Annotated[Optional[float], typer.Option(help="SGD learning rate")] = None,
-    batch: Annotated[Optional[int], typer.Option(help="batch per worker")] = None,
-    target: Annotated[Optional[float], typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.9 resnet18)")] = None,
-    mss: Annotated[Optional[int], typer.Option(help="gradwire payload bytes per datagram")] = None,
+    epochs: Annotated[int | None, typer.Option(help="default: 8 (cnn), 1 (resnet18)")] = None,
+    lr: Annotated[float | None, typer.Option(help="SGD learning rate")] = None,
+    batch: Annotated[int | None, typer.Option(help="batch per worker")] = None,
+    target: Annotated[float | None, typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.9 resnet18)")] = None,
+    mss: Annotated[int | None, typer.Option(help="gradwire payload bytes per datagram")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
     timeout: Annotated[float, typer.Option(help="seconds per configuration")] = 1800.0,
@@ -480,7 +481,8 @@ def train(
         import sklearn  # noqa: F401 - the workers need both
         import torch  # noqa: F401
 
-        from gradwire.train.cli import configs_from, train as run_train
+        from gradwire.train.cli import configs_from
+        from gradwire.train.cli import train as run_train
     except ImportError as e:
         raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
     try:
@@ -494,8 +496,8 @@ def train(
 @app.command()
 def tolerance(
     model: Annotated[str, typer.Option(help="cnn, resnet18, or module:function returning (model, dataset)")] = "cnn",
-    group: Annotated[Optional[list[str]], typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)")] = None,
-    ratio: Annotated[Optional[list[float]], typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")] = None,
+    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)")] = None,
+    ratio: Annotated[list[float] | None, typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")] = None,
     seeds: Annotated[int, typer.Option(help="runs per point")] = 3,
     slack: Annotated[float, typer.Option(help="tolerated: median epochs-to-accuracy within this share of lossless")] = 0.1,
     target: Annotated[float, typer.Option(help="test accuracy to reach")] = 0.95,
@@ -503,7 +505,7 @@ def tolerance(
     lr: Annotated[float, typer.Option()] = 0.05,
     batch: Annotated[int, typer.Option()] = 64,
     packet_bytes: Annotated[int, typer.Option(help="bytes of float32 gradients per lost packet")] = 1440,
-    check: Annotated[Optional[float], typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")] = None,
+    check: Annotated[float | None, typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")] = None,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/tolerance"),
 ) -> None:
     """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""
@@ -527,9 +529,9 @@ def tolerance(
 @app.command()
 def emulate(
     scenario: Annotated[str, typer.Argument(help="An emulation scenario (.toml) or a built-in name (python/gradwire/emu/scenarios).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Results directory \\[default: results/emulate-<name>].")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Results directory \\[default: results/emulate-<name>].")] = None,
     sets: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable)."),
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figure.")] = False,

@@ -464,7 +464,7 @@ def nearest_rank(values: Sequence[float], q: float) -> float:
     return v[max(0, math.ceil(q * len(v)) - 1)]
 
 
-def bst_per_iteration(flows) -> "dict[int, float]":
+def bst_per_iteration(flows) -> dict[int, float]:
     """BST (ns) of every iteration whose flows all finished: max(finish) − min(start)."""
     import pandas as pd
 

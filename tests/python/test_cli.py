@@ -6,13 +6,12 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import INCAST, SMALL, run_cli, set_args
 from typer.testing import CliRunner
 
 import gradwire
 from gradwire.cli import app
 from gradwire.results import COLUMNS
-
-from conftest import INCAST, SMALL, run_cli, set_args
 
 FLOWS_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "start_ns", "finish_ns", "fct_ns", "retransmits", "timeouts", "iteration", "pull", "layer"]
 

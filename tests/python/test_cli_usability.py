@@ -11,13 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import INCAST, SMALL, set_args
 from typer.testing import CliRunner
 
 from gradwire.cli import app
 from gradwire.plot import scenario_label
 from gradwire.runner import default_out_dir
-
-from conftest import INCAST, SMALL, set_args
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import SMALL
 
 import gradwire
 from gradwire import ScenarioError, Simulation, load_scenario
 from gradwire.scenarios import builtin_names, scenario_text
-
-from conftest import SMALL
 
 
 def test_version():

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from gradwire.emu import EmulatedNetwork, find_binary, unavailable_reason
 from gradwire.emu.job import plan, run_point
 

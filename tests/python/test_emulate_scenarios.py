@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+
 from gradwire.emu import EmulatorUnavailable, find_binary
 from gradwire.emu.command import BUILTIN, builtin_names
 from gradwire.emu.job import JobError, plan

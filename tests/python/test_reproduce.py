@@ -8,12 +8,11 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import run_cli, set_args
 from typer.testing import CliRunner
 
 from gradwire import reproduce as rp
 from gradwire.cli import app
-
-from conftest import run_cli, set_args
 
 #: On top of --quick: the smallest model and jumbo frames (6x fewer packets), so each run
 #: takes a fraction of a second.

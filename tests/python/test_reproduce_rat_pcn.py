@@ -9,12 +9,11 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import set_args
 from typer.testing import CliRunner
 
 from gradwire import reproduce as rp
 from gradwire.cli import app
-
-from conftest import set_args
 
 JUMBO = ["transport.mss_bytes=8960"]
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -126,3 +126,31 @@ mod tests {
         assert_eq!(format!("{k:?}"), "JobKey(..)");
     }
 }
+
+#[cfg(test)]
+mod speed {
+    /// Tag throughput on this machine, for docs/performance.md:
+    /// `cargo test --release -p gradwire-net tag_throughput -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn tag_throughput() {
+        let key = super::JobKey::derive("t", 1);
+        let payload = vec![7u8; 65_456];
+        let head = [1u8; 32];
+        let (n, t0) = (20_000, std::time::Instant::now());
+        let mut x = 0u8;
+        for _ in 0..n {
+            x ^= key.datagram_tag(0, 1, &[&head, &payload])[0];
+        }
+        let s = t0.elapsed().as_secs_f64();
+        let mut buf = vec![0u8; payload.len()];
+        let t1 = std::time::Instant::now();
+        for _ in 0..n {
+            buf.copy_from_slice(std::hint::black_box(&payload));
+            std::hint::black_box(&mut buf);
+        }
+        let c = t1.elapsed().as_secs_f64();
+        let gb = (n * payload.len()) as f64 / 1e9;
+        eprintln!("tags: {:.2} GB/s; memcpy of the same: {:.2} GB/s ({x})", gb / s, gb / c);
+    }
+}

@@ -213,7 +213,7 @@ class AutoByte:
         torch.save({"state": self.net.state_dict(), "scale": self.scale}, path)
 
     @classmethod
-    def load(cls, path: Path) -> "AutoByte":
+    def load(cls, path: Path) -> AutoByte:
         blob = torch.load(path, weights_only=True)
         ab = cls(scale=float(blob["scale"]))
         ab.net.load_state_dict(blob["state"])
