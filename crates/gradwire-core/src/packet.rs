@@ -43,7 +43,8 @@ pub enum CtrlOp {
 
 impl CtrlOp {
     /// Every op, in wire-code order (see [`crate::wire`]).
-    pub const ALL: [CtrlOp; 6] = [CtrlOp::Start, CtrlOp::Stop, CtrlOp::Retx, CtrlOp::Finish, CtrlOp::Confirm, CtrlOp::Rate];
+    pub const ALL: [CtrlOp; 6] =
+        [CtrlOp::Start, CtrlOp::Stop, CtrlOp::Retx, CtrlOp::Finish, CtrlOp::Confirm, CtrlOp::Rate];
 }
 
 /// ECN bits as carried in the IP header.

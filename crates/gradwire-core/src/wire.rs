@@ -86,9 +86,13 @@ pub enum WireError {
 impl std::fmt::Display for WireError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            WireError::TooShort { got } => write!(f, "datagram of {got} bytes is shorter than the {HEADER_LEN}-byte header"),
+            WireError::TooShort { got } => {
+                write!(f, "datagram of {got} bytes is shorter than the {HEADER_LEN}-byte header")
+            }
             WireError::BadMagic => write!(f, "not a gradwire datagram (bad magic)"),
-            WireError::UnsupportedVersion(v) => write!(f, "unsupported header version {v} (this build speaks {VERSION})"),
+            WireError::UnsupportedVersion(v) => {
+                write!(f, "unsupported header version {v} (this build speaks {VERSION})")
+            }
             WireError::UnknownKind(k) => write!(f, "unknown packet kind {k}"),
             WireError::UnknownFlags(fl) => write!(f, "unknown flag bits {fl:#04x}"),
             WireError::BadPriority(p) => write!(f, "priority {p} is out of range 0..=7"),

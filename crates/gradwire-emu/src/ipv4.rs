@@ -37,12 +37,7 @@ impl Ipv4Info {
         let mut eat = |b: u8| h = (h ^ b as u32).wrapping_mul(0x0100_0193);
         self.src.iter().chain(&self.dst).for_each(|&b| eat(b));
         eat(self.proto);
-        self.ports
-            .0
-            .to_be_bytes()
-            .iter()
-            .chain(&self.ports.1.to_be_bytes())
-            .for_each(|&b| eat(b));
+        self.ports.0.to_be_bytes().iter().chain(&self.ports.1.to_be_bytes()).for_each(|&b| eat(b));
         h
     }
 }
@@ -70,10 +65,7 @@ pub fn parse(pkt: &[u8]) -> Result<Ipv4Info, ParseError> {
     let proto = pkt[9];
     let frag_offset = u16::from_be_bytes([pkt[6], pkt[7]]) & 0x1fff;
     let ports = if matches!(proto, 6 | 17) && frag_offset == 0 && pkt.len() >= ihl + 4 {
-        (
-            u16::from_be_bytes([pkt[ihl], pkt[ihl + 1]]),
-            u16::from_be_bytes([pkt[ihl + 2], pkt[ihl + 3]]),
-        )
+        (u16::from_be_bytes([pkt[ihl], pkt[ihl + 1]]), u16::from_be_bytes([pkt[ihl + 2], pkt[ihl + 3]]))
     } else {
         (0, 0)
     };
@@ -104,10 +96,7 @@ pub fn mark_ce(pkt: &mut [u8]) {
 
 /// The IPv4 header checksum over `header` (the checksum field included: 0 when valid).
 pub fn header_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
+    let mut sum: u32 = header.chunks(2).map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32).sum();
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
@@ -141,16 +130,8 @@ mod tests {
         let tos = ((7 - 2) << 3) << 2 | 0b10;
         let p = test_packet([10, 0, 0, 1], [10, 0, 0, 2], tos, 100);
         let info = parse(&p).unwrap();
-        assert_eq!(
-            (info.priority(), info.ect(), info.total_len, info.ports),
-            (2, true, 100, (5000, 6000))
-        );
-        assert_eq!(
-            parse(&test_packet([1; 4], [2; 4], 0, 40))
-                .unwrap()
-                .priority(),
-            7
-        );
+        assert_eq!((info.priority(), info.ect(), info.total_len, info.ports), (2, true, 100, (5000, 6000)));
+        assert_eq!(parse(&test_packet([1; 4], [2; 4], 0, 40)).unwrap().priority(), 7);
     }
 
     #[test]

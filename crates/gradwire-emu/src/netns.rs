@@ -23,24 +23,12 @@ pub fn tun_name(prefix: &str, host: u32) -> String {
 
 fn run(args: &[&str], stdin: Option<&str>) -> io::Result<String> {
     let mut cmd = Command::new(args[0]);
-    cmd.args(&args[1..])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.stdin(if stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", args[0])))?;
+    cmd.args(&args[1..]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.spawn().map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", args[0])))?;
     if let Some(text) = stdin {
         use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("piped")
-            .write_all(text.as_bytes())?;
+        child.stdin.take().expect("piped").write_all(text.as_bytes())?;
     }
     let out = child.wait_with_output()?;
     if !out.status.success() {
@@ -57,10 +45,7 @@ fn run(args: &[&str], stdin: Option<&str>) -> io::Result<String> {
 /// `addr`/24, IPv6 off (no router solicitations through the switch).
 pub fn build_host(ns: &str, tun: &str, addr: &str, mtu: u32) -> io::Result<()> {
     run(&["ip", "netns", "add", ns], None)?;
-    let sysctl = [
-        "net.ipv6.conf.all.disable_ipv6=1",
-        "net.ipv6.conf.default.disable_ipv6=1",
-    ];
+    let sysctl = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"];
     let mut args = vec!["ip", "netns", "exec", ns, "sysctl", "-q", "-w"];
     args.extend(sysctl);
     run(&args, None)?;
@@ -77,17 +62,12 @@ pub fn build_host(ns: &str, tun: &str, addr: &str, mtu: u32) -> io::Result<()> {
 /// teardown does as much as it can.
 pub fn remove(ns: &str) -> Result<(), String> {
     if let Ok(pids) = run(&["ip", "netns", "pids", ns], None) {
-        for pid in pids
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
+        for pid in pids.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
             // SAFETY: kill(2) with a pid read from the namespace; harmless if it has exited.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }
-    run(&["ip", "netns", "del", ns], None)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    run(&["ip", "netns", "del", ns], None).map(|_| ()).map_err(|e| e.to_string())
 }
 
 pub fn list() -> Vec<String> {
@@ -132,11 +112,7 @@ mod tests {
         let p = prefix_for(4_194_304);
         assert_eq!(owner(&ns_name(&p, 17)), Some(4_194_304));
         assert!(tun_name(&p, 249).len() < 16, "fits IFNAMSIZ");
-        assert_eq!(
-            owner("gw123-h0"),
-            None,
-            "the runtime tests' namespaces are not ours"
-        );
+        assert_eq!(owner("gw123-h0"), None, "the runtime tests' namespaces are not ours");
         assert_eq!(owner("gwe12h"), None);
         assert_eq!(owner("other"), None);
     }

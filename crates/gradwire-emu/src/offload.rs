@@ -34,14 +34,7 @@ pub struct VnetHdr {
 impl VnetHdr {
     pub fn parse(b: &[u8]) -> VnetHdr {
         let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
-        VnetHdr {
-            flags: b[0],
-            gso_type: b[1],
-            hdr_len: u(2),
-            gso_size: u(4),
-            csum_start: u(6),
-            csum_offset: u(8),
-        }
+        VnetHdr { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) }
     }
 
     pub fn write(&self, b: &mut [u8]) {
@@ -74,12 +67,7 @@ fn tcp_headers(pkt: &[u8]) -> Option<(usize, usize)> {
 
 /// Cut a TCP super-packet into `gso_size` segments; `emit(segment)` gets each one with the
 /// checksum still partial. Returns false (and emits nothing) if `pkt` is not IPv4/TCP.
-pub fn split_tso(
-    pkt: &[u8],
-    gso_size: usize,
-    scratch: &mut Vec<u8>,
-    mut emit: impl FnMut(&[u8]),
-) -> bool {
+pub fn split_tso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) -> bool {
     let Some((ihl, hl)) = tcp_headers(pkt) else {
         return false;
     };
@@ -122,12 +110,7 @@ pub fn partial_csum_hdr(pkt: &[u8]) -> VnetHdr {
         17 => 6,
         _ => return VnetHdr::default(),
     };
-    VnetHdr {
-        flags: F_NEEDS_CSUM,
-        csum_start: ihl as u16,
-        csum_offset: offset,
-        ..VnetHdr::default()
-    }
+    VnetHdr { flags: F_NEEDS_CSUM, csum_start: ihl as u16, csum_offset: offset, ..VnetHdr::default() }
 }
 
 /// Packets delivered to one host in one pass of the event loop, merged where GRO would.
@@ -165,11 +148,7 @@ impl Coalescer {
             } else {
                 let (ihl, hl) = tcp_headers(first).expect("runs are TCP");
                 let seg = len - hl;
-                let total: usize = hl
-                    + self.pkts[i..j]
-                        .iter()
-                        .map(|&(_, l, _)| l - hl)
-                        .sum::<usize>();
+                let total: usize = hl + self.pkts[i..j].iter().map(|&(_, l, _)| l - hl).sum::<usize>();
                 self.merged_header.clear();
                 self.merged_header.extend_from_slice(&first[..hl]);
                 set_ip_len_and_checksum(&mut self.merged_header, total);
@@ -214,19 +193,14 @@ impl Coalescer {
         if seg == 0 || first[ihl + 13] & !(0x10 | 0x08) != 0 || first[ihl + 13] & 0x08 != 0 {
             return i + 1;
         }
-        let seq_of =
-            |p: &[u8]| u32::from_be_bytes([p[ihl + 4], p[ihl + 5], p[ihl + 6], p[ihl + 7]]);
+        let seq_of = |p: &[u8]| u32::from_be_bytes([p[ihl + 4], p[ihl + 5], p[ihl + 6], p[ihl + 7]]);
         let mut next_seq = seq_of(first).wrapping_add(seg as u32);
         let mut total = l0;
         let mut j = i + 1;
         while j < self.pkts.len() {
             let (s, l, _) = self.pkts[j];
             let p = &self.arena[s..s + l];
-            if tcp_headers(p) != Some((ihl, hl))
-                || l - hl > seg
-                || l == hl
-                || total + (l - hl) > MAX_MERGED
-            {
+            if tcp_headers(p) != Some((ihl, hl)) || l - hl > seg || l == hl || total + (l - hl) > MAX_MERGED {
                 break;
             }
             let same = p[..2] == first[..2]
@@ -325,14 +299,10 @@ mod tests {
         assert_eq!(writes[1].0.gso_type, GSO_NONE);
         let (v, last) = &writes[2];
         assert_eq!(v.gso_type, GSO_TCPV4);
-        assert_eq!(
-            crate::ipv4::parse(last).unwrap().total_len as usize,
-            last.len()
-        );
+        assert_eq!(crate::ipv4::parse(last).unwrap().total_len as usize, last.len());
         assert_eq!(crate::ipv4::header_checksum(&last[..20]), 0);
         assert_eq!(last[33] & 0x08, 0x08, "the run's PSH survives");
-        let payload: Vec<u8> =
-            [&writes[0].1[52..], &writes[1].1[52..], &writes[2].1[52..]].concat();
+        let payload: Vec<u8> = [&writes[0].1[52..], &writes[1].1[52..], &writes[2].1[52..]].concat();
         assert_eq!(payload, sup[52..].to_vec());
         assert!(c.is_empty());
     }

@@ -1,9 +1,7 @@
 //! The running emulator: build the hosts, forward until told to stop, always tear down.
 
 use crate::netns;
-use crate::offload::{
-    partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN,
-};
+use crate::offload::{partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN};
 use crate::scenario::EmuScenario;
 use crate::switch::{host_addr, Stats, Switch, HEADROOM};
 use crate::tun::Tun;
@@ -124,29 +122,16 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
         if STOP.load(Ordering::SeqCst) {
             return Ok(SIGNAL.load(Ordering::SeqCst));
         }
-        let (ns, dev) = (
-            netns::ns_name(&opts.prefix, h),
-            netns::tun_name(&opts.prefix, h),
-        );
+        let (ns, dev) = (netns::ns_name(&opts.prefix, h), netns::tun_name(&opts.prefix, h));
         let tun = Tun::create(&dev, s.offload())?;
         built.0.push(ns.clone());
         let [a, b, c, d] = host_addr(h);
         let addr = format!("{a}.{b}.{c}.{d}");
         netns::build_host(&ns, &dev, &addr, s.mtu())?;
         tuns.push(tun);
-        hosts.push(HostInfo {
-            host: h,
-            netns: ns,
-            addr,
-            dev: "eth0",
-        });
+        hosts.push(HostInfo { host: h, netns: ns, addr, dev: "eth0" });
     }
-    let ready = Ready {
-        ready: true,
-        prefix: &opts.prefix,
-        hosts: &hosts,
-        ports: sw.port_names(),
-    };
+    let ready = Ready { ready: true, prefix: &opts.prefix, hosts: &hosts, ports: sw.port_names() };
     let mut out = io::stdout().lock();
     writeln!(out, "{}", serde_json::to_string(&ready)?)?;
     out.flush()?;
@@ -156,20 +141,10 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
     let cpu0 = cpu_seconds();
     let clock = || started.elapsed().as_nanos() as u64 * NS;
     let mut tc = TunCounters::default();
-    let mut fds: Vec<libc::pollfd> = tuns
-        .iter()
-        .map(|t| libc::pollfd {
-            fd: t.raw(),
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
+    let mut fds: Vec<libc::pollfd> =
+        tuns.iter().map(|t| libc::pollfd { fd: t.raw(), events: libc::POLLIN, revents: 0 }).collect();
     if opts.watch_stdin {
-        fds.push(libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        });
+        fds.push(libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 });
     }
     let end = opts.duration.map(|d| (d * 1e12) as u64);
     let mut next_stats = 0;
@@ -204,9 +179,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             next_stats = now + 200 * MS;
         }
         if offload {
-            sw.advance(now, |h, head, pkt| {
-                merge[h as usize].push(VnetHdr::parse(head), pkt)
-            });
+            sw.advance(now, |h, head, pkt| merge[h as usize].push(VnetHdr::parse(head), pkt));
             for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| !m.is_empty()) {
                 let mut calls = 0;
                 let mut errors = 0;
@@ -280,10 +253,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             continue;
         }
         let now = clock();
-        let wait = sw
-            .next_deadline()
-            .map_or(200 * MS, |t| t.saturating_sub(now))
-            .min(200 * MS);
+        let wait = sw.next_deadline().map_or(200 * MS, |t| t.saturating_sub(now)).min(200 * MS);
         if wait == 0 {
             continue;
         }
@@ -292,14 +262,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             tv_nsec: ((wait % (1000 * MS)) / NS) as libc::c_long,
         };
         // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
-        let n = unsafe {
-            libc::ppoll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                &ts,
-                std::ptr::null(),
-            )
-        };
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         if n > 0 && opts.watch_stdin {
             let stdin = fds.last().expect("pushed").revents;
             if stdin & (libc::POLLHUP | libc::POLLERR) != 0 {

@@ -11,18 +11,8 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 
 /// Top-level tables the emulator reads; anything else is an error, not silently ignored.
-const KNOWN: [&str; 10] = [
-    "name",
-    "description",
-    "seed",
-    "topology",
-    "switch",
-    "host",
-    "routing",
-    "emulate",
-    "job",
-    "sweep",
-];
+const KNOWN: [&str; 10] =
+    ["name", "description", "seed", "topology", "switch", "host", "routing", "emulate", "job", "sweep"];
 
 /// Emulator defaults: one switch with 2 hosts at 1 Gbit/s, 5 us per link, and a host NIC
 /// queue of 1.5 MB for packets other than TCP (a txqueuelen of 1000 full-size packets;
@@ -90,10 +80,7 @@ pub fn load(text: &str) -> Result<EmuScenario, ScenarioError> {
 
 fn set_override(root: &mut toml::Table, ov: &str) -> Result<(), ScenarioError> {
     let Some((key, raw)) = ov.split_once('=') else {
-        return Err(ScenarioError::new(
-            "",
-            format!("override `{ov}` is not key=value"),
-        ));
+        return Err(ScenarioError::new("", format!("override `{ov}` is not key=value")));
     };
     let (key, raw) = (key.trim(), raw.trim());
     // a TOML literal if it is one (numbers, booleans, quoted strings), else a bare string
@@ -107,12 +94,8 @@ fn set_override(root: &mut toml::Table, ov: &str) -> Result<(), ScenarioError> {
     }
     let mut table = root;
     for part in &parts[..parts.len() - 1] {
-        let entry = table
-            .entry(part.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        table = entry
-            .as_table_mut()
-            .ok_or_else(|| ScenarioError::new(key, format!("`{part}` is not a table")))?;
+        let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = entry.as_table_mut().ok_or_else(|| ScenarioError::new(key, format!("`{part}` is not a table")))?;
     }
     table.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
@@ -122,26 +105,19 @@ fn typed(mut root: toml::Table) -> Result<EmuScenario, ScenarioError> {
     if let Some(k) = root.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(ScenarioError::new(
             k.clone(),
-            format!(
-                "is not an emulator key (top-level tables: {}; the job goes in [job])",
-                KNOWN.join(", ")
-            ),
+            format!("is not an emulator key (top-level tables: {}; the job goes in [job])", KNOWN.join(", ")),
         ));
     }
     let emulate: EmulateCfg = match root.remove("emulate") {
         None => EmulateCfg::default(),
-        Some(v) => v
-            .try_into()
-            .map_err(|e| ScenarioError::new("emulate", e.to_string()))?,
+        Some(v) => v.try_into().map_err(|e| ScenarioError::new("emulate", e.to_string()))?,
     };
     // the front end runs the job and expands the sweep (into --set overrides)
     root.remove("job");
     root.remove("sweep");
     let defaults: toml::Table = toml::from_str(DEFAULTS).expect("defaults parse");
     for (table, values) in defaults {
-        let entry = root
-            .entry(table.clone())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let entry = root.entry(table.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let toml::Value::Table(t) = entry else {
             return Err(ScenarioError::new(table, "must be a table"));
         };
@@ -152,8 +128,7 @@ fn typed(mut root: toml::Table) -> Result<EmuScenario, ScenarioError> {
     // the simulator wants a workload (one flow, which nothing runs); the emulator's job is
     // the real processes in [job]
     let workload: toml::Table =
-        toml::from_str("kind = \"flows\"\nflows = [{ src = 0, dst = 1, bytes = 1 }]")
-            .expect("parses");
+        toml::from_str("kind = \"flows\"\nflows = [{ src = 0, dst = 1, bytes = 1 }]").expect("parses");
     root.insert("workload".into(), toml::Value::Table(workload));
     let sim = from_table(root)?;
     if sim.topology.kind != TopologyKind::LeafSpine {
@@ -169,10 +144,7 @@ fn typed(mut root: toml::Table) -> Result<EmuScenario, ScenarioError> {
         ));
     }
     if sim.host_count() < 2 || sim.host_count() > 250 {
-        return Err(ScenarioError::new(
-            "topology",
-            format!("needs 2..=250 hosts (got {})", sim.host_count()),
-        ));
+        return Err(ScenarioError::new("topology", format!("needs 2..=250 hosts (got {})", sim.host_count())));
     }
     if !(576..=9000).contains(&emulate.mtu.unwrap_or(1500)) {
         return Err(ScenarioError::new("emulate.mtu", "must be in 576..=9000"));
@@ -194,8 +166,7 @@ mod tests {
 
     #[test]
     fn defaults_fill_in_and_user_keys_win() {
-        let s =
-            load("[topology]\nhosts_per_leaf = 4\n[switch]\necn_threshold_packets = 20\n").unwrap();
+        let s = load("[topology]\nhosts_per_leaf = 4\n[switch]\necn_threshold_packets = 20\n").unwrap();
         assert_eq!(s.hosts(), 4);
         assert_eq!(s.sim.topology.host_link_gbps, 1.0);
         assert_eq!(s.sim.switch.ecn_threshold_packets, 20);
@@ -205,10 +176,7 @@ mod tests {
 
     #[test]
     fn overrides_set_dotted_keys() {
-        let ov = [
-            "topology.link_loss_rate=0.01".to_string(),
-            "emulate.link_loss.\"host0->leaf0\"=0.5".to_string(),
-        ];
+        let ov = ["topology.link_loss_rate=0.01".to_string(), "emulate.link_loss.\"host0->leaf0\"=0.5".to_string()];
         let s = load_with("[topology]\nhosts_per_leaf = 3\n", &ov[..1]).unwrap();
         assert_eq!((s.hosts(), s.sim.topology.link_loss_rate), (3, 0.01));
         assert!(load_with("", &["topology.leaves".to_string()]).is_err());
@@ -216,19 +184,13 @@ mod tests {
 
     #[test]
     fn bad_keys_name_themselves() {
-        let e = load("[workload]\nkind = \"incast\"\n")
-            .unwrap_err()
-            .to_string();
+        let e = load("[workload]\nkind = \"incast\"\n").unwrap_err().to_string();
         assert!(e.contains("workload"), "{e}");
         let e = load("[topology]\nspine = 2\n").unwrap_err().to_string();
         assert!(e.contains("spine"), "{e}");
-        let e = load("[switch]\npolicy = \"pfabric\"\n")
-            .unwrap_err()
-            .to_string();
+        let e = load("[switch]\npolicy = \"pfabric\"\n").unwrap_err().to_string();
         assert!(e.contains("pfabric"), "{e}");
-        let e = load("[emulate.link_loss]\n\"leaf0->host0\" = 1.5\n")
-            .unwrap_err()
-            .to_string();
+        let e = load("[emulate.link_loss]\n\"leaf0->host0\" = 1.5\n").unwrap_err().to_string();
         assert!(e.contains("link_loss"), "{e}");
     }
 }

@@ -89,26 +89,12 @@ impl Switch {
         let loss: Vec<f64> = fabric
             .ports
             .iter()
-            .map(|p| {
-                *s.emulate
-                    .link_loss
-                    .get(&p.name)
-                    .unwrap_or(&s.sim.topology.link_loss_rate)
-            })
+            .map(|p| *s.emulate.link_loss.get(&p.name).unwrap_or(&s.sim.topology.link_loss_rate))
             .collect();
         let loss_rng = (0..fabric.ports.len() as u64)
-            .map(|i| {
-                Xoshiro256PlusPlus::seed_from_u64(
-                    s.sim
-                        .seed
-                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                        .wrapping_add(i),
-                )
-            })
+            .map(|i| Xoshiro256PlusPlus::seed_from_u64(s.sim.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(i)))
             .collect();
-        let nic: Vec<PortId> = (0..topo.hosts)
-            .map(|h| fabric.node_ports[h as usize][0])
-            .collect();
+        let nic: Vec<PortId> = (0..topo.hosts).map(|h| fabric.node_ports[h as usize][0]).collect();
         // A host NIC's queue is the emulator's to bound (see `nic_limit`), not its pool's.
         let mut fabric = fabric;
         for &p in &nic {
@@ -149,8 +135,7 @@ impl Switch {
         match self.free.pop() {
             Some(id) => id,
             None => {
-                self.slots
-                    .push(vec![0u8; HEADROOM + self.mtu.max(2048)].into_boxed_slice());
+                self.slots.push(vec![0u8; HEADROOM + self.mtu.max(2048)].into_boxed_slice());
                 (self.slots.len() - 1) as u32
             }
         }
@@ -178,9 +163,7 @@ impl Switch {
         };
         self.sent += 1;
         let dst = match info.dst {
-            [a, b, c, d] if [a, b, c] == SUBNET && d >= 1 && (d as u32) <= self.topo.hosts => {
-                d as u32 - 1
-            }
+            [a, b, c, d] if [a, b, c] == SUBNET && d >= 1 && (d as u32) <= self.topo.hosts => d as u32 - 1,
             _ => return self.drop(id, DropReason::NoRoute),
         };
         let hdr = Hdr {
@@ -240,8 +223,7 @@ impl Switch {
         port.busy_until = done;
         port.wake_pending = true;
         if port.wire.is_empty() {
-            self.events
-                .push(Reverse((done + port.delay, Event::Arrive(p))));
+            self.events.push(Reverse((done + port.delay, Event::Arrive(p))));
         }
         port.wire.push_back((done + port.delay, hdr));
         self.events.push(Reverse((done, Event::TxDone(p))));
@@ -271,28 +253,19 @@ impl Switch {
 
     fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, &[u8], &[u8])) {
         let port = &mut self.fabric.ports[p as usize];
-        let (_, hdr) = port
-            .wire
-            .pop_front()
-            .expect("an Arrive event has a packet on the wire");
+        let (_, hdr) = port.wire.pop_front().expect("an Arrive event has a packet on the wire");
         if let Some(&(next, _)) = port.wire.front() {
             self.events.push(Reverse((next, Event::Arrive(p))));
         }
         let to = port.to;
         let loss = self.loss[p as usize];
         if loss > 0.0 && self.loss_rng[p as usize].gen::<f64>() < loss {
-            self.fabric.ports[p as usize]
-                .queue
-                .count_drop(DropReason::RandomLoss);
+            self.fabric.ports[p as usize].queue.count_drop(DropReason::RandomLoss);
             return self.drop(hdr.id, DropReason::RandomLoss);
         }
         if self.topo.nodes[to as usize].kind == NodeKind::Host {
             let slot = &self.slots[hdr.id as usize];
-            deliver(
-                to,
-                &slot[..HEADROOM],
-                &slot[HEADROOM..HEADROOM + hdr.wire_bytes as usize],
-            );
+            deliver(to, &slot[..HEADROOM], &slot[HEADROOM..HEADROOM + hdr.wire_bytes as usize]);
             self.delivered += 1;
             return self.release_slot(hdr.id);
         }
@@ -308,30 +281,18 @@ impl Switch {
 
     /// Packets inside the network: queued or on a wire.
     pub fn in_flight(&self) -> u64 {
-        self.fabric
-            .ports
-            .iter()
-            .map(|p| p.queue.packets() as u64 + p.wire.len() as u64)
-            .sum()
+        self.fabric.ports.iter().map(|p| p.queue.packets() as u64 + p.wire.len() as u64).sum()
     }
 
     pub fn stats(&self) -> Stats {
         let dropped: u64 = self.drops.iter().sum();
         let in_flight = self.in_flight();
         let drops_of = |d: &[u64]| -> BTreeMap<String, u64> {
-            DropReason::ALL
-                .iter()
-                .map(|r| (r.as_str().to_string(), d[*r as usize]))
-                .collect()
+            DropReason::ALL.iter().map(|r| (r.as_str().to_string(), d[*r as usize])).collect()
         };
         Stats {
             drops: drops_of(&self.drops),
-            ecn_marks: self
-                .fabric
-                .ports
-                .iter()
-                .map(|p| p.queue.counters().ecn_marked)
-                .sum(),
+            ecn_marks: self.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
             packets: PacketCounts {
                 sent: self.sent,
                 delivered: self.delivered,
@@ -346,8 +307,7 @@ impl Switch {
                 .iter()
                 .map(|p| {
                     let c = p.queue.counters();
-                    let admission: u64 =
-                        c.dropped.iter().sum::<u64>() - c.dropped[DropReason::RandomLoss as usize];
+                    let admission: u64 = c.dropped.iter().sum::<u64>() - c.dropped[DropReason::RandomLoss as usize];
                     PortStats {
                         name: p.name.clone(),
                         offered: c.enqueued + admission,
@@ -435,12 +395,7 @@ mod tests {
         // 1 Gbit/s: 1500 B take 12 us per link; two links of 5 us each
         let mut sw = switch("[topology]\nhosts_per_leaf = 2\n");
         for _ in 0..3 {
-            send(
-                &mut sw,
-                0,
-                &test_packet(host_addr(0), host_addr(1), 0, 1500),
-                0,
-            );
+            send(&mut sw, 0, &test_packet(host_addr(0), host_addr(1), 0, 1500), 0);
         }
         let got = drain(&mut sw);
         let times: Vec<Time> = got.iter().map(|g| g.0 / NS).collect();
@@ -454,29 +409,15 @@ mod tests {
     #[test]
     fn strict_priority_and_ce_marks_at_the_congested_port() {
         // hosts 0 and 1 both send to host 2: its port queues; K = 2 packets
-        let mut sw =
-            switch("[topology]\nhosts_per_leaf = 3\n[switch]\necn_threshold_packets = 2\n");
+        let mut sw = switch("[topology]\nhosts_per_leaf = 3\n[switch]\necn_threshold_packets = 2\n");
         for i in 0..6 {
-            send(
-                &mut sw,
-                0,
-                &test_packet(host_addr(0), host_addr(2), tos(7, true), 1500),
-                i * NS,
-            );
+            send(&mut sw, 0, &test_packet(host_addr(0), host_addr(2), tos(7, true), 1500), i * NS);
         }
         for i in 0..3 {
-            send(
-                &mut sw,
-                1,
-                &test_packet(host_addr(1), host_addr(2), tos(1, true), 1500),
-                i * NS,
-            );
+            send(&mut sw, 1, &test_packet(host_addr(1), host_addr(2), tos(1, true), 1500), i * NS);
         }
         let got = drain(&mut sw);
-        let prios: Vec<u8> = got
-            .iter()
-            .map(|g| ipv4::parse(&g.2).unwrap().priority())
-            .collect();
+        let prios: Vec<u8> = got.iter().map(|g| ipv4::parse(&g.2).unwrap().priority()).collect();
         // the first low-priority packet was already on the wire; the high-priority ones
         // overtake the rest
         assert_eq!(prios, vec![7, 1, 1, 1, 7, 7, 7, 7, 7]);
@@ -494,12 +435,7 @@ mod tests {
         );
         for i in 0..400u64 {
             let src = (i % 3) as u32 + 1;
-            send(
-                &mut sw,
-                src,
-                &test_packet(host_addr(src), host_addr(0), 0, 1500),
-                i * US / 4,
-            );
+            send(&mut sw, src, &test_packet(host_addr(src), host_addr(0), 0, 1500), i * US / 4);
             // mid-run: some packets are still queued or on a wire
             if i == 200 {
                 sw.advance(i * US / 4, |_, _, _| {});
@@ -507,25 +443,14 @@ mod tests {
                 assert!(st.packets.in_flight > 0 && st.packets.conserved);
             }
         }
-        send(
-            &mut sw,
-            1,
-            &test_packet(host_addr(1), [10, 9, 9, 9], 0, 100),
-            0,
-        );
+        send(&mut sw, 1, &test_packet(host_addr(1), [10, 9, 9, 9], 0, 100), 0);
         drain(&mut sw);
         let st = sw.stats();
         assert!(st.packets.conserved, "{:?}", st.packets);
         assert_eq!(st.packets.in_flight, 0);
-        assert!(
-            st.drops["random_loss"] > 0 && st.drops["buffer_full"] > 0 && st.drops["no_route"] == 1
-        );
+        assert!(st.drops["random_loss"] > 0 && st.drops["buffer_full"] > 0 && st.drops["no_route"] == 1);
         let per_port: u64 = st.ports.iter().map(|p| p.drops.values().sum::<u64>()).sum();
-        assert_eq!(
-            per_port + 1,
-            st.packets.dropped,
-            "every drop but no_route belongs to a port"
-        );
+        assert_eq!(per_port + 1, st.packets.dropped, "every drop but no_route belongs to a port");
         for p in &st.ports {
             assert_eq!(p.enqueued, p.dequeued + p.queued_packets, "{}", p.name);
         }
@@ -535,12 +460,7 @@ mod tests {
     fn nic_queue_bounds_udp_but_never_drops_tcp() {
         let mut sw = switch("[topology]\nhosts_per_leaf = 2\n[host]\nnic_queue_bytes = 15000\n");
         for _ in 0..40 {
-            send(
-                &mut sw,
-                0,
-                &test_packet(host_addr(0), host_addr(1), 0, 1500),
-                0,
-            );
+            send(&mut sw, 0, &test_packet(host_addr(0), host_addr(1), 0, 1500), 0);
             let mut tcp = test_packet(host_addr(0), host_addr(1), 0, 1500);
             tcp[9] = 6;
             send(&mut sw, 0, &tcp, 0);
@@ -549,11 +469,7 @@ mod tests {
         let nic = &st.ports[0];
         assert_eq!(nic.name, "host0->leaf0");
         // 10 packets of 1500 bytes fill 15000 bytes; the UDP ones beyond are dropped
-        assert!(
-            nic.drops["buffer_full"] >= 30 && nic.drops["buffer_full"] < 40,
-            "{:?}",
-            nic.drops
-        );
+        assert!(nic.drops["buffer_full"] >= 30 && nic.drops["buffer_full"] < 40, "{:?}", nic.drops);
         assert_eq!(nic.enqueued, 40 + 40 - nic.drops["buffer_full"]);
         drain(&mut sw);
         let st = sw.stats();
@@ -563,16 +479,9 @@ mod tests {
     #[test]
     fn same_seed_same_losses() {
         let run = |seed: u64| {
-            let mut sw = switch(&format!(
-                "seed = {seed}\n[topology]\nhosts_per_leaf = 2\nlink_loss_rate = 0.2\n"
-            ));
+            let mut sw = switch(&format!("seed = {seed}\n[topology]\nhosts_per_leaf = 2\nlink_loss_rate = 0.2\n"));
             for i in 0..200u64 {
-                send(
-                    &mut sw,
-                    0,
-                    &test_packet(host_addr(0), host_addr(1), 0, 200),
-                    i * 10 * US,
-                );
+                send(&mut sw, 0, &test_packet(host_addr(0), host_addr(1), 0, 200), i * 10 * US);
             }
             drain(&mut sw).iter().map(|g| g.0).collect::<Vec<_>>()
         };
@@ -582,30 +491,14 @@ mod tests {
 
     #[test]
     fn leaf_spine_crosses_the_spine_between_racks() {
-        let mut sw = switch(
-            "[topology]\nleaves = 2\nspines = 2\nuplinks_per_leaf = 2\nhosts_per_leaf = 2\nuplink_gbps = 1.0\n",
-        );
-        send(
-            &mut sw,
-            0,
-            &test_packet(host_addr(0), host_addr(3), 0, 1000),
-            0,
-        );
-        send(
-            &mut sw,
-            0,
-            &test_packet(host_addr(0), host_addr(1), 0, 1000),
-            0,
-        );
+        let mut sw =
+            switch("[topology]\nleaves = 2\nspines = 2\nuplinks_per_leaf = 2\nhosts_per_leaf = 2\nuplink_gbps = 1.0\n");
+        send(&mut sw, 0, &test_packet(host_addr(0), host_addr(3), 0, 1000), 0);
+        send(&mut sw, 0, &test_packet(host_addr(0), host_addr(1), 0, 1000), 0);
         let got = drain(&mut sw);
         assert_eq!(got.iter().map(|g| g.1).collect::<Vec<_>>(), vec![1, 3]);
         let st = sw.stats();
-        let spine: u64 = st
-            .ports
-            .iter()
-            .filter(|p| p.name.starts_with("spine"))
-            .map(|p| p.dequeued)
-            .sum();
+        let spine: u64 = st.ports.iter().filter(|p| p.name.starts_with("spine")).map(|p| p.dequeued).sum();
         assert_eq!(spine, 1);
     }
 }

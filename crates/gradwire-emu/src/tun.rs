@@ -34,19 +34,11 @@ impl Tun {
     /// hand over (and take) TCP super-packets with partial checksums (`crate::offload`).
     pub fn create(name: &str, offload: bool) -> io::Result<Tun> {
         if name.len() >= libc::IFNAMSIZ {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("interface name {name:?} is too long"),
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("interface name {name:?} is too long")));
         }
         let path: &CStr = c"/dev/net/tun";
         // SAFETY: a valid NUL-terminated path; the result is checked.
-        let raw = unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
-            )
-        };
+        let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
         if raw < 0 {
             let e = io::Error::last_os_error();
             return Err(io::Error::new(e.kind(), format!("open /dev/net/tun: {e}")));
@@ -67,19 +59,12 @@ impl Tun {
         if offload {
             let features = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN;
             // SAFETY: TUNSETOFFLOAD takes the feature bits by value.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, features as libc::c_ulong) } < 0
-            {
+            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, features as libc::c_ulong) } < 0 {
                 let e = io::Error::last_os_error();
-                return Err(io::Error::new(
-                    e.kind(),
-                    format!("TUNSETOFFLOAD {name}: {e}"),
-                ));
+                return Err(io::Error::new(e.kind(), format!("TUNSETOFFLOAD {name}: {e}")));
             }
         }
-        Ok(Tun {
-            fd,
-            name: name.to_string(),
-        })
+        Ok(Tun { fd, name: name.to_string() })
     }
 
     pub fn raw(&self) -> RawFd {
@@ -103,13 +88,7 @@ impl Tun {
     /// Hand one packet, given in parts, to the host's kernel.
     pub fn send_parts(&self, parts: &[std::io::IoSlice<'_>]) -> io::Result<()> {
         // SAFETY: IoSlice is ABI-compatible with iovec; every slice is valid.
-        let n = unsafe {
-            libc::writev(
-                self.raw(),
-                parts.as_ptr().cast(),
-                parts.len() as libc::c_int,
-            )
-        };
+        let n = unsafe { libc::writev(self.raw(), parts.as_ptr().cast(), parts.len() as libc::c_int) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }

@@ -93,7 +93,11 @@ fn sched_delta(a: &[(String, u64, u64)], b: &[(String, u64, u64)], wall: f64) ->
     b.iter()
         .map(|(n, run, wait)| {
             let (r0, w0) = a.iter().find(|x| &x.0 == n).map(|x| (x.1, x.2)).unwrap_or((0, 0));
-            format!("{n} cpu {:.0}% wait {:.0}%", (run - r0) as f64 / 1e9 / wall * 100.0, (wait - w0) as f64 / 1e9 / wall * 100.0)
+            format!(
+                "{n} cpu {:.0}% wait {:.0}%",
+                (run - r0) as f64 / 1e9 / wall * 100.0,
+                (wait - w0) as f64 / 1e9 / wall * 100.0
+            )
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -104,11 +108,20 @@ fn udp_drops() -> u64 {
     let snmp = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
     let mut lines = snmp.lines().filter(|l| l.starts_with("Udp:"));
     let (Some(h), Some(v)) = (lines.next(), lines.next()) else { return 0 };
-    h.split_whitespace().zip(v.split_whitespace()).find(|(k, _)| *k == "RcvbufErrors").and_then(|(_, v)| v.parse().ok()).unwrap_or(0)
+    h.split_whitespace()
+        .zip(v.split_whitespace())
+        .find(|(k, _)| *k == "RcvbufErrors")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
 }
 
 fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 // ---- goodput ------------------------------------------------------------------------
@@ -215,7 +228,8 @@ fn goodput(args: &[String]) {
             let (gs, retx) = gradwire_once(&comms, &sched, &mut bufs);
             let (c1, d1) = (comms[1].counters(), udp_drops());
             let why = format!("early {} kernel drops {}", c1.early - c0.early, d1 - d0);
-            let cpu = sched_delta(&s0, &sched_now(), gs).replace("gradwire-rank0", "tx").replace("gradwire-rank1", "rx");
+            let cpu =
+                sched_delta(&s0, &sched_now(), gs).replace("gradwire-rank0", "tx").replace("gradwire-rank1", "rx");
             assert!(bufs[1] == src, "gradwire delivered wrong bytes");
             let s1 = sched_now();
             if args.iter().any(|a| a == "--no-tcp") {
@@ -224,8 +238,15 @@ fn goodput(args: &[String]) {
             }
             let (ts, tu) = tcp_once(tcp_mss, bytemuck::cast_slice(&src), &mut tcp_dst);
             let pct = |ns: u64| ns as f64 / 1e9 / ts * 100.0;
-            let tcpu = format!("tx cpu {:.0}% wait {:.0}%, rx cpu {:.0}% wait {:.0}%", pct(tu[0].0), pct(tu[0].1), pct(tu[1].0), pct(tu[1].1));
-            let (gcg, tcg) = (cpu_per_gb(&s0, &s1, "gradwire", bytes), (tu[0].0 + tu[1].0) as f64 / 1e9 / (bytes as f64 / 1e9));
+            let tcpu = format!(
+                "tx cpu {:.0}% wait {:.0}%, rx cpu {:.0}% wait {:.0}%",
+                pct(tu[0].0),
+                pct(tu[0].1),
+                pct(tu[1].0),
+                pct(tu[1].1)
+            );
+            let (gcg, tcg) =
+                (cpu_per_gb(&s0, &s1, "gradwire", bytes), (tu[0].0 + tu[1].0) as f64 / 1e9 / (bytes as f64 / 1e9));
             gc.push(gcg);
             tc.push(tcg);
             let (gg, tg) = (bytes as f64 * 8.0 / gs / 1e9, bytes as f64 * 8.0 / ts / 1e9);
@@ -272,13 +293,21 @@ fn loss(args: &[String]) {
     let reps = arg(args, "--reps", 5.0) as usize;
     let p = arg(args, "--loss", 0.01);
     let mss = arg(args, "--mss", 1440.0) as u32;
-    println!("loss: ring allreduce, {p} injected loss with bound {p} vs lossless, mss {mss}, {reps} reps, load before: {}", load());
+    println!(
+        "loss: ring allreduce, {p} injected loss with bound {p} vs lossless, mss {mss}, {reps} reps, load before: {}",
+        load()
+    );
     for world in [2u32, 4] {
         for mb in [25u64, 100] {
             let bytes = mb * 1_000_000;
             let elems = (bytes / 4) as usize;
             let clean = Arc::new(ring(world, bytes, 4, &CollectiveOptions::default()));
-            let bounded = Arc::new(ring(world, bytes, 4, &CollectiveOptions { reduce_loss_bound: p, ..CollectiveOptions::default() }));
+            let bounded = Arc::new(ring(
+                world,
+                bytes,
+                4,
+                &CollectiveOptions { reduce_loss_bound: p, ..CollectiveOptions::default() },
+            ));
             let plain = local_job(world, |_| base_cfg(mss));
             let lossy = local_job(world, |_| EngineConfig {
                 impairments: vec![Impairment { loss: p, delay: Duration::ZERO }; world as usize],

@@ -29,7 +29,9 @@ impl FromStr for Algorithm {
             "tree" => Ok(Algorithm::Tree),
             "rat" => Ok(Algorithm::Rat),
             "ps" => Ok(Algorithm::Ps),
-            _ => Err(NetError::Config(format!("unknown algorithm {s:?}: expected \"ring\", \"tree\", \"rat\" or \"ps\""))),
+            _ => Err(NetError::Config(format!(
+                "unknown algorithm {s:?}: expected \"ring\", \"tree\", \"rat\" or \"ps\""
+            ))),
         }
     }
 }
@@ -60,7 +62,8 @@ impl CollectiveConfig {
     pub fn from_env() -> Result<Self, NetError> {
         let mut c = CollectiveConfig::default();
         if let Ok(t) = std::env::var("GRADWIRE_TOPOLOGY") {
-            c.rack_map = Some(RackMap::parse(&t).map_err(|e| NetError::Config(format!("GRADWIRE_TOPOLOGY is {t:?}: {e}")))?);
+            c.rack_map =
+                Some(RackMap::parse(&t).map_err(|e| NetError::Config(format!("GRADWIRE_TOPOLOGY is {t:?}: {e}")))?);
         }
         Ok(c)
     }
@@ -68,7 +71,10 @@ impl CollectiveConfig {
     pub fn check(&self, world: u32) -> Result<(), NetError> {
         if let Some(m) = &self.rack_map {
             if m.world() != world {
-                return Err(NetError::Config(format!("the rack map lists {} ranks but the job has {world}", m.world())));
+                return Err(NetError::Config(format!(
+                    "the rack map lists {} ranks but the job has {world}",
+                    m.world()
+                )));
             }
         }
         if let Some(s) = self.ps_servers {
@@ -80,7 +86,10 @@ impl CollectiveConfig {
             return Err(NetError::Config("tree_arity and pipeline_chunks must be positive".into()));
         }
         if !(1..=7).contains(&self.priority) {
-            return Err(NetError::Config(format!("priority {} is outside 1..=7 (0 is reserved for control)", self.priority)));
+            return Err(NetError::Config(format!(
+                "priority {} is outside 1..=7 (0 is reserved for control)",
+                self.priority
+            )));
         }
         Ok(())
     }
@@ -89,12 +98,21 @@ impl CollectiveConfig {
 /// What a call does; with the buffer's size and element size it fixes the schedule.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CallKind {
-    Allreduce { algorithm: Algorithm, loss_bound: f64 },
-    Broadcast { root: u32 },
+    Allreduce {
+        algorithm: Algorithm,
+        loss_bound: f64,
+    },
+    Broadcast {
+        root: u32,
+    },
     /// Workers' shards summed into the servers' buffers (lossy within the bound).
-    PsPush { loss_bound: f64 },
+    PsPush {
+        loss_bound: f64,
+    },
     /// Servers' shards copied to the workers.
-    PsPull { loss_bound: f64 },
+    PsPull {
+        loss_bound: f64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -138,10 +156,23 @@ impl Schedules {
 
     pub fn get(&self, kind: CallKind, bytes: u64, elem_bytes: u32) -> Result<Arc<Schedule>, NetError> {
         let key = match kind {
-            CallKind::Allreduce { algorithm, loss_bound } => Key { kind: 0, algorithm: Some(algorithm), root: 0, bound_bits: loss_bound.to_bits(), bytes, elem: elem_bytes },
-            CallKind::Broadcast { root } => Key { kind: 1, algorithm: None, root, bound_bits: 0, bytes, elem: elem_bytes },
-            CallKind::PsPush { loss_bound } => Key { kind: 2, algorithm: None, root: 0, bound_bits: loss_bound.to_bits(), bytes, elem: elem_bytes },
-            CallKind::PsPull { loss_bound } => Key { kind: 3, algorithm: None, root: 0, bound_bits: loss_bound.to_bits(), bytes, elem: elem_bytes },
+            CallKind::Allreduce { algorithm, loss_bound } => Key {
+                kind: 0,
+                algorithm: Some(algorithm),
+                root: 0,
+                bound_bits: loss_bound.to_bits(),
+                bytes,
+                elem: elem_bytes,
+            },
+            CallKind::Broadcast { root } => {
+                Key { kind: 1, algorithm: None, root, bound_bits: 0, bytes, elem: elem_bytes }
+            }
+            CallKind::PsPush { loss_bound } => {
+                Key { kind: 2, algorithm: None, root: 0, bound_bits: loss_bound.to_bits(), bytes, elem: elem_bytes }
+            }
+            CallKind::PsPull { loss_bound } => {
+                Key { kind: 3, algorithm: None, root: 0, bound_bits: loss_bound.to_bits(), bytes, elem: elem_bytes }
+            }
         };
         if let Some(s) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
             return Ok(s);
@@ -161,7 +192,11 @@ impl Schedules {
             return Err(NetError::Config(format!("a buffer of {bytes} bytes is not whole {elem}-byte elements")));
         }
         let w = self.world;
-        let opts = |reduce: f64, bcast: f64| CollectiveOptions { reduce_loss_bound: reduce, broadcast_loss_bound: bcast, priority: self.cfg.priority };
+        let opts = |reduce: f64, bcast: f64| CollectiveOptions {
+            reduce_loss_bound: reduce,
+            broadcast_loss_bound: bcast,
+            priority: self.cfg.priority,
+        };
         let c = &self.cfg;
         Ok(match kind {
             // Only the reduce half may lose data: results are broadcast reliably, so every
@@ -203,5 +238,11 @@ fn half(s: Schedule, op: Op, name: &str) -> Schedule {
         t.after.clear();
         t
     });
-    Schedule { name: name.into(), world: s.world, bytes: s.bytes, elem_bytes: s.elem_bytes, transfers: transfers.collect() }
+    Schedule {
+        name: name.into(),
+        world: s.world,
+        bytes: s.bytes,
+        elem_bytes: s.elem_bytes,
+        transfers: transfers.collect(),
+    }
 }

@@ -41,9 +41,7 @@ impl JobKey {
         h.update(&(token.len() as u64).to_be_bytes());
         h.update(token.as_bytes());
         h.update(&session.to_be_bytes());
-        JobKey {
-            key: *h.finalize().as_bytes(),
-        }
+        JobKey { key: *h.finalize().as_bytes() }
     }
 
     fn tag(&self, domain: &[u8; 4], context: &[u8], parts: &[&[u8]]) -> [u8; TAG_LEN] {
@@ -105,22 +103,10 @@ mod tests {
             tags_equal(&t, &k.datagram_tag(0, 1, &[b"headpay", b"load"])),
             "a tag covers the bytes, not their split"
         );
-        assert!(!tags_equal(
-            &t,
-            &k.datagram_tag(1, 0, &[b"head", b"payload"])
-        ));
-        assert!(!tags_equal(
-            &t,
-            &k.datagram_tag(0, 1, &[b"head", b"payloaD"])
-        ));
-        assert!(!tags_equal(
-            &t,
-            &JobKey::derive("tok", 8).datagram_tag(0, 1, &[b"head", b"payload"])
-        ));
-        assert!(!tags_equal(
-            &t,
-            &JobKey::derive("tok2", 7).datagram_tag(0, 1, &[b"head", b"payload"])
-        ));
+        assert!(!tags_equal(&t, &k.datagram_tag(1, 0, &[b"head", b"payload"])));
+        assert!(!tags_equal(&t, &k.datagram_tag(0, 1, &[b"head", b"payloaD"])));
+        assert!(!tags_equal(&t, &JobKey::derive("tok", 8).datagram_tag(0, 1, &[b"head", b"payload"])));
+        assert!(!tags_equal(&t, &JobKey::derive("tok2", 7).datagram_tag(0, 1, &[b"head", b"payload"])));
         assert_ne!(k.frame_tag(0, 1, 0, b"f"), k.frame_tag(0, 1, 1, b"f"));
         assert_ne!(token_proof("a", false), token_proof("a", true));
         assert_eq!(format!("{k:?}"), "JobKey(..)");

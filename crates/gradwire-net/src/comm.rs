@@ -15,8 +15,8 @@ use gradwire_core::collective::Schedule;
 use gradwire_core::wire::HEADER_LEN;
 use mio::Waker;
 
-use crate::auth::{JobKey, TAG_LEN};
 use crate::algorithms::{Algorithm, CallKind, CollectiveConfig, Schedules};
+use crate::auth::{JobKey, TAG_LEN};
 use crate::engine::{CallRequest, Command, Counters, Engine, EngineConfig, MAX_TRANSFERS};
 use crate::error::NetError;
 use crate::job::{Dtype, RawBuffer, Report};
@@ -83,10 +83,15 @@ impl Communicator {
     /// The segment size is the one the job agreed on (`rdv.mss`, or from the path MTU);
     /// it replaces `cfg.transport.mss`. A `cfg.transport.line_rate_bps` of 0 means the
     /// speed of the interface toward the peers ([`crate::line_rate`]).
-    pub fn init(rdv: &RendezvousConfig, mut cfg: EngineConfig, collectives: CollectiveConfig) -> Result<Self, NetError> {
+    pub fn init(
+        rdv: &RendezvousConfig,
+        mut cfg: EngineConfig,
+        collectives: CollectiveConfig,
+    ) -> Result<Self, NetError> {
         collectives.check(rdv.world_size)?;
-        let udp = DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), cfg.socket_buffer_bytes, cfg.gso)
-            .map_err(|e| NetError::io("binding the UDP data socket", e))?;
+        let udp =
+            DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), cfg.socket_buffer_bytes, cfg.gso)
+                .map_err(|e| NetError::io("binding the UDP data socket", e))?;
         let port = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?.port();
         let mesh = rendezvous(rdv, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port))?;
         let addrs: Vec<SocketAddr> = mesh.peers.iter().map(|p| p.udp_addr).collect();
@@ -134,21 +139,39 @@ impl Communicator {
             .name(format!("gradwire-rank{rank}"))
             .spawn(move || engine.run())
             .map_err(|e| NetError::io("spawning the runtime thread", e))?;
-        Ok(Communicator { rank, world, session, data_addr, mss, line_rate_bps, tx, waker, thread: Some(thread), counters, schedules })
+        Ok(Communicator {
+            rank,
+            world,
+            session,
+            data_addr,
+            mss,
+            line_rate_bps,
+            tx,
+            waker,
+            thread: Some(thread),
+            counters,
+            schedules,
+        })
     }
 
     /// `n` ranks of one job inside this process, meshed over loopback without a
     /// rendezvous (tests, benchmarks, single-machine embedding). `cfg(rank)` configures
     /// each rank's engine.
-    pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig, collectives: CollectiveConfig) -> Result<Vec<Self>, NetError> {
+    pub fn local_job(
+        n: u32,
+        cfg: impl Fn(u32) -> EngineConfig,
+        collectives: CollectiveConfig,
+    ) -> Result<Vec<Self>, NetError> {
         fn io(what: &'static str) -> impl Fn(std::io::Error) -> NetError {
             move |e| NetError::io(format!("local job: {what}"), e)
         }
-        let listeners = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>().map_err(io("binding"))?;
+        let listeners =
+            (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>().map_err(io("binding"))?;
         let mut control: Vec<Vec<Option<TcpStream>>> = (0..n).map(|_| (0..n).map(|_| None).collect()).collect();
         for i in 0..n as usize {
             for j in (i + 1)..n as usize {
-                let c = TcpStream::connect(listeners[i].local_addr().map_err(io("address"))?).map_err(io("connecting"))?;
+                let c =
+                    TcpStream::connect(listeners[i].local_addr().map_err(io("address"))?).map_err(io("connecting"))?;
                 let (s, _) = listeners[i].accept().map_err(io("accepting"))?;
                 control[i][j] = Some(s);
                 control[j][i] = Some(c);
@@ -157,17 +180,23 @@ impl Communicator {
         let mut socks = Vec::with_capacity(n as usize);
         for r in 0..n {
             let c = cfg(r);
-            socks.push(DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0), c.socket_buffer_bytes, c.gso).map_err(io("binding UDP"))?);
+            socks.push(
+                DataSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0), c.socket_buffer_bytes, c.gso)
+                    .map_err(io("binding UDP"))?,
+            );
         }
         let addrs = socks.iter().map(|s| s.local_addr()).collect::<Result<Vec<_>, _>>().map_err(io("address"))?;
         // Only needs to differ between jobs on this machine: clock and pid.
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let session = (nanos ^ (std::process::id() as u64) << 32) | 1;
         socks
             .into_iter()
             .zip(control)
             .enumerate()
-            .map(|(r, (udp, ctl))| Self::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32), collectives.clone()))
+            .map(|(r, (udp, ctl))| {
+                Self::start(r as u32, session, udp, ctl, addrs.clone(), cfg(r as u32), collectives.clone())
+            })
             .collect()
     }
 
@@ -213,7 +242,13 @@ impl Communicator {
 
     /// # Safety
     /// As [`Communicator::submit`].
-    unsafe fn submit_request(&self, kind: Option<CallKind>, schedule: Arc<Schedule>, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
+    unsafe fn submit_request(
+        &self,
+        kind: Option<CallKind>,
+        schedule: Arc<Schedule>,
+        buf: RawBuffer,
+        dtype: Dtype,
+    ) -> Result<Pending, NetError> {
         check(&schedule, self.world, buf.len, dtype)?;
         let (reply, rx) = channel();
         self.tx
@@ -244,7 +279,12 @@ impl Communicator {
     /// Sums `data` over all ranks, in place. With `loss_bound > 0` the reduce half may
     /// lose up to that share of each transfer (zeros, reported as bubbles); the result
     /// is still broadcast reliably, so all ranks end with the same bits.
-    pub fn allreduce<T: Element>(&self, data: &mut [T], algorithm: Algorithm, loss_bound: f64) -> Result<Report, NetError> {
+    pub fn allreduce<T: Element>(
+        &self,
+        data: &mut [T],
+        algorithm: Algorithm,
+        loss_bound: f64,
+    ) -> Result<Report, NetError> {
         self.call(CallKind::Allreduce { algorithm, loss_bound }, data)
     }
 
@@ -276,10 +316,17 @@ fn check(s: &Schedule, world: u32, len: usize, dtype: Dtype) -> Result<(), NetEr
         return Err(NetError::Config(format!("the schedule covers {} bytes but the buffer has {len}", s.bytes)));
     }
     if s.elem_bytes != dtype.size() {
-        return Err(NetError::Config(format!("the schedule's elements are {} bytes, the buffer's {}", s.elem_bytes, dtype.size())));
+        return Err(NetError::Config(format!(
+            "the schedule's elements are {} bytes, the buffer's {}",
+            s.elem_bytes,
+            dtype.size()
+        )));
     }
     if s.transfers.len() >= MAX_TRANSFERS {
-        return Err(NetError::Config(format!("a schedule of {} transfers exceeds the limit {MAX_TRANSFERS}", s.transfers.len())));
+        return Err(NetError::Config(format!(
+            "a schedule of {} transfers exceeds the limit {MAX_TRANSFERS}",
+            s.transfers.len()
+        )));
     }
     s.validate().map_err(|e| NetError::Config(format!("invalid schedule: {e}")))
 }

@@ -71,7 +71,13 @@ impl PeerLink {
     pub fn new(stream: std::net::TcpStream) -> io::Result<Self> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
-        Ok(PeerLink { stream: TcpStream::from_std(stream), auth: None, rbuf: Vec::with_capacity(4096), wbuf: Vec::new(), wpos: 0 })
+        Ok(PeerLink {
+            stream: TcpStream::from_std(stream),
+            auth: None,
+            rbuf: Vec::with_capacity(4096),
+            wbuf: Vec::new(),
+            wpos: 0,
+        })
     }
 
     /// Tags every frame from now on and requires a tag on every frame received.
@@ -160,7 +166,12 @@ impl PeerLink {
 /// Decodes the whole frames at the start of `buf` (each followed by its tag when `auth`
 /// is given); the bytes they took. The control-link parser, exposed for fuzzing
 /// (`fuzz/`): any input gives frames or an error, never a panic.
-pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>, mut auth: Option<&mut LinkAuth>) -> Result<usize, LinkDown> {
+pub fn parse_frames(
+    buf: &[u8],
+    out: &mut Vec<Header>,
+    own: &mut Vec<LinkFrame>,
+    mut auth: Option<&mut LinkAuth>,
+) -> Result<usize, LinkDown> {
     let tag_len = if auth.is_some() { TAG_LEN } else { 0 };
     let mut at = 0;
     while buf.len() - at >= 2 {
@@ -175,7 +186,9 @@ pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>,
         let (frame, tag) = whole.split_at(len);
         if let Some(a) = auth.as_deref_mut() {
             if !tags_equal(tag, &a.key.frame_tag(a.peer, a.me, a.received, frame)) {
-                return Err(LinkDown::BadFrame("a control frame failed authentication (wrong job key, or forged)".into()));
+                return Err(LinkDown::BadFrame(
+                    "a control frame failed authentication (wrong job key, or forged)".into(),
+                ));
             }
             a.received += 1;
         }
@@ -183,7 +196,8 @@ pub fn parse_frames(buf: &[u8], out: &mut Vec<Header>, own: &mut Vec<LinkFrame>,
             // A 32-byte frame decodes only with a payload length of 0.
             MAGIC => out.push(Header::decode(frame).map_err(|e| LinkDown::BadFrame(e.to_string()))?.0),
             DESC_MAGIC => {
-                let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes")).map_err(|e| LinkDown::BadFrame(e.to_string()))?;
+                let d = CallDesc::decode(frame.try_into().expect("DESC_LEN bytes"))
+                    .map_err(|e| LinkDown::BadFrame(e.to_string()))?;
                 own.push(LinkFrame::Call(d));
             }
             _ => {

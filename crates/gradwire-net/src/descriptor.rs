@@ -63,22 +63,15 @@ impl fmt::Display for DescError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DescError::BadMagic => write!(f, "not a call descriptor (bad magic)"),
-            DescError::UnsupportedVersion(v) => write!(
-                f,
-                "call descriptor version {v} (this build speaks {DESC_VERSION})"
-            ),
+            DescError::UnsupportedVersion(v) => {
+                write!(f, "call descriptor version {v} (this build speaks {DESC_VERSION})")
+            }
             DescError::BadField(name) => write!(f, "call descriptor has an invalid {name}"),
         }
     }
 }
 
-const OPS: [&str; 5] = [
-    "a custom schedule",
-    "allreduce",
-    "broadcast",
-    "ps push",
-    "ps pull",
-];
+const OPS: [&str; 5] = ["a custom schedule", "allreduce", "broadcast", "ps push", "ps pull"];
 const ALGORITHMS: [&str; 5] = ["-", "ring", "tree", "rat", "ps"];
 const TRANSPORTS: [&str; 2] = ["dlcp", "ltp"];
 
@@ -92,10 +85,7 @@ impl CallDesc {
     ) -> Self {
         let (op, algorithm, loss_bound, root) = match kind {
             None => (0, 0, 0.0, 0),
-            Some(CallKind::Allreduce {
-                algorithm,
-                loss_bound,
-            }) => (1, algorithm_code(algorithm), loss_bound, 0),
+            Some(CallKind::Allreduce { algorithm, loss_bound }) => (1, algorithm_code(algorithm), loss_bound, 0),
             Some(CallKind::Broadcast { root }) => (2, 0, 0.0, root),
             Some(CallKind::PsPush { loss_bound }) => (3, 4, loss_bound, 0),
             Some(CallKind::PsPull { loss_bound }) => (4, 4, loss_bound, 0),
@@ -176,33 +166,13 @@ impl CallDesc {
     pub fn difference(&self, other: &CallDesc) -> Option<(&'static str, String, String)> {
         let dtype = |d: u8| if d == 4 { "float32" } else { "float64" };
         let fields: [(&'static str, String, String); 8] = [
-            (
-                "operation",
-                OPS[self.op as usize].into(),
-                OPS[other.op as usize].into(),
-            ),
-            (
-                "algorithm",
-                ALGORITHMS[self.algorithm as usize].into(),
-                ALGORITHMS[other.algorithm as usize].into(),
-            ),
+            ("operation", OPS[self.op as usize].into(), OPS[other.op as usize].into()),
+            ("algorithm", ALGORITHMS[self.algorithm as usize].into(), ALGORITHMS[other.algorithm as usize].into()),
             ("dtype", dtype(self.dtype).into(), dtype(other.dtype).into()),
-            (
-                "element count",
-                self.elements.to_string(),
-                other.elements.to_string(),
-            ),
+            ("element count", self.elements.to_string(), other.elements.to_string()),
             ("root", self.root.to_string(), other.root.to_string()),
-            (
-                "loss bound",
-                self.loss_bound.to_string(),
-                other.loss_bound.to_string(),
-            ),
-            (
-                "transport",
-                TRANSPORTS[self.transport as usize].into(),
-                TRANSPORTS[other.transport as usize].into(),
-            ),
+            ("loss bound", self.loss_bound.to_string(), other.loss_bound.to_string()),
+            ("transport", TRANSPORTS[self.transport as usize].into(), TRANSPORTS[other.transport as usize].into()),
             (
                 "schedule (tree_arity, pipeline_chunks, topology, ps_servers or mss differ)",
                 format!("{:#018x}", self.schedule),
@@ -239,17 +209,7 @@ fn fingerprint(s: &Schedule) -> u64 {
     let mut h = Fnv(0xcbf2_9ce4_8422_2325);
     (s.world, s.bytes, s.elem_bytes, s.transfers.len()).hash(&mut h);
     for t in &s.transfers {
-        (
-            t.src,
-            t.dst,
-            t.range.start,
-            t.range.end,
-            t.op,
-            t.priority,
-            t.loss_bound.to_bits(),
-            &t.after,
-        )
-            .hash(&mut h);
+        (t.src, t.dst, t.range.start, t.range.end, t.op, t.priority, t.loss_bound.to_bits(), &t.after).hash(&mut h);
     }
     h.finish()
 }
@@ -286,29 +246,16 @@ mod tests {
         assert_eq!(CallDesc::decode(&bad), Err(DescError::BadField("dtype")));
         let mut bad = b;
         bad[32..40].copy_from_slice(&f64::NAN.to_bits().to_be_bytes());
-        assert_eq!(
-            CallDesc::decode(&bad),
-            Err(DescError::BadField("loss bound"))
-        );
+        assert_eq!(CallDesc::decode(&bad), Err(DescError::BadField("loss bound")));
     }
 
     #[test]
     fn the_difference_names_the_first_field_that_differs() {
         let a = desc();
         assert_eq!(a.difference(&a), None);
-        let b = CallDesc {
-            elements: 1001,
-            ..a
-        };
-        assert_eq!(
-            a.difference(&b),
-            Some(("element count", "1000".into(), "1001".into()))
-        );
-        let c = CallDesc {
-            dtype: 8,
-            elements: 500,
-            ..a
-        };
+        let b = CallDesc { elements: 1001, ..a };
+        assert_eq!(a.difference(&b), Some(("element count", "1000".into(), "1001".into())));
+        let c = CallDesc { dtype: 8, elements: 500, ..a };
         assert_eq!(a.difference(&c).map(|d| d.0), Some("dtype"));
     }
 }

@@ -58,7 +58,14 @@ pub struct TransportConfig {
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig { kind: TransportKind::Dlcp, mss: 1440, line_rate_bps: 25_000_000_000, burst: 20 * US, max_catch_up: MS, rate_period: 2 * MS }
+        TransportConfig {
+            kind: TransportKind::Dlcp,
+            mss: 1440,
+            line_rate_bps: 25_000_000_000,
+            burst: 20 * US,
+            max_catch_up: MS,
+            rate_period: 2 * MS,
+        }
     }
 }
 
@@ -128,22 +135,35 @@ impl Ep {
     pub fn sender(cfg: &TransportConfig, t: &TransferSpec, importance: Option<Vec<bool>>, now: Time) -> Ep {
         match cfg.kind {
             TransportKind::Dlcp => {
-                let mut s = DlcpSender::new(cfg.dlcp(t.loss_bound, t.priority, t.elem_bytes), t.flow, t.src, t.dst, t.bytes, now);
+                let mut s = DlcpSender::new(
+                    cfg.dlcp(t.loss_bound, t.priority, t.elem_bytes),
+                    t.flow,
+                    t.src,
+                    t.dst,
+                    t.bytes,
+                    now,
+                );
                 if let Some(mask) = importance {
                     s.set_importance_mask(mask);
                 }
                 Ep::DlcpSend(s)
             }
-            TransportKind::Ltp => {
-                Ep::LtpSend(Box::new(LtpSender::new(cfg.ltp(t.loss_bound, t.priority, t.elem_bytes), t.flow, t.src, t.dst, t.bytes, now)))
-            }
+            TransportKind::Ltp => Ep::LtpSend(Box::new(LtpSender::new(
+                cfg.ltp(t.loss_bound, t.priority, t.elem_bytes),
+                t.flow,
+                t.src,
+                t.dst,
+                t.bytes,
+                now,
+            ))),
         }
     }
 
     pub fn receiver(cfg: &TransportConfig, t: &TransferSpec, now: Time) -> Ep {
         match cfg.kind {
             TransportKind::Dlcp => {
-                let mut r = DlcpReceiver::new(cfg.dlcp(t.loss_bound, t.priority, t.elem_bytes), t.flow, t.dst, t.src, t.bytes);
+                let mut r =
+                    DlcpReceiver::new(cfg.dlcp(t.loss_bound, t.priority, t.elem_bytes), t.flow, t.dst, t.src, t.bytes);
                 // Posted in advance: accept data at once. The acknowledgement this local
                 // START produces is discarded; the sender's own START is acked when it comes.
                 let mut start = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), t.flow, t.src, t.dst, t.bytes, 0);
@@ -152,9 +172,13 @@ impl Ep {
                 while r.poll_transmit(now).is_some() {}
                 Ep::DlcpRecv(r)
             }
-            TransportKind::Ltp => {
-                Ep::LtpRecv(Box::new(LtpReceiver::new(cfg.ltp(t.loss_bound, t.priority, t.elem_bytes), t.flow, t.dst, t.src, t.bytes)))
-            }
+            TransportKind::Ltp => Ep::LtpRecv(Box::new(LtpReceiver::new(
+                cfg.ltp(t.loss_bound, t.priority, t.elem_bytes),
+                t.flow,
+                t.dst,
+                t.src,
+                t.bytes,
+            ))),
         }
     }
 

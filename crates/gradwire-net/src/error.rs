@@ -12,14 +12,28 @@ pub enum NetError {
     /// (token, world size, rank, segment size).
     Refused(String),
     /// Nothing happened for `waited`: a peer died or stalls. `what` names the step and peer.
-    Timeout { what: String, waited: Duration },
+    Timeout {
+        what: String,
+        waited: Duration,
+    },
     /// A peer closed its control connection mid-job.
-    PeerLost { rank: u32, detail: String },
+    PeerLost {
+        rank: u32,
+        detail: String,
+    },
     /// Two ranks made different calls: `field` differs, `values` on (`ranks.0`, `ranks.1`).
-    CallMismatch { call: u64, ranks: (u32, u32), field: String, values: (String, String) },
+    CallMismatch {
+        call: u64,
+        ranks: (u32, u32),
+        field: String,
+        values: (String, String),
+    },
     /// A peer broke the protocol (bad frame on the control connection).
     Protocol(String),
-    Io { context: String, source: io::Error },
+    Io {
+        context: String,
+        source: io::Error,
+    },
 }
 
 impl NetError {

@@ -44,7 +44,12 @@ pub struct Injector {
 impl Injector {
     pub fn new(per_peer: Vec<Impairment>, seed: u64) -> Self {
         let n = per_peer.len();
-        Injector { per_peer, rng: Xoshiro256PlusPlus::seed_from_u64(seed), held: (0..n).map(|_| VecDeque::new()).collect(), dropped: 0 }
+        Injector {
+            per_peer,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed),
+            held: (0..n).map(|_| VecDeque::new()).collect(),
+            dropped: 0,
+        }
     }
 
     pub fn get(&self, peer: u32) -> Impairment {

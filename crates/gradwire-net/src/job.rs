@@ -123,7 +123,23 @@ impl Job {
         let n = schedule.transfers.len();
         let now = Instant::now();
         let report = Report { algorithm: schedule.name.clone(), min_delivered_fraction: 1.0, ..Report::default() };
-        Job { call, schedule, exec, buf, dtype, scratch: vec![None; n], direct: vec![false; n], rank, report, started: now, last_progress: now, progressed: false, reply, desc: None, unverified: Vec::new() }
+        Job {
+            call,
+            schedule,
+            exec,
+            buf,
+            dtype,
+            scratch: vec![None; n],
+            direct: vec![false; n],
+            rank,
+            report,
+            started: now,
+            last_progress: now,
+            progressed: false,
+            reply,
+            desc: None,
+            unverified: Vec::new(),
+        }
     }
 
     pub fn range(&self, t: TransferId) -> Range<u64> {
@@ -208,7 +224,8 @@ impl Job {
     /// [`Job::landed`] once the endpoint has taken the segment.
     pub fn direct_dst(&mut self, t: TransferId, at: Range<u64>) -> Option<&mut [u8]> {
         let tr = &self.schedule.transfers[t as usize];
-        if !self.direct[t as usize] || tr.op != Op::Copy || at.end > tr.range.end - tr.range.start || at.start >= at.end {
+        if !self.direct[t as usize] || tr.op != Op::Copy || at.end > tr.range.end - tr.range.start || at.start >= at.end
+        {
             return None;
         }
         let base = tr.range.start;
@@ -349,7 +366,8 @@ mod tests {
     #[test]
     fn concurrent_reduces_into_one_range_use_scratch() {
         // A parameter server: ranks 1 and 2 push the same range to rank 0 at once.
-        let push = |src| Transfer { src, dst: 0, range: 0..400, op: Op::Reduce, after: vec![], loss_bound: 0.0, priority: 1 };
+        let push =
+            |src| Transfer { src, dst: 0, range: 0..400, op: Op::Reduce, after: vec![], loss_bound: 0.0, priority: 1 };
         let s = Schedule { name: "x".into(), world: 3, bytes: 400, elem_bytes: 4, transfers: vec![push(1), push(2)] };
         let mut buf = vec![0f32; 100];
         let j = job(s, 0, &mut buf);

@@ -55,8 +55,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::mpsc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -185,9 +185,8 @@ impl RendezvousConfig {
                 None => Err(NetError::Config(format!("{name} is not set: expected {hint}"))),
             }
         };
-        let garbled = |name: &str, value: &str, hint: &str| {
-            NetError::Config(format!("{name} is {value:?}: expected {hint}"))
-        };
+        let garbled =
+            |name: &str, value: &str, hint: &str| NetError::Config(format!("{name} is {value:?}: expected {hint}"));
 
         let master_addr = required("MASTER_ADDR", "the host name or IP address of rank 0, e.g. 10.0.0.1")?;
         let port_hint = "a TCP port in 1..=65535 that rank 0 listens on, e.g. 29500";
@@ -208,7 +207,9 @@ impl RendezvousConfig {
             Ok(r) if r < world_size => r,
             _ => return Err(garbled("RANK", &rank_text, &rank_hint)),
         };
-        let token = get("GRADWIRE_TOKEN").or_else(|| get("TORCHELASTIC_RUN_ID").map(|id| format!("torchelastic:{id}"))).unwrap_or_default();
+        let token = get("GRADWIRE_TOKEN")
+            .or_else(|| get("TORCHELASTIC_RUN_ID").map(|id| format!("torchelastic:{id}")))
+            .unwrap_or_default();
         if token.len() > MAX_TOKEN_LEN {
             return Err(NetError::Config(format!(
                 "GRADWIRE_TOKEN is {} bytes long: at most {MAX_TOKEN_LEN} bytes are allowed",
@@ -238,7 +239,13 @@ impl RendezvousConfig {
         let authenticated = match get("GRADWIRE_AUTH").as_deref().map(str::trim) {
             None | Some("" | "0" | "false" | "no") => false,
             Some("1" | "true" | "yes") => true,
-            Some(text) => return Err(garbled("GRADWIRE_AUTH", text, "1 to authenticate every datagram and control frame, 0 not to")),
+            Some(text) => {
+                return Err(garbled(
+                    "GRADWIRE_AUTH",
+                    text,
+                    "1 to authenticate every datagram and control frame, 0 not to",
+                ))
+            }
         };
         let cfg = RendezvousConfig { master_addr, master_port, rank, world_size, token, timeout, mss, authenticated };
         cfg.validate()?;
@@ -866,7 +873,10 @@ fn bind_master(cfg: &RendezvousConfig) -> Result<TcpListener, NetError> {
 /// Why rank 0 refuses a hello, or `None` to admit it.
 fn check_hello(cfg: &RendezvousConfig, h: &Hello, joined: &mut BTreeMap<u32, Joined>) -> Option<String> {
     if !tokens_equal(&h.token, &token_proof(&cfg.token, cfg.authenticated)) {
-        return Some("the job token does not match (set GRADWIRE_TOKEN to the job's token; GRADWIRE_AUTH must also agree)".into());
+        return Some(
+            "the job token does not match (set GRADWIRE_TOKEN to the job's token; GRADWIRE_AUTH must also agree)"
+                .into(),
+        );
     }
     if h.world_size != cfg.world_size {
         return Some(format!(
@@ -875,7 +885,10 @@ fn check_hello(cfg: &RendezvousConfig, h: &Hello, joined: &mut BTreeMap<u32, Joi
         ));
     }
     if h.rank >= cfg.world_size {
-        return Some(format!("rank {} is outside 0..{} (set RANK to a rank in 0..{})", h.rank, cfg.world_size, cfg.world_size));
+        return Some(format!(
+            "rank {} is outside 0..{} (set RANK to a rank in 0..{})",
+            h.rank, cfg.world_size, cfg.world_size
+        ));
     }
     if h.mss != cfg.mss.unwrap_or(0) {
         let theirs = match h.mss {
@@ -1029,10 +1042,7 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
         Some(a) => a.ip(),
         None => cfg.resolve_master().map_err(NetError::Config)?.ip(),
     };
-    let mut table = vec![Entry {
-        udp: with_ip(udp_addr, my_ip),
-        ctrl: SocketAddr::new(my_ip, cfg.master_port),
-    }];
+    let mut table = vec![Entry { udp: with_ip(udp_addr, my_ip), ctrl: SocketAddr::new(my_ip, cfg.master_port) }];
     table.extend(joined.values().map(|j| j.entry));
     let session = random_session();
     let mss = cfg.mss.unwrap_or_else(|| mss_for_mtu(joined.values().map(|j| j.mtu).min().unwrap_or(1500), my_ip));
@@ -1080,7 +1090,10 @@ fn master(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
                     }
                 }
                 NetError::Timeout {
-                    what: format!("waiting for {} to connect to their peers (the mesh of control connections)", ranks_text(&missing)),
+                    what: format!(
+                        "waiting for {} to connect to their peers (the mesh of control connections)",
+                        ranks_text(&missing)
+                    ),
                     waited: start.elapsed(),
                 }
             }
@@ -1142,20 +1155,25 @@ fn joiner(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
         mtu: path_mtu(&master),
     });
     let what = format!("rank {me} waiting for rank 0 at {here} to admit it (rank 0 waits until all ranks have joined)");
-    let (session, mss, table) = match send_frame(&mut master, &hello, step).and_then(|_| recv_frame(&mut master, MAX_FRAME, step)) {
-        Ok(Frame::Welcome { session, mss, peers }) => {
-            if session == 0 || peers.len() != n as usize || peers[me as usize] != (Entry { udp, ctrl }) || cfg.mss.is_some_and(|m| m != mss) {
-                return Err(NetError::Protocol(format!("{what}: rank 0 sent an inconsistent peer table")));
+    let (session, mss, table) =
+        match send_frame(&mut master, &hello, step).and_then(|_| recv_frame(&mut master, MAX_FRAME, step)) {
+            Ok(Frame::Welcome { session, mss, peers }) => {
+                if session == 0
+                    || peers.len() != n as usize
+                    || peers[me as usize] != (Entry { udp, ctrl })
+                    || cfg.mss.is_some_and(|m| m != mss)
+                {
+                    return Err(NetError::Protocol(format!("{what}: rank 0 sent an inconsistent peer table")));
+                }
+                (session, mss, peers)
             }
-            (session, mss, peers)
-        }
-        Ok(Frame::Refuse(reason)) => {
-            return Err(NetError::Refused(format!("rank 0 at {here} refused this process: {reason}")))
-        }
-        Ok(Frame::Abort { kind, rank, msg }) => return Err(abort_error(kind, rank, msg, start)),
-        Ok(other) => return Err(NetError::Protocol(format!("{what}: rank 0 sent {other:?}"))),
-        Err(e) => return Err(step_error(e, &what, 0, start)),
-    };
+            Ok(Frame::Refuse(reason)) => {
+                return Err(NetError::Refused(format!("rank 0 at {here} refused this process: {reason}")))
+            }
+            Ok(Frame::Abort { kind, rank, msg }) => return Err(abort_error(kind, rank, msg, start)),
+            Ok(other) => return Err(NetError::Protocol(format!("{what}: rank 0 sent {other:?}"))),
+            Err(e) => return Err(step_error(e, &what, 0, start)),
+        };
 
     // Connect the mesh; on failure tell rank 0, which tells the others.
     let step = Instant::now() + cfg.timeout;
@@ -1170,7 +1188,9 @@ fn joiner(cfg: &RendezvousConfig, udp_addr: SocketAddr, start: Instant) -> Resul
     // Barrier.
     let step = Instant::now() + cfg.timeout + 2 * grace(cfg.timeout);
     let what = format!("rank {me} waiting for rank 0 at {here} to confirm that every rank is connected");
-    match send_frame(&mut master, &Frame::Ready { session }, step).and_then(|_| recv_frame(&mut master, MAX_FRAME, step)) {
+    match send_frame(&mut master, &Frame::Ready { session }, step)
+        .and_then(|_| recv_frame(&mut master, MAX_FRAME, step))
+    {
         Ok(Frame::Go { session: s }) if s == session => {}
         Ok(Frame::Abort { kind, rank, msg }) => return Err(abort_error(kind, rank, msg, start)),
         Ok(other) => return Err(NetError::Protocol(format!("{what}: rank 0 sent {other:?}"))),
@@ -1211,7 +1231,9 @@ fn build_mesh(
         {
             Ok(Frame::MeshAck { session: ss, rank }) if ss == session && rank == i => {}
             Ok(Frame::Refuse(reason)) => {
-                return Err(NetError::Refused(format!("rank {i} at {addr} refused rank {me}'s control connection: {reason}")))
+                return Err(NetError::Refused(format!(
+                    "rank {i} at {addr} refused rank {me}'s control connection: {reason}"
+                )))
             }
             Ok(other) => return Err(NetError::Protocol(format!("{what}: {addr} answered {other:?}"))),
             Err(e) => return Err(step_error(e, &what, i, start)),
@@ -1227,7 +1249,10 @@ fn build_mesh(
         if Instant::now() >= deadline {
             let missing: Vec<u32> = pending.iter().copied().collect();
             return Err(NetError::Timeout {
-                what: format!("rank {me} waiting for {} to connect to its control listener at {ctrl}", ranks_text(&missing)),
+                what: format!(
+                    "rank {me} waiting for {} to connect to its control listener at {ctrl}",
+                    ranks_text(&missing)
+                ),
                 waited: start.elapsed(),
             });
         }
@@ -1264,7 +1289,12 @@ fn build_mesh(
                             continue;
                         }
                         Err(e) => {
-                            return Err(step_error(e, &format!("rank {me} accepting rank {from}'s control connection"), from, start))
+                            return Err(step_error(
+                                e,
+                                &format!("rank {me} accepting rank {from}'s control connection"),
+                                from,
+                                start,
+                            ))
                         }
                     }
                 }
@@ -1282,7 +1312,6 @@ fn build_mesh(
     }
     Ok(control)
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -1517,7 +1546,10 @@ mod tests {
         assert!(took >= Duration::from_millis(950) && took < Duration::from_millis(2000), "{took:?}");
         match err {
             NetError::Timeout { what, .. } => {
-                assert!(what.starts_with(&format!("rank 1 waiting for rank 0 to accept connections at 127.0.0.1:{port}")), "{what}")
+                assert!(
+                    what.starts_with(&format!("rank 1 waiting for rank 0 to accept connections at 127.0.0.1:{port}")),
+                    "{what}"
+                )
             }
             other => panic!("{other:?}"),
         }
@@ -1663,9 +1695,12 @@ mod tests {
         // Rank 2 by hand.
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let d = || Instant::now() + Duration::from_secs(3);
-        let mut m = connect_retry(|| Ok(SocketAddr::from(([127, 0, 0, 1], port))), d(), "test", Instant::now()).unwrap();
+        let mut m =
+            connect_retry(|| Ok(SocketAddr::from(([127, 0, 0, 1], port))), d(), "test", Instant::now()).unwrap();
         send_frame(&mut m, &hello(2, 3, l.local_addr().unwrap()), d()).unwrap();
-        let Ok(Frame::Welcome { session, peers, .. }) = recv_frame(&mut m, MAX_FRAME, d()) else { panic!("no welcome") };
+        let Ok(Frame::Welcome { session, peers, .. }) = recv_frame(&mut m, MAX_FRAME, d()) else {
+            panic!("no welcome")
+        };
         let to_rank_1 = |f: Frame| {
             let mut s = TcpStream::connect(peers[1].ctrl).unwrap();
             send_frame(&mut s, &f, d()).unwrap();
@@ -1791,7 +1826,8 @@ mod tests {
         move |k| m.get(k).cloned()
     }
 
-    const GOOD: [(&str, &str); 4] = [("MASTER_ADDR", "10.0.0.1"), ("MASTER_PORT", "29500"), ("RANK", "3"), ("WORLD_SIZE", "8")];
+    const GOOD: [(&str, &str); 4] =
+        [("MASTER_ADDR", "10.0.0.1"), ("MASTER_PORT", "29500"), ("RANK", "3"), ("WORLD_SIZE", "8")];
 
     fn config_error(change: (&str, Option<&str>)) -> String {
         let mut pairs: Vec<(&str, &str)> = GOOD.iter().copied().filter(|(k, _)| *k != change.0).collect();
@@ -1818,7 +1854,8 @@ mod tests {
         assert!(config_error(("MASTER_PORT", Some("http"))).starts_with("MASTER_PORT is \"http\": expected a TCP port"));
         assert!(config_error(("MASTER_PORT", Some("0"))).starts_with("MASTER_PORT is \"0\""));
         assert!(config_error(("RANK", Some("two"))).starts_with("RANK is \"two\": expected"));
-        assert!(config_error(("RANK", Some("8"))).contains("RANK is \"8\": expected this process's rank, an integer in 0..8"));
+        assert!(config_error(("RANK", Some("8")))
+            .contains("RANK is \"8\": expected this process's rank, an integer in 0..8"));
         assert!(config_error(("RANK", None)).starts_with("RANK is not set"));
         assert!(config_error(("WORLD_SIZE", Some("0"))).starts_with("WORLD_SIZE is \"0\""));
         assert!(config_error(("WORLD_SIZE", Some(""))).starts_with("WORLD_SIZE is set but empty"));
@@ -1834,7 +1871,11 @@ mod tests {
         let a6: SocketAddr = "[fe80::1]:4000".parse().unwrap();
         let frames = vec![
             hello(3, 8, a6),
-            Frame::Welcome { session: 77, mss: 8936, peers: vec![Entry { udp: a4, ctrl: a6 }, Entry { udp: a6, ctrl: a4 }] },
+            Frame::Welcome {
+                session: 77,
+                mss: 8936,
+                peers: vec![Entry { udp: a4, ctrl: a6 }, Entry { udp: a6, ctrl: a4 }],
+            },
             Frame::Refuse("no".into()),
             Frame::MeshHello { session: 5, from: 3, to: 1 },
             Frame::MeshAck { session: 5, rank: 1 },
@@ -1896,7 +1937,11 @@ mod hello_readers {
             thread::sleep(Duration::from_millis(50));
             most = most.max(threads());
         }
-        assert!(most <= before + 1 + MAX_HELLO_READERS + 4, "{most} threads for {} silent connections (before: {before})", silent.len());
+        assert!(
+            most <= before + 1 + MAX_HELLO_READERS + 4,
+            "{most} threads for {} silent connections (before: {before})",
+            silent.len()
+        );
         drop(silent);
         assert!(master.join().unwrap().is_err(), "rank 1 never joined");
     }

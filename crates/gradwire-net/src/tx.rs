@@ -59,7 +59,15 @@ unsafe impl Send for Payload {}
 
 impl Batch {
     pub fn new(peer: u32, tos: u8, seg: usize) -> Self {
-        Batch { peer, tos, seg, heads: Vec::with_capacity(64), payloads: Vec::with_capacity(64), tails: Vec::new(), closed: false }
+        Batch {
+            peer,
+            tos,
+            seg,
+            heads: Vec::with_capacity(64),
+            payloads: Vec::with_capacity(64),
+            tails: Vec::new(),
+            closed: false,
+        }
     }
 
     pub fn count(&self) -> usize {
@@ -132,7 +140,14 @@ struct SendThread {
 impl Outbox {
     /// Sends on the calling thread.
     pub fn inline(sock: DataSender, addrs: Vec<SocketAddr>) -> Self {
-        Outbox { sock: Arc::new(sock), addrs: Arc::new(addrs), tally: Arc::default(), thread: None, spare: Vec::new(), iov: Vec::new() }
+        Outbox {
+            sock: Arc::new(sock),
+            addrs: Arc::new(addrs),
+            tally: Arc::default(),
+            thread: None,
+            spare: Vec::new(),
+            iov: Vec::new(),
+        }
     }
 
     /// Sends on a thread of its own, named `name`.

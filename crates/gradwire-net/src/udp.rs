@@ -14,10 +14,12 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-use mio::net::UdpSocket;
 use gradwire_core::wire::HEADER_LEN;
+use mio::net::UdpSocket;
 use nix::errno::Errno;
-use nix::sys::socket::{recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage};
+use nix::sys::socket::{
+    recvmsg, sendmsg, setsockopt, sockopt, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage,
+};
 use quinn_udp::{RecvMeta, UdpSockRef, UdpSocketState};
 
 /// Kernel limit on segments per GSO send.
@@ -71,7 +73,14 @@ impl DataSender {
     /// payload, and a tag when authenticated), all but the last `segment` bytes long: one
     /// GSO `sendmsg` where possible, else one `sendmsg` per datagram. Errors as
     /// [`Self::send_batch`].
-    pub fn send_datagrams(&self, dst: SocketAddr, tos: u8, segment: usize, per: usize, iov: &[IoSlice<'_>]) -> io::Result<()> {
+    pub fn send_datagrams(
+        &self,
+        dst: SocketAddr,
+        tos: u8,
+        segment: usize,
+        per: usize,
+        iov: &[IoSlice<'_>],
+    ) -> io::Result<()> {
         let addr = SockaddrStorage::from(dst);
         let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
         let fd = self.sock.as_raw_fd();
@@ -212,7 +221,12 @@ impl DataSocket {
     /// Takes the next datagram: its first `HEADER_LEN` bytes into `head`, the rest into
     /// `payload` and then `tail` (an authentication tag; empty when there is none). Returns the bytes read and the CE mark. A datagram longer than both is
     /// an error (its tail is gone); call after [`Self::peek`] said how long it is.
-    pub fn recv_into(&self, head: &mut [u8; HEADER_LEN], payload: &mut [u8], tail: &mut [u8]) -> io::Result<(usize, bool)> {
+    pub fn recv_into(
+        &self,
+        head: &mut [u8; HEADER_LEN],
+        payload: &mut [u8],
+        tail: &mut [u8],
+    ) -> io::Result<(usize, bool)> {
         let mut iov = [IoSliceMut::new(head), IoSliceMut::new(payload), IoSliceMut::new(tail)];
         let mut space = nix::cmsg_space!(u8, i32);
         let msg = loop {
@@ -237,7 +251,8 @@ impl DataSocket {
             bufs.metas = vec![RecvMeta::default(); RECV_BUFS];
         }
         loop {
-            let mut slices: Vec<IoSliceMut<'_>> = bufs.bufs.iter_mut().take(max.max(1)).map(|b| IoSliceMut::new(b)).collect();
+            let mut slices: Vec<IoSliceMut<'_>> =
+                bufs.bufs.iter_mut().take(max.max(1)).map(|b| IoSliceMut::new(b)).collect();
             return match self.state.recv(UdpSockRef::from(&self.sock), &mut slices, &mut bufs.metas) {
                 Ok(got) => {
                     bufs.filled = got;

@@ -16,10 +16,7 @@ use gradwire_net::inject::Impairment;
 use gradwire_net::{Algorithm, EngineConfig};
 
 fn reps() -> usize {
-    std::env::var("GRADWIRE_LOSSY_REPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4)
+    std::env::var("GRADWIRE_LOSSY_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
 }
 
 fn sum(n: u32, elems: usize) -> Vec<f32> {
@@ -30,37 +27,20 @@ fn sum(n: u32, elems: usize) -> Vec<f32> {
 fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
     let elems = 30_011;
     let comms = local_job(n, |_| {
-        let mut c = EngineConfig {
-            peer_timeout: Duration::from_secs(20),
-            ..EngineConfig::default()
-        };
+        let mut c = EngineConfig { peer_timeout: Duration::from_secs(20), ..EngineConfig::default() };
         c.transport.kind = kind;
         c.transport.line_rate_bps = 2_000_000_000;
-        c.impairments = vec![
-            Impairment {
-                loss,
-                delay: Duration::ZERO
-            };
-            n as usize
-        ];
+        c.impairments = vec![Impairment { loss, delay: Duration::ZERO }; n as usize];
         c
     });
     let want = sum(n, elems);
     for rep in 0..reps() {
-        for algo in [
-            Algorithm::Ring,
-            Algorithm::Tree,
-            Algorithm::Ps,
-            Algorithm::Rat,
-        ] {
+        for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
             for bound in [0.0, 2.0 * loss] {
-                let what =
-                    format!("{kind:?} {n} ranks {loss} loss {algo:?} bound {bound} rep {rep}");
+                let what = format!("{kind:?} {n} ranks {loss} loss {algo:?} bound {bound} rep {rep}");
                 let out = on_all(&comms, |r, c| {
                     let mut x = data(r, elems);
-                    let rep = c
-                        .allreduce(&mut x, algo, bound)
-                        .unwrap_or_else(|e| panic!("{what} rank {r}: {e}"));
+                    let rep = c.allreduce(&mut x, algo, bound).unwrap_or_else(|e| panic!("{what} rank {r}: {e}"));
                     (x, rep)
                 });
                 let first = &out[0].0;
@@ -72,40 +52,25 @@ fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
                         "{what} rank {r}: delivered {}",
                         rep.min_delivered_fraction
                     );
-                    assert_eq!(
-                        rep.bubbles.iter().map(|b| b.len).sum::<u64>(),
-                        rep.bytes_lost,
-                        "{what} rank {r}"
-                    );
+                    assert_eq!(rep.bubbles.iter().map(|b| b.len).sum::<u64>(), rep.bytes_lost, "{what} rank {r}");
                     for b in &rep.bubbles {
-                        (b.offset / 4..(b.offset + b.len) / 4)
-                            .for_each(|i| in_bubble[i as usize] = true);
+                        (b.offset / 4..(b.offset + b.len) / 4).for_each(|i| in_bubble[i as usize] = true);
                     }
                 }
                 if bound == 0.0 {
-                    assert!(
-                        !in_bubble.contains(&true),
-                        "{what}: a bubble without a bound"
-                    );
+                    assert!(!in_bubble.contains(&true), "{what}: a bubble without a bound");
                 }
                 for i in (0..elems).filter(|&i| !in_bubble[i]) {
-                    assert_eq!(
-                        first[i], want[i],
-                        "{what}: element {i} is outside every bubble but wrong"
-                    );
+                    assert_eq!(first[i], want[i], "{what}: element {i} is outside every bubble but wrong");
                 }
             }
         }
         let out = on_all(&comms, |r, c| {
             let mut x = data(r, elems);
-            c.broadcast(&mut x, n - 1)
-                .unwrap_or_else(|e| panic!("{kind:?} broadcast rank {r}: {e}"));
+            c.broadcast(&mut x, n - 1).unwrap_or_else(|e| panic!("{kind:?} broadcast rank {r}: {e}"));
             x
         });
-        assert!(
-            out.iter().all(|x| *x == data(n - 1, elems)),
-            "{kind:?} broadcast"
-        );
+        assert!(out.iter().all(|x| *x == data(n - 1, elems)), "{kind:?} broadcast");
     }
     let drops: u64 = comms.iter().map(|c| c.counters().injected_drops).sum();
     assert!(drops > 0, "loss was injected");

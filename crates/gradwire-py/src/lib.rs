@@ -169,10 +169,8 @@ impl PySimulation {
     /// Write `flows.csv`, `summary.json` and (if ports were sampled) `queues.csv` into
     /// `dir` (created if needed); returns the summary.
     fn write_outputs<'py>(&self, py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyAny>> {
-        let summary = self
-            .sim
-            .write_outputs(&dir)
-            .map_err(|e| PyOSError::new_err(format!("writing {}: {e}", dir.display())))?;
+        let summary =
+            self.sim.write_outputs(&dir).map_err(|e| PyOSError::new_err(format!("writing {}: {e}", dir.display())))?;
         to_py_json(py, &summary)
     }
 

@@ -11,7 +11,10 @@ use gradwire_core::collective::RackMap;
 use gradwire_net::endpoint::TransportKind;
 use gradwire_net::inject::Impairment;
 use gradwire_net::rendezvous::{MAX_MSS, MIN_MSS};
-use gradwire_net::{Algorithm, CallKind, CollectiveConfig, Communicator, Dtype, EngineConfig, NetError, Pending, RawBuffer, RendezvousConfig, Report};
+use gradwire_net::{
+    Algorithm, CallKind, CollectiveConfig, Communicator, Dtype, EngineConfig, NetError, Pending, RawBuffer,
+    RendezvousConfig, Report,
+};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -22,7 +25,12 @@ create_exception!(_core, CommError, PyRuntimeError, "A collective or the job fai
 create_exception!(_core, PeerTimeout, CommError, "Nothing came from a peer within the timeout (dead or stalled peer).");
 create_exception!(_core, PeerLost, CommError, "A peer's control connection closed mid-job.");
 create_exception!(_core, Refused, CommError, "The job refused this process (token, world size or rank).");
-create_exception!(_core, CallMismatch, CommError, "Ranks made different calls (size, dtype, operation, algorithm, root, loss bound or transport).");
+create_exception!(
+    _core,
+    CallMismatch,
+    CommError,
+    "Ranks made different calls (size, dtype, operation, algorithm, root, loss bound or transport)."
+);
 
 fn to_py(e: NetError) -> PyErr {
     let msg = e.to_string();
@@ -53,7 +61,9 @@ impl Held {
             let t = (b.buf_ptr() as *mut u8, b.len_bytes(), b.readonly(), b.is_c_contiguous());
             (Held::F64(b), t.0, t.1, t.2, t.3, Dtype::F64)
         } else {
-            return Err(PyValueError::new_err("expected a buffer of float32 or float64 (a numpy array or a CPU torch tensor)"));
+            return Err(PyValueError::new_err(
+                "expected a buffer of float32 or float64 (a numpy array or a CPU torch tensor)",
+            ));
         };
         if readonly {
             return Err(PyValueError::new_err("the buffer is read-only; collectives write their result in place"));
@@ -204,11 +214,7 @@ pub struct PyCommunicator {
 
 impl PyCommunicator {
     fn comm(&self) -> PyResult<Arc<Communicator>> {
-        self.inner
-            .lock()
-            .ok()
-            .and_then(|g| g.clone())
-            .ok_or_else(|| CommError::new_err("the communicator is closed"))
+        self.inner.lock().ok().and_then(|g| g.clone()).ok_or_else(|| CommError::new_err("the communicator is closed"))
     }
 }
 
@@ -262,13 +268,20 @@ impl PyCommunicator {
         rdv.token = token;
         rdv.authenticated = authenticate;
         rdv.timeout = Duration::from_secs_f64(positive("timeout", timeout)?);
-        let mut cfg = EngineConfig { peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?), gso, send_thread, ..EngineConfig::default() };
+        let mut cfg = EngineConfig {
+            peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?),
+            gso,
+            send_thread,
+            ..EngineConfig::default()
+        };
         cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
         // A datagram is mss + 32 header bytes and must fit UDP's 65507-byte payload;
         // segments carry the most whole elements that fit, so any mss works. None: the
         // job takes it from the path MTU.
         if let Some(m) = mss.filter(|m| !(MIN_MSS..=MAX_MSS).contains(m)) {
-            return Err(PyValueError::new_err(format!("mss {m} is outside {MIN_MSS}..={MAX_MSS} (1440 for 1500-byte packets, 8940 for 9000-byte jumbo)")));
+            return Err(PyValueError::new_err(format!(
+                "mss {m} is outside {MIN_MSS}..={MAX_MSS} (1440 for 1500-byte packets, 8940 for 9000-byte jumbo)"
+            )));
         }
         rdv.mss = mss;
         // None: the speed of the interface toward the peers (100 Gbit/s on loopback).
@@ -279,13 +292,18 @@ impl PyCommunicator {
         };
         if let Some(imp) = impair {
             if imp.len() != world_size as usize {
-                return Err(PyValueError::new_err(format!("impair has {} entries; expected one (loss, delay_s) per rank ({world_size})", imp.len())));
+                return Err(PyValueError::new_err(format!(
+                    "impair has {} entries; expected one (loss, delay_s) per rank ({world_size})",
+                    imp.len()
+                )));
             }
             cfg.impairments = imp
                 .into_iter()
                 .map(|(loss, delay)| {
                     if !(0.0..=1.0).contains(&loss) || !(delay >= 0.0 && delay.is_finite()) {
-                        return Err(PyValueError::new_err(format!("impair entry ({loss}, {delay}): loss must be in [0, 1], delay >= 0 s")));
+                        return Err(PyValueError::new_err(format!(
+                            "impair entry ({loss}, {delay}): loss must be in [0, 1], delay >= 0 s"
+                        )));
                     }
                     Ok(Impairment { loss, delay: Duration::from_secs_f64(delay) })
                 })
@@ -295,7 +313,8 @@ impl PyCommunicator {
             Some(t) => Some(RackMap::parse(&t).map_err(|e| PyValueError::new_err(format!("topology {t:?}: {e}")))?),
             None => None,
         };
-        let coll = CollectiveConfig { rack_map, ps_servers, tree_arity, pipeline_chunks, ..CollectiveConfig::default() };
+        let coll =
+            CollectiveConfig { rack_map, ps_servers, tree_arity, pipeline_chunks, ..CollectiveConfig::default() };
         let comm = py.allow_threads(|| Communicator::init(&rdv, cfg, coll)).map_err(to_py)?;
         Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))), orphans: Orphans::default() })
     }
@@ -330,7 +349,14 @@ impl PyCommunicator {
     /// Queues a call on `buffer` (float32/float64, writable, C-contiguous) and returns
     /// a `PendingCall`. `kind`: "allreduce", "broadcast", "ps_push", "ps_pull".
     #[pyo3(signature = (kind, buffer, algorithm="ring", loss_bound=0.0, root=0))]
-    fn submit(&self, kind: &str, buffer: &Bound<'_, PyAny>, algorithm: &str, loss_bound: f64, root: u32) -> PyResult<PyPending> {
+    fn submit(
+        &self,
+        kind: &str,
+        buffer: &Bound<'_, PyAny>,
+        algorithm: &str,
+        loss_bound: f64,
+        root: u32,
+    ) -> PyResult<PyPending> {
         let call = parse_kind(kind, algorithm, loss_bound, root)?;
         let comm = self.comm()?;
         reap(&self.orphans);
@@ -340,7 +366,12 @@ impl PyCommunicator {
         // earlier moves it to `orphans`, released after the reply or once the engine
         // thread has been joined (`close`, or this communicator's drop).
         let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
-        Ok(PyPending { pending: Mutex::new(Some(pending)), result: Mutex::new(None), held: Mutex::new(Some(held)), orphans: self.orphans.clone() })
+        Ok(PyPending {
+            pending: Mutex::new(Some(pending)),
+            result: Mutex::new(None),
+            held: Mutex::new(Some(held)),
+            orphans: self.orphans.clone(),
+        })
     }
 
     /// Runtime-wide counters: malformed, foreign_session, wrong_source, stale, early, ...

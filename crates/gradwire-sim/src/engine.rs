@@ -239,8 +239,16 @@ mod tests {
 
     #[test]
     fn targets_round_trip_through_the_key() {
-        let all = [Target::TxDone(0), Target::Arrive(7), Target::Timer((1 << 29) - 1), Target::FlowStart(3),
-                   Target::Failure(2), Target::Sample, Target::Starts, Target::Pause(7)];
+        let all = [
+            Target::TxDone(0),
+            Target::Arrive(7),
+            Target::Timer((1 << 29) - 1),
+            Target::FlowStart(3),
+            Target::Failure(2),
+            Target::Sample,
+            Target::Starts,
+            Target::Pause(7),
+        ];
         let mut q = EventQueue::new();
         for (i, &t) in all.iter().enumerate() {
             q.push(MAX_TIME - i as u64, t);

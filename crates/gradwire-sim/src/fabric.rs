@@ -156,7 +156,9 @@ mod tests {
     #[test]
     fn fast_tx_time_equals_exact_serialization() {
         for gbps in ["100.0", "25.0", "40.0", "3.3"] {
-            let text = format!("[topology]\nhost_link_gbps = {gbps}\n[workload]\nkind = \"incast\"\nsenders = 1\nflow_bytes = 1\n");
+            let text = format!(
+                "[topology]\nhost_link_gbps = {gbps}\n[workload]\nkind = \"incast\"\nsenders = 1\nflow_bytes = 1\n"
+            );
             let s = &load(&text, &[]).unwrap()[0].scenario;
             let f = Fabric::build(s, &Topology::build(&s.topology));
             let p = &f.ports[0];
@@ -192,9 +194,11 @@ impl Fabric {
         let make_port = |is_host: bool| match (sw.policy, is_host) {
             (SwitchPolicy::Pfabric, _) => SwitchPort::pfabric(PFabricPortConfig::unbounded()),
             (_, true) => SwitchPort::priority(PortConfig::uniform(sw.queues, 0, 0)),
-            (SwitchPolicy::Plain, false) => {
-                SwitchPort::priority(PortConfig::uniform(sw.queues, sw.ecn_threshold_packets, sw.drop_threshold_packets))
-            }
+            (SwitchPolicy::Plain, false) => SwitchPort::priority(PortConfig::uniform(
+                sw.queues,
+                sw.ecn_threshold_packets,
+                sw.drop_threshold_packets,
+            )),
             (SwitchPolicy::Dlcp, false) => SwitchPort::priority(PortConfig::dlcp(
                 sw.queues,
                 sw.ecn_threshold_packets,

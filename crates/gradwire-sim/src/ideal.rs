@@ -126,15 +126,7 @@ impl Net {
                 d
             })
             .collect();
-        Net {
-            cap,
-            host_tx,
-            host_rx,
-            rack_up,
-            rack_down,
-            rack,
-            delay,
-        }
+        Net { cap, host_tx, host_rx, rack_up, rack_down, rack, delay }
     }
 
     /// The resources a flow from `src` to `dst` uses (none for a host to itself).
@@ -164,13 +156,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
         .iter()
         .map(|f| {
             let keep = match mode {
-                IdealMode::Srpt => {
-                    1.0 - if f.pull {
-                        s.transport.pull_loss_bound
-                    } else {
-                        s.transport.loss_bound
-                    }
-                }
+                IdealMode::Srpt => 1.0 - if f.pull { s.transport.pull_loss_bound } else { s.transport.loss_bound },
                 _ => 1.0,
             };
             (f.bytes as f64 * keep).max(0.0)
@@ -182,11 +168,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
     let mut finished = vec![None; nf];
     // flows waiting to start, by (start, id)
     let mut pending: BinaryHeap<Reverse<(Time, u32)>> = (0..nf as u32)
-        .filter(|&f| {
-            wl.flows[f as usize]
-                .gate
-                .is_none_or(|b| barrier_left[b as usize] == 0)
-        })
+        .filter(|&f| wl.flows[f as usize].gate.is_none_or(|b| barrier_left[b as usize] == 0))
         .map(|f| Reverse((wl.flows[f as usize].start, f)))
         .collect();
     // data drained, waiting for its propagation delay: (finish, id)
@@ -232,11 +214,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
             }
             !done
         });
-        let next_outside = [pending.peek(), landing.peek()]
-            .into_iter()
-            .flatten()
-            .map(|r| r.0 .0)
-            .min();
+        let next_outside = [pending.peek(), landing.peek()].into_iter().flatten().map(|r| r.0 .0).min();
         if active.is_empty() {
             match next_outside {
                 Some(t) if t <= stop => {
@@ -248,14 +226,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
         }
         events += 1;
         match mode {
-            IdealMode::Srpt => srpt(
-                &mut active,
-                &remaining,
-                &paths,
-                &net.cap,
-                &mut rate,
-                &mut scratch,
-            ),
+            IdealMode::Srpt => srpt(&mut active, &remaining, &paths, &net.cap, &mut rate, &mut scratch),
             _ => max_min(&active, &paths, &net.cap, &mut rate, &mut scratch),
         }
         // advance to the first completion or the next arrival/landing
@@ -266,11 +237,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
                 dt = dt.min(remaining[f as usize] / r);
             }
         }
-        let dt_ps = if dt.is_finite() {
-            (dt * SEC as f64).ceil() as Time
-        } else {
-            Time::MAX
-        };
+        let dt_ps = if dt.is_finite() { (dt * SEC as f64).ceil() as Time } else { Time::MAX };
         let next = match next_outside {
             Some(t) => t.min(now.saturating_add(dt_ps.max(1))),
             None => now.saturating_add(dt_ps.max(1)),
@@ -294,11 +261,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
             *f = None;
         }
     }
-    FluidRun {
-        started,
-        finished,
-        events,
-    }
+    FluidRun { started, finished, events }
 }
 
 fn prop(net: &Net, f: &crate::workload::FlowSpec) -> Time {
@@ -384,27 +347,12 @@ fn max_min(active: &[u32], paths: &[Vec<usize>], cap: &[f64], rate: &mut [f64], 
 /// Fluid SRPT: in order of remaining bytes (then flow id), each flow takes the least
 /// residual capacity along its path. `active` is sorted in place: it stays nearly sorted
 /// from one event to the next, which the stable (run-detecting) sort makes cheap.
-fn srpt(
-    active: &mut [u32],
-    remaining: &[f64],
-    paths: &[Vec<usize>],
-    cap: &[f64],
-    rate: &mut [f64],
-    sc: &mut Scratch,
-) {
+fn srpt(active: &mut [u32], remaining: &[f64], paths: &[Vec<usize>], cap: &[f64], rate: &mut [f64], sc: &mut Scratch) {
     sc.residual.copy_from_slice(cap);
-    active.sort_by(|&a, &b| {
-        remaining[a as usize]
-            .total_cmp(&remaining[b as usize])
-            .then(a.cmp(&b))
-    });
+    active.sort_by(|&a, &b| remaining[a as usize].total_cmp(&remaining[b as usize]).then(a.cmp(&b)));
     for &f in active.iter() {
         let p = &paths[f as usize];
-        let r = p
-            .iter()
-            .map(|&r| sc.residual[r])
-            .fold(f64::INFINITY, f64::min)
-            .max(0.0);
+        let r = p.iter().map(|&r| sc.residual[r]).fold(f64::INFINITY, f64::min).max(0.0);
         rate[f as usize] = r;
         for &x in p {
             sc.residual[x] -= r;
@@ -421,20 +369,20 @@ mod tests {
     fn run(text: &str, mode: IdealMode) -> (FluidRun, Workload) {
         let s = &load(text, &[]).unwrap()[0].scenario;
         let topo = Topology::build(&s.topology);
-        let mut rng =
-            <rand_xoshiro::Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(s.seed);
+        let mut rng = <rand_xoshiro::Xoshiro256PlusPlus as rand::SeedableRng>::seed_from_u64(s.seed);
         let wl = crate::workload::build(s, &topo, &mut rng).unwrap();
         (solve(s, &topo, &wl, mode), wl)
     }
 
-    const RACK: &str =
-        "[topology]\nleaves = 2\nhosts_per_leaf = 4\nspines = 1\nuplinks_per_leaf = 1\n\
+    const RACK: &str = "[topology]\nleaves = 2\nhosts_per_leaf = 4\nspines = 1\nuplinks_per_leaf = 1\n\
                         host_link_gbps = 100.0\nuplink_gbps = 100.0\nlink_delay_ns = 1000\n";
 
     #[test]
     fn incast_shares_the_receiver_link_fairly() {
         // 3 senders in the receiver's rack, 1 MB each into one 100G link: all end at 240 us + 2 hops
-        let text = format!("{RACK}[workload]\nkind = \"incast\"\nreceiver = 0\nsender_list = [1, 2, 3]\nflow_bytes = 1000000\n");
+        let text = format!(
+            "{RACK}[workload]\nkind = \"incast\"\nreceiver = 0\nsender_list = [1, 2, 3]\nflow_bytes = 1000000\n"
+        );
         let (r, _) = run(&text, IdealMode::Fair);
         for f in 0..3 {
             let fct = r.finished[f].unwrap() - r.started[f].unwrap();
@@ -468,9 +416,7 @@ mod tests {
              {{ src = 4, dst = 0, bytes = 1000000 }}, {{ src = 5, dst = 2, bytes = 500000 }}]\n"
         );
         let (r, _) = run(&text, IdealMode::Fair);
-        let drain = |f: usize, hops: u64| {
-            r.finished[f].unwrap() - r.started[f].unwrap() - hops * 1000 * 1000
-        };
+        let drain = |f: usize, hops: u64| r.finished[f].unwrap() - r.started[f].unwrap() - hops * 1000 * 1000;
         // all three at 50G: c (0.5 MB) drains at 80 us, then a and b finish their last 0.5 MB
         // at 50G each (host0's rx is shared) at 160 us
         assert!(drain(2, 4).abs_diff(80 * US) <= 3, "{}", drain(2, 4));
@@ -484,25 +430,15 @@ mod tests {
                     [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\nworkers = 4\nservers = 1\niterations = 3\n";
         for mode in [IdealMode::Fair, IdealMode::Srpt] {
             let (r, wl) = run(text, mode);
-            assert!(
-                r.finished.iter().all(|f| f.is_some()),
-                "every flow finishes"
-            );
+            assert!(r.finished.iter().all(|f| f.is_some()), "every flow finishes");
             // a gated flow starts no earlier than compute delay after some flow of the previous stage
             for (f, spec) in wl.flows.iter().enumerate() {
                 assert!(r.started[f].unwrap() >= spec.start);
                 assert!(r.finished[f].unwrap() >= r.started[f].unwrap());
                 if spec.gate.is_some() {
-                    let release = wl
-                        .flows
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, g)| g.feeds.contains(&spec.gate.unwrap()));
+                    let release = wl.flows.iter().enumerate().filter(|(_, g)| g.feeds.contains(&spec.gate.unwrap()));
                     let last = release.map(|(g, _)| r.finished[g].unwrap()).max().unwrap();
-                    assert_eq!(
-                        r.started[f].unwrap(),
-                        spec.start.max(last + spec.gate_delay)
-                    );
+                    assert_eq!(r.started[f].unwrap(), spec.start.max(last + spec.gate_delay));
                 }
             }
         }

@@ -43,7 +43,8 @@ pub fn load(name: &str) -> Result<ModelProfile, ScenarioError> {
     let json = PROFILES.iter().find(|(n, _)| *n == name).map(|(_, j)| *j).ok_or_else(|| {
         ScenarioError::new("workload.model", format!("unknown model `{name}` (known: {})", names().join(", ")))
     })?;
-    serde_json::from_str(json).map_err(|e| ScenarioError::new("workload.model", format!("profile `{name}` is corrupt: {e}")))
+    serde_json::from_str(json)
+        .map_err(|e| ScenarioError::new("workload.model", format!("profile `{name}` is corrupt: {e}")))
 }
 
 #[cfg(test)]

@@ -98,7 +98,11 @@ impl CollectiveAnalysis {
             world: sch.world,
             dependent_steps: sch.dependency_depth(),
             cross_rack_bytes: sch.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b)),
-            cross_pod_bytes: if map.levels() > 1 { sch.bytes_between_regions(|a, b| map.same_region(1, a, b)) } else { 0 },
+            cross_pod_bytes: if map.levels() > 1 {
+                sch.bytes_between_regions(|a, b| map.same_region(1, a, b))
+            } else {
+                0
+            },
             max_rank_send_bytes: max(&send),
             max_rank_recv_bytes: max(&recv),
             max_rack_out_bytes: max(&out),
@@ -129,11 +133,7 @@ pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
 
 impl Summary {
     pub fn of(sim: &Simulation) -> Summary {
-        let mut fcts: Vec<u64> = sim
-            .flows
-            .iter()
-            .filter_map(|f| Some((f.finished? - f.started?) / NS))
-            .collect();
+        let mut fcts: Vec<u64> = sim.flows.iter().filter_map(|f| Some((f.finished? - f.started?) / NS)).collect();
         fcts.sort_unstable();
         let c: Conservation = sim.conservation();
         let wall = sim.wall.as_secs_f64();
@@ -150,10 +150,7 @@ impl Summary {
             fct_max_ns: fcts.last().copied(),
             retransmits: (0..sim.flows.len() as u32).map(|f| sim.flow_stats(f).retransmits).sum(),
             timeouts: (0..sim.flows.len() as u32).map(|f| sim.flow_stats(f).timeouts).sum(),
-            drops: DropReason::ALL
-                .iter()
-                .map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize]))
-                .collect(),
+            drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize])).collect(),
             ecn_marks: sim.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
             stray_packets: sim.strays,
             packets: PacketCounts {
@@ -177,7 +174,9 @@ impl Summary {
 
 /// `flows.csv`: one row per flow; unfinished flows have empty finish and FCT.
 pub fn flows_csv(sim: &Simulation) -> String {
-    let mut out = String::from("flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n");
+    let mut out = String::from(
+        "flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n",
+    );
     for (i, (spec, st)) in sim.workload.flows.iter().zip(&sim.flows).enumerate() {
         let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
         let start = st.started.map(|t| t / NS);

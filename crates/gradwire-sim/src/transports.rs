@@ -2,11 +2,11 @@
 //! simulator names concrete transports; everything else sees `dyn Endpoint`.
 
 use crate::scenario::{DlcpRateState, Scenario, TransportKind};
-use gradwire_core::cc::MinimalRate;
 use crate::workload::FlowSpec;
+use gradwire_core::cc::MinimalRate;
 use gradwire_core::tensor::layer_queue;
-use gradwire_core::time::{from_us, Time};
 use gradwire_core::time::NS;
+use gradwire_core::time::{from_us, Time};
 use gradwire_core::transport::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
 use gradwire_core::transport::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use gradwire_core::transport::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
@@ -87,7 +87,8 @@ impl EndpointFactory {
             ctrl_rto: from_us(tr.ctrl_rto_us),
             ..LtpConfig::default()
         };
-        let thresholds: &[u64] = if tr.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &tr.pias_thresholds };
+        let thresholds: &[u64] =
+            if tr.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &tr.pias_thresholds };
         EndpointFactory {
             kind: tr.kind,
             pias: PiasConfig::new(tcp, thresholds),
@@ -293,7 +294,11 @@ mod tests {
             now = now.max(next);
             while let Some(e) = wire.first_entry().filter(|e| e.key().0 <= now) {
                 let (to_r, p) = e.remove();
-                if to_r { r.handle_packet(now, &p) } else { s.handle_packet(now, &p) }
+                if to_r {
+                    r.handle_packet(now, &p)
+                } else {
+                    s.handle_packet(now, &p)
+                }
             }
             if s.poll_timeout().is_some_and(|t| t <= now) {
                 s.handle_timeout(now);

@@ -42,15 +42,8 @@ fn run(algorithm: &str, extra: &str) -> Measured {
     let schedule = collective::schedule(scenario, &topo);
     let summary = sim.summary();
     let iterations = scenario.workload.iterations as u64;
-    assert_eq!(
-        summary.flows,
-        schedule.transfers.len() as u64 * iterations,
-        "{algorithm}: one flow per transfer"
-    );
-    assert_eq!(
-        summary.flows_finished, summary.flows,
-        "{algorithm}: every transfer completes"
-    );
+    assert_eq!(summary.flows, schedule.transfers.len() as u64 * iterations, "{algorithm}: one flow per transfer");
+    assert_eq!(summary.flows_finished, summary.flows, "{algorithm}: every transfer completes");
     assert!(summary.packets.conserved);
     // from the simulator's flow records: finished flows whose ends sit in different racks
     let csv = flows_csv(&sim);
@@ -67,39 +60,22 @@ fn run(algorithm: &str, extra: &str) -> Measured {
             cross_rack_bytes += v[size].parse::<u64>().unwrap();
         }
     }
-    let schedule_cross =
-        iterations * schedule.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b));
+    let schedule_cross = iterations * schedule.bytes_between_regions(|a, b| topo.rack_of(a) == topo.rack_of(b));
     // on the links: every cross-rack byte goes up one rack uplink and down another, once,
     // when no packet was resent (PS's incast into 4:1 uplinks drops some: then at least)
-    let links = summary
-        .link_bytes
-        .as_ref()
-        .expect("output.link_bytes is on");
+    let links = summary.link_bytes.as_ref().expect("output.link_bytes is on");
     let total: u64 = schedule.transfers.iter().map(|t| t.bytes()).sum::<u64>() * iterations;
     if summary.retransmits == 0 {
         assert_eq!(
             links["leaf->spine"].payload, cross_rack_bytes,
             "{algorithm}: rack uplinks carried the cross-rack bytes"
         );
-        assert_eq!(
-            links["spine->leaf"].payload, cross_rack_bytes,
-            "{algorithm}: and rack downlinks"
-        );
-        assert_eq!(
-            links["host->leaf"].payload, total,
-            "{algorithm}: every transfer left its host once"
-        );
+        assert_eq!(links["spine->leaf"].payload, cross_rack_bytes, "{algorithm}: and rack downlinks");
+        assert_eq!(links["host->leaf"].payload, total, "{algorithm}: every transfer left its host once");
     } else {
-        assert!(
-            links["leaf->spine"].payload >= cross_rack_bytes && links["host->leaf"].payload > total
-        );
+        assert!(links["leaf->spine"].payload >= cross_rack_bytes && links["host->leaf"].payload > total);
     }
-    Measured {
-        retransmits: summary.retransmits,
-        cross_rack_bytes,
-        schedule_cross,
-        time_ns: summary.sim_time_ns,
-    }
+    Measured { retransmits: summary.retransmits, cross_rack_bytes, schedule_cross, time_ns: summary.sim_time_ns }
 }
 
 #[test]
@@ -111,10 +87,7 @@ fn cross_rack_bytes_match_the_schedules_and_rat_is_at_the_minimum() {
     let ps = run("ps", &format!("servers = {WORLD}\n"));
     let tree = run("tree", "pipeline_chunks = 4\n");
     for (name, m) in [("rat", &rat), ("ring", &ring), ("ps", &ps), ("tree", &tree)] {
-        assert_eq!(
-            m.cross_rack_bytes, m.schedule_cross,
-            "{name}: the simulator moved the schedule's bytes"
-        );
+        assert_eq!(m.cross_rack_bytes, m.schedule_cross, "{name}: the simulator moved the schedule's bytes");
         eprintln!(
             "{name}: {} cross-rack bytes ({:.2} x minimum), {} us",
             m.cross_rack_bytes,
@@ -122,31 +95,16 @@ fn cross_rack_bytes_match_the_schedules_and_rat_is_at_the_minimum() {
             m.time_ns / 1000
         );
     }
-    assert_eq!(
-        (rat.retransmits, ring.retransmits),
-        (0, 0),
-        "RAT and ring were checked on the links exactly"
-    );
-    assert_eq!(
-        rat.cross_rack_bytes, min,
-        "RAT crosses each rack boundary once up, once down"
-    );
+    assert_eq!((rat.retransmits, ring.retransmits), (0, 0), "RAT and ring were checked on the links exactly");
+    assert_eq!(rat.cross_rack_bytes, min, "RAT crosses each rack boundary once up, once down");
     // PS with a shard on every rank: each shard's off-rack workers push and pull it
     assert_eq!(ps.cross_rack_bytes, PER_RACK * min);
     // ring in rank order: RACKS of its WORLD edges cross racks, 2 (w - 1) / w of the buffer each
-    assert_eq!(
-        ring.cross_rack_bytes,
-        RACKS * 2 * (WORLD - 1) * BYTES / WORLD
-    );
+    assert_eq!(ring.cross_rack_bytes, RACKS * 2 * (WORLD - 1) * BYTES / WORLD);
     assert!(ring.cross_rack_bytes > min && ring.cross_rack_bytes < ps.cross_rack_bytes);
     assert!(tree.cross_rack_bytes > min);
     // with 4:1 oversubscribed uplinks, 4x the cross-rack bytes costs PS time
-    assert!(
-        rat.time_ns < ps.time_ns,
-        "RAT {} ns vs PS {} ns",
-        rat.time_ns,
-        ps.time_ns
-    );
+    assert!(rat.time_ns < ps.time_ns, "RAT {} ns vs PS {} ns", rat.time_ns, ps.time_ns);
 }
 
 /// k = 4 fat-tree (4 pods of 2 racks of 2): RAT's rack and pod levels each carry the

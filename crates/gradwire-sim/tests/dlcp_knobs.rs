@@ -40,11 +40,7 @@ const OPTIONS: [&[&str]; 4] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
-    &[
-        "transport.dlcp_rate_state=pair",
-        "transport.dlcp_resend_at_line_rate=false",
-        "transport.rate_period_us=20.0",
-    ],
+    &["transport.dlcp_rate_state=pair", "transport.dlcp_resend_at_line_rate=false", "transport.rate_period_us=20.0"],
 ];
 
 #[test]
@@ -59,10 +55,7 @@ fn every_option_conserves_packets_and_is_deterministic() {
         outputs.push(a);
     }
     // the defaults, spelled out, are the paper's behaviour byte for byte
-    let (spelled, _) = run(&[
-        "transport.dlcp_rate_state=tensor",
-        "transport.dlcp_resend_at_line_rate=true",
-    ]);
+    let (spelled, _) = run(&["transport.dlcp_rate_state=tensor", "transport.dlcp_resend_at_line_rate=true"]);
     assert_eq!(spelled, outputs[0]);
     // and each option changes the run
     assert!(outputs[1..].iter().all(|o| *o != outputs[0]));

@@ -30,16 +30,8 @@ iterations = 2
 const SCHEMES: [&[&str]; 4] = [
     &["transport.kind=dctcp"],
     &["transport.kind=pias"],
-    &[
-        "transport.kind=pfabric",
-        "switch.policy=pfabric",
-        "routing.mode=spray",
-    ],
-    &[
-        "transport.kind=dlcp",
-        "switch.policy=dlcp",
-        "routing.mode=spray",
-    ],
+    &["transport.kind=pfabric", "switch.policy=pfabric", "routing.mode=spray"],
+    &["transport.kind=dlcp", "switch.policy=dlcp", "routing.mode=spray"],
 ];
 
 fn run(overrides: &[&str]) -> (Summary, Simulation) {
@@ -63,22 +55,10 @@ fn fluid_rows_lower_bound_every_scheme() {
     for ov in SCHEMES {
         let (s, _) = run(ov);
         assert_eq!(s.flows_finished, s.flows, "{ov:?}");
-        assert!(
-            s.fct_mean_ns.unwrap() >= floor_mean,
-            "{ov:?}: mean {:?} below the floor {floor_mean}",
-            s.fct_mean_ns
-        );
-        assert!(
-            s.fct_p99_ns.unwrap() >= floor_p99,
-            "{ov:?}: p99 {:?} below the floor {floor_p99}",
-            s.fct_p99_ns
-        );
+        assert!(s.fct_mean_ns.unwrap() >= floor_mean, "{ov:?}: mean {:?} below the floor {floor_mean}", s.fct_mean_ns);
+        assert!(s.fct_p99_ns.unwrap() >= floor_p99, "{ov:?}: p99 {:?} below the floor {floor_p99}", s.fct_p99_ns);
         // the whole run (last iteration's end) cannot beat the fluid schedule either
-        assert!(
-            s.sim_time_ns >= srpt.sim_time_ns.min(fair.sim_time_ns),
-            "{ov:?}: {} ns",
-            s.sim_time_ns
-        );
+        assert!(s.sim_time_ns >= srpt.sim_time_ns.min(fair.sim_time_ns), "{ov:?}: {} ns", s.sim_time_ns);
         if ov[0] != "transport.kind=pfabric" && ov[0] != "transport.kind=dlcp" {
             // fair-sharing transports: the fair fluid run is below their tail too
             assert!(s.fct_p99_ns.unwrap() >= fair.fct_p99_ns.unwrap(), "{ov:?}");

@@ -17,8 +17,7 @@ rto_min_us = 1000.0
 "#;
 
 /// One 10 MB flow from host 0 to host 1 (same rack): about 0.85 ms at 100G.
-const ONE_FLOW: &str =
-    "[workload]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, bytes = 10000000 }]\n";
+const ONE_FLOW: &str = "[workload]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, bytes = 10000000 }]\n";
 
 fn build(extra: &str, overrides: &[&str]) -> Simulation {
     let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
@@ -44,18 +43,14 @@ fn departures(sim: &mut Simulation, port: &str) -> Vec<u64> {
     }
 }
 
-const PAUSE_HOST0: &str =
-    "[pauses]\nhosts = 1\namong = [0]\nstart_us = 100.0\nperiod_us = 200.0\nduration_us = 50.0\n";
+const PAUSE_HOST0: &str = "[pauses]\nhosts = 1\namong = [0]\nstart_us = 100.0\nperiod_us = 200.0\nduration_us = 50.0\n";
 
 #[test]
 fn a_paused_sender_sends_nothing_for_exactly_its_pause() {
     for hold in ["data", "all"] {
         let mut free = build(ONE_FLOW, &[]);
         let base = departures(&mut free, "host0->leaf0");
-        let mut sim = build(
-            &format!("{ONE_FLOW}{PAUSE_HOST0}"),
-            &[&format!("pauses.hold=\"{hold}\"")],
-        );
+        let mut sim = build(&format!("{ONE_FLOW}{PAUSE_HOST0}"), &[&format!("pauses.hold=\"{hold}\"")]);
         let sent = departures(&mut sim, "host0->leaf0");
         let windows: Vec<(u64, u64)> = sim
             .pause_log()
@@ -65,36 +60,16 @@ fn a_paused_sender_sends_nothing_for_exactly_its_pause() {
                 (*t, t + 50_000)
             })
             .collect();
-        assert!(
-            windows.len() >= 4,
-            "{hold}: the flow spans several pauses: {windows:?}"
-        );
+        assert!(windows.len() >= 4, "{hold}: the flow spans several pauses: {windows:?}");
         let last = *sent.last().unwrap();
         for &(a, b) in windows.iter().filter(|w| w.1 < last) {
-            assert!(
-                !sent.iter().any(|&t| t >= a && t < b),
-                "{hold}: a packet left during the pause [{a}, {b}) ns"
-            );
-            assert!(
-                sent.contains(&b),
-                "{hold}: sending resumes at the end of the pause ({b} ns)"
-            );
+            assert!(!sent.iter().any(|&t| t >= a && t < b), "{hold}: a packet left during the pause [{a}, {b}) ns");
+            assert!(sent.contains(&b), "{hold}: sending resumes at the end of the pause ({b} ns)");
         }
-        assert_eq!(
-            sent.len(),
-            base.len(),
-            "{hold}: same packets, none lost or resent"
-        );
+        assert_eq!(sent.len(), base.len(), "{hold}: same packets, none lost or resent");
         let s = sim.summary();
-        assert!(
-            s.packets.conserved && s.flows_finished == 1,
-            "{hold}: {s:?}"
-        );
-        assert_eq!(
-            s.drops.values().sum::<u64>(),
-            0,
-            "{hold}: a pause drops nothing"
-        );
+        assert!(s.packets.conserved && s.flows_finished == 1, "{hold}: {s:?}");
+        assert_eq!(s.drops.values().sum::<u64>(), 0, "{hold}: a pause drops nothing");
         // the flow takes as much longer as it spent paused
         let paused = windows.iter().filter(|w| w.1 < last).count() as u64 * 50_000;
         let extra = (last - base.last().unwrap()) as i64 - paused as i64;
@@ -105,33 +80,22 @@ fn a_paused_sender_sends_nothing_for_exactly_its_pause() {
 #[test]
 fn a_receiver_paused_for_data_keeps_receiving_but_not_for_all() {
     // from 5 us, while the sender's window is still a few packets: held ACKs stall it
-    let pause_host1 = PAUSE_HOST0
-        .replace("among = [0]", "among = [1]")
-        .replace("start_us = 100.0", "start_us = 5.0");
+    let pause_host1 = PAUSE_HOST0.replace("among = [0]", "among = [1]").replace("start_us = 100.0", "start_us = 5.0");
     let fct = |hold: &str| {
-        let mut sim = build(
-            &format!("{ONE_FLOW}{pause_host1}"),
-            &[&format!("pauses.hold=\"{hold}\"")],
-        );
+        let mut sim = build(&format!("{ONE_FLOW}{pause_host1}"), &[&format!("pauses.hold=\"{hold}\"")]);
         sim.run();
         sim.summary().fct_max_ns.unwrap()
     };
     let mut free = build(ONE_FLOW, &[]);
     free.run();
     let base = free.summary().fct_max_ns.unwrap();
-    assert_eq!(
-        fct("data"),
-        base,
-        "host 1 only receives: holding its data changes nothing"
-    );
+    assert_eq!(fct("data"), base, "host 1 only receives: holding its data changes nothing");
     let all = fct("all");
-    assert!(
-        all > base + 30_000,
-        "its ACKs are held too: the sender stalls ({all} vs {base} ns)"
-    );
+    assert!(all > base + 30_000, "its ACKs are held too: the sender stalls ({all} vs {base} ns)");
 }
 
-const RING: &str = "[workload]\nkind = \"collective\"\nalgorithm = \"ring\"\nbytes = 800000\n[pauses]\nhosts = 2\nperiod_us = 30.0\n";
+const RING: &str =
+    "[workload]\nkind = \"collective\"\nalgorithm = \"ring\"\nbytes = 800000\n[pauses]\nhosts = 2\nperiod_us = 30.0\n";
 
 #[test]
 fn pauses_are_a_function_of_the_seed() {
@@ -148,18 +112,10 @@ fn pauses_are_a_function_of_the_seed() {
     assert_eq!(log_a, log_b);
     assert_eq!(csv_a, csv_b);
     assert_ne!(log_a, log_c, "another seed draws other hosts");
-    assert!(
-        log_a
-            .iter()
-            .all(|(_, set)| set.len() == 2 && set[0] < set[1] && set[1] < 8),
-        "{log_a:?}"
-    );
+    assert!(log_a.iter().all(|(_, set)| set.len() == 2 && set[0] < set[1] && set[1] < 8), "{log_a:?}");
     let mut free = build(RING, &["pauses.hosts=0"]);
     free.run();
-    assert!(
-        free.summary().sim_time_ns < run("seed=3").0.last().unwrap().0,
-        "pauses slow the ring down"
-    );
+    assert!(free.summary().sim_time_ns < run("seed=3").0.last().unwrap().0, "pauses slow the ring down");
 }
 
 #[test]
@@ -173,55 +129,28 @@ fn a_paused_link_holds_its_queue_and_resumes() {
     let mut up = Vec::new();
     let mut last = 0;
     while !sim.step(1) {
-        let n = sim.port_counters("leaf0->spine0").unwrap().dequeued
-            + sim.port_counters("leaf0->spine1").unwrap().dequeued;
+        let n =
+            sim.port_counters("leaf0->spine0").unwrap().dequeued + sim.port_counters("leaf0->spine1").unwrap().dequeued;
         if n != last {
             up.push(sim.progress().now_ns);
             last = n;
         }
     }
-    assert!(
-        !up.iter().any(|&t| (50_000..150_000).contains(&t)),
-        "nothing crosses a paused link"
-    );
-    assert!(
-        up.contains(&150_000),
-        "it resumes on time with what it held"
-    );
+    assert!(!up.iter().any(|&t| (50_000..150_000).contains(&t)), "nothing crosses a paused link");
+    assert!(up.contains(&150_000), "it resumes on time with what it held");
     let s = sim.summary();
     assert!(s.packets.conserved && s.flows_finished == 1, "{s:?}");
-    assert_eq!(
-        s.drops.values().sum::<u64>(),
-        0,
-        "a paused link keeps its queue: {:?}",
-        s.drops
-    );
+    assert_eq!(s.drops.values().sum::<u64>(), 0, "a paused link keeps its queue: {:?}", s.drops);
     assert!(s.fct_max_ns.unwrap() >= free.summary().fct_max_ns.unwrap() + 90_000);
 }
 
 #[test]
 fn bad_pause_keys_are_named() {
-    let key = |extra: &str| {
-        load(&format!("{NET}{ONE_FLOW}{extra}"), &[])
-            .expect_err("invalid")
-            .key
-    };
+    let key = |extra: &str| load(&format!("{NET}{ONE_FLOW}{extra}"), &[]).expect_err("invalid").key;
     assert_eq!(key("[pauses]\nhosts = 9\n"), "pauses.hosts");
-    assert_eq!(
-        key("[pauses]\nhosts = 1\nperiod_us = 0.0\n"),
-        "pauses.period_us"
-    );
-    assert_eq!(
-        key("[pauses]\nhosts = 1\nperiod_us = 10.0\nduration_us = 20.0\n"),
-        "pauses.duration_us"
-    );
+    assert_eq!(key("[pauses]\nhosts = 1\nperiod_us = 0.0\n"), "pauses.period_us");
+    assert_eq!(key("[pauses]\nhosts = 1\nperiod_us = 10.0\nduration_us = 20.0\n"), "pauses.duration_us");
     assert_eq!(key("[pauses]\nhosts = 1\namong = [8]\n"), "pauses.among.0");
-    assert_eq!(
-        key("[pauses]\nhosts = 1\namong = [2, 2]\n"),
-        "pauses.among.1"
-    );
-    assert_eq!(
-        key("[[failures]]\nat_us = 1.0\nlink = \"leaf0-spine0\"\npause_us = -1.0\n"),
-        "failures.0.pause_us"
-    );
+    assert_eq!(key("[pauses]\nhosts = 1\namong = [2, 2]\n"), "pauses.among.1");
+    assert_eq!(key("[[failures]]\nat_us = 1.0\nlink = \"leaf0-spine0\"\npause_us = -1.0\n"), "failures.0.pause_us");
 }

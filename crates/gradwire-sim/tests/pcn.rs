@@ -48,29 +48,14 @@ fn run(overrides: &[&str]) -> gradwire_sim::Summary {
 fn every_burst_restores_the_ports_it_lowered() {
     let s = run(&[]);
     let pcn = s.pcn.expect("pcn is on");
-    assert_eq!(
-        (pcn.initial_threshold, pcn.pcn_threshold),
-        (40, 10),
-        "pcn.md §3.3 at RTT·C/(√3·MTU) = 37"
-    );
-    assert_eq!(
-        (
-            pcn.starts_sent,
-            pcn.acks_sent,
-            pcn.released_by_ack,
-            pcn.released_by_fallback
-        ),
-        (8, 8, 8, 0)
-    );
+    assert_eq!((pcn.initial_threshold, pcn.pcn_threshold), (40, 10), "pcn.md §3.3 at RTT·C/(√3·MTU) = 37");
+    assert_eq!((pcn.starts_sent, pcn.acks_sent, pcn.released_by_ack, pcn.released_by_fallback), (8, 8, 8, 0));
     // each START lowers the 3 switch ports on its way (leaf0, spine, leaf1 egress);
     // each burst's first packet restores the same 3; two workers share them
     assert_eq!(pcn.port_starts, 8 * 3);
     assert_eq!(pcn.port_bursts, pcn.port_starts);
     assert_eq!((pcn.port_lease_expiries, pcn.ports_lowered_at_end), (0, 0));
-    assert_eq!(
-        s.flows_finished, 8,
-        "every burst arrived (the 2 long flows run to the stop)"
-    );
+    assert_eq!(s.flows_finished, 8, "every burst arrived (the 2 long flows run to the stop)");
     assert!(s.packets.conserved);
 }
 
@@ -89,18 +74,9 @@ fn a_worker_whose_ack_never_comes_sends_after_the_fallback() {
     let s = run(&pause);
     let pcn = s.pcn.unwrap();
     assert!(pcn.released_by_fallback >= 2, "{pcn:?}");
-    assert_eq!(
-        pcn.released_by_ack + pcn.released_by_fallback,
-        pcn.starts_sent
-    );
-    assert_eq!(
-        s.flows_finished, 8,
-        "no worker stalls: every burst completes"
-    );
-    assert_eq!(
-        pcn.ports_lowered_at_end, 0,
-        "the burst marks (or the lease) restored every port"
-    );
+    assert_eq!(pcn.released_by_ack + pcn.released_by_fallback, pcn.starts_sent);
+    assert_eq!(s.flows_finished, 8, "no worker stalls: every burst completes");
+    assert_eq!(pcn.ports_lowered_at_end, 0, "the burst marks (or the lease) restored every port");
 }
 
 #[test]
@@ -117,10 +93,7 @@ fn bad_pcn_keys_are_named() {
     assert_eq!(key("pcn.threshold=80"), "pcn.threshold");
     assert_eq!(key("pcn.k=0.0"), "pcn.k");
     assert_eq!(key("pcn.long_flows=0"), "pcn.long_flows");
-    assert_eq!(
-        key("switch.ecn_threshold_packets=0"),
-        "switch.ecn_threshold_packets"
-    );
+    assert_eq!(key("switch.ecn_threshold_packets=0"), "switch.ecn_threshold_packets");
     assert_eq!(key("workload.sender_list=[4]"), "workload.sender_list.0");
 }
 

@@ -76,7 +76,8 @@ fn same_seed_same_bytes_with_random_spraying() {
 
 #[test]
 fn spine_failure_reroutes_and_counts_link_down_drops() {
-    let extra = "[workload]\nkind = \"all_to_all\"\nflow_bytes = 100000\n[[failures]]\nat_us = 20.0\nnode = \"spine0\"\n";
+    let extra =
+        "[workload]\nkind = \"all_to_all\"\nflow_bytes = 100000\n[[failures]]\nat_us = 20.0\nnode = \"spine0\"\n";
     let s = sim(extra, &["transport.kind=newreno"]);
     let sum = s.summary();
     assert_eq!(sum.flows_finished, sum.flows, "routes recomputed around the dead spine");
@@ -86,13 +87,16 @@ fn spine_failure_reroutes_and_counts_link_down_drops() {
 
 #[test]
 fn link_failure_by_name_and_bad_names_are_errors() {
-    let extra = "[workload]\nkind = \"all_to_all\"\nflow_bytes = 50000\n[[failures]]\nat_us = 5.0\nlink = \"leaf0-spine1\"\n";
+    let extra =
+        "[workload]\nkind = \"all_to_all\"\nflow_bytes = 50000\n[[failures]]\nat_us = 5.0\nlink = \"leaf0-spine1\"\n";
     let s = sim(extra, &[]);
     assert_eq!(s.summary().flows_finished, s.summary().flows);
     let runs = load(&format!("{SMALL}{extra}"), &["failures.0.link=\"leaf0-spine9\"".into()]);
     // overrides address tables, not array elements: the failure list is replaced wholesale
     assert!(runs.is_err() || Simulation::new(&runs.unwrap()[0].scenario).is_err());
-    let bad = format!("{SMALL}[workload]\nkind = \"all_to_all\"\nflow_bytes = 1\n[[failures]]\nat_us = 5.0\nnode = \"spine9\"\n");
+    let bad = format!(
+        "{SMALL}[workload]\nkind = \"all_to_all\"\nflow_bytes = 1\n[[failures]]\nat_us = 5.0\nnode = \"spine9\"\n"
+    );
     let e = Simulation::new(&load(&bad, &[]).unwrap()[0].scenario).err().expect("unknown node");
     assert_eq!(e.key, "failures.0.node");
     assert!(e.message.contains("spine9"));
@@ -103,11 +107,7 @@ fn ps_pulls_wait_for_pushes() {
     let extra = "[workload]\nkind = \"ps\"\nworkers = 12\nservers = 3\npush_bytes = 120000\n";
     let s = sim(extra, &[]);
     let csv = flows_csv(&s);
-    let rows: Vec<Vec<u64>> = csv
-        .lines()
-        .skip(1)
-        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
-        .collect();
+    let rows: Vec<Vec<u64>> = csv.lines().skip(1).map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
     // 3 servers x 11 remote workers, each way
     assert_eq!(rows.len(), 66);
     // the workload lists, per server, its 11 pushes and then its 11 pulls
@@ -157,9 +157,11 @@ queue_sample_ns = 2000
 
 #[test]
 fn bad_queue_port_is_named() {
-    let e = Simulation::new(&load(&format!("{SMALL}{INCAST}[output]\nqueue_ports = [\"leaf0->host99\"]\n"), &[]).unwrap()[0].scenario)
-        .err()
-        .unwrap();
+    let e = Simulation::new(
+        &load(&format!("{SMALL}{INCAST}[output]\nqueue_ports = [\"leaf0->host99\"]\n"), &[]).unwrap()[0].scenario,
+    )
+    .err()
+    .unwrap();
     assert_eq!(e.key, "output.queue_ports.0");
 }
 

@@ -8,7 +8,15 @@ use super::{CollectiveOptions, Op, Rank, Schedule, Transfer, TransferId};
 
 /// # Panics
 /// If `root >= world`, `arity` or `chunks` is 0, or `bytes` is not a multiple of `elem_bytes`.
-pub fn broadcast(world: u32, root: Rank, bytes: u64, elem_bytes: u32, arity: u32, chunks: u32, opts: &CollectiveOptions) -> Schedule {
+pub fn broadcast(
+    world: u32,
+    root: Rank,
+    bytes: u64,
+    elem_bytes: u32,
+    arity: u32,
+    chunks: u32,
+    opts: &CollectiveOptions,
+) -> Schedule {
     assert!(root < world.max(1), "broadcast: root {root} is outside the world of {world}");
     assert!(arity > 0, "broadcast: arity must be positive");
     let rank_of = |node: u32| (node + root) % world;
@@ -49,7 +57,8 @@ mod tests {
                 for (arity, chunks) in [(1, 1), (2, 3), (4, 2)] {
                     let s = broadcast(world, root, 40, 4, arity, chunks, &CollectiveOptions::default());
                     s.validate().unwrap();
-                    let mut bufs: Vec<Vec<f32>> = (0..world).map(|r| (0..10).map(|i| (r * 100 + i) as f32).collect()).collect();
+                    let mut bufs: Vec<Vec<f32>> =
+                        (0..world).map(|r| (0..10).map(|i| (r * 100 + i) as f32).collect()).collect();
                     let want = bufs[root as usize].clone();
                     execute_in_memory(&s, &mut bufs);
                     assert!(bufs.iter().all(|b| *b == want), "world {world} root {root}");

@@ -142,7 +142,13 @@ mod tests {
     #[test]
     fn sends_become_ready_after_their_dependencies() {
         // 0 -> 1, then 1 -> 2 after receiving it, then 2 -> 0.
-        let s = Schedule { name: "chain".into(), world: 3, bytes: 8, elem_bytes: 4, transfers: vec![t(0, 1, vec![]), t(1, 2, vec![0]), t(2, 0, vec![1])] };
+        let s = Schedule {
+            name: "chain".into(),
+            world: 3,
+            bytes: 8,
+            elem_bytes: 4,
+            transfers: vec![t(0, 1, vec![]), t(1, 2, vec![0]), t(2, 0, vec![1])],
+        };
         s.validate().unwrap();
         let mut r1 = RankExec::new(&s, 1);
         assert_eq!(r1.poll_ready(), None);
@@ -160,11 +166,29 @@ mod tests {
 
     #[test]
     fn validate_rejects_cycles_and_foreign_dependencies() {
-        let cyc = Schedule { name: "c".into(), world: 2, bytes: 8, elem_bytes: 4, transfers: vec![t(0, 1, vec![1]), t(1, 0, vec![0])] };
+        let cyc = Schedule {
+            name: "c".into(),
+            world: 2,
+            bytes: 8,
+            elem_bytes: 4,
+            transfers: vec![t(0, 1, vec![1]), t(1, 0, vec![0])],
+        };
         assert!(matches!(cyc.validate(), Err(ScheduleError::Cycle { .. })));
-        let foreign = Schedule { name: "f".into(), world: 4, bytes: 8, elem_bytes: 4, transfers: vec![t(0, 1, vec![]), t(2, 3, vec![0])] };
+        let foreign = Schedule {
+            name: "f".into(),
+            world: 4,
+            bytes: 8,
+            elem_bytes: 4,
+            transfers: vec![t(0, 1, vec![]), t(2, 3, vec![0])],
+        };
         assert_eq!(foreign.validate(), Err(ScheduleError::ForeignDependency { transfer: 1, dep: 0 }));
-        let mis = Schedule { name: "m".into(), world: 2, bytes: 8, elem_bytes: 4, transfers: vec![Transfer { range: 2..8, ..t(0, 1, vec![]) }] };
+        let mis = Schedule {
+            name: "m".into(),
+            world: 2,
+            bytes: 8,
+            elem_bytes: 4,
+            transfers: vec![Transfer { range: 2..8, ..t(0, 1, vec![]) }],
+        };
         assert_eq!(mis.validate(), Err(ScheduleError::Misaligned { transfer: 0 }));
     }
 

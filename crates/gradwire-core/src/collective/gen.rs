@@ -59,7 +59,9 @@ impl Builder {
     pub(crate) fn new(name: &str, world: u32, bytes: u64, elem_bytes: u32, opts: &CollectiveOptions) -> Builder {
         assert!(elem_bytes > 0, "elem_bytes must be positive");
         assert!(bytes % elem_bytes as u64 == 0, "bytes ({bytes}) is not a multiple of elem_bytes ({elem_bytes})");
-        for (what, b) in [("reduce_loss_bound", opts.reduce_loss_bound), ("broadcast_loss_bound", opts.broadcast_loss_bound)] {
+        for (what, b) in
+            [("reduce_loss_bound", opts.reduce_loss_bound), ("broadcast_loss_bound", opts.broadcast_loss_bound)]
+        {
             assert!((0.0..=1.0).contains(&b), "{what} must be in [0, 1] (got {b})");
         }
         assert!(opts.priority <= 7, "priority must be 0..=7 (got {})", opts.priority);
@@ -69,7 +71,14 @@ impl Builder {
         }
     }
 
-    pub(crate) fn push(&mut self, src: Rank, dst: Rank, range: Range<u64>, op: Op, after: Vec<TransferId>) -> TransferId {
+    pub(crate) fn push(
+        &mut self,
+        src: Rank,
+        dst: Rank,
+        range: Range<u64>,
+        op: Op,
+        after: Vec<TransferId>,
+    ) -> TransferId {
         let loss_bound = match op {
             Op::Reduce => self.opts.reduce_loss_bound,
             Op::Copy => self.opts.broadcast_loss_bound,
@@ -79,7 +88,12 @@ impl Builder {
     }
 
     pub(crate) fn finish(self) -> Schedule {
-        debug_assert_eq!(self.schedule.validate(), Ok(()), "generator {} built an invalid schedule", self.schedule.name);
+        debug_assert_eq!(
+            self.schedule.validate(),
+            Ok(()),
+            "generator {} built an invalid schedule",
+            self.schedule.name
+        );
         self.schedule
     }
 }

@@ -161,7 +161,9 @@ impl fmt::Display for ScheduleError {
                 write!(f, "transfer {transfer}: rank {rank} is outside the world of {world}")
             }
             ScheduleError::SelfTransfer { transfer } => write!(f, "transfer {transfer} sends to its own rank"),
-            ScheduleError::BadRange { transfer } => write!(f, "transfer {transfer}: range is empty or outside the buffer"),
+            ScheduleError::BadRange { transfer } => {
+                write!(f, "transfer {transfer}: range is empty or outside the buffer")
+            }
             ScheduleError::Misaligned { transfer } => write!(f, "transfer {transfer}: range is not element-aligned"),
             ScheduleError::BadLossBound { transfer } => write!(f, "transfer {transfer}: loss bound outside [0, 1]"),
             ScheduleError::BadPriority { transfer } => write!(f, "transfer {transfer}: priority above 7"),

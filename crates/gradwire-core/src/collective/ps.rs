@@ -85,7 +85,8 @@ pub fn ps(layout: &PsLayout, world: u32, bytes: u64, elem_bytes: u32, opts: &Col
             continue;
         }
         let others = || layout.workers.iter().copied().filter(move |&w| w != server);
-        let pushes: Vec<TransferId> = others().map(|w| b.push(w, server, shard.clone(), Op::Reduce, Vec::new())).collect();
+        let pushes: Vec<TransferId> =
+            others().map(|w| b.push(w, server, shard.clone(), Op::Reduce, Vec::new())).collect();
         for w in others() {
             b.push(server, w, shard.clone(), Op::Copy, pushes.clone());
         }
@@ -115,7 +116,10 @@ mod tests {
     fn colocated_and_dedicated_servers_compute_the_sum() {
         for world in 1..=9 {
             for servers in 1..=world {
-                check_allreduce(&ps(&PsLayout::colocated(world, servers), world, 4 * 13, 4, &CollectiveOptions::default()), &[]);
+                check_allreduce(
+                    &ps(&PsLayout::colocated(world, servers), world, 4 * 13, 4, &CollectiveOptions::default()),
+                    &[],
+                );
             }
         }
         // workers 0..4, dedicated servers 4 and 5 (zeroed)

@@ -147,7 +147,8 @@ fn parse_plain(t: &str) -> Result<Vec<Vec<u32>>, LayoutError> {
 
 /// `[ids]` or `[[ids], [ids], ...]`, nothing else.
 fn parse_json(t: &str) -> Result<Vec<Vec<u32>>, LayoutError> {
-    let bad = |why: &str| LayoutError(format!("topology JSON must be [ids] or [[ids], ...] of non-negative integers: {why}"));
+    let bad =
+        |why: &str| LayoutError(format!("topology JSON must be [ids] or [[ids], ...] of non-negative integers: {why}"));
     let inner = t.strip_prefix('[').and_then(|s| s.strip_suffix(']')).ok_or_else(|| bad("missing closing `]`"))?.trim();
     if inner.is_empty() {
         return Err(bad("the list is empty"));
@@ -156,7 +157,11 @@ fn parse_json(t: &str) -> Result<Vec<Vec<u32>>, LayoutError> {
         if inner.contains('[') || inner.contains(']') {
             return Err(bad("mixes ids and lists"));
         }
-        return Ok(vec![inner.split(',').enumerate().map(|(r, tok)| region_id(tok, 0, r)).collect::<Result<_, _>>()?]);
+        return Ok(vec![inner
+            .split(',')
+            .enumerate()
+            .map(|(r, tok)| region_id(tok, 0, r))
+            .collect::<Result<_, _>>()?]);
     }
     let mut levels = Vec::new();
     let mut rest = inner;
@@ -203,11 +208,16 @@ mod tests {
         assert!(err("0,0,-1").contains("`-1`"));
         assert!(err("0,0,,1").contains("rank 2: `` is not"));
         assert!(err("0,0,1;0,0").contains("level 1 has 2 entries but level 0 has 3"));
-        assert!(err("0,0,1,1;0,1,1,1").contains("ranks 0 and 1 share region 0 at level 0 but are in regions 0 and 1 at level 1"));
+        assert!(err("0,0,1,1;0,1,1,1")
+            .contains("ranks 0 and 1 share region 0 at level 0 but are in regions 0 and 1 at level 1"));
         assert!(err("[0,1").contains("closing"));
         assert!(err("[]").contains("empty"));
         assert!(err("[[0,1],2]").contains("separated") || err("[[0,1],2]").contains("`[`"), "{}", err("[[0,1],2]"));
         assert!(err("[0,[1]]").contains("mixes"));
-        assert!(err("[[0,[1]]]").contains("two deep") || err("[[0,[1]]]").contains("not a region id"), "{}", err("[[0,[1]]]"));
+        assert!(
+            err("[[0,[1]]]").contains("two deep") || err("[[0,[1]]]").contains("not a region id"),
+            "{}",
+            err("[[0,[1]]]")
+        );
     }
 }

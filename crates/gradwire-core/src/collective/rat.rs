@@ -27,10 +27,14 @@ pub fn rat_trees(map: &RackMap) -> Vec<Vec<Option<Rank>>> {
     let mut members: Vec<Vec<Vec<Rank>>> = Vec::with_capacity(levels);
     for l in 0..levels {
         let mut ids = BTreeMap::new();
-        let idx: Vec<usize> = map.level(l).iter().map(|&g| {
-            let n = ids.len();
-            *ids.entry(g).or_insert(n)
-        }).collect();
+        let idx: Vec<usize> = map
+            .level(l)
+            .iter()
+            .map(|&g| {
+                let n = ids.len();
+                *ids.entry(g).or_insert(n)
+            })
+            .collect();
         let mut m = vec![Vec::new(); ids.len()];
         for (r, &g) in idx.iter().enumerate() {
             m[g].push(r as Rank);
@@ -70,7 +74,10 @@ pub fn rat_trees(map: &RackMap) -> Vec<Vec<Option<Rank>>> {
                     } else {
                         children[l][g].iter().map(|&c| agg[l - 1][c]).collect()
                     };
-                    let pick = *cands.iter().min_by_key(|&&r| (load[r as usize] + taken[r as usize], r)).expect("regions are not empty");
+                    let pick = *cands
+                        .iter()
+                        .min_by_key(|&&r| (load[r as usize] + taken[r as usize], r))
+                        .expect("regions are not empty");
                     taken[pick as usize] += 1;
                     pick
                 })
@@ -122,7 +129,8 @@ mod tests {
         for (root, parent) in trees.iter().enumerate() {
             assert_eq!(parent[root], None);
             // the other rack has one aggregator, the only rank sending across racks
-            let cross: Vec<Rank> = (0..8).filter(|&u| parent[u as usize].is_some_and(|p| !map.same_region(0, u, p))).collect();
+            let cross: Vec<Rank> =
+                (0..8).filter(|&u| parent[u as usize].is_some_and(|p| !map.same_region(0, u, p))).collect();
             assert_eq!(cross.len(), 1, "tree {root}: {parent:?}");
             assert_eq!(parent[cross[0] as usize], Some(root as Rank));
             // everyone in the root's rack reports to the root
@@ -164,7 +172,8 @@ mod tests {
         check_allreduce(&s, &[]);
         for parent in rat_trees(&map) {
             // one transfer each way crosses pods per tree
-            let cross_pod = (0..8u32).filter(|&u| parent[u as usize].is_some_and(|p| !map.same_region(1, u, p))).count();
+            let cross_pod =
+                (0..8u32).filter(|&u| parent[u as usize].is_some_and(|p| !map.same_region(1, u, p))).count();
             assert_eq!(cross_pod, 1);
         }
     }

@@ -41,7 +41,8 @@ fn every_algorithm_sums_for_worlds_2_to_9_and_uneven_sizes() {
             let dedicated = PsLayout { workers: (0..world - 1).collect(), servers: vec![world - 1] };
             check_allreduce_among(&ps(&dedicated, world, bytes, 4, &O), &dedicated.workers, &[world - 1]);
             check_allreduce(&rat(&contiguous(world, 2), bytes, 4, &O), &[]);
-            let pods = RackMap::new(vec![(0..world).map(|r| r / 2).collect(), (0..world).map(|r| r / 4).collect()]).unwrap();
+            let pods =
+                RackMap::new(vec![(0..world).map(|r| r / 2).collect(), (0..world).map(|r| r / 4).collect()]).unwrap();
             check_allreduce(&rat(&pods, bytes, 4, &O), &[]);
         }
     }
@@ -49,10 +50,18 @@ fn every_algorithm_sums_for_worlds_2_to_9_and_uneven_sizes() {
 
 fn rack_map() -> impl Strategy<Value = RackMap> {
     (1u32..=12, 1u32..=5, 1u32..=3).prop_flat_map(|(world, racks, pods)| {
-        (proptest::collection::vec(0..racks, world as usize), proptest::collection::vec(0..pods, racks as usize), any::<bool>())
+        (
+            proptest::collection::vec(0..racks, world as usize),
+            proptest::collection::vec(0..pods, racks as usize),
+            any::<bool>(),
+        )
             .prop_map(|(rack_of, pod_of_rack, two_levels)| {
                 let pods: Vec<u32> = rack_of.iter().map(|&r| pod_of_rack[r as usize]).collect();
-                if two_levels { RackMap::new(vec![rack_of, pods]).unwrap() } else { RackMap::from_racks(rack_of) }
+                if two_levels {
+                    RackMap::new(vec![rack_of, pods]).unwrap()
+                } else {
+                    RackMap::from_racks(rack_of)
+                }
             })
     })
 }
@@ -130,7 +139,8 @@ fn ring_crosses_each_rack_boundary_once_per_step() {
             }
             // per rack egress = one rank's egress
             for rack in 0..r {
-                let out: u64 = s.transfers.iter().filter(|t| t.src / k == rack && t.dst / k != rack).map(Transfer::bytes).sum();
+                let out: u64 =
+                    s.transfers.iter().filter(|t| t.src / k == rack && t.dst / k != rack).map(Transfer::bytes).sum();
                 let rank0: u64 = s.sends_of(rack * k).map(|i| s.transfers[i as usize].bytes()).sum();
                 assert_eq!(out, rank0);
             }
@@ -164,7 +174,8 @@ fn dependency_chains_follow_table_1() {
             assert_eq!(d, 2 * (1 + 1), "one level: constant in the number of racks (w={w})");
             assert!(d < ring(w, 4 * w as u64, 4, &O).dependency_depth());
             if racks % 2 == 0 {
-                let pods = RackMap::new(vec![map.level(0).to_vec(), (0..w).map(|r| r / (2 * members)).collect()]).unwrap();
+                let pods =
+                    RackMap::new(vec![map.level(0).to_vec(), (0..w).map(|r| r / (2 * members)).collect()]).unwrap();
                 if pods.regions(1) > 1 {
                     assert_eq!(rat(&pods, 4 * w as u64, 4, &O).dependency_depth(), 2 * (2 + 1));
                 }
@@ -177,12 +188,20 @@ fn dependency_chains_follow_table_1() {
 fn options_reach_every_transfer() {
     let o = CollectiveOptions { reduce_loss_bound: 0.2, broadcast_loss_bound: 0.05, priority: 6 };
     let map = contiguous(6, 3);
-    for s in [ring(6, 48, 4, &o), tree(6, 48, 4, 2, 2, &o), ps(&PsLayout::colocated(6, 2), 6, 48, 4, &o), rat(&map, 48, 4, &o)] {
+    for s in [
+        ring(6, 48, 4, &o),
+        tree(6, 48, 4, 2, 2, &o),
+        ps(&PsLayout::colocated(6, 2), 6, 48, 4, &o),
+        rat(&map, 48, 4, &o),
+    ] {
         assert!(s.transfers.iter().any(|t| t.op == Op::Copy) && s.transfers.iter().any(|t| t.op == Op::Reduce));
         for t in &s.transfers {
             assert_eq!(t.loss_bound, if t.op == Op::Reduce { 0.2 } else { 0.05 }, "{}", s.name);
             assert_eq!(t.priority, 6);
         }
     }
-    assert_eq!(CollectiveOptions::default(), CollectiveOptions { reduce_loss_bound: 0.0, broadcast_loss_bound: 0.0, priority: 1 });
+    assert_eq!(
+        CollectiveOptions::default(),
+        CollectiveOptions { reduce_loss_bound: 0.0, broadcast_loss_bound: 0.0, priority: 1 }
+    );
 }

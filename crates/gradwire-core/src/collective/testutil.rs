@@ -42,7 +42,11 @@ pub fn check_allreduce_among(s: &Schedule, workers: &[Rank], zeroed: &[Rank]) {
     let mut bufs = inputs.clone();
     execute_in_memory(s, &mut bufs);
     for &w in workers {
-        assert_eq!(bufs[w as usize], want, "{} (world {}, {} bytes): rank {w} after execute_in_memory", s.name, s.world, s.bytes);
+        assert_eq!(
+            bufs[w as usize], want,
+            "{} (world {}, {} bytes): rank {w} after execute_in_memory",
+            s.name, s.world, s.bytes
+        );
     }
     assert_race_free(s);
     for seed in 1..=3 {
@@ -129,7 +133,11 @@ pub fn assert_race_free(s: &Schedule) {
     for (i, t) in s.transfers.iter().enumerate() {
         for &d in &t.after {
             deps_of[d as usize].push(i);
-            assert_eq!(s.transfers[d as usize].dst, t.src, "{}: transfer {i} depends on a send; generators only depend on receives", s.name);
+            assert_eq!(
+                s.transfers[d as usize].dst, t.src,
+                "{}: transfer {i} depends on a send; generators only depend on receives",
+                s.name
+            );
         }
     }
     let mut ready: Vec<usize> = (0..n).filter(|&i| indeg[i] == 0).collect();

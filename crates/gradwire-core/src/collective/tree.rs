@@ -15,7 +15,14 @@ pub fn heap_parents(world: u32, arity: u32) -> Vec<Option<Rank>> {
 /// # Panics
 /// If `arity` or `pipeline_chunks` is 0, `elem_bytes` is 0 or does not divide `bytes`,
 /// or on bad options.
-pub fn tree(world: u32, bytes: u64, elem_bytes: u32, arity: u32, pipeline_chunks: u32, opts: &CollectiveOptions) -> Schedule {
+pub fn tree(
+    world: u32,
+    bytes: u64,
+    elem_bytes: u32,
+    arity: u32,
+    pipeline_chunks: u32,
+    opts: &CollectiveOptions,
+) -> Schedule {
     assert!(pipeline_chunks >= 1, "pipeline_chunks must be at least 1");
     let mut b = Builder::new("tree", world, bytes, elem_bytes, opts);
     if world < 2 {

@@ -33,22 +33,13 @@ pub struct Config {
 
 impl Config {
     /// No scheduling: whole tensors, no window (what a framework does by itself).
-    pub const UNSCHEDULED: Config = Config {
-        partition_bytes: u64::MAX,
-        credit_bytes: u64::MAX,
-    };
+    pub const UNSCHEDULED: Config = Config { partition_bytes: u64::MAX, credit_bytes: u64::MAX };
     /// P3's fixed choice (autobyte.md §II-E): 160 KB partitions, credit of one partition.
-    pub const P3: Config = Config {
-        partition_bytes: 160_000,
-        credit_bytes: 160_000,
-    };
+    pub const P3: Config = Config { partition_bytes: 160_000, credit_bytes: 160_000 };
 
     /// `S_p` bytes and a credit of `multiple × S_p`, as the paper writes `⟨S_p, k×⟩`.
     pub fn new(partition_bytes: u64, credit_multiple: u64) -> Result<Config, ConfigError> {
-        let c = Config {
-            partition_bytes,
-            credit_bytes: partition_bytes.saturating_mul(credit_multiple),
-        };
+        let c = Config { partition_bytes, credit_bytes: partition_bytes.saturating_mul(credit_multiple) };
         c.validate().map(|()| c)
     }
 
@@ -85,10 +76,9 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::ZeroPartition => write!(f, "the partition size must be at least 1 byte"),
-            ConfigError::CreditBelowPartition { partition_bytes, credit_bytes } => write!(
-                f,
-                "the credit ({credit_bytes} bytes) must be at least one partition ({partition_bytes} bytes)"
-            ),
+            ConfigError::CreditBelowPartition { partition_bytes, credit_bytes } => {
+                write!(f, "the credit ({credit_bytes} bytes) must be at least one partition ({partition_bytes} bytes)")
+            }
         }
     }
 }
@@ -210,16 +200,7 @@ impl Scheduler {
             let len = (end - offset).min(self.config.partition_bytes);
             let id = PartitionId(self.next_id);
             self.next_id += 1;
-            self.queue.insert(
-                (class, seq, offset),
-                Partition {
-                    id,
-                    tensor,
-                    layer,
-                    offset,
-                    len,
-                },
-            );
+            self.queue.insert((class, seq, offset), Partition { id, tensor, layer, offset, len });
             offset += len;
         }
     }
@@ -239,10 +220,7 @@ impl Scheduler {
 
     /// A started partition has been delivered: its bytes return to the window.
     pub fn complete(&mut self, id: PartitionId) -> Result<(), SchedError> {
-        let len = self
-            .in_flight
-            .remove(&id)
-            .ok_or(SchedError::NotInFlight(id))?;
+        let len = self.in_flight.remove(&id).ok_or(SchedError::NotInFlight(id))?;
         self.in_flight_bytes -= len;
         Ok(())
     }
@@ -254,12 +232,8 @@ impl Scheduler {
     pub fn reconfigure(&mut self, config: Config) -> Result<(), ConfigError> {
         config.validate()?;
         self.config = config;
-        let too_big: Vec<_> = self
-            .queue
-            .iter()
-            .filter(|(_, p)| p.len > config.partition_bytes)
-            .map(|(k, _)| *k)
-            .collect();
+        let too_big: Vec<_> =
+            self.queue.iter().filter(|(_, p)| p.len > config.partition_bytes).map(|(k, _)| *k).collect();
         for key in too_big {
             let p = self.queue.remove(&key).expect("listed above");
             self.queue_range(key.1, p.tensor, p.layer, p.offset, p.len);

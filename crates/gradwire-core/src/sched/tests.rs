@@ -7,14 +7,8 @@ use super::*;
 #[test]
 fn configs_that_cannot_run_are_refused() {
     assert_eq!(Config::new(0, 4), Err(ConfigError::ZeroPartition));
-    let c = Config {
-        partition_bytes: 4_000_000,
-        credit_bytes: 1_000_000,
-    };
-    assert!(matches!(
-        c.validate(),
-        Err(ConfigError::CreditBelowPartition { .. })
-    ));
+    let c = Config { partition_bytes: 4_000_000, credit_bytes: 1_000_000 };
+    assert!(matches!(c.validate(), Err(ConfigError::CreditBelowPartition { .. })));
     assert!(Scheduler::new(c, Order::FrontLayerFirst).is_err());
     assert_eq!(Config::new(2_000_000, 3).unwrap().credit_bytes, 6_000_000);
     assert!(Config::UNSCHEDULED.validate().is_ok() && Config::P3.validate().is_ok());
@@ -25,14 +19,8 @@ fn a_tensor_is_cut_into_partitions_of_the_configured_size() {
     let mut s = Scheduler::new(Config::new(1000, 100).unwrap(), Order::FrontLayerFirst).unwrap();
     s.post(7, 3, 2500).unwrap();
     let parts: Vec<_> = std::iter::from_fn(|| s.poll_start()).collect();
-    let cuts: Vec<_> = parts
-        .iter()
-        .map(|p| (p.tensor, p.layer, p.offset, p.len))
-        .collect();
-    assert_eq!(
-        cuts,
-        [(7, 3, 0, 1000), (7, 3, 1000, 1000), (7, 3, 2000, 500)]
-    );
+    let cuts: Vec<_> = parts.iter().map(|p| (p.tensor, p.layer, p.offset, p.len)).collect();
+    assert_eq!(cuts, [(7, 3, 0, 1000), (7, 3, 1000, 1000), (7, 3, 2000, 500)]);
     assert_eq!(s.in_flight_bytes(), 2500);
 }
 
@@ -52,10 +40,7 @@ fn the_window_holds_back_until_a_partition_completes() {
 #[test]
 fn front_layers_overtake_back_layers_posted_earlier() {
     // Backward propagation posts the back layer first.
-    for (order, want) in [
-        (Order::FrontLayerFirst, [0, 1, 2]),
-        (Order::Fifo, [2, 1, 0]),
-    ] {
+    for (order, want) in [(Order::FrontLayerFirst, [0, 1, 2]), (Order::Fifo, [2, 1, 0])] {
         let mut s = Scheduler::new(Config::new(100, 1).unwrap(), order).unwrap();
         for layer in [2, 1, 0] {
             s.post(u64::from(layer), layer, 100).unwrap();
@@ -87,25 +72,13 @@ fn a_smaller_window_waits_for_the_bytes_already_in_flight() {
     assert_eq!(started.len(), 4);
     s.reconfigure(Config::new(1000, 1).unwrap()).unwrap();
     s.complete(started[0].id).unwrap();
-    assert!(
-        s.poll_start().is_none(),
-        "3000 bytes still in flight against a 1000-byte credit"
-    );
+    assert!(s.poll_start().is_none(), "3000 bytes still in flight against a 1000-byte credit");
     for p in &started[1..] {
         s.complete(p.id).unwrap();
     }
     assert!(s.poll_start().is_some());
-    assert!(s
-        .reconfigure(Config {
-            partition_bytes: 0,
-            credit_bytes: 1
-        })
-        .is_err());
-    assert_eq!(
-        s.config(),
-        Config::new(1000, 1).unwrap(),
-        "a refused configuration changes nothing"
-    );
+    assert!(s.reconfigure(Config { partition_bytes: 0, credit_bytes: 1 }).is_err());
+    assert_eq!(s.config(), Config::new(1000, 1).unwrap(), "a refused configuration changes nothing");
 }
 
 /// One step of a driver: post a tensor, start what the window admits, complete the oldest
@@ -124,10 +97,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Start),
         Just(Op::Start),
         Just(Op::Complete),
-        (1u64..6_000, 1u64..5).prop_map(|(partition, multiple)| Op::Reconfigure {
-            partition,
-            multiple
-        }),
+        (1u64..6_000, 1u64..5).prop_map(|(partition, multiple)| Op::Reconfigure { partition, multiple }),
     ]
 }
 

@@ -56,11 +56,7 @@ pub struct BadThreshold(pub u32);
 
 impl std::fmt::Display for BadThreshold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "a PCN threshold is a multiple of 5 in 0..={MAX_PCN_THRESHOLD} packets (got {})",
-            self.0
-        )
+        write!(f, "a PCN threshold is a multiple of 5 in 0..={MAX_PCN_THRESHOLD} packets (got {})", self.0)
     }
 }
 
@@ -119,13 +115,7 @@ fn up_to_five(x: f64) -> u32 {
 /// pcn.md §3.3: the initial threshold, Eq. (1)'s bound rounded up to a multiple of 5
 /// (37 -> 40), and the PCN threshold `h_PCN = bound · k` (Eq. 2) rounded the same way
 /// (k = 1/4: 9.25 -> 10; k = 1 gives the initial threshold: PCN changes nothing).
-pub fn pcn_thresholds(
-    rtt_ns: f64,
-    link_bps: f64,
-    long_flows: u32,
-    mtu_bytes: u32,
-    k: f64,
-) -> (u32, u32) {
+pub fn pcn_thresholds(rtt_ns: f64, link_bps: f64, long_flows: u32, mtu_bytes: u32, k: f64) -> (u32, u32) {
     let bound = ecn_lower_bound(rtt_ns, link_bps, long_flows, mtu_bytes);
     (up_to_five(bound), up_to_five(bound * k))
 }
@@ -254,11 +244,7 @@ impl PcnWorker {
     /// An idle worker that waits at most `fallback` (ps) for its ACK; see
     /// [`worker_fallback`].
     pub fn new(fallback: Time) -> Self {
-        PcnWorker {
-            fallback,
-            state: WorkerState::Idle,
-            fallbacks: 0,
-        }
+        PcnWorker { fallback, state: WorkerState::Idle, fallbacks: 0 }
     }
 
     /// Announce a burst: the DSCP of the START to send now.
@@ -270,10 +256,7 @@ impl PcnWorker {
 
     /// A packet with PCN flags reached the worker; true when it released the burst.
     pub fn on_mark(&mut self, mark: PcnMark) -> bool {
-        if matches!(
-            (self.state, mark),
-            (WorkerState::Waiting { .. }, PcnMark::Ack { .. })
-        ) {
+        if matches!((self.state, mark), (WorkerState::Waiting { .. }, PcnMark::Ack { .. })) {
             self.state = WorkerState::Ready;
             return true;
         }
@@ -336,27 +319,14 @@ mod tests {
                 assert_eq!(PcnMark::decode(((dscp << 2) | 0b11) >> 2), Some(mark));
             }
         }
-        assert_eq!(
-            PcnMark::decode(PcnMark::Burst.encode().unwrap()),
-            Some(PcnMark::Burst)
-        );
+        assert_eq!(PcnMark::decode(PcnMark::Burst.encode().unwrap()), Some(PcnMark::Burst));
         assert_eq!(PcnMark::Start { threshold: 10 }.encode(), Ok(0b10_0010));
         assert_eq!(PcnMark::decode(0), None, "ordinary traffic");
-        assert_eq!(
-            PcnMark::decode(0b00_0111),
-            None,
-            "threshold bits without flags: not PCN"
-        );
+        assert_eq!(PcnMark::decode(0b00_0111), None, "threshold bits without flags: not PCN");
         for bad in [1, 7, 39, 76, 80, 1000] {
-            assert_eq!(
-                PcnMark::Start { threshold: bad }.encode(),
-                Err(BadThreshold(bad))
-            );
+            assert_eq!(PcnMark::Start { threshold: bad }.encode(), Err(BadThreshold(bad)));
         }
-        assert_eq!(
-            PcnMark::Start { threshold: 20 }.ack_for(),
-            Some(PcnMark::Ack { threshold: 20 })
-        );
+        assert_eq!(PcnMark::Start { threshold: 20 }.ack_for(), Some(PcnMark::Ack { threshold: 20 }));
         assert_eq!(PcnMark::Burst.ack_for(), None);
     }
 
@@ -366,11 +336,7 @@ mod tests {
         for i in 0..5 {
             let t = i * 100 * US;
             assert_eq!(r.on_mark(PcnMark::Start { threshold: 10 }, t), 10);
-            assert_eq!(
-                r.on_mark(PcnMark::Ack { threshold: 10 }, t + US),
-                10,
-                "ACKs change nothing"
-            );
+            assert_eq!(r.on_mark(PcnMark::Ack { threshold: 10 }, t + US), 10, "ACKs change nothing");
             assert_eq!(r.on_mark(PcnMark::Burst, t + 2 * US), 40);
             assert_eq!((r.pending(), r.poll_timeout()), (0, None));
         }
@@ -382,17 +348,9 @@ mod tests {
         let mut r = PcnRegister::new(40, 1000 * US);
         r.on_mark(PcnMark::Start { threshold: 10 }, 0);
         r.on_mark(PcnMark::Start { threshold: 10 }, 0);
-        assert_eq!(
-            r.on_mark(PcnMark::Burst, 10 * US),
-            10,
-            "one of two bursts arrived"
-        );
+        assert_eq!(r.on_mark(PcnMark::Burst, 10 * US), 10, "one of two bursts arrived");
         assert_eq!(r.on_mark(PcnMark::Burst, 20 * US), 40);
-        assert_eq!(
-            r.on_mark(PcnMark::Burst, 30 * US),
-            40,
-            "a stray burst mark does not underflow"
-        );
+        assert_eq!(r.on_mark(PcnMark::Burst, 30 * US), 40, "a stray burst mark does not underflow");
         assert_eq!(r.counters.unmatched_bursts, 1);
     }
 
@@ -401,18 +359,11 @@ mod tests {
         let mut r = PcnRegister::new(40, 500 * US);
         r.on_mark(PcnMark::Start { threshold: 10 }, 0);
         r.on_mark(PcnMark::Start { threshold: 10 }, 100 * US);
-        assert_eq!(
-            r.poll_timeout(),
-            Some(600 * US),
-            "the last START renews the lease"
-        );
+        assert_eq!(r.poll_timeout(), Some(600 * US), "the last START renews the lease");
         r.handle_timeout(599 * US);
         assert_eq!(r.threshold(), 10);
         r.handle_timeout(600 * US);
-        assert_eq!(
-            (r.threshold(), r.pending(), r.counters.lease_expiries),
-            (40, 0, 1)
-        );
+        assert_eq!((r.threshold(), r.pending(), r.counters.lease_expiries), (40, 0, 1));
     }
 
     #[test]
@@ -422,10 +373,7 @@ mod tests {
         let mut w = PcnWorker::new(fallback);
         // the ACK arrives: the burst goes at once
         let dscp = w.start(10, 0).unwrap();
-        assert_eq!(
-            PcnMark::decode(dscp),
-            Some(PcnMark::Start { threshold: 10 })
-        );
+        assert_eq!(PcnMark::decode(dscp), Some(PcnMark::Start { threshold: 10 }));
         assert!(!w.may_send());
         assert!(w.on_mark(PcnMark::Ack { threshold: 10 }));
         assert!(w.may_send());
@@ -436,10 +384,7 @@ mod tests {
         assert!(!w.handle_timeout(1219 * US) && !w.may_send());
         assert!(w.handle_timeout(1220 * US) && w.may_send());
         assert_eq!(w.fallbacks, 1);
-        assert!(
-            !w.on_mark(PcnMark::Ack { threshold: 10 }),
-            "a late ACK changes nothing"
-        );
+        assert!(!w.on_mark(PcnMark::Ack { threshold: 10 }), "a late ACK changes nothing");
         assert!(w.start(12, 0).is_err());
     }
 

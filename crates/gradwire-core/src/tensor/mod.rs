@@ -10,6 +10,6 @@ mod tests;
 pub use reassembly::{Placed, Reassembly, TensorBuffer};
 pub use segment::{Reject, Segment, SegmentError, Segmentation, TensorId};
 pub use tag::{
-    importance_mask, importance_with_threshold, layer_priority, layer_queue, sample_median_abs,
-    synthetic_important, CTRL_QUEUE, MAX_DATA_PRIORITIES, MEDIAN_SAMPLE_FRACTION,
+    importance_mask, importance_with_threshold, layer_priority, layer_queue, sample_median_abs, synthetic_important,
+    CTRL_QUEUE, MAX_DATA_PRIORITIES, MEDIAN_SAMPLE_FRACTION,
 };

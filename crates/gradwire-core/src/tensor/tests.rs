@@ -198,7 +198,11 @@ fn importance_against_exact_median() {
     let grads: Vec<f32> = (0..200_000)
         .map(|_| {
             let m = (-rng.unit().max(1e-12).ln()) as f32;
-            if rng.next() & 1 == 0 { m } else { -m }
+            if rng.next() & 1 == 0 {
+                m
+            } else {
+                -m
+            }
         })
         .collect();
     let mut sorted: Vec<f32> = grads.iter().map(|g| g.abs()).collect();

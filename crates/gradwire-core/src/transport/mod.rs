@@ -6,11 +6,11 @@
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
 mod ctrl;
-mod received;
 pub mod dlcp;
 pub mod ltp;
 pub mod pfabric;
 pub mod pias;
+mod received;
 pub mod tcp;
 
 use crate::packet::Packet;

@@ -35,12 +35,7 @@ fn main_inner(args: &[String]) -> Result<i32, String> {
             }
             let s = load(&args[1], &overrides)?;
             let sw = Switch::new(&s);
-            println!(
-                "{}: {} hosts, ports: {}",
-                s.sim.name,
-                sw.hosts(),
-                sw.port_names().join(", ")
-            );
+            println!("{}: {} hosts, ports: {}", s.sim.name, sw.hosts(), sw.port_names().join(", "));
             Ok(0)
         }
         Some("run") if args.len() >= 2 => {
@@ -54,15 +49,10 @@ fn main_inner(args: &[String]) -> Result<i32, String> {
             let mut rest = args[2..].iter();
             while let Some(a) = rest.next() {
                 match a.as_str() {
-                    "--stats" => {
-                        opts.stats = Some(PathBuf::from(rest.next().ok_or("--stats needs a file")?))
-                    }
+                    "--stats" => opts.stats = Some(PathBuf::from(rest.next().ok_or("--stats needs a file")?)),
                     "--duration" => {
                         let v = rest.next().ok_or("--duration needs seconds")?;
-                        opts.duration = Some(
-                            v.parse()
-                                .map_err(|_| format!("--duration {v}: not a number"))?,
-                        );
+                        opts.duration = Some(v.parse().map_err(|_| format!("--duration {v}: not a number"))?);
                     }
                     "--watch-stdin" => opts.watch_stdin = true,
                     "--set" => overrides.push(rest.next().ok_or("--set needs KEY=VALUE")?.clone()),

@@ -16,7 +16,9 @@ impl Engine {
             link.queue_desc(&desc);
         }
         if let Some(why) = &self.broken {
-            let _ = req.reply.send(Err(NetError::Protocol(format!("the communicator is unusable after an earlier failure: {why}"))));
+            let _ = req
+                .reply
+                .send(Err(NetError::Protocol(format!("the communicator is unusable after an earlier failure: {why}"))));
             return true;
         }
         let s = req.schedule.clone();
@@ -35,7 +37,13 @@ impl Engine {
         job.unverified = (0..s.world).filter(|&r| r != me && self.links[r as usize].is_some()).collect();
         let now = self.now();
         if self.tracing {
-            eprintln!("t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept", now as f64 / 1e9, self.rank, s.name, self.early_index.len());
+            eprintln!(
+                "t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept",
+                now as f64 / 1e9,
+                self.rank,
+                s.name,
+                self.early_index.len()
+            );
         }
         for t in s.receives_of(self.rank) {
             job.post_receive(t);
@@ -139,7 +147,15 @@ impl Engine {
         if self.tracing {
             let tr = &job.schedule.transfers[t as usize];
             let at = self.epoch.elapsed().as_secs_f64() * 1e3;
-            eprintln!("t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {})", self.rank, job.call, tr.src, tr.dst, tr.bytes(), if slot.ep.is_receiver() { "received" } else { "sent" });
+            eprintln!(
+                "t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {})",
+                self.rank,
+                job.call,
+                tr.src,
+                tr.dst,
+                tr.bytes(),
+                if slot.ep.is_receiver() { "received" } else { "sent" }
+            );
         }
         let now = self.now();
         self.start_ready_sends(now);
@@ -190,7 +206,12 @@ impl Engine {
         let Some(mine) = job.desc else { return };
         job.progressed = true;
         if let Some((field, a, b)) = mine.difference(&theirs) {
-            let err = NetError::CallMismatch { call: mine.call, ranks: (self.rank, peer), field: field.to_string(), values: (a, b) };
+            let err = NetError::CallMismatch {
+                call: mine.call,
+                ranks: (self.rank, peer),
+                field: field.to_string(),
+                values: (a, b),
+            };
             self.fail_call(err);
             return;
         }
@@ -243,7 +264,8 @@ impl Engine {
             return;
         }
         let call = job.call;
-        let mut peers: Vec<u32> = self.slots.values().filter(|s| s.call == call && !s.finished).map(|s| s.peer).collect();
+        let mut peers: Vec<u32> =
+            self.slots.values().filter(|s| s.call == call && !s.finished).map(|s| s.peer).collect();
         peers.sort_unstable();
         peers.dedup();
         let what = if peers.is_empty() && !job.unverified.is_empty() {

@@ -88,7 +88,10 @@ impl Engine {
         }
         let Ok(h) = Header::decode_header(&head) else { return declined };
         let tag_len = if self.cfg.auth.is_some() { TAG_LEN } else { 0 };
-        if h.kind != PacketKind::Data || h.session != self.session || total != HEADER_LEN + h.payload_len as usize + tag_len {
+        if h.kind != PacketKind::Data
+            || h.session != self.session
+            || total != HEADER_LEN + h.payload_len as usize + tag_len
+        {
             return declined;
         }
         let Some(slot) = self.slots.get(&h.flow) else { return declined };
@@ -266,7 +269,9 @@ impl Engine {
             match self.slots.get(&h.flow) {
                 Some(s) if s.peer == from => self.dispatch(from, &h, Incoming::Bytes(&[]), now),
                 Some(_) => self.local.stale += 1,
-                None if is_future(call_of(h.flow), self.next_call) && self.stash.len() < STASH_LIMIT => self.stash.push((from, h)),
+                None if is_future(call_of(h.flow), self.next_call) && self.stash.len() < STASH_LIMIT => {
+                    self.stash.push((from, h))
+                }
                 None => self.classify_unknown(h.flow),
             }
         }
@@ -289,7 +294,8 @@ impl Engine {
         let rank = self.rank;
         let involved = self.job.as_ref().is_some_and(|j| {
             j.schedule.transfers.iter().enumerate().any(|(i, t)| {
-                ((t.src == rank && t.dst == peer) || (t.src == peer && t.dst == rank)) && !j.exec.is_finished(i as TransferId)
+                ((t.src == rank && t.dst == peer) || (t.src == peer && t.dst == rank))
+                    && !j.exec.is_finished(i as TransferId)
             })
         });
         if involved {
@@ -332,7 +338,8 @@ impl Engine {
         let transfer = slot.transfer;
         // The receiver declared the bound met (DLCP FINISH, LTP STOP): for this rank's
         // call the send is over, even if the closing handshake is still running.
-        let sender_released = !slot.ep.is_receiver() && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
+        let sender_released = !slot.ep.is_receiver()
+            && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
         if let Some(job) = self.job.as_mut().filter(|j| j.call == call) {
             job.progressed |= accepted;
             match (placed, payload) {

@@ -211,8 +211,6 @@ pub struct Engine {
     idle_turns: u64,
 }
 
-
-
 fn flow_id(call: u16, t: TransferId) -> u32 {
     ((call & CALL_MASK) as u32) << TRANSFER_BITS | t
 }
@@ -248,9 +246,19 @@ impl Engine {
                 Some(s) => {
                     let mut link = PeerLink::new(s)?;
                     if let Some(key) = &cfg.auth {
-                        link.authenticate(LinkAuth { key: key.clone(), me: rank, peer: i as u32, sent: 0, received: 0 });
+                        link.authenticate(LinkAuth {
+                            key: key.clone(),
+                            me: rank,
+                            peer: i as u32,
+                            sent: 0,
+                            received: 0,
+                        });
                     }
-                    poll.registry().register(link.mio(), Token(PEER_BASE + i), Interest::READABLE | Interest::WRITABLE)?;
+                    poll.registry().register(
+                        link.mio(),
+                        Token(PEER_BASE + i),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
                     Some(link)
                 }
                 None => None,
@@ -258,7 +266,8 @@ impl Engine {
             wrapped.push(link);
         }
         let world = addrs.len();
-        let peer_ranks = addrs.iter().enumerate().filter(|&(r, _)| r as u32 != rank).map(|(r, &a)| (a, r as u32)).collect();
+        let peer_ranks =
+            addrs.iter().enumerate().filter(|&(r, _)| r as u32 != rank).map(|(r, &a)| (a, r as u32)).collect();
         let mut impairments = cfg.impairments.clone();
         impairments.resize(world, Impairment::default());
         let seed = session ^ (rank as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -326,7 +335,9 @@ impl Engine {
                 // FINISH) and every control frame is written, or `linger` passes.
                 let lingering = self.slots.values().any(|s| !s.ep.is_closed());
                 let unflushed = self.links.iter().flatten().any(|l| l.has_pending());
-                if (!lingering && !unflushed && self.job.is_none() && self.queue.is_empty()) || since.elapsed() > self.cfg.linger {
+                if (!lingering && !unflushed && self.job.is_none() && self.queue.is_empty())
+                    || since.elapsed() > self.cfg.linger
+                {
                     self.flush_links();
                     self.close_calls();
                     return;
@@ -431,13 +442,41 @@ impl Engine {
             return;
         }
         self.trace_at = now + 10_000_000_000;
-        eprintln!("t={:.3}ms rank {} turns {} idle {} counters {:?}", now as f64 / 1e9, self.rank, self.turns, self.idle_turns, self.local);
+        eprintln!(
+            "t={:.3}ms rank {} turns {} idle {} counters {:?}",
+            now as f64 / 1e9,
+            self.rank,
+            self.turns,
+            self.idle_turns,
+            self.local
+        );
         if let Some(job) = &self.job {
-            eprintln!("t={:.3}ms rank {} call {} transfers done={} peers unverified={:?}", now as f64 / 1e9, self.rank, job.call, job.exec.is_complete(), job.unverified);
+            eprintln!(
+                "t={:.3}ms rank {} call {} transfers done={} peers unverified={:?}",
+                now as f64 / 1e9,
+                self.rank,
+                job.call,
+                job.exec.is_complete(),
+                job.unverified
+            );
         }
         for (flow, s) in &self.slots {
-            let rate = match &s.ep { Ep::DlcpSend(e) => e.rate_bps(), _ => 0 };
-            eprintln!("t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}", now as f64 / 1e9, self.rank, s.peer, s.ep.is_receiver(), s.finished, s.ep.is_closed(), rate as f64 / 1e9, s.ep.stats(), s.ep.poll_timeout().map(|t| t as f64 / 1e9));
+            let rate = match &s.ep {
+                Ep::DlcpSend(e) => e.rate_bps(),
+                _ => 0,
+            };
+            eprintln!(
+                "t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}",
+                now as f64 / 1e9,
+                self.rank,
+                s.peer,
+                s.ep.is_receiver(),
+                s.finished,
+                s.ep.is_closed(),
+                rate as f64 / 1e9,
+                s.ep.stats(),
+                s.ep.poll_timeout().map(|t| t as f64 / 1e9)
+            );
         }
     }
 

@@ -12,7 +12,14 @@ use super::*;
 /// Instead the engine walks a clock `pace` through the sender's slots: from where it
 /// stopped, but no further back than `now - catch_up` (the paced rate is kept on average
 /// across a gap of up to `catch_up`, in one burst), to `now + burst`.
-fn pace_dlcp(s: &mut DlcpSender, pace: &mut Time, now: Time, burst: Time, catch_up: Time, mut out: impl FnMut(Packet)) -> usize {
+fn pace_dlcp(
+    s: &mut DlcpSender,
+    pace: &mut Time,
+    now: Time,
+    burst: Time,
+    catch_up: Time,
+    mut out: impl FnMut(Packet),
+) -> usize {
     let limit = now + burst;
     let mut at = (*pace).max(now.saturating_sub(catch_up));
     let mut n = 0;

@@ -32,7 +32,11 @@ fn ring_allreduce_is_exact_with_direct_all_gather_receives() {
 fn ring_allreduce_is_exact_with_large_segments_read_in_place() {
     let comms = ring_allreduce_is_exact(65_000);
     // The all-gather's segments went straight into place.
-    assert!(comms.iter().all(|c| c.counters().received_in_place > 0), "{:?}", comms.iter().map(|c| c.counters()).collect::<Vec<_>>());
+    assert!(
+        comms.iter().all(|c| c.counters().received_in_place > 0),
+        "{:?}",
+        comms.iter().map(|c| c.counters()).collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -90,17 +94,33 @@ fn data_of_a_call_posted_late_is_kept_not_resent() {
 #[test]
 fn data_of_a_call_posted_late_overflows_from_the_socket_into_the_early_store() {
     // A 1 MiB socket buffer: the 4 MiB are read into the early store as they come.
-    let mut cfg = EngineConfig { peer_timeout: Duration::from_secs(10), socket_buffer_bytes: 1 << 20, ..EngineConfig::default() };
+    let mut cfg =
+        EngineConfig { peer_timeout: Duration::from_secs(10), socket_buffer_bytes: 1 << 20, ..EngineConfig::default() };
     cfg.transport.line_rate_bps = 300_000_000; // slow enough for the idle engine to keep up, even on a loaded machine
-    let comms = late_copy(Communicator::local_job(2, |_| cfg.clone(), crate::CollectiveConfig::default()).unwrap(), 1 << 20);
+    let comms =
+        late_copy(Communicator::local_job(2, |_| cfg.clone(), crate::CollectiveConfig::default()).unwrap(), 1 << 20);
     assert!(comms[1].counters().early > 0, "the data was kept in the early store");
 }
 
 /// Rank 0 copies `elems` floats to rank 1, which posts its receive 300 ms late; the
 /// copy is exact and nothing is resent.
 fn late_copy(comms: Vec<Communicator>, elems: usize) -> Vec<Communicator> {
-    let t = Transfer { src: 0, dst: 1, range: 0..elems as u64 * 4, op: Op::Copy, after: vec![], loss_bound: 0.0, priority: 1 };
-    let sched = Arc::new(Schedule { name: "copy".into(), world: 2, bytes: elems as u64 * 4, elem_bytes: 4, transfers: vec![t] });
+    let t = Transfer {
+        src: 0,
+        dst: 1,
+        range: 0..elems as u64 * 4,
+        op: Op::Copy,
+        after: vec![],
+        loss_bound: 0.0,
+        priority: 1,
+    };
+    let sched = Arc::new(Schedule {
+        name: "copy".into(),
+        world: 2,
+        bytes: elems as u64 * 4,
+        elem_bytes: 4,
+        transfers: vec![t],
+    });
     let src = data(0, elems);
     let (sent, got) = std::thread::scope(|s| {
         let a = s.spawn(|| {

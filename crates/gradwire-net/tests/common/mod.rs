@@ -16,7 +16,10 @@ pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator>
 /// Two racks (first half, second half) for RAT.
 pub fn collectives(n: u32) -> CollectiveConfig {
     let racks = (0..n).map(|r| (r >= n / 2) as u32).collect();
-    CollectiveConfig { rack_map: Some(gradwire_core::collective::RackMap::from_racks(racks)), ..CollectiveConfig::default() }
+    CollectiveConfig {
+        rack_map: Some(gradwire_core::collective::RackMap::from_racks(racks)),
+        ..CollectiveConfig::default()
+    }
 }
 
 /// Every rank reduces into rank 0, which then copies the sum back (a one-server PS).
@@ -24,11 +27,27 @@ pub fn star(world: u32, elems: u64, loss_bound: f64) -> Arc<Schedule> {
     let bytes = elems * 4;
     let mut transfers = Vec::new();
     for r in 1..world {
-        transfers.push(Transfer { src: r, dst: 0, range: 0..bytes, op: Op::Reduce, after: vec![], loss_bound, priority: 1 });
+        transfers.push(Transfer {
+            src: r,
+            dst: 0,
+            range: 0..bytes,
+            op: Op::Reduce,
+            after: vec![],
+            loss_bound,
+            priority: 1,
+        });
     }
     let pushes: Vec<u32> = (0..transfers.len() as u32).collect();
     for r in 1..world {
-        transfers.push(Transfer { src: 0, dst: r, range: 0..bytes, op: Op::Copy, after: pushes.clone(), loss_bound: 0.0, priority: 1 });
+        transfers.push(Transfer {
+            src: 0,
+            dst: r,
+            range: 0..bytes,
+            op: Op::Copy,
+            after: pushes.clone(),
+            loss_bound: 0.0,
+            priority: 1,
+        });
     }
     Arc::new(Schedule { name: "star".into(), world, bytes, elem_bytes: 4, transfers })
 }
@@ -36,10 +55,14 @@ pub fn star(world: u32, elems: u64, loss_bound: f64) -> Arc<Schedule> {
 /// Runs `f(rank, comm)` on every rank in its own thread and collects the results.
 pub fn on_all<R: Send + 'static>(comms: &[Communicator], f: impl Fn(u32, &Communicator) -> R + Sync) -> Vec<R> {
     std::thread::scope(|s| {
-        let hs: Vec<_> = comms.iter().enumerate().map(|(r, c)| {
-            let f = &f;
-            s.spawn(move || f(r as u32, c))
-        }).collect();
+        let hs: Vec<_> = comms
+            .iter()
+            .enumerate()
+            .map(|(r, c)| {
+                let f = &f;
+                s.spawn(move || f(r as u32, c))
+            })
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     })
 }

@@ -70,9 +70,15 @@ mod tests {
             plain_type_names("invalid value: integer `-3`, expected u32"),
             "invalid value: integer `-3`, expected a non-negative integer"
         );
-        assert_eq!(plain_type_names("invalid type: string \"x\", expected f64"), "invalid type: string \"x\", expected a number");
+        assert_eq!(
+            plain_type_names("invalid type: string \"x\", expected f64"),
+            "invalid type: string \"x\", expected a number"
+        );
         // a name inside a longer word is left alone
         assert_eq!(plain_type_names("expected u320"), "expected u320");
-        assert_eq!(plain_type_names("unknown field `x`, expected one of `a`"), "unknown field `x`, expected one of `a`");
+        assert_eq!(
+            plain_type_names("unknown field `x`, expected one of `a`"),
+            "unknown field `x`, expected one of `a`"
+        );
     }
 }

@@ -45,7 +45,8 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError>
                 // switch policy and routing; `name` labels the point
                 toml::Value::Table(bundle) => {
                     for (k, v) in bundle.iter().filter(|(k, _)| k.as_str() != "name") {
-                        set_path(&mut tree, k, v.clone()).map_err(|e| ScenarioError::new(format!("sweep.{key}"), e.to_string()))?;
+                        set_path(&mut tree, k, v.clone())
+                            .map_err(|e| ScenarioError::new(format!("sweep.{key}"), e.to_string()))?;
                     }
                     let label = bundle.get("name").map(display_value).ok_or_else(|| {
                         ScenarioError::new(format!("sweep.{key}"), "each table in a bundled sweep needs a `name`")
@@ -218,7 +219,8 @@ mod tests {
 
     #[test]
     fn overrides_and_sweeps_expand() {
-        let text = format!("{MIN}[sweep]\n\"transport.kind\" = [\"newreno\", \"dctcp\"]\n\"workload.senders\" = [2, 8]\n");
+        let text =
+            format!("{MIN}[sweep]\n\"transport.kind\" = [\"newreno\", \"dctcp\"]\n\"workload.senders\" = [2, 8]\n");
         let runs = load(&text, &["seed=7".into()]).unwrap();
         assert_eq!(runs.len(), 4);
         assert_eq!(runs[0].name, "kind=newreno,senders=2");

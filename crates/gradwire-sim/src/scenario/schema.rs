@@ -65,7 +65,15 @@ pub struct PcnCfg {
 
 impl Default for PcnCfg {
     fn default() -> Self {
-        PcnCfg { enabled: false, k: 0.25, long_flows: 3, threshold: None, rtt_us: None, fallback_us: None, packet_bytes: 64 }
+        PcnCfg {
+            enabled: false,
+            k: 0.25,
+            long_flows: 3,
+            threshold: None,
+            rtt_us: None,
+            fallback_us: None,
+            packet_bytes: 64,
+        }
     }
 }
 
@@ -502,7 +510,15 @@ pub struct PausesCfg {
 
 impl Default for PausesCfg {
     fn default() -> Self {
-        PausesCfg { hosts: 0, period_us: 1000.0, duration_us: None, start_us: 0.0, stop_us: None, among: None, hold: PauseHold::Data }
+        PausesCfg {
+            hosts: 0,
+            period_us: 1000.0,
+            duration_us: None,
+            start_us: 0.0,
+            stop_us: None,
+            among: None,
+            hold: PauseHold::Data,
+        }
     }
 }
 

@@ -7,7 +7,10 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), ScenarioError> {
         positive("stop_ms", self.stop_ms)?;
         if self.stop_ms > 1_000_000.0 {
-            return Err(ScenarioError::new("stop_ms", format!("must be at most 1000000 (1000 s of simulated time; got {})", self.stop_ms)));
+            return Err(ScenarioError::new(
+                "stop_ms",
+                format!("must be at most 1000000 (1000 s of simulated time; got {})", self.stop_ms),
+            ));
         }
         let t = &self.topology;
         match t.kind {
@@ -27,7 +30,10 @@ impl Scenario {
             }
         }
         if !(0.0..1.0).contains(&t.link_loss_rate) {
-            return Err(ScenarioError::new("topology.link_loss_rate", format!("must be in [0, 1) (got {})", t.link_loss_rate)));
+            return Err(ScenarioError::new(
+                "topology.link_loss_rate",
+                format!("must be in [0, 1) (got {})", t.link_loss_rate),
+            ));
         }
         let s = &self.switch;
         nonzero("switch.buffer_bytes", s.buffer_bytes)?;
@@ -38,10 +44,15 @@ impl Scenario {
         let tr = &self.transport;
         nonzero("transport.mss_bytes", tr.mss_bytes as u64)?;
         // the fabric carries a packet's wire size in 16 bits (`fabric::Hdr`), like IPv4
-        for (key, v) in [("transport.mss_bytes", tr.mss_bytes as u64 + tr.header_bytes as u64),
-                         ("transport.ack_bytes", tr.ack_bytes as u64)] {
+        for (key, v) in [
+            ("transport.mss_bytes", tr.mss_bytes as u64 + tr.header_bytes as u64),
+            ("transport.ack_bytes", tr.ack_bytes as u64),
+        ] {
             if v > u16::MAX as u64 {
-                return Err(ScenarioError::new(key, format!("a packet may be at most 65535 bytes on the wire (got {v})")));
+                return Err(ScenarioError::new(
+                    key,
+                    format!("a packet may be at most 65535 bytes on the wire (got {v})"),
+                ));
             }
         }
         nonzero("transport.init_cwnd_packets", tr.init_cwnd_packets as u64)?;
@@ -54,8 +65,11 @@ impl Scenario {
         if !(tr.dctcp_g > 0.0 && tr.dctcp_g <= 1.0) {
             return Err(ScenarioError::new("transport.dctcp_g", format!("must be in (0, 1] (got {})", tr.dctcp_g)));
         }
-        for (key, v) in [("transport.loss_bound", tr.loss_bound), ("transport.pull_loss_bound", tr.pull_loss_bound),
-                         ("transport.important_fraction", tr.important_fraction)] {
+        for (key, v) in [
+            ("transport.loss_bound", tr.loss_bound),
+            ("transport.pull_loss_bound", tr.pull_loss_bound),
+            ("transport.important_fraction", tr.important_fraction),
+        ] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(ScenarioError::new(key, format!("must be in [0, 1] (got {v})")));
             }
@@ -64,13 +78,19 @@ impl Scenario {
         positive("transport.rate_delta", tr.rate_delta)?;
         positive("transport.ctrl_rto_us", tr.ctrl_rto_us)?;
         if !(0.0..=1.0).contains(&tr.rate_increase_frac) {
-            return Err(ScenarioError::new("transport.rate_increase_frac", format!("must be in [0, 1] (got {})", tr.rate_increase_frac)));
+            return Err(ScenarioError::new(
+                "transport.rate_increase_frac",
+                format!("must be in [0, 1] (got {})", tr.rate_increase_frac),
+            ));
         }
         if !(s.dlcp_d.is_finite() && s.dlcp_d >= 0.0) {
             return Err(ScenarioError::new("switch.dlcp_d", format!("must be >= 0 (got {})", s.dlcp_d)));
         }
         if tr.pias_thresholds.len() > 7 {
-            return Err(ScenarioError::new("transport.pias_thresholds", format!("at most 7 thresholds (got {})", tr.pias_thresholds.len())));
+            return Err(ScenarioError::new(
+                "transport.pias_thresholds",
+                format!("at most 7 thresholds (got {})", tr.pias_thresholds.len()),
+            ));
         }
         if tr.pias_thresholds.windows(2).any(|w| w[0] >= w[1]) {
             return Err(ScenarioError::new("transport.pias_thresholds", "must be strictly increasing"));
@@ -145,7 +165,10 @@ impl Scenario {
         }
         nonzero("pcn.packet_bytes", p.packet_bytes as u64)?;
         if self.switch.ecn_threshold_packets == 0 {
-            return Err(ScenarioError::new("switch.ecn_threshold_packets", "PCN lowers the ECN threshold: it must be on (> 0)"));
+            return Err(ScenarioError::new(
+                "switch.ecn_threshold_packets",
+                "PCN lowers the ECN threshold: it must be on (> 0)",
+            ));
         }
         if self.workload.kind != WorkloadKind::Ddlgen {
             return Err(ScenarioError::new("pcn.enabled", "PCN announces the bursts of workload.kind = \"ddlgen\""));
@@ -165,7 +188,10 @@ impl Scenario {
             if d > p.period_us {
                 return Err(ScenarioError::new(
                     "pauses.duration_us",
-                    format!("must be at most pauses.period_us = {} (got {d}): a set is paused until the next draw at most", p.period_us),
+                    format!(
+                        "must be at most pauses.period_us = {} (got {d}): a set is paused until the next draw at most",
+                        p.period_us
+                    ),
                 ));
             }
         }
@@ -177,10 +203,16 @@ impl Scenario {
             Some(list) => {
                 for (i, &h) in list.iter().enumerate() {
                     if h >= n {
-                        return Err(ScenarioError::new(format!("pauses.among.{i}"), format!("host {h} is out of range: the topology has {n} hosts (0..{n})")));
+                        return Err(ScenarioError::new(
+                            format!("pauses.among.{i}"),
+                            format!("host {h} is out of range: the topology has {n} hosts (0..{n})"),
+                        ));
                     }
                     if list[..i].contains(&h) {
-                        return Err(ScenarioError::new(format!("pauses.among.{i}"), format!("host {h} is listed twice")));
+                        return Err(ScenarioError::new(
+                            format!("pauses.among.{i}"),
+                            format!("host {h} is listed twice"),
+                        ));
                     }
                 }
                 list.len() as u32
@@ -188,7 +220,10 @@ impl Scenario {
             None => n,
         };
         if p.hosts > candidates {
-            return Err(ScenarioError::new("pauses.hosts", format!("cannot pause {} of {candidates} candidate hosts", p.hosts)));
+            return Err(ScenarioError::new(
+                "pauses.hosts",
+                format!("cannot pause {} of {candidates} candidate hosts", p.hosts),
+            ));
         }
         Ok(())
     }
@@ -230,7 +265,10 @@ impl Scenario {
                 nonzero("workload.flow_bytes", w.flow_bytes)?;
                 match (&w.senders, &w.sender_list) {
                     (Some(_), Some(_)) | (None, None) => {
-                        return Err(ScenarioError::new("workload.senders", "give exactly one of `senders` or `sender_list`"))
+                        return Err(ScenarioError::new(
+                            "workload.senders",
+                            "give exactly one of `senders` or `sender_list`",
+                        ))
                     }
                     (Some(c), None) => {
                         if *c == 0 || *c >= n {
@@ -266,7 +304,8 @@ impl Scenario {
                 if w.pattern == DnnPattern::Ps {
                     nonzero("workload.servers", w.servers as u64)?;
                 }
-                let hosts_needed = if w.colocated || w.pattern == DnnPattern::Ring { w.workers } else { w.workers + w.servers };
+                let hosts_needed =
+                    if w.colocated || w.pattern == DnnPattern::Ring { w.workers } else { w.workers + w.servers };
                 if hosts_needed > n {
                     return Err(ScenarioError::new(
                         "workload.workers",

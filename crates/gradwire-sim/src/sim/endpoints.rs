@@ -6,7 +6,6 @@ use super::*;
 use gradwire_core::transport::Endpoint;
 
 impl Simulation {
-
     pub(super) fn start_flow(&mut self, f: u32) {
         if self.pcn.is_some() && self.pcn_gate(f) {
             return;

@@ -15,20 +15,20 @@ use crate::fabric::{Fabric, Hdr, PktId};
 use crate::output::{QueueSample, Summary};
 use crate::routing::{PortId, Routes};
 use crate::scenario::{RoutingMode, Scenario, ScenarioError};
-use crate::transports::EndpointFactory;
 use crate::topology::{NodeId, NodeKind, Topology};
+use crate::transports::EndpointFactory;
 use crate::workload::{self, Workload};
 use eps::EndpointPair;
-use pause::NodePauses;
-use pcn::PcnWorld;
-pub use pcn::PcnStats;
-use ready::ReadyLists;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
 use gradwire_core::transport::{EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
+use pause::NodePauses;
+pub use pcn::PcnStats;
+use pcn::PcnWorld;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use ready::ReadyLists;
 use std::time::Instant;
 
 /// Run-time state of one flow.

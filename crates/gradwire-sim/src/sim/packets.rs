@@ -1,11 +1,10 @@
 //! Packets through the fabric: host to port, port to wire, wire to the next node.
 
+use super::eps::{prefetch_delivery, prefetch_slot};
 use super::*;
 use gradwire_core::switch::SwitchPort;
-use super::eps::{prefetch_delivery, prefetch_slot};
 
 impl Simulation {
-
     pub(super) fn send_from_host(&mut self, mut p: Packet) {
         p.sent_at = self.now;
         self.counts.sent += 1;

@@ -111,8 +111,7 @@ impl Simulation {
             }
         }
         if duration < period {
-            self.events
-                .push(now + duration, Target::Pause(PAUSE_RELEASE));
+            self.events.push(now + duration, Target::Pause(PAUSE_RELEASE));
         }
         self.events.push(now + period, Target::Pause(PAUSE_DRAW));
     }
@@ -145,11 +144,7 @@ impl Simulation {
     /// Whether `host`'s NIC must keep `ep` aside instead of asking it for a packet.
     #[inline]
     pub(super) fn holds_sender(&self, host: u32, ep: u32) -> bool {
-        ep.is_multiple_of(2)
-            && self
-                .pauses
-                .as_ref()
-                .is_some_and(|np| np.data_paused[host as usize])
+        ep.is_multiple_of(2) && self.pauses.as_ref().is_some_and(|np| np.data_paused[host as usize])
     }
 
     #[cold]
@@ -164,10 +159,7 @@ impl Simulation {
         for &port in &self.failures[failure as usize] {
             self.fabric.ports[port as usize].paused += 1;
         }
-        self.events.push(
-            self.now + pause,
-            Target::Pause(PAUSE_RESUME_FAILURE + failure),
-        );
+        self.events.push(self.now + pause, Target::Pause(PAUSE_RESUME_FAILURE + failure));
     }
 
     fn resume_failure(&mut self, failure: u32) {
@@ -198,8 +190,6 @@ impl Simulation {
 
     /// Every set of paused hosts drawn so far, as (time in ns, hosts).
     pub fn pause_log(&self) -> Vec<(u64, Vec<u32>)> {
-        self.pauses.as_ref().map_or_else(Vec::new, |np| {
-            np.log.iter().map(|(t, s)| (t / NS, s.clone())).collect()
-        })
+        self.pauses.as_ref().map_or_else(Vec::new, |np| np.log.iter().map(|(t, s)| (t / NS, s.clone())).collect())
     }
 }

@@ -69,9 +69,7 @@ impl PcnWorld {
             crate::scenario::TopologyKind::FatTree => s.topology.link_gbps,
         } * 1e9;
         let mtu = s.transport.mss_bytes + s.transport.header_bytes;
-        let threshold = cfg
-            .threshold
-            .unwrap_or_else(|| pcn_thresholds(rtt_ns, rate, cfg.long_flows, mtu, cfg.k).1);
+        let threshold = cfg.threshold.unwrap_or_else(|| pcn_thresholds(rtt_ns, rate, cfg.long_flows, mtu, cfg.k).1);
         // the longest a START and its ACK can take without being lost: base RTT plus a
         // full queue (the buffer, or the drop threshold's packets) at each of the 3
         // switch ports each way (a leaf-spine path)
@@ -79,11 +77,8 @@ impl PcnWorld {
             0 => s.switch.buffer_bytes,
             n => s.switch.buffer_bytes.min(n as u64 * mtu as u64),
         };
-        let drain =
-            gradwire_core::time::serialization(queue_cap.min(u32::MAX as u64) as u32, rate as u64);
-        let fallback = cfg
-            .fallback_us
-            .map_or_else(|| worker_fallback(s.base_rtt_ns() * NS, 3 * drain), from_us);
+        let drain = gradwire_core::time::serialization(queue_cap.min(u32::MAX as u64) as u32, rate as u64);
+        let fallback = cfg.fallback_us.map_or_else(|| worker_fallback(s.base_rtt_ns() * NS, 3 * drain), from_us);
         let mut bursts = vec![Burst::No; workload.flows.len()];
         for &f in &workload.bursts {
             bursts[f as usize] = Burst::Due;
@@ -146,14 +141,7 @@ impl Simulation {
                 pcn.stats.starts_sent += 1;
                 let (bytes, fallback, threshold) = (pcn.packet_bytes, pcn.fallback, pcn.threshold);
                 let spec = &self.workload.flows[f as usize];
-                let p = Packet::ctrl(
-                    PacketKind::Ctrl(CtrlOp::Start),
-                    f,
-                    spec.src,
-                    spec.dst,
-                    0,
-                    bytes,
-                );
+                let p = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), f, spec.src, spec.dst, 0, bytes);
                 self.send_marked(p, PcnMark::Start { threshold });
                 self.events.push(self.now + fallback, Target::FlowStart(f));
                 true
@@ -227,14 +215,7 @@ impl Simulation {
         match pcn.mark_of(id) {
             Some(mark @ PcnMark::Start { .. }) if p.dst == host => {
                 pcn.stats.acks_sent += 1;
-                let ack = Packet::ctrl(
-                    PacketKind::CtrlAck(CtrlOp::Start),
-                    p.flow,
-                    host,
-                    p.src,
-                    0,
-                    pcn.packet_bytes,
-                );
+                let ack = Packet::ctrl(PacketKind::CtrlAck(CtrlOp::Start), p.flow, host, p.src, 0, pcn.packet_bytes);
                 self.send_marked(ack, mark.ack_for().expect("a START has an ACK"));
                 true
             }

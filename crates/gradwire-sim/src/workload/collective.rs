@@ -95,7 +95,10 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     let w = &s.workload;
     debug_assert_eq!(w.kind, WorkloadKind::Collective);
     let Some(algorithm) = w.algorithm else {
-        return Err(ScenarioError::new("workload.algorithm", "must be set for kind = \"collective\": \"ring\", \"tree\", \"rat\" or \"ps\""));
+        return Err(ScenarioError::new(
+            "workload.algorithm",
+            "must be set for kind = \"collective\": \"ring\", \"tree\", \"rat\" or \"ps\"",
+        ));
     };
     if w.elem_bytes == 0 {
         return Err(ScenarioError::new("workload.elem_bytes", "must be greater than 0 (got 0)"));
@@ -148,7 +151,10 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     if flows * w.iterations as u64 > MAX_FLOWS {
         return Err(ScenarioError::new(
             "workload.workers",
-            format!("about {} flows ({flows} per iteration): more than the {MAX_FLOWS} a run may have", flows * w.iterations as u64),
+            format!(
+                "about {} flows ({flows} per iteration): more than the {MAX_FLOWS} a run may have",
+                flows * w.iterations as u64
+            ),
         ));
     }
     Ok(())
@@ -258,7 +264,8 @@ mod tests {
         // a push of iteration 1 waits for its worker's pulls of iteration 0
         let push = &wl.flows[n];
         let gate = push.gate.unwrap();
-        let fed_by: Vec<usize> = wl.flows.iter().enumerate().filter(|(_, f)| f.feeds.contains(&gate)).map(|(i, _)| i).collect();
+        let fed_by: Vec<usize> =
+            wl.flows.iter().enumerate().filter(|(_, f)| f.feeds.contains(&gate)).map(|(i, _)| i).collect();
         assert!(fed_by.iter().all(|&i| i < n && wl.flows[i].iteration == 0));
         assert!(fed_by.iter().any(|&i| wl.flows[i].pull && wl.flows[i].dst == push.src));
     }
@@ -291,7 +298,10 @@ mod tests {
         assert_eq!(key("algorithm = \"ring\"\nbytes = 8\nworkers = 7\n"), "workload.workers");
         assert_eq!(key("algorithm = \"ring\"\nbytes = 8\nworkers = 1\n"), "workload.workers");
         assert_eq!(key("algorithm = \"ps\"\nbytes = 8\n"), "workload.servers");
-        assert_eq!(key("algorithm = \"ps\"\nbytes = 8\nservers = 3\ncolocated = false\nworkers = 4\n"), "workload.workers");
+        assert_eq!(
+            key("algorithm = \"ps\"\nbytes = 8\nservers = 3\ncolocated = false\nworkers = 4\n"),
+            "workload.workers"
+        );
         assert_eq!(key("algorithm = \"tree\"\nbytes = 8\ntree_arity = 0\n"), "workload.tree_arity");
         assert_eq!(key("algorithm = \"tree\"\nbytes = 8\npipeline_chunks = 0\n"), "workload.pipeline_chunks");
         assert_eq!(key("algorithm = \"ring\"\nbytes = 8\nelem_bytes = 0\n"), "workload.elem_bytes");

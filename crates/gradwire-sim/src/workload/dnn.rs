@@ -110,7 +110,11 @@ impl Plan {
         for b in &self.buckets {
             let parts: Vec<(u32, u64)> = if b.bytes > split_bytes {
                 let n = servers.len() as u64;
-                servers.iter().enumerate().map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64)).collect()
+                servers
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64))
+                    .collect()
             } else {
                 vec![(servers[rng.gen_range(0..servers.len())], b.bytes)]
             };
@@ -141,9 +145,8 @@ impl Plan {
             // prev[i]: the flow into worker i in the previous step
             let mut prev: Vec<Option<u32>> = vec![None; n];
             for step in 0..2 * (n - 1) {
-                let cur: Vec<u32> = (0..n)
-                    .map(|i| self.flow(out, k, b, workers[i], workers[(i + 1) % n], chunk, step == 0))
-                    .collect();
+                let cur: Vec<u32> =
+                    (0..n).map(|i| self.flow(out, k, b, workers[i], workers[(i + 1) % n], chunk, step == 0)).collect();
                 for i in 0..n {
                     match prev[i] {
                         Some(p) => out.barrier(&[p], &[cur[i]]),

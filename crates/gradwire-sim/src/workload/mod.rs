@@ -54,7 +54,19 @@ impl Workload {
     }
 
     fn tagged_flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time, layer: u32, layers: u32) -> u32 {
-        self.flows.push(FlowSpec { src, dst, bytes, start, gate: None, feeds: Vec::new(), layer, layers, pull: false, iteration: 0, gate_delay: 0 });
+        self.flows.push(FlowSpec {
+            src,
+            dst,
+            bytes,
+            start,
+            gate: None,
+            feeds: Vec::new(),
+            layer,
+            layers,
+            pull: false,
+            iteration: 0,
+            gate_delay: 0,
+        });
         (self.flows.len() - 1) as u32
     }
 
@@ -183,7 +195,8 @@ pub fn ps_placement(s: &Scenario, topo: &Topology) -> (Vec<u32>, Vec<u32>) {
 fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
-    let share = |total: u64, j: usize| total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64;
+    let share =
+        |total: u64, j: usize| total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64;
     let pull_total = w.pull_bytes.unwrap_or(w.push_bytes);
     for (j, &srv) in servers.iter().enumerate() {
         let pushes: Vec<u32> = workers

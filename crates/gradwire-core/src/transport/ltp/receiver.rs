@@ -4,11 +4,11 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use crate::transport::ctrl::CtrlChannel;
 use super::{unpack_path, LtThreshold, LtpConfig};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
+use crate::transport::ctrl::CtrlChannel;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

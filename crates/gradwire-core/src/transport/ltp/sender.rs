@@ -3,12 +3,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::transport::ctrl::CtrlChannel;
 use super::{pack_path, LtpConfig, PathModel};
 use crate::cc::{BdpCc, BdpPhase, SendState};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
 use crate::time::{serialization, Time};
+use crate::transport::ctrl::CtrlChannel;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 /// How many later-sent packets must be ACKed before an unACKed one is declared lost.
