@@ -188,7 +188,7 @@ impl Schedules {
     }
 
     fn build(&self, kind: CallKind, bytes: u64, elem: u32) -> Result<Schedule, NetError> {
-        if elem == 0 || bytes % elem as u64 != 0 {
+        if elem == 0 || !bytes.is_multiple_of(elem as u64) {
             return Err(NetError::Config(format!("a buffer of {bytes} bytes is not whole {elem}-byte elements")));
         }
         let w = self.world;

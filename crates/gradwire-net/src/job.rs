@@ -394,8 +394,8 @@ mod tests {
 
     #[test]
     fn add_handles_unaligned_sides_and_f64() {
-        let mut d = vec![0u8; 1 + 16];
-        let mut s = vec![0u8; 3 + 16];
+        let mut d = [0u8; 1 + 16];
+        let mut s = [0u8; 3 + 16];
         for (i, x) in [1.0f64, 2.0].iter().enumerate() {
             d[1 + 8 * i..9 + 8 * i].copy_from_slice(&x.to_ne_bytes());
             s[3 + 8 * i..11 + 8 * i].copy_from_slice(&(x * 10.0).to_ne_bytes());

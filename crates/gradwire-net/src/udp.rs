@@ -298,7 +298,7 @@ mod tests {
             let mut contents = Vec::new();
             for i in 0..10u8 {
                 let len = if i == 9 { 100 } else { seg };
-                contents.extend(std::iter::repeat(i).take(len));
+                contents.extend(std::iter::repeat_n(i, len));
             }
             tx.sender().unwrap().send_batch(rx.local_addr().unwrap(), tos_byte(2, true), seg, &contents).unwrap();
             let mut got = Vec::new();

@@ -291,7 +291,7 @@ mod tests {
                 let delay = match scale {
                     0 => x % (4 * BUCKET),
                     1 => x * (NEAR >> 20),
-                    _ => x * (3 * NEAR >> 20),
+                    _ => x * ((3 * NEAR) >> 20),
                 };
                 (0..n as u64).map(|k| delay / (k + 1)).collect()
             }))?;

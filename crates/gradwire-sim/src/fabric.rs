@@ -148,27 +148,6 @@ impl Port {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::load;
-
-    #[test]
-    fn fast_tx_time_equals_exact_serialization() {
-        for gbps in ["100.0", "25.0", "40.0", "3.3"] {
-            let text = format!(
-                "[topology]\nhost_link_gbps = {gbps}\n[workload]\nkind = \"incast\"\nsenders = 1\nflow_bytes = 1\n"
-            );
-            let s = &load(&text, &[]).unwrap()[0].scenario;
-            let f = Fabric::build(s, &Topology::build(&s.topology));
-            let p = &f.ports[0];
-            for bytes in [1, 40, 64, 1500, 9000] {
-                assert_eq!(p.tx_time(bytes), serialization(bytes, p.bits_per_sec), "{gbps} G, {bytes} B");
-            }
-        }
-    }
-}
-
 pub struct Fabric {
     pub ports: Vec<Port>,
     pub pools: Vec<BufferPool>,
@@ -244,7 +223,7 @@ impl Fabric {
                     from: a,
                     to: b,
                     bits_per_sec: link.bits_per_sec,
-                    ps_per_byte: if (8 * SEC) % link.bits_per_sec == 0 { 8 * SEC / link.bits_per_sec } else { 0 },
+                    ps_per_byte: if (8 * SEC).is_multiple_of(link.bits_per_sec) { 8 * SEC / link.bits_per_sec } else { 0 },
                     delay: link.delay,
                     queue: make_port(is_host),
                     pool,
@@ -265,5 +244,26 @@ impl Fabric {
 
     pub fn port_by_name(&self, name: &str) -> Option<PortId> {
         self.ports.iter().position(|p| p.name == name).map(|i| i as PortId)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::load;
+
+    #[test]
+    fn fast_tx_time_equals_exact_serialization() {
+        for gbps in ["100.0", "25.0", "40.0", "3.3"] {
+            let text = format!(
+                "[topology]\nhost_link_gbps = {gbps}\n[workload]\nkind = \"incast\"\nsenders = 1\nflow_bytes = 1\n"
+            );
+            let s = &load(&text, &[]).unwrap()[0].scenario;
+            let f = Fabric::build(s, &Topology::build(&s.topology));
+            let p = &f.ports[0];
+            for bytes in [1, 40, 64, 1500, 9000] {
+                assert_eq!(p.tx_time(bytes), serialization(bytes, p.bits_per_sec), "{gbps} G, {bytes} B");
+            }
+        }
     }
 }

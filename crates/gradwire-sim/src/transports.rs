@@ -153,7 +153,7 @@ impl EndpointFactory {
                 )
             }
             TransportKind::Pias => (
-                Box::new(PiasSender::new(self.pias.clone(), f, src, dst, bytes, now)),
+                Box::new(PiasSender::new(self.pias, f, src, dst, bytes, now)),
                 Box::new(PiasSender::receiver(&self.pias, f, dst, src, bytes)),
             ),
             TransportKind::Pfabric => {

@@ -132,7 +132,7 @@ impl Segmentation {
         if offset >= self.total || offset.saturating_add(len as u64) > self.total {
             return Err(Reject::OutOfRange);
         }
-        if offset % self.seg_bytes as u64 != 0 {
+        if !offset.is_multiple_of(self.seg_bytes as u64) {
             return Err(Reject::Misaligned);
         }
         let index = offset / self.seg_bytes as u64;

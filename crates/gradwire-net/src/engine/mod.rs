@@ -221,7 +221,7 @@ fn call_of(flow: u32) -> u16 {
 
 /// `call` is one this rank has not reached yet (within half the 12-bit space).
 fn is_future(call: u16, next: u16) -> bool {
-    call.wrapping_sub(next) & CALL_MASK < (CALL_MASK + 1) / 2
+    call.wrapping_sub(next) & CALL_MASK < CALL_MASK.div_ceil(2)
 }
 
 impl Engine {

@@ -25,12 +25,18 @@ fn main() -> ExitCode {
             "--out" => value("--out").map(|v| out = v.into()),
             "--seed" => value("--seed").map(|v| overrides.push(format!("seed={v}"))),
             "--set" => value("--set").map(|v| overrides.push(v)),
-            "--quiet" => Ok(quiet = true),
+            "--quiet" => {
+                let _: () = quiet = true;
+                Ok(())
+            },
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
-            _ if scenario.is_none() && !a.starts_with('-') => Ok(scenario = Some(PathBuf::from(&a))),
+            _ if scenario.is_none() && !a.starts_with('-') => {
+                let _: () = scenario = Some(PathBuf::from(&a));
+                Ok(())
+            },
             _ => Err(format!("unexpected argument `{a}`")),
         };
         if let Err(e) = r {

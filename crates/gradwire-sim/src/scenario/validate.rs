@@ -23,7 +23,7 @@ impl Scenario {
                 positive("topology.uplink_gbps", t.uplink_gbps)?;
             }
             TopologyKind::FatTree => {
-                if t.k < 2 || t.k % 2 != 0 {
+                if t.k < 2 || !t.k.is_multiple_of(2) {
                     return Err(ScenarioError::new("topology.k", format!("must be an even number >= 2 (got {})", t.k)));
                 }
                 positive("topology.link_gbps", t.link_gbps)?;

@@ -103,7 +103,7 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     if w.elem_bytes == 0 {
         return Err(ScenarioError::new("workload.elem_bytes", "must be greater than 0 (got 0)"));
     }
-    if w.bytes == 0 || w.bytes % w.elem_bytes as u64 != 0 {
+    if w.bytes == 0 || !w.bytes.is_multiple_of(w.elem_bytes as u64) {
         return Err(ScenarioError::new(
             "workload.bytes",
             format!("must be a positive multiple of elem_bytes = {} (got {})", w.elem_bytes, w.bytes),

@@ -236,7 +236,7 @@ impl LtpSender {
     fn on_ack(&mut self, now: Time, offset: u64) {
         // Never trust the network: the offset must start one of our segments.
         let sb = self.seg.seg_bytes() as u64;
-        if offset >= self.seg.total_bytes() || offset % sb != 0 {
+        if offset >= self.seg.total_bytes() || !offset.is_multiple_of(sb) {
             return;
         }
         let index = offset / sb;
@@ -280,7 +280,7 @@ impl LtpSender {
     /// 3 later-sent packets ACKed, and is lost.
     fn detect_losses(&mut self, tx: u64) {
         let la = &mut self.latest_acked;
-        if let Some(pos) = la.iter().position(|a| a.map_or(true, |a| tx > a)) {
+        if let Some(pos) = la.iter().position(|a| a.is_none_or(|a| tx > a)) {
             la[pos..].rotate_right(1);
             la[pos] = Some(tx);
         }
@@ -424,11 +424,10 @@ impl Endpoint for LtpSender {
                 self.ctrl.ack(CtrlOp::Stop, pkt.seq);
                 self.on_stop(now);
             }
-            PacketKind::CtrlAck(op) => {
-                if self.ctrl.on_ack(op, pkt.seq) && op == CtrlOp::Confirm && self.state == State::Confirming {
+            PacketKind::CtrlAck(op)
+                if self.ctrl.on_ack(op, pkt.seq) && op == CtrlOp::Confirm && self.state == State::Confirming => {
                     self.finish();
                 }
-            }
             _ => {}
         }
     }

@@ -473,7 +473,7 @@ fn strays_and_malformed_packets_are_ignored() {
     }
     assert_eq!(s.acked_segments(), 0);
     s.handle_packet(1, &Packet::ctrl(PacketKind::Ctrl(CtrlOp::Stop), FLOW + 1, DST, SRC, 0, 64));
-    assert!(!s.is_done() && s.poll_transmit(1).map_or(true, |p| p.kind == PacketKind::Data));
+    assert!(!s.is_done() && s.poll_transmit(1).is_none_or(|p| p.kind == PacketKind::Data));
 }
 
 #[test]

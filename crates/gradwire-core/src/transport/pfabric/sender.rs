@@ -194,7 +194,7 @@ impl PFabricSender {
             self.consecutive_timeouts = 0;
             self.rto_deadline = Some(now.saturating_add(self.cfg.rto));
         }
-        if sack >= self.snd_una && sack < self.high_tx && sack % self.mss() == 0 {
+        if sack >= self.snd_una && sack < self.high_tx && sack.is_multiple_of(self.mss()) {
             if let Some(len) = self.ack_segment(sack / self.mss()) {
                 self.sacked += len;
                 self.grow(len);
