@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! gradwire-core: every gradwire mechanism as a sans-IO state machine.
 //!
 //! Nothing in this crate owns a socket, a clock or a thread. A state machine is fed

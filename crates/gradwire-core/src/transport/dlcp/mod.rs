@@ -49,12 +49,20 @@ use crate::time::{Time, MS, SEC, US};
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Importance {
+    /// Every data packet is ECN-capable: above a queue's ECN threshold a port with
+    /// selective dropping CE-marks it and keeps it.
     All,
+    /// No data packet is ECN-capable: above the threshold such a port drops it.
     None,
     /// Simulation without gradient values: each segment is important with probability
     /// `fraction`, from a seeded hash of (seed, tensor, segment). 0.5 mimics the
     /// median-threshold rule. Real values: [`DlcpSender::set_importance_mask`].
-    Fraction { fraction: f64, seed: u64 },
+    Fraction {
+        /// Probability in `[0, 1]` that a segment is important.
+        fraction: f64,
+        /// Seed of the hash; equal seeds give equal choices across runs.
+        seed: u64,
+    },
 }
 
 impl Importance {
@@ -67,6 +75,12 @@ impl Importance {
     }
 }
 
+/// Parameters of one DLCP transfer, given to both its sender and its receiver. The two
+/// must agree on `mss` and `elem_bytes`: the receiver places data by the same
+/// segmentation and rejects segments it does not know. `loss_bound` is the receiver's.
+///
+/// Times are in ps ([`Time`]), rates in bit/s, sizes in bytes. [`Self::validate`] lists
+/// what a loader should refuse; the endpoints clamp out-of-range values instead.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DlcpConfig {
     /// Payload bytes per data packet; segments hold the most whole elements that fit.
@@ -79,6 +93,8 @@ pub struct DlcpConfig {
     pub ctrl_bytes: u32,
     /// Share of the tensor that may be missing at completion, in `[0, 1]`.
     pub loss_bound: f64,
+    /// Sender NIC rate in bit/s: the pacing rate at the start (and at the start of each
+    /// resend round with `resend_at_line_rate`) and the base of `additive_increase_frac`.
     pub line_rate_bps: u64,
     /// Rate-control period: receive-rate reports and rate decisions.
     pub rate_period: Time,
@@ -90,6 +106,8 @@ pub struct DlcpConfig {
     pub ctrl_priority: u8,
     /// Queue of data packets; see [`crate::tensor::layer_queue`] (1..=7).
     pub data_priority: u8,
+    /// Which data packets are ECN-capable, i.e. kept rather than dropped by a switch's
+    /// selective dropping; [`DlcpSender::set_importance_mask`] overrides it.
     pub importance: Importance,
     /// Retransmission timeout of an unacknowledged control message.
     pub ctrl_rto: Time,

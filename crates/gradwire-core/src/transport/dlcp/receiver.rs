@@ -22,6 +22,13 @@ enum State {
     Closed,
 }
 
+/// Receiving side of one DLCP transfer of a tensor of known size.
+///
+/// Accepts data only between a START of the expected size and CONFIRM, reports the
+/// receive rate every `rate_period` until the bound is met, answers each new STOP with
+/// one batch of RETX requests, and raises `Delivered` (with FINISH to the sender) as soon
+/// as at most `floor(loss_bound * size)` bytes are missing. Only packets of its flow from
+/// `remote` to `local` are considered.
 pub struct DlcpReceiver {
     cfg: DlcpConfig,
     flow: FlowId,
@@ -44,6 +51,8 @@ pub struct DlcpReceiver {
 }
 
 impl DlcpReceiver {
+    /// A receiver at `local` for the tensor `flow` of `size_bytes` bytes sent by `remote`;
+    /// it discards data until that sender's START arrives.
     pub fn new(cfg: DlcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
         DlcpReceiver {
             cfg,
@@ -76,6 +85,7 @@ impl DlcpReceiver {
         self.delivered_at_finish
     }
 
+    /// Share of the tensor's bytes received so far, in `[0, 1]` (1 for an empty tensor).
     pub fn delivered_fraction(&self) -> f64 {
         self.reasm.delivered_fraction()
     }
@@ -91,10 +101,12 @@ impl DlcpReceiver {
         matches!(self.state, State::Receiving | State::Finishing)
     }
 
+    /// Which segments have arrived, by the tensor's segmentation.
     pub fn reassembly(&self) -> &Reassembly {
         &self.reasm
     }
 
+    /// CONFIRM arrived: the bubbles are final and later data is discarded.
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
     }
@@ -114,6 +126,8 @@ impl DlcpReceiver {
         self.reasm.rejected() + self.bad_starts
     }
 
+    /// Control messages (FINISH, RETX) sent again because no `CtrlAck` came within
+    /// `ctrl_rto`.
     pub fn ctrl_retransmits(&self) -> u64 {
         self.ctrl.retransmits
     }

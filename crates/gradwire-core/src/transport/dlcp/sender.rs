@@ -20,6 +20,12 @@ enum State {
     Done,
 }
 
+/// Sending side of one DLCP transfer.
+///
+/// Sends START and the first round of data at once, paced at the rate-control rate
+/// ([`MinimalRate`], one decision per `rate_period`); then resends whatever each RETX
+/// batch answering its latest STOP names, until FINISH; then confirms and reports
+/// `SenderDone` once CONFIRM is acknowledged. Control packets always go before data.
 pub struct DlcpSender {
     cfg: DlcpConfig,
     flow: FlowId,
@@ -56,6 +62,8 @@ pub struct DlcpSender {
 }
 
 impl DlcpSender {
+    /// A transfer of `size_bytes` bytes of tensor `flow` from `src` to `dst` starting at
+    /// `now`, with rate control starting at line rate. An empty tensor sends no data.
     pub fn new(cfg: DlcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time) -> Self {
         Self::with_rate(cfg, flow, src, dst, size_bytes, now, None)
     }
@@ -113,15 +121,18 @@ impl DlcpSender {
         self.importance_mask = Some(mask);
     }
 
+    /// How the tensor is cut into data packets (the receiver uses the same cut).
     pub fn segmentation(&self) -> &Segmentation {
         &self.seg
     }
 
-    /// Current pacing rate.
+    /// Current pacing rate in bit/s, counting wire bytes (headers included).
     pub fn rate_bps(&self) -> u64 {
         self.cc.rate_bps()
     }
 
+    /// The rate-control state; a copy seeds [`DlcpSender::with_rate`] for the next
+    /// transfer between the same hosts.
     pub fn rate_control(&self) -> &MinimalRate {
         &self.cc
     }
@@ -131,6 +142,8 @@ impl DlcpSender {
         self.round
     }
 
+    /// Control messages (START, STOP, CONFIRM) sent again because no `CtrlAck` came
+    /// within `ctrl_rto`.
     pub fn ctrl_retransmits(&self) -> u64 {
         self.ctrl.retransmits
     }
@@ -140,6 +153,7 @@ impl DlcpSender {
         self.retx_ignored
     }
 
+    /// CONFIRM was acknowledged: the transfer is over and nothing more will be sent.
     pub fn is_done(&self) -> bool {
         self.state == State::Done
     }

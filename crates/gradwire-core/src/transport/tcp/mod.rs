@@ -31,26 +31,43 @@ pub use sender::TcpSender;
 
 use crate::time::{Time, MS};
 
+/// The sender's congestion control algorithm.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CongestionControl {
+    /// Loss-based NewReno (RFC 5681 / 6582); data packets are not ECN-capable.
     NewReno,
-    /// DCTCP with EWMA gain `g` (1/16 in the paper).
-    Dctcp { g: f64 },
+    /// DCTCP (RFC 8257): data packets are ECN-capable, and at most once per window of
+    /// data an ACK echoing CE cuts cwnd by `alpha / 2`, alpha being the EWMA (gain `g`,
+    /// 1/16 in the paper) of the share of acked bytes that were marked, starting at 1.
+    /// Loss is handled as in NewReno.
+    Dctcp {
+        /// EWMA gain in `(0, 1]`: the weight of the latest window's marked share.
+        g: f64,
+    },
 }
 
+/// Parameters of one TCP flow, given to both its sender and its receiver. Times are in
+/// ps ([`Time`]), sizes in bytes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TcpConfig {
+    /// Payload bytes per data segment (0 is treated as 1); segments start at multiples
+    /// of it, so a retransmission covers exactly one original segment.
     pub mss: u32,
     /// IP + TCP header bytes added to each data segment on the wire.
     pub header_bytes: u32,
     /// Wire size of a pure ACK.
     pub ack_bytes: u32,
+    /// Initial congestion window in segments, at least 1 (default 10, as RFC 6928).
     pub init_cwnd_packets: u32,
+    /// Lower clamp of the RTO computed from RTT samples (RFC 6298 rule 2.4).
     pub rto_min: Time,
+    /// Upper clamp of the RTO, exponential backoff included.
     pub rto_max: Time,
     /// RTO before the first RTT sample.
     pub rto_initial: Time,
+    /// Duplicate ACKs that trigger fast retransmit and fast recovery (RFC 5681: 3).
     pub dupack_threshold: u32,
+    /// Congestion control: NewReno, or DCTCP with its ECN reaction.
     pub cc: CongestionControl,
     /// Priority queue the flow's packets use (0 = highest).
     pub priority: u8,

@@ -30,6 +30,8 @@ pub struct TcpReceiver {
 }
 
 impl TcpReceiver {
+    /// A receiver at `local` for flow `flow` of `size_bytes` bytes from `remote`; a
+    /// zero-byte flow reports `Delivered` at once.
     pub fn new(cfg: TcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
         let empty = size_bytes == 0;
         TcpReceiver {

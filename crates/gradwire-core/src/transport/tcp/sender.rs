@@ -131,14 +131,18 @@ impl TcpSender {
         }
     }
 
+    /// Congestion window: bytes that may be in flight (`snd_nxt - snd_una`), inflated
+    /// by one MSS per duplicate ACK during fast recovery.
     pub fn cwnd_bytes(&self) -> u64 {
         self.cwnd
     }
 
+    /// Slow-start threshold; `u64::MAX` until the first loss or ECN cut.
     pub fn ssthresh_bytes(&self) -> u64 {
         self.ssthresh
     }
 
+    /// DCTCP's estimate of the marked share, in `[0, 1]`; `None` under NewReno.
     pub fn dctcp_alpha(&self) -> Option<f64> {
         self.dctcp.map(|d| d.alpha)
     }
