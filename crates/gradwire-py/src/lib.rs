@@ -39,7 +39,7 @@ fn one_line(key: &str, message: &str) -> String {
     message
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !(l.starts_with("in `") && l.ends_with('`')))
+        .filter(|l| !(l.is_empty() || l.starts_with("in `") && l.ends_with('`')))
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -300,7 +300,7 @@ impl PyCommunicator {
             cfg.impairments = imp
                 .into_iter()
                 .map(|(loss, delay)| {
-                    if !(0.0..=1.0).contains(&loss) || !(delay >= 0.0 && delay.is_finite()) {
+                    if !((0.0..=1.0).contains(&loss) && delay >= 0.0 && delay.is_finite()) {
                         return Err(PyValueError::new_err(format!(
                             "impair entry ({loss}, {delay}): loss must be in [0, 1], delay >= 0 s"
                         )));

@@ -223,7 +223,11 @@ impl Fabric {
                     from: a,
                     to: b,
                     bits_per_sec: link.bits_per_sec,
-                    ps_per_byte: if (8 * SEC).is_multiple_of(link.bits_per_sec) { 8 * SEC / link.bits_per_sec } else { 0 },
+                    ps_per_byte: if (8 * SEC).is_multiple_of(link.bits_per_sec) {
+                        8 * SEC / link.bits_per_sec
+                    } else {
+                        0
+                    },
                     delay: link.delay,
                     queue: make_port(is_host),
                     pool,

@@ -58,7 +58,10 @@ impl Builder {
     /// On a zero `elem_bytes`, `bytes` not a multiple of it, or bad options.
     pub(crate) fn new(name: &str, world: u32, bytes: u64, elem_bytes: u32, opts: &CollectiveOptions) -> Builder {
         assert!(elem_bytes > 0, "elem_bytes must be positive");
-        assert!(bytes.is_multiple_of(elem_bytes as u64), "bytes ({bytes}) is not a multiple of elem_bytes ({elem_bytes})");
+        assert!(
+            bytes.is_multiple_of(elem_bytes as u64),
+            "bytes ({bytes}) is not a multiple of elem_bytes ({elem_bytes})"
+        );
         for (what, b) in
             [("reduce_loss_bound", opts.reduce_loss_bound), ("broadcast_loss_bound", opts.broadcast_loss_bound)]
         {

@@ -327,6 +327,7 @@ impl<T> EgressPort<T> {
 /// [`DropReason::Evicted`] (the port has counted it already). A strict-priority port never
 /// evicts.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // one per port, matched on every packet: no box to chase
 pub enum SwitchPort<T> {
     /// Strict priority with ECN marking and drop thresholds.
     Priority(EgressPort<T>),

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
             "--quiet" => {
                 let _: () = quiet = true;
                 Ok(())
-            },
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
             _ if scenario.is_none() && !a.starts_with('-') => {
                 let _: () = scenario = Some(PathBuf::from(&a));
                 Ok(())
-            },
+            }
             _ => Err(format!("unexpected argument `{a}`")),
         };
         if let Err(e) = r {

@@ -81,6 +81,7 @@ struct Plan {
 impl Plan {
     /// A flow of bucket `b` in iteration `k`: iteration 0 starts at an absolute time, later
     /// ones a compute delay after their worker's iteration barrier releases them.
+    #[allow(clippy::too_many_arguments)] // one flow's every coordinate; a struct would only rename them
     fn flow(&self, out: &mut Workload, k: u32, b: &Bucket, src: u32, dst: u32, bytes: u64, first: bool) -> u32 {
         let ready = if self.compute { b.ready } else { 0 };
         let (start, delay) = match (k, first) {

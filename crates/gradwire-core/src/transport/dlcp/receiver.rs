@@ -3,11 +3,11 @@
 
 use std::ops::Range;
 
-use crate::transport::ctrl::CtrlChannel;
 use super::{DlcpConfig, RetxReq};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
+use crate::transport::ctrl::CtrlChannel;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,7 +192,7 @@ impl DlcpReceiver {
                     return;
                 }
                 self.ctrl.ack(op, arg);
-                if self.state == State::Receiving && self.last_stop.map_or(true, |r| arg > r) {
+                if self.state == State::Receiving && self.last_stop.is_none_or(|r| arg > r) {
                     self.last_stop = Some(arg);
                     self.request_missing(now, arg);
                 }

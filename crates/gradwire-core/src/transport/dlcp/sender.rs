@@ -2,13 +2,13 @@
 
 use std::collections::HashSet;
 
-use crate::transport::ctrl::CtrlChannel;
 use super::runs::RunQueue;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
 use crate::time::{serialization, Time};
+use crate::transport::ctrl::CtrlChannel;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +90,9 @@ impl DlcpSender {
             seg,
             state: State::Sending,
             ctrl: CtrlChannel::new(flow, src, dst, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
-            cc: rate.unwrap_or_else(|| MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate)),
+            cc: rate.unwrap_or_else(|| {
+                MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate)
+            }),
             queue: RunQueue::default(),
             accepted: HashSet::new(),
             batch_complete: false,

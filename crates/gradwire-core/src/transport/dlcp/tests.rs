@@ -99,7 +99,8 @@ fn run(cfg: DlcpConfig, size: u64, mut lose: LossFn, limit: Time) -> Outcome {
         let s_timer = if sender_done_at.is_none() { s.poll_timeout() } else { None };
         let next = [wire.keys().next().map(|k| k.0), s_timer, r.poll_timeout()].into_iter().flatten().min();
         let Some(next) = next else { break };
-        if next > limit || (sender_done_at.is_some() && wire.is_empty() && r.is_closed() && r.poll_timeout().is_none()) {
+        if next > limit || (sender_done_at.is_some() && wire.is_empty() && r.is_closed() && r.poll_timeout().is_none())
+        {
             break;
         }
         assert!(next >= t, "time went backwards");
@@ -408,7 +409,7 @@ proptest! {
         let batch = RetxReq::batch(round, &runs);
         prop_assert!(batch.len() <= runs.len());
         prop_assert_eq!(batch.iter().filter(|r| r.last).count(), (!runs.is_empty()) as usize);
-        prop_assert!(batch.last().map_or(true, |r| r.last));
+        prop_assert!(batch.last().is_none_or(|r| r.last));
         let mut got: Vec<u64> = Vec::new();
         for r in &batch {
             let u = RetxReq::unpack(r.pack());

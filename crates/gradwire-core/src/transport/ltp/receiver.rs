@@ -222,13 +222,12 @@ impl LtpReceiver {
         }
         match pkt.kind {
             PacketKind::Data => return self.on_data(now, pkt),
-            PacketKind::Ctrl(CtrlOp::Rate)
-                if self.close.is_none() => {
-                    let p = unpack_path(pkt.seq);
-                    self.lt.update_path(p.rtprop, p.btlbw_bps);
-                    // The threshold moved: it may have passed already.
-                    self.check_close(now);
-                }
+            PacketKind::Ctrl(CtrlOp::Rate) if self.close.is_none() => {
+                let p = unpack_path(pkt.seq);
+                self.lt.update_path(p.rtprop, p.btlbw_bps);
+                // The threshold moved: it may have passed already.
+                self.check_close(now);
+            }
             PacketKind::Ctrl(CtrlOp::Confirm) => {
                 self.ctrl.ack(CtrlOp::Confirm, pkt.seq);
                 if self.state == State::Stopping {

@@ -425,9 +425,10 @@ impl Endpoint for LtpSender {
                 self.on_stop(now);
             }
             PacketKind::CtrlAck(op)
-                if self.ctrl.on_ack(op, pkt.seq) && op == CtrlOp::Confirm && self.state == State::Confirming => {
-                    self.finish();
-                }
+                if self.ctrl.on_ack(op, pkt.seq) && op == CtrlOp::Confirm && self.state == State::Confirming =>
+            {
+                self.finish();
+            }
             _ => {}
         }
     }

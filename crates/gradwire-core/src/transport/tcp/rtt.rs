@@ -15,13 +15,7 @@ pub(super) struct RttEstimator {
 
 impl RttEstimator {
     pub(super) fn new(cfg: &TcpConfig) -> Self {
-        RttEstimator {
-            srtt: None,
-            rttvar: 0,
-            rto: cfg.rto_initial,
-            rto_min: cfg.rto_min,
-            rto_max: cfg.rto_max,
-        }
+        RttEstimator { srtt: None, rttvar: 0, rto: cfg.rto_initial, rto_min: cfg.rto_min, rto_max: cfg.rto_max }
     }
 
     pub(super) fn rto(&self) -> Time {
