@@ -46,14 +46,26 @@ SMALL_SEEDS = 10
 
 # gradwire's defaults (crates/gradwire-sim/src/scenario.rs) for keys a scenario may omit.
 TOPOLOGY_DEFAULTS = dict(
-    kind="leaf_spine", spines=4, leaves=9, hosts_per_leaf=16, host_link_gbps=100.0,
-    uplinks_per_leaf=4, uplink_gbps=100.0, link_delay_ns=10_650,
+    kind="leaf_spine",
+    spines=4,
+    leaves=9,
+    hosts_per_leaf=16,
+    host_link_gbps=100.0,
+    uplinks_per_leaf=4,
+    uplink_gbps=100.0,
+    link_delay_ns=10_650,
 )
-SWITCH_DEFAULTS = dict(buffer="per_port", buffer_bytes=512_000, ecn_threshold_packets=65,
-                       drop_threshold_packets=0)
+SWITCH_DEFAULTS = dict(buffer="per_port", buffer_bytes=512_000, ecn_threshold_packets=65, drop_threshold_packets=0)
 TRANSPORT_DEFAULTS = dict(
-    kind="dctcp", mss_bytes=1460, header_bytes=40, ack_bytes=40, init_cwnd_packets=10,
-    rto_min_us=10_000.0, rto_initial_us=None, dupack_threshold=3, dctcp_g=1.0 / 16.0,
+    kind="dctcp",
+    mss_bytes=1460,
+    header_bytes=40,
+    ack_bytes=40,
+    init_cwnd_packets=10,
+    rto_min_us=10_000.0,
+    rto_initial_us=None,
+    dupack_threshold=3,
+    dctcp_g=1.0 / 16.0,
 )
 
 
@@ -110,8 +122,7 @@ def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
     ]
     kind = wl["kind"]
     if kind == "incast":
-        args += ["--workload=incast", f"--receiver={wl.get('receiver', 0)}",
-                 f"--flowBytes={wl.get('flow_bytes', 0)}"]
+        args += ["--workload=incast", f"--receiver={wl.get('receiver', 0)}", f"--flowBytes={wl.get('flow_bytes', 0)}"]
         if wl.get("sender_list") is not None:
             args.append("--senderList=" + ",".join(str(h) for h in wl["sender_list"]))
         else:
@@ -119,9 +130,14 @@ def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
     elif kind == "ps":
         push = wl.get("push_bytes", 0)
         pull = wl.get("pull_bytes", push)
-        args += ["--workload=ps", f"--workers={wl['workers']}", f"--servers={wl['servers']}",
-                 f"--colocated={'true' if wl.get('colocated', True) else 'false'}",
-                 f"--pushBytes={push}", f"--pullBytes={pull}"]
+        args += [
+            "--workload=ps",
+            f"--workers={wl['workers']}",
+            f"--servers={wl['servers']}",
+            f"--colocated={'true' if wl.get('colocated', True) else 'false'}",
+            f"--pushBytes={push}",
+            f"--pullBytes={pull}",
+        ]
     else:
         raise Unsupported(f"workload.kind = {kind!r} (only incast and ps)")
     return args
@@ -130,6 +146,7 @@ def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
 # --------------------------------------------------------------------------------------
 # Running the two simulators
 # --------------------------------------------------------------------------------------
+
 
 @dataclass
 class Run:
@@ -176,8 +193,9 @@ def our_command(scenario: Path, out: Path, transport: str, seed: int) -> list[st
     cli = shutil.which("gradwire")
     if cli:
         return [cli, "sim", str(scenario), "--out", str(out), "--set", f"seed={seed}", *sets]
-    raise FileNotFoundError("neither target/release/gradwire-sim nor the `gradwire` CLI exists "
-                            "(cargo build --release -p gradwire-sim)")
+    raise FileNotFoundError(
+        "neither target/release/gradwire-sim nor the `gradwire` CLI exists (cargo build --release -p gradwire-sim)"
+    )
 
 
 def find_flows_csv(out: Path) -> Path:
@@ -248,6 +266,7 @@ def build_ns3() -> None:
 # Statistics and reporting
 # --------------------------------------------------------------------------------------
 
+
 def percentile(sorted_vals: list[int], q: float) -> float:
     """Nearest-rank percentile, as gradwire's summary.json computes it."""
     if not sorted_vals:
@@ -280,8 +299,24 @@ class Row:
     note: str = ""
 
 
-COLUMNS = ["scenario", "transport", "seeds", "flows", "ours_mean_us", "ns3_mean_us", "mean_diff",
-           "ours_p99_us", "ns3_p99_us", "p99_diff", "verdict", "ours_rtos", "ns3_rtos", "ours_wall_s", "ns3_wall_s", "note"]
+COLUMNS = [
+    "scenario",
+    "transport",
+    "seeds",
+    "flows",
+    "ours_mean_us",
+    "ns3_mean_us",
+    "mean_diff",
+    "ours_p99_us",
+    "ns3_p99_us",
+    "p99_diff",
+    "verdict",
+    "ours_rtos",
+    "ns3_rtos",
+    "ours_wall_s",
+    "ns3_wall_s",
+    "note",
+]
 
 
 def fmt(row: Row, col: str) -> str:
@@ -295,12 +330,24 @@ def fmt(row: Row, col: str) -> str:
     return str(v)
 
 
-HEAD = {"scenario": "scenario", "transport": "transport", "seeds": "seeds", "flows": "flows",
-        "ours_mean_us": "mean ours (us)", "ns3_mean_us": "mean ns-3 (us)", "mean_diff": "Δ mean",
-        "ours_p99_us": "p99 ours (us)", "ns3_p99_us": "p99 ns-3 (us)", "p99_diff": "Δ p99",
-        "verdict": "verdict", "ours_rtos": "RTOs ours", "ns3_rtos": "RTOs ns-3",
-        "ours_wall_s": "wall ours (s)", "ns3_wall_s": "wall ns-3 (s)",
-        "note": "note"}
+HEAD = {
+    "scenario": "scenario",
+    "transport": "transport",
+    "seeds": "seeds",
+    "flows": "flows",
+    "ours_mean_us": "mean ours (us)",
+    "ns3_mean_us": "mean ns-3 (us)",
+    "mean_diff": "Δ mean",
+    "ours_p99_us": "p99 ours (us)",
+    "ns3_p99_us": "p99 ns-3 (us)",
+    "p99_diff": "Δ p99",
+    "verdict": "verdict",
+    "ours_rtos": "RTOs ours",
+    "ns3_rtos": "RTOs ns-3",
+    "ours_wall_s": "wall ours (s)",
+    "ns3_wall_s": "wall ns-3 (s)",
+    "note": "note",
+}
 TABLE_COLS = COLUMNS[:-1]
 
 
@@ -314,8 +361,7 @@ def print_table(rows: list[Row]) -> None:
         cells = [[HEAD[c] for c in TABLE_COLS]] + [[fmt(r, c) for c in TABLE_COLS] for r in rows]
         widths = [max(len(line[i]) for line in cells) for i in range(len(TABLE_COLS))]
         for k, line in enumerate(cells):
-            print("  ".join(v.rjust(w) if k and i > 1 else v.ljust(w)
-                            for i, (v, w) in enumerate(zip(line, widths))))
+            print("  ".join(v.rjust(w) if k and i > 1 else v.ljust(w) for i, (v, w) in enumerate(zip(line, widths))))
             if k == 0:
                 print("  ".join("-" * w for w in widths))
         for r in rows:
@@ -339,9 +385,14 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for r in rows:
-            w.writerow([fmt(r, c) if c.endswith("_diff") else
-                        (f"{getattr(r, c):.3f}" if isinstance(getattr(r, c), float) else getattr(r, c))
-                        for c in COLUMNS])
+            w.writerow(
+                [
+                    fmt(r, c)
+                    if c.endswith("_diff")
+                    else (f"{getattr(r, c):.3f}" if isinstance(getattr(r, c), float) else getattr(r, c))
+                    for c in COLUMNS
+                ]
+            )
     md_cols = [c for c in TABLE_COLS if not c.endswith("_wall_s")]
     lines = [
         f"<!-- generated by `{command}` -->",
@@ -349,12 +400,13 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
         "|" + "|".join("---" if c in ("scenario", "transport") else "---:" for c in md_cols) + "|",
     ]
     for r in rows:
-        lines.append("| " + " | ".join(
-            (f"**{r.verdict}**" if c == "verdict" else fmt(r, c)) for c in md_cols) + " |")
+        lines.append("| " + " | ".join((f"**{r.verdict}**" if c == "verdict" else fmt(r, c)) for c in md_cols) + " |")
     lines.append("")
-    lines.append(f"PASS: mean and p99 FCT both within {tol * 100:.0f} % of ns-3. "
-                 "gradwire runs with `routing.mode = \"spray\"` (ns-3.37 has only per-packet ECMP). "
-                 "Gaps are explained in docs/validation.md.")
+    lines.append(
+        f"PASS: mean and p99 FCT both within {tol * 100:.0f} % of ns-3. "
+        'gradwire runs with `routing.mode = "spray"` (ns-3.37 has only per-packet ECMP). '
+        "Gaps are explained in docs/validation.md."
+    )
     notes = [f"- {r.scenario} / {r.transport}: {r.note}" for r in rows if r.note]
     if notes:
         lines += ["", *notes]
@@ -364,16 +416,19 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=DEFAULT_SCENARIOS)
-    ap.add_argument("--transports", nargs="+", default=DEFAULT_TRANSPORTS,
-                    choices=DEFAULT_TRANSPORTS)
-    ap.add_argument("--seeds", default=None,
-                    help="comma-separated seeds, pooled (default: 1..10 for scenarios with "
-                         "fewer than 1000 flows, else 1)")
+    ap.add_argument("--transports", nargs="+", default=DEFAULT_TRANSPORTS, choices=DEFAULT_TRANSPORTS)
+    ap.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds, pooled (default: 1..10 for scenarios with fewer than 1000 flows, else 1)",
+    )
     ap.add_argument("--tolerance", type=float, default=0.15)
-    ap.add_argument("--work", default=str(VALIDATION / "out"),
-                    help="directory for the runs' outputs (default validation/out, gitignored)")
-    ap.add_argument("--no-write", action="store_true",
-                    help="do not write validation/results.csv and results.md")
+    ap.add_argument(
+        "--work",
+        default=str(VALIDATION / "out"),
+        help="directory for the runs' outputs (default validation/out, gitignored)",
+    )
+    ap.add_argument("--no-write", action="store_true", help="do not write validation/results.csv and results.md")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a row FAILs")
     args = ap.parse_args(argv)
 
@@ -424,8 +479,9 @@ def main(argv: list[str] | None = None) -> int:
                 for e in errors:
                     print(f"ERROR [{name} {transport}] {e}", file=sys.stderr)
             if not done_seeds:
-                rows.append(Row(name, transport, "-", 0, *([math.nan] * 6), 0, 0, 0.0, 0.0, "ERROR",
-                                note="; ".join(errors)))
+                rows.append(
+                    Row(name, transport, "-", 0, *([math.nan] * 6), 0, 0, 0.0, 0.0, "ERROR", note="; ".join(errors))
+                )
                 continue
             ours_f.sort()
             ns3_f.sort()
@@ -437,16 +493,31 @@ def main(argv: list[str] | None = None) -> int:
             if unfinished:
                 note = (note + "; " if note else "") + f"{unfinished} flows unfinished at stop_ms"
             if len(ours_f) != len(ns3_f):
-                note = (note + "; " if note else "") + \
-                    f"flow counts differ: ours {len(ours_f)}, ns-3 {len(ns3_f)}"
-            rows.append(Row(name, transport, ",".join(map(str, done_seeds)), len(ns3_f),
-                            om, nm, op, np_, md, pd, ours_rto, ns3_rto, ours_wall, ns3_wall,
-                            "PASS" if ok else "FAIL", note))
+                note = (note + "; " if note else "") + f"flow counts differ: ours {len(ours_f)}, ns-3 {len(ns3_f)}"
+            rows.append(
+                Row(
+                    name,
+                    transport,
+                    ",".join(map(str, done_seeds)),
+                    len(ns3_f),
+                    om,
+                    nm,
+                    op,
+                    np_,
+                    md,
+                    pd,
+                    ours_rto,
+                    ns3_rto,
+                    ours_wall,
+                    ns3_wall,
+                    "PASS" if ok else "FAIL",
+                    note,
+                )
+            )
     print()
     print_table(rows)
     if not args.no_write:
-        command = "python validation/compare.py" + (" " + " ".join(argv if argv is not None
-                                                                   else sys.argv[1:])).rstrip()
+        command = "python validation/compare.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
         write_outputs(rows, args.tolerance, command.strip())
         print(f"\nwrote {VALIDATION / 'results.csv'} and {VALIDATION / 'results.md'}")
     if failed_runs:

@@ -38,8 +38,12 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=25.0, help="MiB per tensor (float32)")
     ap.add_argument("--calls", type=int, default=10, help="back-to-back calls per round")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--system", action="append", default=[],
-                    help="gloo, or gradwire[:k=v,...] (Communicator keywords); default: gloo and gradwire")
+    ap.add_argument(
+        "--system",
+        action="append",
+        default=[],
+        help="gloo, or gradwire[:k=v,...] (Communicator keywords); default: gloo and gradwire",
+    )
     args = ap.parse_args()
     systems = [parse_system(s) for s in (args.system or ["gloo", "gradwire"])]
 
@@ -89,8 +93,10 @@ def main() -> None:
         for i, (name, kw) in enumerate(systems):
             label = name + (":" + ",".join(f"{k}={v}" for k, v in kw.items()) if kw else "")
             w, c = walls[i], cpus[i]
-            print(f"  {label:40s} wall {statistics.median(w):7.1f} ms/call ({min(w):.1f}-{max(w):.1f})"
-                  f"   cpu {statistics.median(c):6.1f} ms/call/rank ({min(c):.1f}-{max(c):.1f})")
+            print(
+                f"  {label:40s} wall {statistics.median(w):7.1f} ms/call ({min(w):.1f}-{max(w):.1f})"
+                f"   cpu {statistics.median(c):6.1f} ms/call/rank ({min(c):.1f}-{max(c):.1f})"
+            )
     for c in comms.values():
         c.close()
     dist.destroy_process_group()

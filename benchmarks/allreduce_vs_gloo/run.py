@@ -45,7 +45,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -89,7 +88,7 @@ def rank_data(rank: int, elems: int):
     import numpy as np
 
     rng = np.random.default_rng(7919 + rank)
-    return (rng.integers(-400, 400, size=elems, dtype=np.int16).astype(np.float32) * 0.25)
+    return rng.integers(-400, 400, size=elems, dtype=np.int16).astype(np.float32) * 0.25
 
 
 def digest(a) -> str:
@@ -117,16 +116,23 @@ def worker(plan: dict) -> None:
             print(PROGRESS + json.dumps(kw), flush=True)
 
     os.environ["MASTER_PORT"] = str(plan["gloo_port"])
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=__import__("datetime").timedelta(seconds=plan["timeout"]))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=__import__("datetime").timedelta(seconds=plan["timeout"])
+    )
     comms = {}
     for i, sysdef in enumerate(plan["gradwire"]):
         kw = dict(sysdef["init"])
         if sysdef["loss"] > 0:
             kw["impair"] = {p: (sysdef["loss"], 0.0) for p in range(world) if p != rank}
-        kw.update(master_addr="127.0.0.1", master_port=sysdef["port"], rank=rank, world_size=world,
-                  token=f"bench-gloo-{plan['gloo_port']}", timeout=plan["timeout"],
-                  peer_timeout=plan["timeout"])
+        kw.update(
+            master_addr="127.0.0.1",
+            master_port=sysdef["port"],
+            rank=rank,
+            world_size=world,
+            token=f"bench-gloo-{plan['gloo_port']}",
+            timeout=plan["timeout"],
+            peer_timeout=plan["timeout"],
+        )
         # The first (default) configuration is the process's gradwire.init() communicator.
         comms[sysdef["name"]] = gradwire.init(**kw) if i == 0 else gradwire.Communicator(**kw)
     progress(event="joined", world=world)
@@ -174,9 +180,13 @@ def worker(plan: dict) -> None:
             else:
                 mine["close_fraction"] = float(np.isclose(buf, expected).mean())
             if rep is not None:
-                mine.update(bytes_lost=rep.bytes_lost, bubble_bytes=sum(b.length for b in rep.bubbles),
-                            min_delivered=rep.min_delivered_fraction, retransmits=rep.retransmits,
-                            runtime_s=rep.seconds)
+                mine.update(
+                    bytes_lost=rep.bytes_lost,
+                    bubble_bytes=sum(b.length for b in rep.bubbles),
+                    min_delivered=rep.min_delivered_fraction,
+                    retransmits=rep.retransmits,
+                    runtime_s=rep.seconds,
+                )
             allv: list = [None] * world
             dist.all_gather_object(allv, mine)
             problems = []
@@ -185,8 +195,9 @@ def worker(plan: dict) -> None:
             lossless = rep is None or bounds[system] == 0
             if lossless:
                 if not all(v["close"] for v in allv):
-                    problems.append("result differs from the numpy sum (max abs err "
-                                    f"{max(v['max_abs_err'] for v in allv):g})")
+                    problems.append(
+                        f"result differs from the numpy sum (max abs err {max(v['max_abs_err'] for v in allv):g})"
+                    )
                 if rep is not None and any(v["bytes_lost"] for v in allv):
                     problems.append("bytes lost without a loss bound")
             else:
@@ -220,8 +231,9 @@ def worker(plan: dict) -> None:
                 samples[system].append(float(t.item()))
                 reports[system].append(v)
             checks[system].append(v["ok"])
-            progress(event="call", world=world, mb=mb, system=system, phase=phase, i=i, seconds=float(t.item()),
-                     ok=v["ok"])
+            progress(
+                event="call", world=world, mb=mb, system=system, phase=phase, i=i, seconds=float(t.item()), ok=v["ok"]
+            )
 
         for w in range(plan["warmup"]):
             for s in systems:
@@ -234,32 +246,42 @@ def worker(plan: dict) -> None:
         for s in systems:
             ts = sorted(samples[s])
             reps = reports[s]
-            rows.append({
-                "world": world,
-                "MB": mb,
-                "system": s,
-                "median_s": statistics.median(ts),
-                "p90_s": percentile(ts, 90),
-                "min_s": ts[0],
-                "max_s": ts[-1],
-                "reps": len(ts),
-                "samples_s": ts,
-                "verified": all(checks[s]),
-                "bitwise_equal_to_sum": all(r["bitwise_equal_to_sum"] for r in reps),
-                "bytes_lost_max": max(r["bytes_lost"] for r in reps),
-                "min_delivered_fraction": min(r["min_delivered"] for r in reps),
-                "retransmits_mean": statistics.mean(r["retransmits"] for r in reps),
-                "runtime_median_s": statistics.median(r["runtime_s"] for r in reps) if s != "gloo" else None,
-            })
-        del base, expected, buf, tbuf
+            rows.append(
+                {
+                    "world": world,
+                    "MB": mb,
+                    "system": s,
+                    "median_s": statistics.median(ts),
+                    "p90_s": percentile(ts, 90),
+                    "min_s": ts[0],
+                    "max_s": ts[-1],
+                    "reps": len(ts),
+                    "samples_s": ts,
+                    "verified": all(checks[s]),
+                    "bitwise_equal_to_sum": all(r["bitwise_equal_to_sum"] for r in reps),
+                    "bytes_lost_max": max(r["bytes_lost"] for r in reps),
+                    "min_delivered_fraction": min(r["min_delivered"] for r in reps),
+                    "retransmits_mean": statistics.mean(r["retransmits"] for r in reps),
+                    "runtime_median_s": statistics.median(r["runtime_s"] for r in reps) if s != "gloo" else None,
+                }
+            )
+        base = expected = buf = tbuf = None  # free this size's arrays before the next one
 
     counters = {name: c.counters() for name, c in comms.items()}
     allc: list = [None] * world
     dist.all_gather_object(allc, counters)
     if emit:
-        (out / f"world{world}.json").write_text(json.dumps({
-            "world": world, "rows": rows, "failures": failures, "counters": allc, "torch": torch.__version__,
-        }))
+        (out / f"world{world}.json").write_text(
+            json.dumps(
+                {
+                    "world": world,
+                    "rows": rows,
+                    "failures": failures,
+                    "counters": allc,
+                    "torch": torch.__version__,
+                }
+            )
+        )
     for c in list(comms.values())[1:]:
         c.close()
     gradwire.destroy()
@@ -321,8 +343,15 @@ def gradwire_systems(args) -> list[dict]:
     for name, init in configs:
         systems.append({"name": name, "init": init, "loss": 0.0, "loss_bound": 0.0})
         if not args.no_loss:
-            systems.append({"name": f"{name}+loss{args.loss * 100:g}%", "init": init, "loss": args.loss,
-                            "loss_bound": args.loss_bound, "lossless": name})
+            systems.append(
+                {
+                    "name": f"{name}+loss{args.loss * 100:g}%",
+                    "init": init,
+                    "loss": args.loss,
+                    "loss_bound": args.loss_bound,
+                    "lossless": name,
+                }
+            )
     return systems
 
 
@@ -333,8 +362,15 @@ def launch(world: int, plan: dict, out: Path, on_line, timeout: float) -> tuple[
     procs, logs = [], []
     for r in range(world):
         env = dict(os.environ)
-        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(plan["gloo_port"]), RANK=str(r),
-                   WORLD_SIZE=str(world), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+        env.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(plan["gloo_port"]),
+            RANK=str(r),
+            WORLD_SIZE=str(world),
+            GLOO_SOCKET_IFNAME="lo",
+            OMP_NUM_THREADS="1",
+            MPLBACKEND="Agg",
+        )
         log = logs_dir / f"world{world}-rank{r}.log"
         logs.append(str(log))
         argv = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(plan)]
@@ -345,7 +381,7 @@ def launch(world: int, plan: dict, out: Path, on_line, timeout: float) -> tuple[
     import queue
     import threading
 
-    lines: "queue.Queue[str | None]" = queue.Queue()
+    lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
         for line in procs[0].stdout:
@@ -364,12 +400,12 @@ def launch(world: int, plan: dict, out: Path, on_line, timeout: float) -> tuple[
             except queue.Empty:
                 if any(p.poll() not in (None, 0) for p in procs):
                     time.sleep(5)  # let the others report their errors, then end them
-                    raise TimeoutError  # a rank died: the others may hang on it
+                    raise TimeoutError from None  # a rank died: the others may hang on it
                 continue
             if line is None:
                 break
             if line.startswith(PROGRESS):
-                on_line(json.loads(line[len(PROGRESS):]))
+                on_line(json.loads(line[len(PROGRESS) :]))
             elif line.startswith(NO_GLOO):
                 on_line({"event": "no_gloo", "detail": line.strip()})
         for p in procs:
@@ -393,7 +429,9 @@ def build_frame(rows: list[dict], systems: list[dict]):
     lossless_of = {s["name"]: s.get("lossless") for s in systems}
     med = df.set_index(["world", "MB", "system"]).median_s
     df["loss_ratio_to_lossless"] = [
-        r.median_s / med.get((r.world, r.MB, lossless_of[r.system]), math.nan) if lossless_of.get(r.system) else math.nan
+        r.median_s / med.get((r.world, r.MB, lossless_of[r.system]), math.nan)
+        if lossless_of.get(r.system)
+        else math.nan
         for r in df.itertuples()
     ]
     df["algbw_gbps"] = df.MB * MB * 8 / df.median_s / 1e9
@@ -408,13 +446,24 @@ def targets(df, systems: list[dict]) -> list[dict]:
     out = []
     for r in df[df.system == default].itertuples():
         if r.world in LOSSLESS_TARGET_WORLDS and r.MB in LOSSLESS_TARGET_SIZES:
-            out.append({"target": f"lossless <= Gloo, {r.world} ranks, {r.MB:g} MB", "value": r.ratio_to_gloo,
-                        "limit": 1.0, "met": bool(r.ratio_to_gloo <= 1.0)})
+            out.append(
+                {
+                    "target": f"lossless <= Gloo, {r.world} ranks, {r.MB:g} MB",
+                    "value": r.ratio_to_gloo,
+                    "limit": 1.0,
+                    "met": bool(r.ratio_to_gloo <= 1.0),
+                }
+            )
     if lossy:
         for r in df[df.system == lossy].itertuples():
-            out.append({"target": f"1% loss <= 1.5x lossless, {r.world} ranks, {r.MB:g} MB",
-                        "value": r.loss_ratio_to_lossless, "limit": LOSSY_TARGET,
-                        "met": bool(r.loss_ratio_to_lossless <= LOSSY_TARGET)})
+            out.append(
+                {
+                    "target": f"1% loss <= 1.5x lossless, {r.world} ranks, {r.MB:g} MB",
+                    "value": r.loss_ratio_to_lossless,
+                    "limit": LOSSY_TARGET,
+                    "met": bool(r.loss_ratio_to_lossless <= LOSSY_TARGET),
+                }
+            )
     return out
 
 
@@ -426,8 +475,9 @@ def plot(df, path: Path) -> None:
 
     groups = list(df[["world", "MB"]].drop_duplicates().itertuples(index=False, name=None))
     systems = list(dict.fromkeys(df.system))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(min(16, max(7, 1.6 * len(groups) * max(1, len(systems) / 3))), 8),
-                                   sharex=True)
+    fig, (ax1, ax2) = plt.subplots(
+        2, 1, figsize=(min(16, max(7, 1.6 * len(groups) * max(1, len(systems) / 3))), 8), sharex=True
+    )
     width = 0.8 / len(systems)
     idx = df.set_index(["world", "MB", "system"])
     for j, s in enumerate(systems):
@@ -469,10 +519,23 @@ def render(df, tgts: list[dict], console) -> None:
         ratio = f"{r.ratio_to_gloo:.2f}"
         if r.system.startswith("gradwire") and "+loss" not in r.system:
             ratio = f"[{'green' if r.ratio_to_gloo <= 1 else 'red'}]{ratio}[/]"
-        lossy = "" if math.isnan(r.loss_ratio_to_lossless) else (
-            f"[{'green' if r.loss_ratio_to_lossless <= LOSSY_TARGET else 'red'}]{r.loss_ratio_to_lossless:.2f}[/]")
-        t.add_row(str(r.world), f"{r.MB:g}", r.system, f"{r.median_s:.4f}", f"{r.p90_s:.4f}", ratio, lossy,
-                  "[green]yes[/]" if r.verified else "[red]NO[/]")
+        lossy = (
+            ""
+            if math.isnan(r.loss_ratio_to_lossless)
+            else (
+                f"[{'green' if r.loss_ratio_to_lossless <= LOSSY_TARGET else 'red'}]{r.loss_ratio_to_lossless:.2f}[/]"
+            )
+        )
+        t.add_row(
+            str(r.world),
+            f"{r.MB:g}",
+            r.system,
+            f"{r.median_s:.4f}",
+            f"{r.p90_s:.4f}",
+            ratio,
+            lossy,
+            "[green]yes[/]" if r.verified else "[red]NO[/]",
+        )
     console.print(t)
     for g in tgts:
         mark = "[green]met[/]" if g["met"] else "[red]missed[/]"
@@ -481,11 +544,15 @@ def render(df, tgts: list[dict], console) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
-    ap.add_argument("--sizes", type=lambda s: parse_list(s, float), help="MB (MiB) per tensor, comma-separated "
-                    "(default 1,25,100; --quick: 0.05,0.5)")
+    ap.add_argument(
+        "--sizes",
+        type=lambda s: parse_list(s, float),
+        help="MB (MiB) per tensor, comma-separated (default 1,25,100; --quick: 0.05,0.5)",
+    )
     ap.add_argument("--worlds", type=lambda s: parse_list(s, int), help="ranks per job (default 2,4; --quick: 2)")
     ap.add_argument("--reps", type=int, help="timed rounds per size (default 7; --quick: 3)")
     ap.add_argument("--warmup", type=int, help="untimed rounds first (default 2; --quick: 1)")
@@ -494,15 +561,31 @@ def main() -> int:
     ap.add_argument("--loss", type=float, default=LOSS, help="injected loss on every rank's outgoing datagrams")
     ap.add_argument("--loss-bound", type=float, default=LOSS_BOUND)
     ap.add_argument("--no-loss", action="store_true", help="skip the lossy gradwire rows")
-    ap.add_argument("--mss", type=int, help="gradwire payload bytes per datagram (runtime default: from the path MTU, 65472 on loopback)")
-    ap.add_argument("--line-rate-gbps", type=float, help="gradwire pacer rate (runtime default: the interface speed, 100 on loopback)")
+    ap.add_argument(
+        "--mss",
+        type=int,
+        help="gradwire payload bytes per datagram (runtime default: from the path MTU, 65472 on loopback)",
+    )
+    ap.add_argument(
+        "--line-rate-gbps",
+        type=float,
+        help="gradwire pacer rate (runtime default: the interface speed, 100 on loopback)",
+    )
     ap.add_argument("--transport", choices=["dlcp", "ltp"], help="gradwire transport (runtime default dlcp)")
-    ap.add_argument("--variant", action="append", default=[], metavar="K=V[,K=V]",
-                    help=f"extra gradwire configuration run side by side ({', '.join(VARIANT_KEYS)}); repeatable")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="K=V[,K=V]",
+        help=f"extra gradwire configuration run side by side ({', '.join(VARIANT_KEYS)}); repeatable",
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per world size before the job is killed")
     ap.add_argument("--no-plot", action="store_true")
-    ap.add_argument("--replot", action="store_true",
-                    help="no run: redraw the table, targets and plot from <out>/results.json and meta.json")
+    ap.add_argument(
+        "--replot",
+        action="store_true",
+        help="no run: redraw the table, targets and plot from <out>/results.json and meta.json",
+    )
     args = ap.parse_args()
 
     if args.replot:
@@ -540,12 +623,22 @@ def main() -> int:
     no_gloo: list[str] = []
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     load_before = os.getloadavg()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=False) as prog:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as prog:
         task = prog.add_task("starting", total=total)
         for world in worlds:
             plan = {
-                "out": str(out), "sizes": sizes, "reps": reps, "warmup": warmup, "timeout": min(args.timeout, 120.0),
+                "out": str(out),
+                "sizes": sizes,
+                "reps": reps,
+                "warmup": warmup,
+                "timeout": min(args.timeout, 120.0),
                 "gloo_port": free_port(),
                 "gradwire": [{**s, "port": free_port()} for s in systems],
             }
@@ -557,8 +650,10 @@ def main() -> int:
                 if ev["event"] == "call":
                     prog.advance(task)
                     mark = "" if ev["ok"] else " FAILED CHECK"
-                    desc = (f"{world} ranks {ev['mb']:g} MB {ev['system']} "
-                            f"{ev['phase']} {ev['i'] + 1}: {ev['seconds']:.4f} s{mark}")
+                    desc = (
+                        f"{world} ranks {ev['mb']:g} MB {ev['system']} "
+                        f"{ev['phase']} {ev['i'] + 1}: {ev['seconds']:.4f} s{mark}"
+                    )
                     prog.update(task, description=escape(desc))
                     if not console.is_terminal:  # logs get one plain line per call
                         print(desc, file=sys.stderr, flush=True)
@@ -573,8 +668,16 @@ def main() -> int:
             if no_gloo:
                 break
             wall = time.monotonic() - t0
-            runs.append({"world": world, "exit_code": code, "wall_s": round(wall, 1),
-                         "loadavg_before": load0, "loadavg_after": os.getloadavg(), "logs": logs})
+            runs.append(
+                {
+                    "world": world,
+                    "exit_code": code,
+                    "wall_s": round(wall, 1),
+                    "loadavg_before": load0,
+                    "loadavg_after": os.getloadavg(),
+                    "logs": logs,
+                }
+            )
             if code != 0 or not res_file.exists():
                 failures.append(f"world {world}: the job failed (exit {code}); see {logs}")
                 for lp in logs:
@@ -605,14 +708,21 @@ def main() -> int:
     meta = {
         "command": " ".join([Path(sys.executable).name, os.path.relpath(__file__, Path.cwd())] + sys.argv[1:]),
         "started": started,
-        "host": platform.node(), "cpus": os.cpu_count(), "platform": platform.platform(),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch_version,
-        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-        "sizes_mb": sizes, "mb_bytes": MB, "worlds": worlds, "reps": reps, "warmup": warmup,
+        "loadavg_before": load_before,
+        "loadavg_after": os.getloadavg(),
+        "sizes_mb": sizes,
+        "mb_bytes": MB,
+        "worlds": worlds,
+        "reps": reps,
+        "warmup": warmup,
         "systems": [{"name": "gloo"}] + systems,
         "timing": "barrier before each timed call; time = max over ranks of the call duration; "
-                  "median and p90 over reps; systems interleaved, order rotated every rep",
+        "median and p90 over reps; systems interleaved, order rotated every rep",
         "gloo_loss_note": GLOO_NOTE,
         "verification": "passed" if verified else "FAILED",
         "failures": failures,
@@ -625,14 +735,17 @@ def main() -> int:
         plot(df, out / "allreduce_vs_gloo.png")
     render(df, tgts, console)
     if verified:
-        console.print("[green]verification passed[/]: every lossless result equals the numpy sum; "
-                      "lossy results met their bound on every rank")
+        console.print(
+            "[green]verification passed[/]: every lossless result equals the numpy sum; "
+            "lossy results met their bound on every rank"
+        )
     else:
         console.print("[red]verification FAILED[/]")
         for f in failures[:20]:
             console.print(f"  [red]{f}[/]")
-    console.print(f"wrote {out / 'results.csv'}, results.json, meta.json"
-                  + ("" if args.no_plot else ", allreduce_vs_gloo.png"))
+    console.print(
+        f"wrote {out / 'results.csv'}, results.json, meta.json" + ("" if args.no_plot else ", allreduce_vs_gloo.png")
+    )
     return 0 if verified and all(r["exit_code"] == 0 for r in runs) else 1
 
 

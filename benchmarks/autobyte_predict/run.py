@@ -41,18 +41,12 @@ def main() -> None:
                 t0 = time.process_time()
                 ab.predict(obs, cands)
                 times.append((time.process_time() - t0) * 1e3)
-            rows.append(
-                (layers, workers, len(cands), statistics.median(times), max(times))
-            )
-    print(
-        f"{'layers':>6} {'workers':>7} {'candidates':>10} {'median ms':>9} {'max ms':>7}"
-    )
+            rows.append((layers, workers, len(cands), statistics.median(times), max(times)))
+    print(f"{'layers':>6} {'workers':>7} {'candidates':>10} {'median ms':>9} {'max ms':>7}")
     for r in rows:
         print(f"{r[0]:>6} {r[1]:>7} {r[2]:>10} {r[3]:>9.2f} {r[4]:>7.2f}")
     worst = max(r[3] for r in rows)
-    print(
-        f"worst median {worst:.2f} ms CPU per prediction: {'meets' if worst < 5 else 'misses'} the 5 ms target"
-    )
+    print(f"worst median {worst:.2f} ms CPU per prediction: {'meets' if worst < 5 else 'misses'} the 5 ms target")
 
 
 if __name__ == "__main__":

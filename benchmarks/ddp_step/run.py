@@ -39,11 +39,12 @@ ROOT = HERE.parent.parent
 
 
 def worker(plan: dict) -> None:
-    import gradwire.torch as gt
     import torch
     import torch.distributed as dist
-    from gradwire.train.models import build
     from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import gradwire.torch as gt
+    from gradwire.train.models import build
 
     torch.set_num_threads(1)
     dist.init_process_group("gradwire")
@@ -80,38 +81,26 @@ def worker(plan: dict) -> None:
             dist.all_reduce(dt, op=dist.ReduceOp.MAX, group=gloo)
             if step >= plan["warmup"]:
                 times[name].append(float(dt))
-    params = {
-        s: torch.cat([p.detach().flatten() for p in models[s].parameters()])
-        for s in systems
-    }
+    params = {s: torch.cat([p.detach().flatten() for p in models[s].parameters()]) for s in systems}
     torch.save(params, Path(plan["out"]) / f"params{rank}.pt")
     if rank == 0:
         res = {
             "world": dist.get_world_size(),
             "times": times,
-            "hook": {
-                s: {"calls": st.calls, "bytes_lost": st.bytes_lost}
-                for s, st in states.items()
-            },
+            "hook": {s: {"calls": st.calls, "bytes_lost": st.bytes_lost} for s, st in states.items()},
         }
         (Path(plan["out"]) / "times.json").write_text(json.dumps(res))
     dist.destroy_process_group()
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="cnn,resnet18")
     ap.add_argument("--worlds", default="2,4")
-    ap.add_argument(
-        "--batch", type=int, default=0, help="per rank; default 32 (cnn), 8 (resnet18)"
-    )
+    ap.add_argument("--batch", type=int, default=0, help="per rank; default 32 (cnn), 8 (resnet18)")
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument(
-        "--loss-bound", type=float, default=0.0, help="loss bound of the hook"
-    )
+    ap.add_argument("--loss-bound", type=float, default=0.0, help="loss bound of the hook")
     ap.add_argument("--out", default=str(ROOT / "results" / "ddp_step"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -195,26 +184,16 @@ def main() -> int:
                         **res["hook"].get(name, {}),
                     }
                 )
-    base = {
-        (r["model"], r["world"]): r["median_s"] for r in rows if r["system"] == "gloo"
-    }
-    print(
-        f"{'model':9} {'ranks':>5}  {'system':16} {'median step':>12} {'p90':>9} {'/ gloo':>7}  check"
-    )
+    base = {(r["model"], r["world"]): r["median_s"] for r in rows if r["system"] == "gloo"}
+    print(f"{'model':9} {'ranks':>5}  {'system':16} {'median step':>12} {'p90':>9} {'/ gloo':>7}  check")
     for r in rows:
         r["ratio"] = r["median_s"] / base[(r["model"], r["world"])]
-        check = (
-            "ok"
-            if (r["replicas_identical"] or r["system"] == "gloo") and r["matches_gloo"]
-            else "FAILED"
-        )
+        check = "ok" if (r["replicas_identical"] or r["system"] == "gloo") and r["matches_gloo"] else "FAILED"
         print(
             f"{r['model']:9} {r['world']:>5}  {r['system']:16} {r['median_s'] * 1e3:9.1f} ms {r['p90_s'] * 1e3:6.1f} ms "
             f"{r['ratio']:7.2f}  {check}"
         )
-    (out / "results.json").write_text(
-        json.dumps({"args": vars(a), "rows": rows}, indent=1)
-    )
+    (out / "results.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
     print("wrote", out / "results.json")
     return 0 if ok else 1
 

@@ -16,7 +16,7 @@ def run(mode, extra):
     print("$", " ".join(cmd), flush=True)
     out = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
     sys.stdout.write(out)
-    return [json.loads(line[len("RESULT "):]) for line in out.splitlines() if line.startswith("RESULT ")]
+    return [json.loads(line[len("RESULT ") :]) for line in out.splitlines() if line.startswith("RESULT ")]
 
 
 def main():

@@ -74,8 +74,9 @@ def flow_summary(path: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenario", default="scenarios/leafspine-ps-dctcp.toml")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per simulator; the fastest wall time and its RSS are kept")
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs per simulator; the fastest wall time and its RSS are kept"
+    )
     ap.add_argument("--out", default=str(HERE / "results.json"))
     args = ap.parse_args()
 
@@ -91,24 +92,34 @@ def main() -> int:
     try:
         for rep in range(args.repeat):
             ours_out = work / f"ours{rep}"
-            ours_cmd = [str(compare.OUR_BIN), str(scenario), "--out", str(ours_out),
-                        "--set", "routing.mode=spray", "--quiet"]
+            ours_cmd = [
+                str(compare.OUR_BIN),
+                str(scenario),
+                "--out",
+                str(ours_out),
+                "--set",
+                "routing.mode=spray",
+                "--quiet",
+            ]
             ns3_csv = work / f"ns3-{rep}.csv"
-            ns3_cmd = [str(compare.NS3_BIN), *compare.ns3_args(scn, transport, seed),
-                       f"--out={ns3_csv}"]
-            for name, cmd, csv_path in (("gradwire", ours_cmd, ours_out / "flows.csv"),
-                                        ("ns3", ns3_cmd, ns3_csv)):
+            ns3_cmd = [str(compare.NS3_BIN), *compare.ns3_args(scn, transport, seed), f"--out={ns3_csv}"]
+            for name, cmd, csv_path in (("gradwire", ours_cmd, ours_out / "flows.csv"), ("ns3", ns3_cmd, ns3_csv)):
                 print(f"[{rep + 1}/{args.repeat}] {name}: {' '.join(cmd)}", flush=True)
                 m = measure(cmd, work / f"{name}{rep}.log")
                 ok = m["exit_code"] == 0 and csv_path.exists()
                 if not ok:
-                    print(f"{name} failed (exit {m['exit_code']}):\n"
-                          + (work / f"{name}{rep}.log").read_text()[-2000:], file=sys.stderr)
+                    print(
+                        f"{name} failed (exit {m['exit_code']}):\n" + (work / f"{name}{rep}.log").read_text()[-2000:],
+                        file=sys.stderr,
+                    )
                     return 1
                 m.update(flow_summary(csv_path))
                 m["log_tail"] = (work / f"{name}{rep}.log").read_text().strip().splitlines()[-3:]
-                print(f"    wall {m['wall_s']:.2f} s, peak RSS {m['max_rss_mb']:.1f} MB, "
-                      f"{m['flows_finished']} flows, mean FCT {m['fct_mean_us']} us", flush=True)
+                print(
+                    f"    wall {m['wall_s']:.2f} s, peak RSS {m['max_rss_mb']:.1f} MB, "
+                    f"{m['flows_finished']} flows, mean FCT {m['fct_mean_us']} us",
+                    flush=True,
+                )
                 if name not in best or m["wall_s"] < best[name]["wall_s"]:
                     best[name] = m
     finally:
@@ -122,8 +133,7 @@ def main() -> int:
         "transport": transport,
         "routing": "spray (both)",
         "repeat": args.repeat,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "gradwire": ours,
         "ns3": ns3,
         "speedup_ns3_over_gradwire": round(speedup, 2),
@@ -133,12 +143,16 @@ def main() -> int:
         "memory_met": mem_ratio <= MEMORY_TARGET,
     }
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nwall time: gradwire {ours['wall_s']:.2f} s, ns-3 {ns3['wall_s']:.2f} s "
-          f"-> ns-3/gradwire = {speedup:.1f}x (target >= {SPEEDUP_TARGET:.0f}x: "
-          f"{'met' if result['speedup_met'] else 'NOT met'})")
-    print(f"peak RSS:  gradwire {ours['max_rss_mb']:.1f} MB, ns-3 {ns3['max_rss_mb']:.1f} MB "
-          f"-> gradwire/ns-3 = {mem_ratio:.3f} (target <= {MEMORY_TARGET}: "
-          f"{'met' if result['memory_met'] else 'NOT met'})")
+    print(
+        f"\nwall time: gradwire {ours['wall_s']:.2f} s, ns-3 {ns3['wall_s']:.2f} s "
+        f"-> ns-3/gradwire = {speedup:.1f}x (target >= {SPEEDUP_TARGET:.0f}x: "
+        f"{'met' if result['speedup_met'] else 'NOT met'})"
+    )
+    print(
+        f"peak RSS:  gradwire {ours['max_rss_mb']:.1f} MB, ns-3 {ns3['max_rss_mb']:.1f} MB "
+        f"-> gradwire/ns-3 = {mem_ratio:.3f} (target <= {MEMORY_TARGET}: "
+        f"{'met' if result['memory_met'] else 'NOT met'})"
+    )
     print(f"wrote {args.out}")
     return 0
 

@@ -137,12 +137,21 @@ def sim(
     ] = DEFAULT_SCENARIO,
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Results directory \\[default: results/<scenario>, or results/<scenario>--<overrides> with --set]."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Results directory \\[default: results/<scenario>, or results/<scenario>--<overrides> with --set].",
+        ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
     sets: Annotated[
         list[str] | None,
-        typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a scenario key, e.g. --set topology.spines=2 (repeatable)."),
+        typer.Option(
+            "--set",
+            "-s",
+            metavar="KEY=VALUE",
+            help="Override a scenario key, e.g. --set topology.spines=2 (repeatable).",
+        ),
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figures.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, table or per-run lines.")] = False,
@@ -169,11 +178,15 @@ def sim(
     out_dir = out if out is not None else runner.default_out_dir(source.name, plan.overrides)
     clash = runner.manifest_clash(out_dir, plan)
     if clash and not force:
-        raise _fail(f"{out_dir} holds results of another configuration ({clash}); give --out DIR, or --force to replace them")
+        raise _fail(
+            f"{out_dir} holds results of another configuration ({clash}); give --out DIR, or --force to replace them"
+        )
     console = _out()
     if not quiet:
         n = len(plan.runs)
-        console.print(f"[bold]{escape(source.name)}[/] ({escape(source.origin)}): {n} run{'s' if n != 1 else ''} -> {escape(str(out_dir))}")
+        console.print(
+            f"[bold]{escape(source.name)}[/] ({escape(source.origin)}): {n} run{'s' if n != 1 else ''} -> {escape(str(out_dir))}"
+        )
 
     def done(res: runner.RunResult) -> None:
         if quiet:
@@ -205,11 +218,13 @@ def sim(
         plots = plot_all(out_dir, df)
     unconserved = df.loc[~df["conserved"].astype(bool), "run"].tolist()
     if unconserved:
-        _err().print(f"[bold red]warning:[/] packet conservation violated in: {escape(', '.join(map(str, unconserved)))}")
+        _err().print(
+            f"[bold red]warning:[/] packet conservation violated in: {escape(', '.join(map(str, unconserved)))}"
+        )
     if not quiet:
         console.print(_results_table(df))
         console.print("[bold]outputs:[/]")
-        for name, _p, d in _run_dirs(out_dir):
+        for _name, _p, d in _run_dirs(out_dir):
             files = ", ".join(f for f in ("flows.csv", "summary.json", "queues.csv") if (d / f).exists())
             console.print(f"  {escape(str(d))}/  ({files})")
         console.print(f"  {escape(str(summary_csv))}")
@@ -316,15 +331,25 @@ def reproduce(
     ] = None,
     sets: Annotated[
         list[str] | None,
-        typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key in every scenario of the reproduction (repeatable)."),
+        typer.Option(
+            "--set",
+            "-s",
+            metavar="KEY=VALUE",
+            help="Override a key in every scenario of the reproduction (repeatable).",
+        ),
     ] = None,
     quick: Annotated[
         bool,
-        typer.Option("--quick", help="A small version (8 hosts, few workers / iterations): seconds instead of minutes; a smoke test, not the paper's numbers."),
+        typer.Option(
+            "--quick",
+            help="A small version (8 hosts, few workers / iterations): seconds instead of minutes; a smoke test, not the paper's numbers.",
+        ),
     ] = False,
     resume: Annotated[
         bool,
-        typer.Option("--resume", help="Keep the runs already in the results directory with the same configuration; run the rest."),
+        typer.Option(
+            "--resume", help="Keep the runs already in the results directory with the same configuration; run the rest."
+        ),
     ] = False,
     list_: Annotated[bool, typer.Option("--list", "-l", help="List the reproductions and exit.")] = False,
 ) -> None:
@@ -428,7 +453,6 @@ def reproduce(
     console.print(f"[bold]total wall time:[/] {wall:.1f} s ({len(plan.jobs)} runs, {n_procs} processes)")
 
 
-
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     options_metavar="[OPTIONS] -- COMMAND [ARGS]...",
@@ -437,9 +461,14 @@ def launch(
     ctx: typer.Context,
     nproc: Annotated[int, typer.Option("--nproc", "-n", help="Processes (ranks) to start on this machine.")] = 2,
     master_addr: Annotated[str, typer.Option("--master-addr", help="Address rank 0 listens on.")] = "127.0.0.1",
-    master_port: Annotated[int | None, typer.Option("--master-port", help="Port rank 0 listens on \\[default: a free one].")] = None,
+    master_port: Annotated[
+        int | None, typer.Option("--master-port", help="Port rank 0 listens on \\[default: a free one].")
+    ] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Stop everything after this many seconds.")] = None,
-    topology: Annotated[str | None, typer.Option("--topology", help="Rack of every rank for algorithm \"rat\", e.g. 0,0,1,1 (GRADWIRE_TOPOLOGY).")] = None,
+    topology: Annotated[
+        str | None,
+        typer.Option("--topology", help='Rack of every rank for algorithm "rat", e.g. 0,0,1,1 (GRADWIRE_TOPOLOGY).'),
+    ] = None,
 ) -> None:
     """Run a command as NPROC local ranks of one gradwire job (torchrun-style environment).
 
@@ -462,7 +491,14 @@ def launch(
 
 @app.command()
 def train(
-    backend: Annotated[list[str] | None, typer.Option("--backend", "-b", help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound")] = None,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backend",
+            "-b",
+            help="gloo or gradwire (repeat for both); default: gloo, gradwire lossless, gradwire with 1 % loss under a 1 % bound",
+        ),
+    ] = None,
     model: Annotated[str, typer.Option(help="cnn (scikit-learn digits) or resnet18 (generated 32x32 data)")] = "cnn",
     workers: Annotated[int, typer.Option("--workers", "-n", help="local worker processes")] = 2,
     loss: Annotated[float, typer.Option(help="share of gradwire datagrams dropped on purpose")] = 0.0,
@@ -470,7 +506,9 @@ def train(
     epochs: Annotated[int | None, typer.Option(help="default: 8 (cnn), 1 (resnet18)")] = None,
     lr: Annotated[float | None, typer.Option(help="SGD learning rate")] = None,
     batch: Annotated[int | None, typer.Option(help="batch per worker")] = None,
-    target: Annotated[float | None, typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.9 resnet18)")] = None,
+    target: Annotated[
+        float | None, typer.Option(help="accuracy for time-to-accuracy (default 0.95 cnn, 0.9 resnet18)")
+    ] = None,
     mss: Annotated[int | None, typer.Option(help="gradwire payload bytes per datagram")] = None,
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
@@ -487,8 +525,20 @@ def train(
         raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
     try:
         configs = configs_from(backend or [], loss, bound)
-        run_train(_out(), configs, model=model, workers=workers, out=out, seed=seed, epochs=epochs, lr=lr, batch=batch,
-                  target=target, mss=mss, timeout=timeout)
+        run_train(
+            _out(),
+            configs,
+            model=model,
+            workers=workers,
+            out=out,
+            seed=seed,
+            epochs=epochs,
+            lr=lr,
+            batch=batch,
+            target=target,
+            mss=mss,
+            timeout=timeout,
+        )
     except (ValueError, RuntimeError) as e:
         raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None
 
@@ -496,16 +546,25 @@ def train(
 @app.command()
 def tolerance(
     model: Annotated[str, typer.Option(help="cnn, resnet18, or module:function returning (model, dataset)")] = "cnn",
-    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)")] = None,
-    ratio: Annotated[list[float] | None, typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="overall, front, middle, back, small, medium, large (repeat; default all)"),
+    ] = None,
+    ratio: Annotated[
+        list[float] | None, typer.Option("--ratio", "-r", help="loss ratios to try (repeat; default 0.5 % to 20 %)")
+    ] = None,
     seeds: Annotated[int, typer.Option(help="runs per point")] = 3,
-    slack: Annotated[float, typer.Option(help="tolerated: median epochs-to-accuracy within this share of lossless")] = 0.1,
+    slack: Annotated[
+        float, typer.Option(help="tolerated: median epochs-to-accuracy within this share of lossless")
+    ] = 0.1,
     target: Annotated[float, typer.Option(help="test accuracy to reach")] = 0.95,
     max_epochs: Annotated[int, typer.Option(help="a run that misses the target by then counts as never")] = 30,
     lr: Annotated[float, typer.Option()] = 0.05,
     batch: Annotated[int, typer.Option()] = 64,
     packet_bytes: Annotated[int, typer.Option(help="bytes of float32 gradients per lost packet")] = 1440,
-    check: Annotated[float | None, typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")] = None,
+    check: Annotated[
+        float | None, typer.Option(help="only check this one bound (overall loss); exit 1 if training degrades")
+    ] = None,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/tolerance"),
 ) -> None:
     """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""
@@ -518,8 +577,20 @@ def tolerance(
     groups = ["overall"] if check is not None else (group or list(tol.GROUPS))
     ratios = [check] if check is not None else (ratio or list(tol.DEFAULT_RATIOS[1:]))
     try:
-        summary = tol.profile(_out(), model=model, groups=groups, ratios=ratios, seeds=seeds, slack=slack, target=target,
-                              max_epochs=max_epochs, lr=lr, batch=batch, packet_floats=max(1, packet_bytes // 4), out=out)
+        summary = tol.profile(
+            _out(),
+            model=model,
+            groups=groups,
+            ratios=ratios,
+            seeds=seeds,
+            slack=slack,
+            target=target,
+            max_epochs=max_epochs,
+            lr=lr,
+            batch=batch,
+            packet_floats=max(1, packet_bytes // 4),
+            out=out,
+        )
     except (ValueError, RuntimeError) as e:
         raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None
     if check is not None and summary["groups"]["overall"]["degraded"]:
@@ -528,11 +599,20 @@ def tolerance(
 
 @app.command()
 def emulate(
-    scenario: Annotated[str, typer.Argument(help="An emulation scenario (.toml) or a built-in name (python/gradwire/emu/scenarios).")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Results directory \\[default: results/emulate-<name>].")] = None,
+    scenario: Annotated[
+        str, typer.Argument(help="An emulation scenario (.toml) or a built-in name (python/gradwire/emu/scenarios).")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Results directory \\[default: results/emulate-<name>].")
+    ] = None,
     sets: Annotated[
         list[str] | None,
-        typer.Option("--set", "-s", metavar="KEY=VALUE", help="Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable)."),
+        typer.Option(
+            "--set",
+            "-s",
+            metavar="KEY=VALUE",
+            help="Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable).",
+        ),
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figure.")] = False,
 ) -> None:

@@ -1,6 +1,6 @@
 """A runtime demo: every algorithm on one buffer, checked against numpy, with timings.
 
-    gradwire launch -n 4 -- python -m gradwire.demo --mb 8
+gradwire launch -n 4 -- python -m gradwire.demo --mb 8
 """
 
 from __future__ import annotations

@@ -72,7 +72,9 @@ def plot_fct_bars(results_dir: Path, df: pd.DataFrame | None = None) -> Path:
     b2 = ax.bar(x + w / 2, p99, w, label="p99")
     ax.bar_label(b1, fmt="%.0f", fontsize="x-small")
     ax.bar_label(b2, fmt="%.0f", fontsize="x-small")
-    ax.set_xticks(x, df["run"].astype(str).tolist(), rotation=20 if len(df) > 3 else 0, ha="right" if len(df) > 3 else "center")
+    ax.set_xticks(
+        x, df["run"].astype(str).tolist(), rotation=20 if len(df) > 3 else 0, ha="right" if len(df) > 3 else "center"
+    )
     ax.set_ylabel("flow completion time (µs)")
     ax.set_title(f"FCT per run: {scenario_label(results_dir)}", fontsize="medium")
     ax.legend()

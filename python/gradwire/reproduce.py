@@ -838,7 +838,7 @@ def plot(p: Plan, df, path: Path) -> Path:
     panels = list(_panels(df))
     nr, nc = len(panels), len(repro.metrics)
     fig, axes = plt.subplots(nr, nc, figsize=(4.6 * nc, 3.4 * nr), squeeze=False)
-    for r, (scen, model, sub) in enumerate(panels):
+    for r, (_scen, model, sub) in enumerate(panels):
         for c, m in enumerate(repro.metrics):
             ax = axes[r][c]
             series, cols, table = pivot(repro, sub, m.key)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from gradwire import _core
 
@@ -59,7 +60,7 @@ class Report:
     bubbles: list[Bubble] = field(default_factory=list)
 
     @classmethod
-    def _from(cls, d: dict[str, Any]) -> "Report":
+    def _from(cls, d: dict[str, Any]) -> Report:
         d = dict(d)
         d["bubbles"] = [Bubble(*b) for b in d["bubbles"]]
         return cls(**d)
@@ -72,7 +73,9 @@ class Report:
 def _env(name: str, default: str | None = None) -> str:
     v = os.environ.get(name, default)
     if v is None:
-        raise ValueError(f"{name} is not set: pass it to gradwire.init() or set the environment variable (as torchrun does)")
+        raise ValueError(
+            f"{name} is not set: pass it to gradwire.init() or set the environment variable (as torchrun does)"
+        )
     return v
 
 
@@ -328,7 +331,7 @@ class Communicator:
     def close(self) -> None:
         self._c.close()
 
-    def __enter__(self) -> "Communicator":
+    def __enter__(self) -> Communicator:
         return self
 
     def __exit__(self, *exc: Any) -> None:

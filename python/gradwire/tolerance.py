@@ -61,9 +61,7 @@ def load_model(spec: str, seed: int) -> tuple[nn.Module, Dataset]:
 
 def _layers(model: nn.Module) -> list[list[torch.Tensor]]:
     return [
-        list(m.parameters(recurse=False))
-        for m in model.modules()
-        if any(True for _ in m.parameters(recurse=False))
+        list(m.parameters(recurse=False)) for m in model.modules() if any(True for _ in m.parameters(recurse=False))
     ]
 
 
@@ -99,9 +97,7 @@ def make_dropper(
 
         return drop_packets
     if group not in ("small", "medium", "large"):
-        raise ValueError(
-            f"unknown group {group!r}: expected one of {', '.join(GROUPS)}"
-        )
+        raise ValueError(f"unknown group {group!r}: expected one of {', '.join(GROUPS)}")
     lo = {"small": 0.0, "medium": 0.4, "large": 0.8}[group]
     params = [p for ls in layers for p in ls]
 
@@ -146,11 +142,7 @@ def train_once(
     # Separate streams: for a seed, the batches are the same with and without loss.
     order = torch.Generator().manual_seed(seed)
     gen = torch.Generator().manual_seed(10_000 + seed)
-    drop = (
-        make_dropper(model, group, ratio, packet_floats, gen)
-        if ratio > 0
-        else (lambda: 0)
-    )
+    drop = make_dropper(model, group, ratio, packet_floats, gen) if ratio > 0 else (lambda: 0)
     n = len(data.y_train)
     steps = max(1, n // batch)
     every = max(1, steps // 10)  # 10 checks per epoch: the slack must exceed the resolution
@@ -162,18 +154,14 @@ def train_once(
         for s in range(steps):
             idx = perm[s * batch : (s + 1) * batch]
             opt.zero_grad()
-            nn.functional.cross_entropy(
-                model(data.x_train[idx]), data.y_train[idx]
-            ).backward()
+            nn.functional.cross_entropy(model(data.x_train[idx]), data.y_train[idx]).backward()
             lost += drop()
             sent += total_values
             opt.step()
             if (s + 1) % every == 0 or s == steps - 1:
                 acc = _accuracy(model, data)
                 if acc >= target:
-                    return Run(
-                        group, ratio, seed, epoch + (s + 1) / steps, acc, lost / sent
-                    )
+                    return Run(group, ratio, seed, epoch + (s + 1) / steps, acc, lost / sent)
     return Run(group, ratio, seed, math.inf, acc, lost / max(sent, 1))
 
 
@@ -193,10 +181,7 @@ def summarize(runs: list[Run], slack: float) -> dict[str, Any]:
     for g in dict.fromkeys(r.group for r in runs if r.ratio > 0):
         ratios = sorted({r.ratio for r in runs if r.group == g and r.ratio > 0})
         med = {
-            p: statistics.median(
-                [r.epochs_to_target for r in runs if r.group == g and r.ratio == p]
-            )
-            for p in ratios
+            p: statistics.median([r.epochs_to_target for r in runs if r.group == g and r.ratio == p]) for p in ratios
         }
         tolerated = 0.0
         for p in ratios:
@@ -241,9 +226,7 @@ def profile(
 
     for g in groups:
         if g not in GROUPS:
-            raise ValueError(
-                f"unknown group {g!r}: expected one of {', '.join(GROUPS)}"
-            )
+            raise ValueError(f"unknown group {g!r}: expected one of {', '.join(GROUPS)}")
     if any(not 0 < p < 1 for p in ratios):
         raise ValueError("loss ratios must be in (0, 1)")
     if not 0 < target <= 1:
@@ -281,17 +264,12 @@ def profile(
                 these = [train_once(model, g, p, s, **kw) for s in range(seeds)]
                 runs += these
                 bar.advance(task, seeds)
-                if (
-                    statistics.median(r.epochs_to_target for r in these)
-                    > base * (1 + slack) * 2
-                ):
+                if statistics.median(r.epochs_to_target for r in these) > base * (1 + slack) * 2:
                     # Far beyond the slack: larger ratios only get slower; skip them.
                     bar.advance(task, seeds * (len(ratios) - ratios.index(p) - 1))
                     break
     summary = summarize(runs, slack)
-    summary.update(
-        model=model, target=target, seeds=seeds, runs=[r.__dict__ for r in runs]
-    )
+    summary.update(model=model, target=target, seeds=seeds, runs=[r.__dict__ for r in runs])
     console.print(table(summary, ratios))
     out.mkdir(parents=True, exist_ok=True)
     (out / "tolerance.json").write_text(json.dumps(summary, indent=1, default=str))
@@ -356,15 +334,11 @@ def plot(summary: dict[str, Any], path: Any) -> None:
     ]
     panels = [(t, [g for g in gs if g in summary["groups"]]) for t, gs in panels]
     panels = [p for p in panels if p[1]]
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True
-    )
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, sharey=True)
     base = summary["lossless_epochs"]
     for ax, (title, gs) in zip(axes[0], panels):
         for g in gs:
-            pts = sorted(
-                (float(p), e) for p, e in summary["groups"][g]["epochs"].items()
-            )
+            pts = sorted((float(p), e) for p, e in summary["groups"][g]["epochs"].items())
             ax.plot(
                 [p * 100 for p, _ in pts],
                 [e if math.isfinite(e) else float("nan") for _, e in pts],
@@ -372,9 +346,7 @@ def plot(summary: dict[str, Any], path: Any) -> None:
                 label=g,
             )
         ax.axhline(base, color="grey", ls=":", lw=1, label="lossless")
-        ax.axhline(
-            base * (1 + summary["slack"]), color="grey", ls="--", lw=1, label="slack"
-        )
+        ax.axhline(base * (1 + summary["slack"]), color="grey", ls="--", lw=1, label="slack")
         ax.set_xscale("log")
         ax.set_xlabel("gradient loss ratio (%)")
         ax.set_title(title)

@@ -30,11 +30,7 @@ def recv(port: int, count: int, timeout: float) -> None:
         while len(got) < count:
             data, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(1))
             tos = next(
-                (
-                    c[2][0]
-                    for c in anc
-                    if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS
-                ),
+                (c[2][0] for c in anc if c[0] == socket.IPPROTO_IP and c[1] == socket.IP_TOS),
                 -1,
             )
             got.append([int.from_bytes(data[:4], "big"), tos])

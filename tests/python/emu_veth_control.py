@@ -45,15 +45,8 @@ def main(backend: str, rate: str) -> None:
             "3",
             "0.01",
         ]
-        procs = [
-            c.exec(
-                r, argv, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, text=True
-            )
-            for r in range(4)
-        ]
-        outs = [
-            json.loads(p.communicate(timeout=300)[0].splitlines()[-1]) for p in procs
-        ]
+        procs = [c.exec(r, argv, env=dict(env, RANK=str(r)), stdout=subprocess.PIPE, text=True) for r in range(4)]
+        outs = [json.loads(p.communicate(timeout=300)[0].splitlines()[-1]) for p in procs]
     times = [round(max(o["times_s"][i] for o in outs), 3) for i in range(3)]
     lost = sum(o["lost_bytes"] for o in outs)
     retx = sum(o["retransmits"] for o in outs)

@@ -6,8 +6,9 @@ import gc
 import json
 import sys
 
-import gradwire
 import numpy as np
+
+import gradwire
 
 
 def dropped_handles(comm, plan: dict) -> dict:

@@ -36,14 +36,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["NetnsCluster", "netns_available", "netns_unavailable_reason", "list_netns", "wait_for_line"]
 
 _counter = itertools.count()
 _reason_cache: list[str | None] = []
-_live: set["NetnsCluster"] = set()
+_live: set[NetnsCluster] = set()
 
 
 def _ip(*args: str, check: bool = True, timeout: float = 20) -> subprocess.CompletedProcess:
@@ -151,7 +150,7 @@ class NetnsCluster:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def __enter__(self) -> "NetnsCluster":
+    def __enter__(self) -> NetnsCluster:
         reason = netns_unavailable_reason()
         if reason is not None:
             raise RuntimeError(reason)

@@ -38,7 +38,9 @@ def main() -> None:
             x = data(rank, plan["elems"], i)
             op = call["op"]
             if op == "allreduce":
-                rep = gradwire.allreduce(x, algorithm=call.get("algorithm", "ring"), loss_bound=call.get("loss_bound", 0.0))
+                rep = gradwire.allreduce(
+                    x, algorithm=call.get("algorithm", "ring"), loss_bound=call.get("loss_bound", 0.0)
+                )
             elif op == "allreduce_async":
                 rep = gradwire.allreduce_async(x, algorithm=call.get("algorithm", "ring")).result(timeout=60)
             elif op == "allreduce_torch":
@@ -56,9 +58,7 @@ def main() -> None:
             else:
                 raise ValueError(op)
             arrays[f"call{i}"] = x
-            result["reports"].append(
-                {**rep.__dict__, "bubbles": [[b.src, b.offset, b.length] for b in rep.bubbles]}
-            )
+            result["reports"].append({**rep.__dict__, "bubbles": [[b.src, b.offset, b.length] for b in rep.bubbles]})
         result["counters"] = comm.counters()
         gradwire.destroy()
     except Exception as e:  # reported to the test, which decides

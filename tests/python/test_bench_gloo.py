@@ -30,9 +30,27 @@ def test_quick_benchmark_writes_expected_rows_and_verifies(tmp_path):
     sizes = [0.01, 0.1]
     env = dict(os.environ, COLUMNS="160", MPLBACKEND="Agg")
     proc = subprocess.run(
-        [sys.executable, str(RUN), "--quick", "--worlds", "2", "--sizes", ",".join(map(str, sizes)),
-         "--reps", "2", "--warmup", "1", "--out", str(tmp_path), "--timeout", "120"],
-        env=env, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            str(RUN),
+            "--quick",
+            "--worlds",
+            "2",
+            "--sizes",
+            ",".join(map(str, sizes)),
+            "--reps",
+            "2",
+            "--warmup",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--timeout",
+            "120",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     if proc.returncode == 2 and "no Gloo backend" in proc.stdout:
         pytest.skip("torch.distributed has no Gloo backend in this build: " + proc.stdout.strip()[-300:])
@@ -70,9 +88,29 @@ def test_a_wrong_result_fails_the_benchmark(tmp_path):
 
     env = dict(os.environ, COLUMNS="160", MPLBACKEND="Agg", ALLREDUCE_VS_GLOO_CORRUPT="gradwire")
     proc = subprocess.run(
-        [sys.executable, str(RUN), "--quick", "--worlds", "2", "--sizes", "0.01", "--reps", "1", "--warmup", "0",
-         "--no-loss", "--no-plot", "--out", str(tmp_path), "--timeout", "120"],
-        env=env, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            str(RUN),
+            "--quick",
+            "--worlds",
+            "2",
+            "--sizes",
+            "0.01",
+            "--reps",
+            "1",
+            "--warmup",
+            "0",
+            "--no-loss",
+            "--no-plot",
+            "--out",
+            str(tmp_path),
+            "--timeout",
+            "120",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     if proc.returncode == 2 and "no Gloo backend" in proc.stdout:
         pytest.skip("torch.distributed has no Gloo backend in this build")

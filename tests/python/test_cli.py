@@ -13,7 +13,20 @@ import gradwire
 from gradwire.cli import app
 from gradwire.results import COLUMNS
 
-FLOWS_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "start_ns", "finish_ns", "fct_ns", "retransmits", "timeouts", "iteration", "pull", "layer"]
+FLOWS_COLUMNS = [
+    "flow_id",
+    "src",
+    "dst",
+    "size_bytes",
+    "start_ns",
+    "finish_ns",
+    "fct_ns",
+    "retransmits",
+    "timeouts",
+    "iteration",
+    "pull",
+    "layer",
+]
 
 
 @pytest.fixture
@@ -37,7 +50,7 @@ def check_results(out, runs, n_flows, queues=False):
         assert (d / "queues.csv").exists() == queues
     table = pd.read_csv(out / "summary.csv")
     assert table["run"].tolist() == runs
-    assert list(table.columns)[-len(COLUMNS):] == COLUMNS
+    assert list(table.columns)[-len(COLUMNS) :] == COLUMNS
     assert table["conserved"].all()
     assert (table["flows_finished"] == n_flows).all()
     return table
@@ -109,7 +122,9 @@ def test_bad_scenario_argument(cli, tmp_path):
     bad.write_text(INCAST.read_text().replace("senders = 6", "senders = 6\nbogus_key = 1"))
     r = cli.invoke(app, ["sim", str(bad)])
     assert r.exit_code == 2 and "workload.bogus_key" in r.stderr
-    r = cli.invoke(app, ["sim", str(INCAST), "--set", 'output.queue_ports=["leaf5->host0"]', "--out", str(tmp_path / "q")])
+    r = cli.invoke(
+        app, ["sim", str(INCAST), "--set", 'output.queue_ports=["leaf5->host0"]', "--out", str(tmp_path / "q")]
+    )
     assert r.exit_code == 2 and "output.queue_ports.0" in r.stderr and "leaf5->host0" in r.stderr
 
 
@@ -128,8 +143,11 @@ def test_scenarios_and_version(cli):
 def test_subprocess_entry_point(gradwire_cmd, tmp_path):
     """The installed command, end to end, in a fresh process."""
     out = tmp_path / "sub"
-    p = run_cli(gradwire_cmd + ["sim", "incast-dctcp", "--out", str(out), "--no-plot"]
-                + set_args(SMALL + ["workload.senders=5", "workload.flow_bytes=100000"]))
+    p = run_cli(
+        gradwire_cmd
+        + ["sim", "incast-dctcp", "--out", str(out), "--no-plot"]
+        + set_args(SMALL + ["workload.senders=5", "workload.flow_bytes=100000"])
+    )
     assert p.returncode == 0, p.stderr
     check_results(out, ["incast-dctcp"], n_flows=5, queues=True)
     p = run_cli(gradwire_cmd + ["--version"])
@@ -139,8 +157,19 @@ def test_subprocess_entry_point(gradwire_cmd, tmp_path):
 def test_subprocess_bad_set_exits_2(gradwire_cmd, tmp_path):
     import sys
 
-    p = run_cli([sys.executable, "-m", "gradwire", "sim", str(INCAST), "--out", str(tmp_path / "x"),
-                 "--set", "topology.host_link_gbps=-100"])
+    p = run_cli(
+        [
+            sys.executable,
+            "-m",
+            "gradwire",
+            "sim",
+            str(INCAST),
+            "--out",
+            str(tmp_path / "x"),
+            "--set",
+            "topology.host_link_gbps=-100",
+        ]
+    )
     assert p.returncode == 2
     assert "topology.host_link_gbps" in p.stderr and "-100" in p.stderr
     assert "Traceback" not in p.stderr

@@ -173,8 +173,12 @@ def test_builtin_scenarios_are_shipped_and_valid():
         runs = load_scenario(scenario_text(name), [])
         assert runs, name
         # and every run builds at the small size
-        for r in load_scenario(scenario_text(name), SMALL + ["workload.workers=8", "workload.servers=2", "workload.senders=4"]
-                               if "ps" in json.loads(runs[0]["config"])["workload"]["kind"] else SMALL + ["workload.senders=4"]):
+        for r in load_scenario(
+            scenario_text(name),
+            SMALL + ["workload.workers=8", "workload.servers=2", "workload.senders=4"]
+            if "ps" in json.loads(runs[0]["config"])["workload"]["kind"]
+            else SMALL + ["workload.senders=4"],
+        ):
             Simulation(r["config"])
 
 

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_runtime import HERE, env_for, free_port
 
 torch = pytest.importorskip("torch")
@@ -19,13 +18,20 @@ def run(tmp: Path, world: int, plan: dict) -> list[dict]:
     plan = {**plan, "out": str(tmp)}
     port = free_port()
     procs = [
-        subprocess.Popen([sys.executable, os.path.join(HERE, "ddp_worker.py"), json.dumps(plan)],
-                         env=env_for(r, world, "127.0.0.1", port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "ddp_worker.py"), json.dumps(plan)],
+            env=env_for(r, world, "127.0.0.1", port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for r in range(world)
     ]
     logs = [p.communicate(timeout=120)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), "\n".join(l[-2000:] for l in logs)
-    return [{**json.loads((tmp / f"rank{r}.json").read_text()), **torch.load(tmp / f"rank{r}.pt")} for r in range(world)]
+    assert all(p.returncode == 0 for p in procs), "\n".join(lay[-2000:] for lay in logs)
+    return [
+        {**json.loads((tmp / f"rank{r}.json").read_text()), **torch.load(tmp / f"rank{r}.pt")} for r in range(world)
+    ]
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -58,9 +64,25 @@ def test_a_lossy_hook_keeps_the_replicas_identical(tmp_path):
 def test_the_ddp_step_benchmark_runs_and_checks_its_replicas(tmp_path):
     pytest.importorskip("sklearn")
     root = Path(HERE).parent.parent
-    r = subprocess.run([sys.executable, str(root / "benchmarks" / "ddp_step" / "run.py"), "--models", "cnn", "--worlds", "2",
-                        "--steps", "2", "--warmup", "1", "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(root / "benchmarks" / "ddp_step" / "run.py"),
+            "--models",
+            "cnn",
+            "--worlds",
+            "2",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [row["system"] for row in rows] == ["gloo", "gradwire", "gradwire+hook"]

@@ -86,17 +86,17 @@ def test_profile(name):
     layers = p["layers"]
     assert layers, "no layers"
     assert p["num_layers"] == len(layers)
-    assert [l["index"] for l in layers] == list(range(len(layers)))
-    assert sum(l["params"] for l in layers) == p["total_params"]
-    assert sum(l["bytes"] for l in layers) == p["total_bytes"]
-    for l in layers:
-        assert l["params"] > 0
-        assert l["bytes"] == 4 * l["params"]
-        assert l["fwd_flops"] >= 0 and l["bwd_time_s"] >= 0
-    assert len({l["name"] for l in layers}) == len(layers)
+    assert [lay["index"] for lay in layers] == list(range(len(layers)))
+    assert sum(lay["params"] for lay in layers) == p["total_params"]
+    assert sum(lay["bytes"] for lay in layers) == p["total_bytes"]
+    for lay in layers:
+        assert lay["params"] > 0
+        assert lay["bytes"] == 4 * lay["params"]
+        assert lay["fwd_flops"] >= 0 and lay["bwd_time_s"] >= 0
+    assert len({lay["name"] for lay in layers}) == len(layers)
 
     # FLOPs and times.
-    assert sum(l["fwd_flops"] for l in layers) == p["total_fwd_flops"]
+    assert sum(lay["fwd_flops"] for lay in layers) == p["total_fwd_flops"]
     lo, hi = FWD_GFLOPS_PER_SAMPLE[name]
     assert lo <= p["total_fwd_flops"] / p["batch_size"] / 1e9 <= hi
     rate = p["device_flops"] * p["efficiency"]
@@ -104,11 +104,11 @@ def test_profile(name):
     assert p["backward_time_s"] > 0
     assert math.isclose(p["backward_time_s"], 2 * p["total_fwd_flops"] / rate, rel_tol=1e-9)
     assert math.isclose(p["forward_time_s"], p["total_fwd_flops"] / rate, rel_tol=1e-9)
-    for l in layers:
-        assert math.isclose(l["bwd_time_s"], 2 * l["fwd_flops"] / rate, rel_tol=1e-9, abs_tol=0)
+    for lay in layers:
+        assert math.isclose(lay["bwd_time_s"], 2 * lay["fwd_flops"] / rate, rel_tol=1e-9, abs_tol=0)
 
     # Backward runs last layer first: ready offsets accumulate in reverse order.
-    offsets = [l["ready_offset_s"] for l in layers]
+    offsets = [lay["ready_offset_s"] for lay in layers]
     rev = offsets[::-1]
     assert all(a <= b for a, b in zip(rev, rev[1:])), "ready offsets not monotone in reverse"
     assert math.isclose(offsets[-1], layers[-1]["bwd_time_s"], rel_tol=1e-9)
@@ -125,7 +125,7 @@ def test_spot_values():
     assert bert["layers"][0]["name"].startswith("embeddings.")
     assert bert["layers"][-1]["name"] == "pooler.dense"
     inc = models.load_profile("inception_v3")
-    assert any(l["name"].startswith("AuxLogits.") for l in inc["layers"])
+    assert any(lay["name"].startswith("AuxLogits.") for lay in inc["layers"])
 
 
 def test_regenerated_resnet18_matches_shipped():

@@ -18,9 +18,7 @@ import pytest
 from gradwire.emu import EmulatedNetwork, find_binary, unavailable_reason
 from gradwire.emu.job import plan, run_point
 
-pytestmark = pytest.mark.skipif(
-    unavailable_reason() is not None, reason=unavailable_reason() or ""
-)
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 
 UDP = str(Path(__file__).parent / "emu_udp.py")
 CS7, BE = 0xE0, 0x00  # DSCP CS7 -> queue 0 (first served); DSCP 0 -> queue 7
@@ -39,14 +37,8 @@ def scenario(tmp_path: Path, text: str) -> Path:
 
 
 def ours(prefix_pid: int) -> list[str]:
-    out = subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, check=False
-    ).stdout
-    return [
-        line.split()[0]
-        for line in out.splitlines()
-        if line.startswith(f"gwe{prefix_pid}h")
-    ]
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(f"gwe{prefix_pid}h")]
 
 
 def udp_exchange(
@@ -105,9 +97,7 @@ def test_two_hosts_strict_priority_and_conservation(tmp_path):
     high = [i for i, s in enumerate(order) if s >= 50]
     # the high-priority datagrams were sent last and arrive well before the last best-effort ones
     assert max(high) < order.index(49), order
-    assert [t >> 2 for s, t in got if s >= 50] == [CS7 >> 2] * 10, (
-        "DSCP survives the switch"
-    )
+    assert [t >> 2 for s, t in got if s >= 50] == [CS7 >> 2] * 10, "DSCP survives the switch"
     check_conservation(stats)
     assert stats["packets"]["delivered"] >= 60 and stats["packets"]["in_flight"] == 0
     nic = next(p for p in stats["ports"] if p["name"] == "host0->leaf0")
@@ -203,9 +193,7 @@ def test_kernel_tcp_across_a_leaf_spine_with_random_loss(tmp_path):
         assert rows[cc]["time_s"] > 0 and not rows[cc].get("error"), rows[cc]
         # 2 MB at 200 Mbit/s is at least 80 ms: the shaper holds the rate
         assert rows[cc]["time_s"] > 0.08
-    assert rows["cubic"]["retransmits"] > 0, (
-        "1 % random loss per link costs retransmissions"
-    )
+    assert rows["cubic"]["retransmits"] > 0, "1 % random loss per link costs retransmissions"
     assert s["drops"]["random_loss"] > 0
     stats = json.loads((tmp_path / "out" / "switch.json").read_text())
     check_conservation(stats)
@@ -213,9 +201,7 @@ def test_kernel_tcp_across_a_leaf_spine_with_random_loss(tmp_path):
     spines = sum(p["dequeued"] for p in stats["ports"] if p["name"].startswith("spine"))
     assert spines > 2000, "cross-rack flows crossed the spines"
     loss = sum(p["drops"]["random_loss"] for p in stats["ports"])
-    assert loss == s["drops"]["random_loss"], (
-        "random loss is counted on the port of the lossy link"
-    )
+    assert loss == s["drops"]["random_loss"], "random loss is counted on the port of the lossy link"
     assert (tmp_path / "out" / "results.csv").exists()
 
 
@@ -256,9 +242,7 @@ def test_front_end_crash_tears_the_network_down(tmp_path):
         print(net.proc.pid, flush=True)
         time.sleep(600)
         """)
-    p = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True
-    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         switch_pid = int(p.stdout.readline())
         assert len(ours(switch_pid)) == 2
@@ -322,9 +306,7 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path):
     assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
     assert s["packets"]["conserved"]
     # a DDP training step with gradwire's communication hook: 4 MB of gradients
-    _, points = plan(
-        path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"]
-    )
+    _, points = plan(path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"])
     s = run_point(path, points[0], tmp_path / "ddp", log=lambda m: None)
     (row,) = s["rows"]
     assert row["label"] == "dlcp" and not row.get("error") and row["time_s"] > 0.08, row

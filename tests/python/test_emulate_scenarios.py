@@ -35,9 +35,7 @@ def test_builtin_scenario_is_valid_at_every_point(name):
 
 def test_job_errors_name_the_key(tmp_path):
     p = tmp_path / "s.toml"
-    p.write_text(
-        '[topology]\nhosts_per_leaf = 2\n[job]\nkind = "flows"\nflows = [{src = 0, dst = 5}]\n'
-    )
+    p.write_text('[topology]\nhosts_per_leaf = 2\n[job]\nkind = "flows"\nflows = [{src = 0, dst = 5}]\n')
     with pytest.raises(JobError, match=r"flows\[0\]\.dst: host 5 is out of range"):
         plan(p)
     p.write_text('[job]\nkind = "flows"\nflows = [{src = 0, dst = 1, cc = "dctcp"}]\n')

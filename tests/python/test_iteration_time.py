@@ -39,9 +39,7 @@ def test_an_unfinished_pull_ends_the_workers_series():
 
 def test_iteration_metrics_from_a_run(tmp_path):
     csv = tmp_path / "flows.csv"
-    flows([(1, 2e6, 0, 1), (1, 5e6, 1, 1), (2, 3e6, 0, 1), (2, 4e6, 1, 1)]).to_csv(
-        csv, index=False
-    )
+    flows([(1, 2e6, 0, 1), (1, 5e6, 1, 1), (2, 3e6, 0, 1), (2, 4e6, 1, 1)]).to_csv(csv, index=False)
     cfg = {
         "workload": {
             "kind": "dnn",
@@ -54,6 +52,4 @@ def test_iteration_metrics_from_a_run(tmp_path):
     # begin at 1 ms: iterations 1, 3, 2, 1 ms
     assert m["iterations_done"] == 4
     assert m["iter_mean_ms"] == 1.75 and m["iter_p99_ms"] == 3.0
-    assert math.isnan(
-        rp.iteration_metrics(csv, {"workload": {"kind": "incast"}})["iter_mean_ms"]
-    )
+    assert math.isnan(rp.iteration_metrics(csv, {"workload": {"kind": "incast"}})["iter_mean_ms"])

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from netns import NetnsCluster, list_netns, netns_available, netns_unavailable_reason, wait_for_line
 
 pytestmark = pytest.mark.skipif(not netns_available(), reason=netns_unavailable_reason() or "")

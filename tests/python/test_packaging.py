@@ -22,13 +22,18 @@ pytestmark = pytest.mark.skipif(
 def test_sdist_ships_data_files_and_crates(tmp_path):
     p = subprocess.run(
         [shutil.which("maturin"), "sdist", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert p.returncode == 0, p.stderr
     (sdist,) = tmp_path.glob("gradwire-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    wanted = [f.relative_to(ROOT).as_posix() for f in PACKAGE.rglob("*") if f.suffix in (".toml", ".json") and f.is_file()]
+    wanted = [
+        f.relative_to(ROOT).as_posix() for f in PACKAGE.rglob("*") if f.suffix in (".toml", ".json") and f.is_file()
+    ]
     assert wanted, "no data files found in the package"
     missing = sorted(set(wanted) - names)
     assert not missing, f"not in the sdist: {missing}"

@@ -70,8 +70,13 @@ def check_common(out, name, n_runs, scenarios, metrics, xs, series):
 def test_dlcp_fig14_quick(cli, tmp_path):
     out, stdout = reproduce(cli, tmp_path, "dlcp-fig14", jobs=1)
     table = check_common(
-        out, "dlcp-fig14", 28, ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
-        ["fct_mean_us", "fct_p99_us", "iter_mean_ms", "iter_p99_ms"], [4, 8], SCHEMES + IDEAL,
+        out,
+        "dlcp-fig14",
+        28,
+        ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
+        ["fct_mean_us", "fct_p99_us", "iter_mean_ms", "iter_p99_ms"],
+        [4, 8],
+        SCHEMES + IDEAL,
     )
     # every worker's 3 iterations are measured (but a lone server's own worker, which pulls
     # nothing over the network), and the fluid rows are floors
@@ -103,8 +108,10 @@ def test_dlcp_fig14_quick(cli, tmp_path):
 def test_sweep_axis_override_and_inline(cli, tmp_path):
     """A bundled axis is replaced with --set sweep.<axis>=[...]; --jobs 1 runs in-process."""
     w = 'sweep.workers=[{ name = "6", "workload.workers" = 6, "workload.servers" = 2 }]'
-    s = ('sweep.scheme=[{ name = "dctcp", "transport.kind" = "dctcp" }, '
-         '{ name = "dlcp", "transport.kind" = "dlcp", "switch.policy" = "dlcp", "routing.mode" = "spray" }]')
+    s = (
+        'sweep.scheme=[{ name = "dctcp", "transport.kind" = "dctcp" }, '
+        '{ name = "dlcp", "transport.kind" = "dlcp", "switch.policy" = "dlcp", "routing.mode" = "spray" }]'
+    )
     out, _ = reproduce(cli, tmp_path, "dlcp-fig14", "--set", w, "--set", s, jobs=1)
     table = pd.read_csv(out / "table.csv")
     assert table["x"].tolist() == [6] * 4
@@ -114,8 +121,13 @@ def test_sweep_axis_override_and_inline(cli, tmp_path):
 def test_dlcp_fig16_quick(cli, tmp_path):
     out, _ = reproduce(cli, tmp_path, "dlcp-fig16", jobs=1)
     table = check_common(
-        out, "dlcp-fig16", 42, ["dlcp-fig16-resnet50", "dlcp-fig16-inception_v3"],
-        ["fct_p99_us", "fct_mean_us"], [1000.0, 5000.0, 10000.0], SCHEMES + IDEAL,
+        out,
+        "dlcp-fig16",
+        42,
+        ["dlcp-fig16-resnet50", "dlcp-fig16-inception_v3"],
+        ["fct_p99_us", "fct_mean_us"],
+        [1000.0, 5000.0, 10000.0],
+        SCHEMES + IDEAL,
     )
     # RTOmin does not touch DLCP, pFabric or the fluid rows: identical results at every RTOmin
     for scheme in ("dlcp", "dlcp-pair", "pfabric", *IDEAL):
@@ -127,8 +139,13 @@ def test_dlcp_fig16_quick(cli, tmp_path):
 def test_ltp_bst_quick_parallel(cli, tmp_path):
     out, stdout = reproduce(cli, tmp_path, "ltp-bst", jobs=2)
     table = check_common(
-        out, "ltp-bst", 24, ["ltp-bst-resnet50", "ltp-bst-vgg16"],
-        ["bst_median_ms", "bst_p99_ms"], [0.0, 0.001, 0.01], ["newreno", "dctcp", "dlcp", "ltp"],
+        out,
+        "ltp-bst",
+        24,
+        ["ltp-bst-resnet50", "ltp-bst-vgg16"],
+        ["bst_median_ms", "bst_p99_ms"],
+        [0.0, 0.001, 0.01],
+        ["newreno", "dctcp", "dlcp", "ltp"],
     )
     assert json.loads((out / "reproduce.json").read_text())["jobs"] == 2
     assert (table["iterations"] == 3).all() and (table["iterations_done"] == 3).all()
@@ -212,4 +229,3 @@ def test_resume_keeps_finished_runs(cli, tmp_path):
     # a different configuration is not reused
     r = cli.invoke(app, [*args, "--resume", "--set", "seed=3"])
     assert r.exit_code == 0 and "0 runs already done, 6 to run" in r.stdout
-

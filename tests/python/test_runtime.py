@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from netns import NetnsCluster, netns_available, netns_unavailable_reason
 from runtime_worker import data
 
@@ -39,8 +38,15 @@ def env_for(rank: int, world: int, addr: str, port: int, **extra: str) -> dict[s
     return env
 
 
-def run_job(tmp: Path, world: int, plan: dict, *, netns: NetnsCluster | None = None, timeout: float = 120,
-            env_extra: dict[int, dict[str, str]] | None = None) -> list[dict]:
+def run_job(
+    tmp: Path,
+    world: int,
+    plan: dict,
+    *,
+    netns: NetnsCluster | None = None,
+    timeout: float = 120,
+    env_extra: dict[int, dict[str, str]] | None = None,
+) -> list[dict]:
     plan = {**plan, "out": str(tmp)}
     port = free_port()
     addr = netns.addr(0) if netns else "127.0.0.1"
@@ -60,7 +66,7 @@ def run_job(tmp: Path, world: int, plan: dict, *, netns: NetnsCluster | None = N
         except subprocess.TimeoutExpired:
             for q in procs:
                 q.kill()
-            raise AssertionError(f"job did not finish within {timeout} s")
+            raise AssertionError(f"job did not finish within {timeout} s") from None
         logs.append(out)
     results = []
     for r in range(world):
@@ -163,7 +169,7 @@ def test_lossy_push_meets_its_bound_and_reports_exact_bubbles(tmp_path):
         d = data(w, elems, 0).copy()
         for src, off, ln in rep["bubbles"]:
             if src == w:
-                d[off // 4:(off + ln) // 4] = 0
+                d[off // 4 : (off + ln) // 4] = 0
         want += d
     np.testing.assert_array_equal(server["arrays"]["call0"], want)
     assert rep["bytes_lost"] == sum(b[2] for b in rep["bubbles"])
@@ -194,14 +200,22 @@ def test_a_rank_with_the_wrong_token_is_refused_and_the_job_still_forms(tmp_path
     plan = json.dumps({"out": str(tmp_path), "elems": 1000, "calls": [{"op": "allreduce"}]})
 
     def rank(r: int) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, WORKER, plan], env=env_for(r, world, "127.0.0.1", port),
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, WORKER, plan],
+            env=env_for(r, world, "127.0.0.1", port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     # Rank 0 waits for rank 1; an intruder with another token claims to be rank 1 first.
     good = [rank(0)]
     intruder = subprocess.run(
         [sys.executable, "-c", "import gradwire; gradwire.init(timeout=10)"],
-        env=env_for(1, world, "127.0.0.1", port, GRADWIRE_TOKEN="wrong"), capture_output=True, text=True, timeout=60,
+        env=env_for(1, world, "127.0.0.1", port, GRADWIRE_TOKEN="wrong"),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert intruder.returncode != 0
     assert "Refused" in intruder.stderr and "token does not match" in intruder.stderr, intruder.stderr[-1500:]
@@ -215,10 +229,20 @@ def test_a_rank_with_the_wrong_token_is_refused_and_the_job_still_forms(tmp_path
 
 def test_a_rank_with_the_wrong_world_size_is_refused(tmp_path):
     port = free_port()
-    master = subprocess.Popen([sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
-                              env=env_for(0, 2, "127.0.0.1", port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wrong = subprocess.run([sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
-                           env=env_for(1, 3, "127.0.0.1", port), capture_output=True, text=True, timeout=60)
+    master = subprocess.Popen(
+        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
+        env=env_for(0, 2, "127.0.0.1", port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wrong = subprocess.run(
+        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
+        env=env_for(1, 3, "127.0.0.1", port),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert wrong.returncode != 0 and "WORLD_SIZE is 3 but the job has 2 ranks" in wrong.stderr, wrong.stderr[-1500:]
     master.kill()
     master.communicate()
@@ -229,8 +253,16 @@ def test_the_job_agrees_on_one_segment_size(tmp_path):
 
     def job(**extra: str) -> list[int]:
         port = free_port()
-        procs = [subprocess.Popen([sys.executable, "-c", script], env=env_for(r, 2, "127.0.0.1", port, **extra),
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", script],
+                env=env_for(r, 2, "127.0.0.1", port, **extra),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for r in range(2)
+        ]
         outs = [p.communicate(timeout=60)[0] for p in procs]
         assert all(p.returncode == 0 for p in procs), outs
         return [int(o.split("mss")[-1].split()[0]) for o in outs]
@@ -242,10 +274,20 @@ def test_the_job_agrees_on_one_segment_size(tmp_path):
 
 def test_a_rank_with_another_segment_size_is_refused(tmp_path):
     port = free_port()
-    master = subprocess.Popen([sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
-                              env=env_for(0, 2, "127.0.0.1", port), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wrong = subprocess.run([sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
-                           env=env_for(1, 2, "127.0.0.1", port, GRADWIRE_MSS="1440"), capture_output=True, text=True, timeout=60)
+    master = subprocess.Popen(
+        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
+        env=env_for(0, 2, "127.0.0.1", port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wrong = subprocess.run(
+        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
+        env=env_for(1, 2, "127.0.0.1", port, GRADWIRE_MSS="1440"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert wrong.returncode != 0
     assert "asks for mss=1440 but rank 0 chooses it from the path MTU" in wrong.stderr, wrong.stderr[-1500:]
     master.kill()
@@ -262,9 +304,15 @@ def test_a_rank_that_dies_mid_job_gives_the_others_an_error_within_the_timeout(t
     procs = []
     for r in range(world):
         p = plan2 if r == 2 else plan
-        procs.append(subprocess.Popen([sys.executable, WORKER, json.dumps({**p, "out": str(tmp_path)})],
-                                      env=env_for(r, world, "127.0.0.1", port), stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, WORKER, json.dumps({**p, "out": str(tmp_path)})],
+                env=env_for(r, world, "127.0.0.1", port),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     for p in procs:
         p.communicate(timeout=60)
     elapsed = time.monotonic() - t0

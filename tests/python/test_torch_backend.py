@@ -53,9 +53,7 @@ def launch(world: int, script: str, *args: str, timeout: float = 240) -> None:
         str(HERE / script),
         *args,
     ]
-    r = subprocess.run(
-        cmd, check=False, capture_output=True, text=True, timeout=timeout
-    )
+    r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
@@ -82,12 +80,8 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
         ):
             assert call in r["done"]
         # Unimplemented calls name themselves.
-        assert r["errors"]["send"].startswith(
-            "the gradwire backend does not implement send"
-        ), r["errors"]
-        assert r["errors"]["all_to_all_single"].startswith(
-            "the gradwire backend does not implement all_to_all_single"
-        )
+        assert r["errors"]["send"].startswith("the gradwire backend does not implement send"), r["errors"]
+        assert r["errors"]["all_to_all_single"].startswith("the gradwire backend does not implement all_to_all_single")
         assert r["calls"] > 0
 
 
@@ -100,9 +94,7 @@ def test_ddp_on_gradwire_has_gloo_losses_step_for_step(tmp_path, world):
         for name in ("gradwire", "hook"):
             assert len(r[name]["losses"]) == 20
             # Summation order differs from Gloo's: equal to float rounding.
-            torch.testing.assert_close(
-                r[name]["losses"], r["gloo"]["losses"], rtol=1e-5, atol=1e-6
-            )
+            torch.testing.assert_close(r[name]["losses"], r["gloo"]["losses"], rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(
                 torch.tensor(r[name]["params"]),
                 torch.tensor(r["gloo"]["params"]),
@@ -135,9 +127,7 @@ def test_options_are_checked_and_read_from_the_environment(monkeypatch):
         "dlcp",
         0.0,
     )
-    assert (
-        gt.Options(loss_bound=0.0).resolved().loss_bound == 0.0
-    )  # code beats the environment
+    assert gt.Options(loss_bound=0.0).resolved().loss_bound == 0.0  # code beats the environment
     monkeypatch.setenv("GRADWIRE_LOSS_BOUND", "lots")
     with pytest.raises(ValueError, match="GRADWIRE_LOSS_BOUND='lots'"):
         gt.Options().resolved()

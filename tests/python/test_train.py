@@ -52,9 +52,7 @@ def test_train_compares_gloo_and_a_lossy_gradwire_in_one_table(tmp_path):
         assert row["curve"] and row["curve"][-1]["step"] == row["steps"]
     assert rows[1]["bytes_sent"] > 0
     assert (tmp_path / "accuracy_vs_time.png").stat().st_size > 10_000
-    assert (
-        "time-to-accuracy" in r.stdout and "gradwire loss 1.0% bound 1.0%" in r.stdout
-    )
+    assert "time-to-accuracy" in r.stdout and "gradwire loss 1.0% bound 1.0%" in r.stdout
 
 
 def test_train_rejects_bad_input_in_one_line():
@@ -114,16 +112,12 @@ def test_loss_groups_drop_only_their_own_gradients():
     m = fresh()
     make_dropper(m, "front", 1.0, 360, g)()
     params = list(m.parameters())
-    assert (params[0].grad == 0).all() and (
-        params[1].grad == 0
-    ).all()  # the first conv: weight and bias
+    assert (params[0].grad == 0).all() and (params[1].grad == 0).all()  # the first conv: weight and bias
     assert all((p.grad != 0).all() for p in params[2:])
     m = fresh()
     make_dropper(m, "large", 1.0, 360, g)()
     for p in m.parameters():
         n = p.numel()
         zeroed = (p.grad.view(-1) == 0).nonzero().view(-1)
-        assert len(zeroed) == int(n) - int(
-            0.8 * n
-        )  # exactly the largest 20 % (values are 1..n)
+        assert len(zeroed) == int(n) - int(0.8 * n)  # exactly the largest 20 % (values are 1..n)
         assert zeroed.min() >= int(0.8 * n)

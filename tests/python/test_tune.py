@@ -86,9 +86,7 @@ def test_trigger_adapts_on_a_10_percent_miss():
 # ---------------------------------------------------------------------------------------
 # AutoByte's meta-network, on a synthetic job whose optimum moves with the bandwidth.
 
-torch = pytest.importorskip(
-    "torch", reason="the meta-network needs torch (pip install '.[torch]')"
-)
+torch = pytest.importorskip("torch", reason="the meta-network needs torch (pip install '.[torch]')")
 
 
 def synthetic(bw_gbps: float, c: Candidate) -> float:
@@ -103,20 +101,14 @@ def observation(bw_gbps: float):
     from gradwire.tune.autobyte import Observation
 
     layers = [[1.0 + 0.1 * i, 1.2 + 0.1 * i] for i in range(12)]
-    return Observation(
-        layers, [bw_gbps, bw_gbps], [bw_gbps, bw_gbps], model="resnet50", arch="ps"
-    )
+    return Observation(layers, [bw_gbps, bw_gbps], [bw_gbps, bw_gbps], model="resnet50", arch="ps")
 
 
 def test_meta_network_learns_where_the_optimum_moves(tmp_path):
     from gradwire.tune.autobyte import AutoByte
 
     g = grid(max_partition_bytes=10 * MB, max_credit_multiple=5)
-    samples = [
-        (observation(bw), c, synthetic(bw, c))
-        for bw in (3.0, 5.0, 10.0, 25.0)
-        for c in g
-    ]
+    samples = [(observation(bw), c, synthetic(bw, c)) for bw in (3.0, 5.0, 10.0, 25.0) for c in g]
     ab = AutoByte(seed=0)
     losses = ab.fit(samples, epochs=60, seed=0)
     assert losses[-1] < 0.25 * losses[0]
@@ -128,9 +120,7 @@ def test_meta_network_learns_where_the_optimum_moves(tmp_path):
     # the weights round-trip
     ab.save(tmp_path / "m.pt")
     again = AutoByte.load(tmp_path / "m.pt")
-    assert again.predict(observation(5.0), g) == pytest.approx(
-        ab.predict(observation(5.0), g)
-    )
+    assert again.predict(observation(5.0), g) == pytest.approx(ab.predict(observation(5.0), g))
 
 
 def test_meta_network_takes_any_number_of_layers_and_workers():

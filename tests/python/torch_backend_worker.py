@@ -24,11 +24,7 @@ def check(
     exact: bool,
 ) -> None:
     for a, b in zip(mine, ref):
-        ok = (
-            torch.equal(a, b)
-            if exact
-            else torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6)
-        )
+        ok = torch.equal(a, b) if exact else torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6)
         if not ok:
             failures.append(f"{name}: {a[:4].tolist()} != {b[:4].tolist()}")
 
@@ -38,6 +34,7 @@ def main() -> None:
     imported_before = "gradwire.torch" in sys.modules
     dist.init_process_group("gradwire")
     import gradwire.torch
+
     gloo = dist.new_group(backend="gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert dist.get_backend() == "gradwire", dist.get_backend()
@@ -92,9 +89,7 @@ def main() -> None:
 
     def agt(g):
         out = torch.zeros(world * 5, 3)
-        dist.all_gather_into_tensor(
-            out, inputs(rank, torch.float32, 15).view(5, 3), group=g
-        )
+        dist.all_gather_into_tensor(out, inputs(rank, torch.float32, 15).view(5, 3), group=g)
         return [out]
 
     both("all_gather_into_tensor", agt, exact=True)
@@ -133,11 +128,7 @@ def main() -> None:
 
     def sca(g):
         out = torch.zeros(37)
-        parts = (
-            [inputs(100 + k, torch.float32) for k in range(world)]
-            if rank == 0
-            else None
-        )
+        parts = [inputs(100 + k, torch.float32) for k in range(world)] if rank == 0 else None
         dist.scatter(out, parts, src=0, group=g)
         return [out]
 
@@ -155,9 +146,7 @@ def main() -> None:
     errors = {}
     for name, call in {
         "send": lambda: dist.send(torch.zeros(1), dst=(rank + 1) % world),
-        "all_to_all_single": lambda: dist.all_to_all_single(
-            torch.zeros(world), torch.zeros(world)
-        ),
+        "all_to_all_single": lambda: dist.all_to_all_single(torch.zeros(world), torch.zeros(world)),
     }.items():
         try:
             call()
@@ -167,7 +156,13 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - reported to the test
             errors[name] = f"{type(e).__name__}: {e}"
     stats = gradwire.torch.backend_of().stats
-    out = {"imported_before": imported_before, "failures": failures, "done": done, "errors": errors, "calls": stats.calls}
+    out = {
+        "imported_before": imported_before,
+        "failures": failures,
+        "done": done,
+        "errors": errors,
+        "calls": stats.calls,
+    }
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()

@@ -7,16 +7,15 @@ import json
 import os
 import sys
 
-import gradwire.torch as gt
 import torch
 import torch.distributed as dist
-from gradwire.train.models import build
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import gradwire.torch as gt
+from gradwire.train.models import build
 
-def train(
-    ddp: DDP, data, rank: int, world: int, steps: int, batch: int
-) -> tuple[list[float], torch.Tensor]:
+
+def train(ddp: DDP, data, rank: int, world: int, steps: int, batch: int) -> tuple[list[float], torch.Tensor]:
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     losses = []
     n = len(data.y_train)

@@ -78,11 +78,7 @@ def _bert_base_like(torch):
             seq = input_ids.shape[1]
             pos = torch.arange(seq, device=input_ids.device).unsqueeze(0)
             tok = torch.zeros_like(input_ids)
-            x = (
-                self.word_embeddings(input_ids)
-                + self.position_embeddings(pos)
-                + self.token_type_embeddings(tok)
-            )
+            x = self.word_embeddings(input_ids) + self.position_embeddings(pos) + self.token_type_embeddings(tok)
             return self.dropout(self.LayerNorm(x))
 
     class Pooler(nn.Module):
@@ -269,7 +265,7 @@ def count_layers(model, example_input):
         if merged_names[name]:
             entry["includes"] = merged_names[name]
         layers.append(entry)
-    assert sum(l["fwd_flops_per_sample"] for l in layers) + state["pending"] == total
+    assert sum(lay["fwd_flops_per_sample"] for lay in layers) + state["pending"] == total
     if state["pending"]:  # FLOPs before any layer ran: give them to the first layer
         layers[0]["fwd_flops_per_sample"] += state["pending"]
     return layers, total
@@ -288,7 +284,7 @@ def build_profile(
     model, example, input_desc, source = build_model(name)
     raw_layers, total_per_sample = count_layers(model, example)
     total_params = sum(p.numel() for p in model.parameters())
-    layer_params = sum(l["params"] for l in raw_layers)
+    layer_params = sum(lay["params"] for lay in raw_layers)
     if layer_params != total_params:
         raise RuntimeError(f"{name}: layer params {layer_params} != total {total_params}")
 
@@ -316,7 +312,7 @@ def build_profile(
         acc += entry["bwd_time_s"]
         entry["ready_offset_s"] = acc
 
-    total_fwd = sum(l["fwd_flops"] for l in layers)
+    total_fwd = sum(lay["fwd_flops"] for lay in layers)
     return {
         "schema_version": SCHEMA_VERSION,
         "model": name,
@@ -363,9 +359,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device-flops", type=float, default=DEVICE_FLOPS)
     ap.add_argument("--efficiency", type=float, default=EFFICIENCY)
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    ap.add_argument(
-        "--check", action="store_true", help="fail if a total is >1%% off the known count"
-    )
+    ap.add_argument("--check", action="store_true", help="fail if a total is >1%% off the known count")
     args = ap.parse_args(argv)
 
     import torch
@@ -374,9 +368,7 @@ def main(argv=None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     bad = 0
     for name in args.models:
-        prof = build_profile(
-            name, args.batch_size, args.device, args.device_flops, args.efficiency
-        )
+        prof = build_profile(name, args.batch_size, args.device, args.device_flops, args.efficiency)
         path = args.out_dir / f"{name}.json"
         path.write_text(json.dumps(prof, indent=1) + "\n")
         known = KNOWN_PARAMS[name]

@@ -33,9 +33,7 @@ nic_queue_bytes = 4000000
 
 
 def one(path: Path, workdir: Path, nbytes: int, offload: bool) -> dict:
-    with EmulatedNetwork(
-        path, workdir, overrides=[f"emulate.offload={'true' if offload else 'false'}"]
-    ) as net:
+    with EmulatedNetwork(path, workdir, overrides=[f"emulate.offload={'true' if offload else 'false'}"]) as net:
         sink = net.popen(
             1,
             _worker("tcp-sink", 5001, 1),
@@ -60,9 +58,7 @@ def one(path: Path, workdir: Path, nbytes: int, offload: bool) -> dict:
     pkts = port["dequeued"] - port0["dequeued"]
     cpu = after["cpu_seconds"] - before["cpu_seconds"]
     tun, tun0 = after["tun"], before["tun"]
-    calls = (tun["read_calls"] - tun0["read_calls"]) + (
-        tun["write_calls"] - tun0["write_calls"]
-    )
+    calls = (tun["read_calls"] - tun0["read_calls"]) + (tun["write_calls"] - tun0["write_calls"])
     moved = (tun["reads"] - tun0["reads"]) + (tun["writes"] - tun0["writes"])
     return {
         "offload": offload,
@@ -88,12 +84,7 @@ def main(argv: list[str] | None = None) -> None:
             for offload in (True, False):
                 res = one(path, Path(d) / f"{r}-{offload}", args.bytes, offload)
                 print(
-                    json.dumps(
-                        {
-                            k: round(v, 3) if isinstance(v, float) else v
-                            for k, v in res.items()
-                        }
-                    ),
+                    json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in res.items()}),
                     flush=True,
                 )
 

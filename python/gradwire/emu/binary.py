@@ -64,9 +64,7 @@ def find_binary(build: bool = True) -> Path:
         "gradwire emulate: building the switch (cargo build --release -p gradwire-emu) ...",
         file=sys.stderr,
     )
-    res = subprocess.run(
-        ["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO, check=False
-    )
+    res = subprocess.run(["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO, check=False)
     if res.returncode != 0 or not built.exists():
         raise EmulatorUnavailable("cargo build --release -p gradwire-emu failed")
     return built

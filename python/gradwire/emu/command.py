@@ -25,9 +25,7 @@ def resolve(scenario: str) -> Path:
         return p
     if (BUILTIN / f"{scenario}.toml").exists():
         return BUILTIN / f"{scenario}.toml"
-    raise job.JobError(
-        f"no scenario file {scenario!r} and no built-in of that name ({', '.join(builtin_names())})"
-    )
+    raise job.JobError(f"no scenario file {scenario!r} and no built-in of that name ({', '.join(builtin_names())})")
 
 
 def emulate(
@@ -51,9 +49,7 @@ def emulate(
         err.print(f"[bold red]cannot emulate here:[/] {escape(reason)}")
         return 3
     out_dir = out or Path("results") / f"emulate-{name}"
-    console.print(
-        f"[bold]{escape(name)}[/] ({escape(str(path))}): {len(points)} run(s) -> {escape(str(out_dir))}"
-    )
+    console.print(f"[bold]{escape(name)}[/] ({escape(str(path))}): {len(points)} run(s) -> {escape(str(out_dir))}")
     switch: dict[str, dict] = {}
 
     def on_term(*_: object) -> None:
@@ -74,21 +70,13 @@ def emulate(
                 )
             except EmulatorUnavailable as e:
                 err.print(f"[bold red]error:[/] {escape(str(e))}")
-                return (
-                    2
-                    if "is not an emulator key" in str(e) or "must be" in str(e)
-                    else 3
-                )
+                return 2 if "is not an emulator key" in str(e) or "must be" in str(e) else 3
             switch[pt.name] = s
             failed |= any(r.get("error") for r in s["rows"])
             if not s["packets"]["conserved"]:
-                err.print(
-                    f"[bold red]warning:[/] packet conservation violated in {escape(pt.name)}: {s['packets']}"
-                )
+                err.print(f"[bold red]warning:[/] packet conservation violated in {escape(pt.name)}: {s['packets']}")
     except KeyboardInterrupt:
-        err.print(
-            f"[yellow]interrupted[/]: the network is torn down; finished runs are in {escape(str(out_dir))}"
-        )
+        err.print(f"[yellow]interrupted[/]: the network is torn down; finished runs are in {escape(str(out_dir))}")
         return 130
     df = report.collect(out_dir, [pt.name for pt in points])
     summary = report.summarize(df)
@@ -99,7 +87,5 @@ def emulate(
         p = report.plot(out_dir, summary)
         if p:
             console.print(f"figure: {escape(str(p))}")
-    console.print(
-        f"tables: {escape(str(out_dir / 'summary.csv'))}, per run: results.csv, summary.json, switch.json"
-    )
+    console.print(f"tables: {escape(str(out_dir / 'summary.csv'))}, per run: results.csv, summary.json, switch.json")
     return 1 if failed else 0

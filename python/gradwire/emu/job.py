@@ -107,9 +107,7 @@ def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
     for k, v in fixed:
         _set(root, k, v)
     sweep = root.pop("sweep", {})
-    if not isinstance(sweep, dict) or any(
-        not isinstance(v, list) or not v for v in sweep.values()
-    ):
+    if not isinstance(sweep, dict) or any(not isinstance(v, list) or not v for v in sweep.values()):
         raise JobError("[sweep] must map dotted keys to non-empty lists of values")
     name = root.get("name", Path(path).stem)
     points = []
@@ -118,18 +116,8 @@ def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
         params = list(zip(sweep.keys(), combo))
         for k, v in params:
             _set(r, k, v)
-        net = [
-            f"{k}={_literal(v)}"
-            for k, v in [*fixed, *params]
-            if not k.startswith("job.")
-        ]
-        label = (
-            ",".join(
-                f"{k.rsplit('.', 1)[-1]}={_label(v, sweep[k].index(v))}"
-                for k, v in params
-            )
-            or name
-        )
+        net = [f"{k}={_literal(v)}" for k, v in [*fixed, *params] if not k.startswith("job.")]
+        label = ",".join(f"{k.rsplit('.', 1)[-1]}={_label(v, sweep[k].index(v))}" for k, v in params) or name
         points.append(Point(label, params, net, r, _check_job(r.get("job"), r)))
     return name, points
 
@@ -147,9 +135,7 @@ def _check_job(job: Any, root: dict) -> dict:
 
     def host(key: str, h: Any) -> int:
         if not isinstance(h, int) or not 0 <= h < n:
-            raise JobError(
-                f"job.{key}: host {h!r} is out of range (the topology has {n} hosts)"
-            )
+            raise JobError(f"job.{key}: host {h!r} is out of range (the topology has {n} hosts)")
         return h
 
     def flows(items: Any, key: str) -> list[dict]:
@@ -211,12 +197,8 @@ def _worker(*args: Any) -> list[str]:
 
 def _env(**extra: str) -> dict[str, str]:
     e = dict(os.environ)
-    src = str(
-        Path(__file__).resolve().parents[2]
-    )  # the package's parent, for `-m gradwire...`
-    e["PYTHONPATH"] = src + (
-        os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else ""
-    )
+    src = str(Path(__file__).resolve().parents[2])  # the package's parent, for `-m gradwire...`
+    e["PYTHONPATH"] = src + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     e.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", **extra)
     return e
 
@@ -225,9 +207,7 @@ def _json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def start_flows(
-    net: EmulatedNetwork, flows: list[dict], base_port: int = 5100
-) -> list[tuple[dict, subprocess.Popen]]:
+def start_flows(net: EmulatedNetwork, flows: list[dict], base_port: int = 5100) -> list[tuple[dict, subprocess.Popen]]:
     """Start kernel-TCP flows (a sink per flow); returns (flow, sender process) pairs."""
     sinks = []
     for i, f in enumerate(flows):
@@ -265,9 +245,7 @@ def start_flows(
     return senders
 
 
-def finish_flows(
-    senders: list[tuple[dict, subprocess.Popen]], timeout: float
-) -> list[dict]:
+def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -> list[dict]:
     rows = []
     for f, p in senders:
         try:
@@ -308,9 +286,7 @@ def _udp_rcvbuf_errors(net: EmulatedNetwork, hosts: list[int]) -> int:
     for h in hosts:
         lines = [
             ln.split()
-            for ln in net.run(
-                h, ["cat", "/proc/net/snmp"], capture_output=True, text=True
-            ).stdout.splitlines()
+            for ln in net.run(h, ["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout.splitlines()
             if ln.startswith("Udp:")
         ]
         if len(lines) >= 2 and "RcvbufErrors" in lines[0]:
@@ -353,11 +329,7 @@ def run_allreduce(
     for k, backend in enumerate(job["backends"]):
         before = net.stats()
         rcvbuf0 = _udp_rcvbuf_errors(net, hosts)
-        bg = (
-            start_flows(net, job["background"], base_port=5100 + 100 * k)
-            if job["background"]
-            else []
-        )
+        bg = start_flows(net, job["background"], base_port=5100 + 100 * k) if job["background"] else []
         env = _env(
             MASTER_ADDR=net.addr(hosts[0]),
             MASTER_PORT=str(29500 + 10 * k),  # a job may use the next ports too
@@ -399,12 +371,8 @@ def run_allreduce(
             if res:
                 results.append(res[0])
             else:
-                errors.append(
-                    err.strip().splitlines()[-1]
-                    if err.strip()
-                    else f"exit code {p.returncode}"
-                )
-        for f, p in bg:
+                errors.append(err.strip().splitlines()[-1] if err.strip() else f"exit code {p.returncode}")
+        for _f, p in bg:
             if p.poll() is None:
                 p.kill()
         counts = _delta(before, net.stats())
@@ -437,9 +405,7 @@ def run_allreduce(
                 }
             )
         t = [r["time_s"] for r in rows if r["label"] == backend]
-        log(
-            f"{backend}: {job['bytes'] / 1e6:g} MB on {len(hosts)} ranks, {min(t):.3f}-{max(t):.3f} s"
-        )
+        log(f"{backend}: {job['bytes'] / 1e6:g} MB on {len(hosts)} ranks, {min(t):.3f}-{max(t):.3f} s")
     return rows
 
 

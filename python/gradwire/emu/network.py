@@ -85,16 +85,12 @@ class EmulatedNetwork:
             self.proc.wait(timeout=30)
             self._log.flush()
             err = (self.workdir / "switch.log").read_text().strip()
-            raise EmulatorUnavailable(
-                f"the emulated network did not come up: {err or 'no output'}"
-            )
+            raise EmulatorUnavailable(f"the emulated network did not come up: {err or 'no output'}")
         ready = json.loads(line)
         self.hosts = ready["hosts"]
         self.ports = ready["ports"]
         # where a running job's hosts are, for `ip netns exec` from another shell
-        (self.workdir / "network.json").write_text(
-            json.dumps(dict(ready, switch_pid=self.proc.pid), indent=2)
-        )
+        (self.workdir / "network.json").write_text(json.dumps(dict(ready, switch_pid=self.proc.pid), indent=2))
 
     def close(self) -> None:
         for p in self._children:
@@ -136,12 +132,8 @@ class EmulatedNetwork:
         self._children.append(p)
         return p
 
-    def run(
-        self, host: int, argv: Sequence[str], timeout: float = 120, **kw: Any
-    ) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            self.wrap(host, argv), timeout=timeout, check=kw.pop("check", False), **kw
-        )
+    def run(self, host: int, argv: Sequence[str], timeout: float = 120, **kw: Any) -> subprocess.CompletedProcess:
+        return subprocess.run(self.wrap(host, argv), timeout=timeout, check=kw.pop("check", False), **kw)
 
     def sysctl(self, host: int, key: str, value: str) -> None:
         self.run(
@@ -160,10 +152,7 @@ class EmulatedNetwork:
         if fresh:
             before = self.stats_path.stat().st_mtime_ns
             deadline = time.monotonic() + 5
-            while (
-                self.stats_path.stat().st_mtime_ns == before
-                and time.monotonic() < deadline
-            ):
+            while self.stats_path.stat().st_mtime_ns == before and time.monotonic() < deadline:
                 time.sleep(0.02)
         return json.loads(self.stats_path.read_text())
 

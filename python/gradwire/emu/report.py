@@ -13,9 +13,7 @@ TIMES_PNG = "times.png"
 def collect(out_dir: Path, runs: list[str]) -> pd.DataFrame:
     """The results of `runs` (subdirectories of `out_dir`), in that order."""
     frames = [
-        pd.read_csv(Path(out_dir) / r / "results.csv")
-        for r in runs
-        if (Path(out_dir) / r / "results.csv").exists()
+        pd.read_csv(Path(out_dir) / r / "results.csv") for r in runs if (Path(out_dir) / r / "results.csv").exists()
     ]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -23,9 +21,7 @@ def collect(out_dir: Path, runs: list[str]) -> pd.DataFrame:
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
     """Per run and label (backend or flow): median, min and max time."""
     g = df.groupby(["run", "label"], sort=False)["time_s"]
-    out = pd.DataFrame(
-        {"median_s": g.median(), "min_s": g.min(), "max_s": g.max(), "n": g.count()}
-    ).reset_index()
+    out = pd.DataFrame({"median_s": g.median(), "min_s": g.min(), "max_s": g.max(), "n": g.count()}).reset_index()
     return out
 
 
@@ -43,9 +39,7 @@ def table(summary: pd.DataFrame, switch: dict[str, dict]) -> Table:
         t.add_column(col, justify="right" if col not in ("run", "what") else "left")
     for _, r in summary.iterrows():
         sw = switch.get(r["run"], {})
-        drops = (
-            ", ".join(f"{k} {v}" for k, v in sw.get("drops", {}).items() if v) or "0"
-        )
+        drops = ", ".join(f"{k} {v}" for k, v in sw.get("drops", {}).items() if v) or "0"
         t.add_row(
             str(r["run"]),
             str(r["label"]),
@@ -68,9 +62,7 @@ def plot(out_dir: Path, summary: pd.DataFrame) -> Path | None:
 
     runs = list(dict.fromkeys(summary["run"]))
     labels = list(dict.fromkeys(summary["label"]))
-    fig, ax = plt.subplots(
-        figsize=(max(6, 1.2 * len(runs) * max(1, len(labels)) / 2), 4.5)
-    )
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(runs) * max(1, len(labels)) / 2), 4.5))
     width = 0.8 / len(labels)
     for i, lab in enumerate(labels):
         sub = summary[summary["label"] == lab].set_index("run").reindex(runs)

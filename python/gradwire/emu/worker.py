@@ -121,9 +121,7 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
 
         import torch.distributed as dist
 
-        dist.init_process_group(
-            "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=600)
-        )
+        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=600))
         dist.barrier()
         for _ in range(iters):
             t0 = time.perf_counter()
@@ -181,10 +179,7 @@ def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         for _ in range(iters):
             t0 = time.perf_counter()
-            pushes = [
-                threading.Thread(target=_recv_exact, args=(c, nbytes, bytearray(CHUNK)))
-                for c in conns
-            ]
+            pushes = [threading.Thread(target=_recv_exact, args=(c, nbytes, bytearray(CHUNK))) for c in conns]
             for t in pushes:
                 t.start()
             for t in pushes:
@@ -271,9 +266,7 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     width = 1024
     layers = max(1, nbytes // (4 * width * width))
     torch.manual_seed(0)
-    model = DDP(
-        torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)])
-    )
+    model = DDP(torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(layers)]))
     if state is not None:
         model.register_comm_hook(state, gradwire.ddp.allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)

@@ -30,9 +30,7 @@ def _files():
 def list_profiles() -> list[str]:
     """Names of the shipped profiles, sorted (e.g. ``["alexnet", ..., "vgg16"]``)."""
     return sorted(
-        entry.name[: -len(".json")]
-        for entry in _files().iterdir()
-        if entry.is_file() and entry.name.endswith(".json")
+        entry.name[: -len(".json")] for entry in _files().iterdir() if entry.is_file() and entry.name.endswith(".json")
     )
 
 

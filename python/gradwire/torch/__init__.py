@@ -23,6 +23,7 @@ from gradwire.torch.options import ENV, Options
 
 BACKEND = "gradwire"
 
+
 def register() -> None:
     """Registers the "gradwire" backend with torch.distributed (once). Runs on import; torch
     versions that read the ``torch.distributed.backends`` entry point call it by itself, so
@@ -40,14 +41,10 @@ def backend_of(group: _dist.ProcessGroup | None = None) -> GradwireBackend:
 
     pg = group if group is not None else _dist.group.WORLD
     if pg is None:
-        raise RuntimeError(
-            "no process group: call dist.init_process_group('gradwire') first"
-        )
+        raise RuntimeError("no process group: call dist.init_process_group('gradwire') first")
     b = pg._get_backend(torch.device("cpu"))
     if not isinstance(b, GradwireBackend):
-        raise TypeError(
-            f"this process group's CPU backend is {type(b).__name__}, not gradwire"
-        )
+        raise TypeError(f"this process group's CPU backend is {type(b).__name__}, not gradwire")
     return b
 
 

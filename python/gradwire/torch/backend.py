@@ -86,13 +86,9 @@ class GradwireBackend(_C10dBackend):
         self.stats = Stats()
         self.comm = self._join(store, rank, size, timeout)
         # One thread resolves the futures in issue order (calls complete in that order).
-        self._waiter = concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="gradwire-c10d"
-        )
+        self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradwire-c10d")
 
-    def _join(
-        self, store: dist.Store, rank: int, size: int, timeout: timedelta
-    ) -> runtime.Communicator:
+    def _join(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> runtime.Communicator:
         # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
         # a free port and a token, the others read them.
         if rank == 0:
@@ -102,11 +98,7 @@ class GradwireBackend(_C10dBackend):
             store.set("gradwire/rendezvous", f"{host} {port} {token}")
         host, port, token = store.get("gradwire/rendezvous").decode().split(" ")
         o = self.gradwire_options
-        impair = (
-            {p: (o.inject_loss, 0.0) for p in range(size) if p != rank}
-            if o.inject_loss > 0
-            else None
-        )
+        impair = {p: (o.inject_loss, 0.0) for p in range(size) if p != rank} if o.inject_loss > 0 else None
         secs = max(timeout.total_seconds(), 1.0) if timeout is not None else 300.0
         return runtime.Communicator(
             host,
@@ -143,9 +135,7 @@ class GradwireBackend(_C10dBackend):
         self._waiter.submit(resolve)
         return _create_work_from_future(fut)
 
-    def _bcast_bytes(
-        self, t: torch.Tensor, root: int
-    ) -> tuple[runtime.Work | None, Callable[[], None]]:
+    def _bcast_bytes(self, t: torch.Tensor, root: int) -> tuple[runtime.Work | None, Callable[[], None]]:
         """Broadcast any tensor bit for bit: float32/float64 in place, anything else through
         a float64 staging buffer holding its bytes."""
         if t.numel() == 0:
@@ -162,9 +152,7 @@ class GradwireBackend(_C10dBackend):
 
         return work, back
 
-    def _gather_all(
-        self, parts: Sequence[torch.Tensor], mine: torch.Tensor
-    ) -> tuple[list, Callable[[], None]]:
+    def _gather_all(self, parts: Sequence[torch.Tensor], mine: torch.Tensor) -> tuple[list, Callable[[], None]]:
         """parts[r] becomes rank r's `mine` on every rank: one broadcast per rank."""
         parts[self.rank()].copy_(mine)
         calls, backs = [], []
@@ -183,13 +171,9 @@ class GradwireBackend(_C10dBackend):
             return [], lambda: None
         if op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG) and t.dtype in _FLOATS:
             o = self.gradwire_options
-            w = self.comm.allreduce_async(
-                t, algorithm=o.algorithm, loss_bound=o.loss_bound
-            )
+            w = self.comm.allreduce_async(t, algorithm=o.algorithm, loss_bound=o.loss_bound)
             n = self.size()
-            return [w], (lambda: t.div_(n)) if op == dist.ReduceOp.AVG else (
-                lambda: None
-            )
+            return [w], (lambda: t.div_(n)) if op == dist.ReduceOp.AVG else (lambda: None)
         reducers = {
             dist.ReduceOp.SUM: lambda s: s.sum(0),
             dist.ReduceOp.PRODUCT: lambda s: s.prod(0),
@@ -202,9 +186,7 @@ class GradwireBackend(_C10dBackend):
         if op == dist.ReduceOp.AVG and t.is_floating_point():
             reducers[dist.ReduceOp.AVG] = lambda s: s.sum(0) / s.shape[0]
         if op not in reducers:
-            raise NotImplementedError(
-                f"the gradwire backend does not implement allreduce with {op} on {t.dtype}"
-            )
+            raise NotImplementedError(f"the gradwire backend does not implement allreduce with {op} on {t.dtype}")
         stack = torch.empty((self.size(), *t.shape), dtype=t.dtype)
         calls, back = self._gather_all(list(stack), t)
 
@@ -241,22 +223,14 @@ class GradwireBackend(_C10dBackend):
         calls, backs = [], []
         for outs, inp in zip(output_tensors, input_tensors):
             if len(outs) != self.size():
-                raise ValueError(
-                    f"allgather needs {self.size()} output tensors, got {len(outs)}"
-                )
-            c, b = self._gather_all(
-                [_cpu(o, "allgather") for o in outs], _cpu(inp, "allgather")
-            )
+                raise ValueError(f"allgather needs {self.size()} output tensors, got {len(outs)}")
+            c, b = self._gather_all([_cpu(o, "allgather") for o in outs], _cpu(inp, "allgather"))
             calls += c
             backs.append(b)
         return self._work(calls, lambda: ([b() for b in backs], output_tensors)[1])
 
-    def _allgather_base(
-        self, output: torch.Tensor, input: torch.Tensor, opts: Any
-    ) -> Any:
-        parts = list(
-            _cpu(output, "all_gather_into_tensor").view(self.size(), *input.shape)
-        )
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> Any:
+        parts = list(_cpu(output, "all_gather_into_tensor").view(self.size(), *input.shape))
         calls, back = self._gather_all(parts, _cpu(input, "all_gather_into_tensor"))
         return self._work(calls, lambda: (back(), [output])[1])
 
@@ -277,11 +251,7 @@ class GradwireBackend(_C10dBackend):
     ) -> Any:
         inp = _cpu(input_tensors[0], "gather")
         root = opts.rootRank
-        outs = (
-            output_tensors[0]
-            if self.rank() == root
-            else [torch.empty_like(inp) for _ in range(self.size())]
-        )
+        outs = output_tensors[0] if self.rank() == root else [torch.empty_like(inp) for _ in range(self.size())]
         calls, back = self._gather_all(outs, inp)
         return self._work(calls, lambda: (back(), output_tensors)[1])
 
@@ -293,11 +263,7 @@ class GradwireBackend(_C10dBackend):
     ) -> Any:
         out = _cpu(output_tensors[0], "scatter")
         root = opts.rootRank
-        parts = (
-            input_tensors[0]
-            if self.rank() == root
-            else [torch.empty_like(out) for _ in range(self.size())]
-        )
+        parts = input_tensors[0] if self.rank() == root else [torch.empty_like(out) for _ in range(self.size())]
         calls, backs = [], []
         for p in parts:  # every part from the root; each rank keeps its own
             w, b = self._bcast_bytes(p, root)
@@ -318,9 +284,7 @@ class GradwireBackend(_C10dBackend):
         opts: Any,
     ) -> Any:
         out = _cpu(output_tensors[0], "reduce_scatter")
-        flat = torch.cat(
-            [_cpu(t, "reduce_scatter").reshape(-1) for t in input_tensors[0]]
-        )
+        flat = torch.cat([_cpu(t, "reduce_scatter").reshape(-1) for t in input_tensors[0]])
         calls, fin = self._reduce_into(flat, opts.reduceOp)
         n = out.numel()
 
@@ -331,18 +295,14 @@ class GradwireBackend(_C10dBackend):
 
         return self._work(calls, finish)
 
-    def _reduce_scatter_base(
-        self, output: torch.Tensor, input: torch.Tensor, opts: Any
-    ) -> Any:
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> Any:
         flat = _cpu(input, "reduce_scatter_tensor").reshape(-1).clone()
         calls, fin = self._reduce_into(flat, opts.reduceOp)
         n = output.numel()
 
         def finish() -> list:
             fin()
-            output.copy_(
-                flat[self.rank() * n : (self.rank() + 1) * n].view(output.shape)
-            )
+            output.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view(output.shape))
             return [output]
 
         return self._work(calls, finish)
@@ -364,9 +324,7 @@ class GradwireBackend(_C10dBackend):
     allreduce_coalesced = _not_implemented("allreduce_coalesced")
     allreduce_sparse = _not_implemented("allreduce_sparse")
     all_gather_single_coalesced = _not_implemented("all_gather_single_coalesced")
-    reduce_scatter_single_coalesced = _not_implemented(
-        "reduce_scatter_single_coalesced"
-    )
+    reduce_scatter_single_coalesced = _not_implemented("reduce_scatter_single_coalesced")
     gather_single = _not_implemented("gather_single")
     gather_into_tensor = _not_implemented("gather_into_tensor")
     allgather_coalesced = _not_implemented("allgather_coalesced")
@@ -377,9 +335,7 @@ class GradwireBackend(_C10dBackend):
         self.comm.close()
 
 
-def _fold(
-    stack: torch.Tensor, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-) -> torch.Tensor:
+def _fold(stack: torch.Tensor, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
     acc = stack[0].clone()
     for s in stack[1:]:
         acc = f(acc, s)
@@ -388,9 +344,7 @@ def _fold(
 
 def _cpu(t: torch.Tensor, call: str) -> torch.Tensor:
     if t.device.type != "cpu":
-        raise ValueError(
-            f"the gradwire backend runs {call} on CPU tensors; this one is on {t.device}"
-        )
+        raise ValueError(f"the gradwire backend runs {call} on CPU tensors; this one is on {t.device}")
     return t
 
 

@@ -63,23 +63,17 @@ class LossTolerantState:
     _issued: int = 0
     _comm: Any = field(default=None, repr=False)
     _waiter: concurrent.futures.ThreadPoolExecutor = field(
-        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="gradwire-hook"
-        ),
+        default_factory=lambda: concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradwire-hook"),
         repr=False,
     )
 
     def __post_init__(self) -> None:
         if self.algorithm not in runtime.ALGORITHMS:
-            raise ValueError(
-                f"unknown algorithm {self.algorithm!r}: expected one of {', '.join(runtime.ALGORITHMS)}"
-            )
+            raise ValueError(f"unknown algorithm {self.algorithm!r}: expected one of {', '.join(runtime.ALGORITHMS)}")
         if not 0.0 <= self.loss_bound < 1.0:
             raise ValueError(f"loss_bound must be in [0, 1), got {self.loss_bound}")
         if self.chunk_bytes < 1024:
-            raise ValueError(
-                f"chunk_bytes must be at least 1024, got {self.chunk_bytes}"
-            )
+            raise ValueError(f"chunk_bytes must be at least 1024, got {self.chunk_bytes}")
 
     def comm(self) -> runtime.Communicator:
         if self._comm is None:
@@ -108,16 +102,10 @@ def loss_tolerant_hook(state, bucket):
     torch Future DDP waits on."""
     buf = bucket.buffer()
     if buf.dtype not in (torch.float32, torch.float64):
-        raise TypeError(
-            f"gradwire sums float32 or float64 gradients; this bucket is {buf.dtype}"
-        )
+        raise TypeError(f"gradwire sums float32 or float64 gradients; this bucket is {buf.dtype}")
     comm = state.comm()
     flat = buf.view(-1)
-    step = (
-        max(1, state.chunk_bytes // flat.element_size())
-        if state.priority
-        else max(1, flat.numel())
-    )
+    step = max(1, state.chunk_bytes // flat.element_size()) if state.priority else max(1, flat.numel())
     pieces = [flat[i : i + step] for i in range(0, flat.numel(), step)] or [flat]
     b = _Bucket(bucket.index(), buf, len(pieces), comm.world_size)
     if state._arrived == 0:
@@ -144,9 +132,7 @@ def _issue(
 ) -> None:
     state.issue_order.append((b.index, k))
     state._issued += piece.numel() * piece.element_size()
-    work = comm.allreduce_async(
-        piece, algorithm=state.algorithm, loss_bound=state.loss_bound
-    )
+    work = comm.allreduce_async(piece, algorithm=state.algorithm, loss_bound=state.loss_bound)
 
     def resolve() -> None:
         try:

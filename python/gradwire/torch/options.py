@@ -41,9 +41,7 @@ class Options:
     inject_loss: float | None = None
     mss: int | None = None
     peer_timeout: float | None = None
-    extra: dict = field(
-        default_factory=dict
-    )  # more keyword arguments for runtime.Communicator
+    extra: dict = field(default_factory=dict)  # more keyword arguments for runtime.Communicator
 
     def resolved(self) -> Options:
         """A copy with every None replaced by its environment variable or default, checked."""
@@ -71,15 +69,11 @@ class Options:
                 try:
                     v = casts[f.name](raw)
                 except ValueError:
-                    raise ValueError(
-                        f"{ENV[f.name]}={raw!r} is not a valid {f.name}"
-                    ) from None
+                    raise ValueError(f"{ENV[f.name]}={raw!r} is not a valid {f.name}") from None
             out[f.name] = defaults.get(f.name) if v is None else v
         o = Options(**out)
         if o.algorithm not in runtime.ALGORITHMS:
-            raise ValueError(
-                f"unknown algorithm {o.algorithm!r}: expected one of {', '.join(runtime.ALGORITHMS)}"
-            )
+            raise ValueError(f"unknown algorithm {o.algorithm!r}: expected one of {', '.join(runtime.ALGORITHMS)}")
         if not 0.0 <= o.loss_bound < 1.0:
             raise ValueError(f"loss_bound must be in [0, 1), got {o.loss_bound}")
         if not 0.0 <= o.inject_loss < 1.0:

@@ -18,9 +18,7 @@ from rich.table import Table
 from gradwire.train.job import DEFAULT_CONFIGS, MODEL_DEFAULTS, Config, plot, run_config
 
 
-def configs_from(
-    backends: list[str], inject_loss: float, loss_bound: float
-) -> list[Config]:
+def configs_from(backends: list[str], inject_loss: float, loss_bound: float) -> list[Config]:
     """The configurations to run: the default three, or one per named backend (injected
     loss and bound apply to gradwire)."""
     if not backends and inject_loss == 0 and loss_bound == 0:
@@ -50,9 +48,7 @@ def train(
     timeout: float,
 ) -> list[dict]:
     if model not in MODEL_DEFAULTS:
-        raise ValueError(
-            f"unknown model {model!r}: expected one of {', '.join(MODEL_DEFAULTS)}"
-        )
+        raise ValueError(f"unknown model {model!r}: expected one of {', '.join(MODEL_DEFAULTS)}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     d = MODEL_DEFAULTS[model]
@@ -80,9 +76,7 @@ def train(
             task = progress.add_task(cfg.label, total=None, acc="starting workers")
 
             def update(step: int, total: int, acc: float, task=task) -> None:
-                progress.update(
-                    task, completed=step, total=total, acc=f"accuracy {acc:.1%}"
-                )
+                progress.update(task, completed=step, total=total, acc=f"accuracy {acc:.1%}")
 
             results.append(
                 run_config(
@@ -114,9 +108,7 @@ def train(
 
 
 def table(results: list[dict], target: float) -> Table:
-    t = Table(
-        title=f"training (time-to-accuracy: first evaluation at {target:.0%} or better)"
-    )
+    t = Table(title=f"training (time-to-accuracy: first evaluation at {target:.0%} or better)")
     for c in (
         "configuration",
         "samples/s",

@@ -36,9 +36,7 @@ class Config:
 
     def check(self) -> None:
         if self.backend not in ("gloo", "gradwire"):
-            raise ValueError(
-                f"unknown backend {self.backend!r}: expected gloo or gradwire"
-            )
+            raise ValueError(f"unknown backend {self.backend!r}: expected gloo or gradwire")
         if self.backend == "gloo" and (self.inject_loss or self.loss_bound):
             raise ValueError("injected loss and a loss bound need the gradwire backend")
         for name, v in (
@@ -99,9 +97,7 @@ def run_config(
     ]
     log_path = out / f"{slug}.log"
     with open(log_path, "w") as log:
-        p = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in p.stdout:
             log.write(line)
             if "@progress " in line and on_progress is not None:
@@ -111,14 +107,10 @@ def run_config(
             p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            raise RuntimeError(
-                f"{cfg.label}: no result within {timeout:.0f} s (log: {log_path})"
-            ) from None
+            raise RuntimeError(f"{cfg.label}: no result within {timeout:.0f} s (log: {log_path})") from None
     if p.returncode != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
-        raise RuntimeError(
-            f"{cfg.label}: the workers failed (exit {p.returncode}); last lines of {log_path}:\n{tail}"
-        )
+        raise RuntimeError(f"{cfg.label}: the workers failed (exit {p.returncode}); last lines of {log_path}:\n{tail}")
     result = json.loads(res_path.read_text())
     result["label"] = cfg.label
     return result

@@ -32,9 +32,7 @@ def digits(seed: int = 0) -> Dataset:
     return Dataset(x[:n], y[:n], x[n:], y[n:])
 
 
-def synthetic32(
-    n_train: int = 1024, n_test: int = 256, seed: int = 0, noise: float = 1.0
-) -> Dataset:
+def synthetic32(n_train: int = 1024, n_test: int = 256, seed: int = 0, noise: float = 1.0) -> Dataset:
     """10 classes of 3x32x32 images: a fixed random pattern per class plus Gaussian noise."""
     g = torch.Generator().manual_seed(seed)
     patterns = torch.randn(10, 3, 32, 32, generator=g)
@@ -67,9 +65,7 @@ class _Block(nn.Module):
         self.b2 = nn.BatchNorm2d(cout)
         self.skip = nn.Sequential()
         if stride != 1 or cin != cout:
-            self.skip = nn.Sequential(
-                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
-            )
+            self.skip = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.relu(self.b1(self.c1(x)))
@@ -82,9 +78,7 @@ class ResNet18(nn.Module):
     def __init__(self, classes: int = 10, width: int = 64):
         super().__init__()
         w = width
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU()
-        )
+        self.stem = nn.Sequential(nn.Conv2d(3, w, 3, 1, 1, bias=False), nn.BatchNorm2d(w), nn.ReLU())
         layers, cin = [], w
         for cout, stride in [(w, 1), (2 * w, 2), (4 * w, 2), (8 * w, 2)]:
             layers += [_Block(cin, cout, stride), _Block(cout, cout, 1)]

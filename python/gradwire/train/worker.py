@@ -25,10 +25,7 @@ from gradwire.train.models import build
 def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
     model.eval()
     with torch.no_grad():
-        correct = sum(
-            int((model(x[i : i + 512]).argmax(1) == y[i : i + 512]).sum())
-            for i in range(0, len(y), 512)
-        )
+        correct = sum(int((model(x[i : i + 512]).argmax(1) == y[i : i + 512]).sum()) for i in range(0, len(y), 512))
     model.train()
     return correct / len(y)
 
@@ -55,10 +52,8 @@ def run(plan: dict) -> dict:
     eval_every = max(1, math.ceil(steps_per_epoch / plan.get("evals_per_epoch", 2)))
     clock, step_times, curve, reached = 0.0, [], [], None
     step = 0
-    for epoch in range(plan["epochs"]):
-        perm = torch.randperm(
-            n, generator=g
-        )  # same on every rank; each takes its slice
+    for _epoch in range(plan["epochs"]):
+        perm = torch.randperm(n, generator=g)  # same on every rank; each takes its slice
         for s in range(steps_per_epoch):
             idx = perm[(s * world + rank) * batch : (s * world + rank + 1) * batch]
             x, y = data.x_train[idx], data.y_train[idx]
@@ -84,8 +79,7 @@ def run(plan: dict) -> dict:
                     if reached is None and acc >= plan["target"]:
                         reached = curve[-1]
                     print(
-                        "@progress "
-                        + json.dumps({"step": step, "total": total, "accuracy": acc}),
+                        "@progress " + json.dumps({"step": step, "total": total, "accuracy": acc}),
                         flush=True,
                     )
                 dist.barrier()
@@ -101,14 +95,10 @@ def run(plan: dict) -> dict:
         "curve": curve,
     }  # fmt: skip
     if state is not None:
-        result.update(
-            calls=state.calls, bytes_sent=state.bytes_sent, bytes_lost=state.bytes_lost
-        )
+        result.update(calls=state.calls, bytes_sent=state.bytes_sent, bytes_lost=state.bytes_lost)
     # Every rank's loss accounting: the sum is what the job lost.
     if state is not None:
-        lost = torch.tensor(
-            [float(state.bytes_lost), float(state.bytes_sent)], dtype=torch.float64
-        )
+        lost = torch.tensor([float(state.bytes_lost), float(state.bytes_sent)], dtype=torch.float64)
         dist.all_reduce(lost)
         result.update(bytes_lost=int(lost[0]), bytes_sent=int(lost[1]))
     if rank == 0:

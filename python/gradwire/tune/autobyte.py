@@ -77,12 +77,8 @@ class MetaNet(nn.Module):
         self.lstm = nn.LSTM(embed, hidden, num_layers=2, batch_first=True)
         self.model_embed = nn.Embedding(len(MODELS), 4)
         self.arch_embed = nn.Embedding(len(ARCHS), 2)
-        runtime = (
-            hidden + 6 + 2 + 4 + 2
-        )  # LSTM, bandwidth stats, workers/layers, embeddings
-        self.head = nn.Sequential(
-            nn.Linear(runtime + 2, dense), nn.ReLU(), nn.Linear(dense, 1)
-        )
+        runtime = hidden + 6 + 2 + 4 + 2  # LSTM, bandwidth stats, workers/layers, embeddings
+        self.head = nn.Sequential(nn.Linear(runtime + 2, dense), nn.ReLU(), nn.Linear(dense, 1))
 
     def encode(self, obs: Observation) -> torch.Tensor:
         """The runtime features of one observation: a vector shared by every candidate."""
@@ -92,14 +88,8 @@ class MetaNet(nn.Module):
         _, (h, _) = self.lstm(x)
         up = torch.tensor(obs.upload_gbps, dtype=torch.float32)
         down = torch.tensor(obs.download_gbps, dtype=torch.float32)
-        bw = torch.log1p(
-            torch.stack(
-                [up.mean(), up.amin(), up.amax(), down.mean(), down.amin(), down.amax()]
-            )
-        )
-        static = torch.log1p(
-            torch.tensor([float(obs.workers), float(len(obs.backward_ms))])
-        )
+        bw = torch.log1p(torch.stack([up.mean(), up.amin(), up.amax(), down.mean(), down.amin(), down.amax()]))
+        static = torch.log1p(torch.tensor([float(obs.workers), float(len(obs.backward_ms))]))
         m = self.model_embed(torch.tensor(_index(MODELS, obs.model)))
         a = self.arch_embed(torch.tensor(_index(ARCHS, obs.arch)))
         return torch.cat([h[-1, 0], bw, static, m, a])
@@ -113,10 +103,7 @@ class MetaNet(nn.Module):
 
 def candidate_features(candidates: list[Candidate]) -> torch.Tensor:
     return torch.tensor(
-        [
-            [math.log2(c.partition_bytes) - 20.0, float(c.credit_multiple)]
-            for c in candidates
-        ],
+        [[math.log2(c.partition_bytes) - 20.0, float(c.credit_multiple)] for c in candidates],
         dtype=torch.float32,
     )
 
@@ -145,16 +132,11 @@ class AutoByte:
         self.scale = scale
 
     @torch.no_grad()
-    def predict(
-        self, obs: Observation, candidates: list[Candidate]
-    ) -> dict[Candidate, float]:
+    def predict(self, obs: Observation, candidates: list[Candidate]) -> dict[Candidate, float]:
         """Predicted samples/s of every candidate, from one encoding of ``obs``."""
         self.net.eval()
         with _one_thread():
-            v = (
-                self.net(self.net.encode(obs), candidate_features(candidates))
-                * self.scale
-            )
+            v = self.net(self.net.encode(obs), candidate_features(candidates)) * self.scale
         return dict(zip(candidates, v.tolist()))
 
     def fit(
@@ -186,9 +168,7 @@ class AutoByte:
                 chunk = [samples[j] for j in order[i : i + batch]]
                 runtime = self._encode_all([o for o, _, _ in chunk])
                 cand = candidate_features([c for _, c, _ in chunk])
-                target = torch.tensor(
-                    [s / self.scale for _, _, s in chunk], dtype=torch.float32
-                )
+                target = torch.tensor([s / self.scale for _, _, s in chunk], dtype=torch.float32)
                 loss = torch.mean((self.net(runtime, cand) - target) ** 2)
                 opt.zero_grad()
                 loss.backward()

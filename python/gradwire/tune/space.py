@@ -16,13 +16,9 @@ class Candidate:
 
     def __post_init__(self):
         if self.partition_bytes < 1:
-            raise ValueError(
-                f"partition size must be at least 1 byte, got {self.partition_bytes}"
-            )
+            raise ValueError(f"partition size must be at least 1 byte, got {self.partition_bytes}")
         if self.credit_multiple < 1:
-            raise ValueError(
-                f"credit must be at least one partition, got {self.credit_multiple}×"
-            )
+            raise ValueError(f"credit must be at least one partition, got {self.credit_multiple}×")
 
     @property
     def credit_bytes(self) -> int:
@@ -39,13 +35,7 @@ def grid(
 ) -> list[Candidate]:
     """Every candidate of the grid search: S_p in steps of ``partition_step_bytes`` (2 MB in
     the paper) up to ``max_partition_bytes``, credit 1× … ``max_credit_multiple``×."""
-    if (
-        partition_step_bytes < 1
-        or max_partition_bytes < partition_step_bytes
-        or max_credit_multiple < 1
-    ):
-        raise ValueError(
-            "need 1 ≤ partition step ≤ max partition size and a credit multiple ≥ 1"
-        )
+    if partition_step_bytes < 1 or max_partition_bytes < partition_step_bytes or max_credit_multiple < 1:
+        raise ValueError("need 1 ≤ partition step ≤ max partition size and a credit multiple ≥ 1")
     sizes = range(partition_step_bytes, max_partition_bytes + 1, partition_step_bytes)
     return [Candidate(p, k) for p in sizes for k in range(1, max_credit_multiple + 1)]

@@ -14,9 +14,7 @@ class Trigger:
     gain: float = 0.05
     error: float = 0.10
 
-    def choose(
-        self, current: Candidate, predicted: dict[Candidate, float]
-    ) -> Candidate | None:
+    def choose(self, current: Candidate, predicted: dict[Candidate, float]) -> Candidate | None:
         """The candidate to switch to, or None to stay. Both sides of the comparison are
         predictions, so a predictor's bias cancels out; the current configuration must be
         among the predicted ones."""

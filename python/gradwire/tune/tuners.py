@@ -126,9 +126,7 @@ class BayesOpt(_Best):
             return
         self._seen.add(candidate)
         lp, k = _point(candidate)
-        self._opt.register(
-            params={"log2_partition": lp, "credit_multiple": k}, target=float(speed)
-        )
+        self._opt.register(params={"log2_partition": lp, "credit_multiple": k}, target=float(speed))
 
 
 def _point(c: Candidate) -> tuple[float, float]:
