@@ -1,4 +1,4 @@
-"""The runtime under misuse and attack (issue 19): each test drives real processes into a
+"""The runtime under misuse and attack: each test drives real processes into a
 hole that once crashed, hung or corrupted a result, and checks it now ends in the right
 result or a clear error. Crashes are caught as the rank's exit status."""
 

@@ -10,7 +10,7 @@ mod runtime;
 /// mimalloc instead of glibc's malloc for everything Rust allocates here, as polars sets
 /// its own allocator. A simulation allocates both endpoints of every flow (10^5 at 144
 /// hosts) and then misses the cache on them. With mimalloc the same runs took 4 % less CPU
-/// at the median of 10 pairs (docs/performance.md, session 7), and mimalloc puts its heap
+/// at the median of 10 pairs (docs/performance.md), and mimalloc puts its heap
 /// on transparent huge pages by itself. Output is unchanged.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
