@@ -95,7 +95,7 @@ class BayesOpt(_Best):
         self._opt = BayesianOptimization(
             f=None,
             pbounds=bounds,
-            acquisition_function=ExpectedImprovement(xi=0.01, random_state=seed),
+            acquisition_function=ExpectedImprovement(xi=0.01),
             random_state=seed,
             verbose=0,
             allow_duplicate_points=True,
