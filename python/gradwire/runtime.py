@@ -223,6 +223,7 @@ class Communicator:
         gso: bool = True,
         send_thread: bool = False,
         authenticate: bool | None = None,
+        retx_quiet_us: float | None = None,
     ):
         if all(v is None for v in (master_addr, master_port, rank, world_size)) and not any(
             name in os.environ for name in _LAUNCH_VARS
@@ -269,6 +270,9 @@ class Communicator:
             gso=gso,
             send_thread=send_thread,
             authenticate=_env_flag("GRADWIRE_AUTH") if authenticate is None else bool(authenticate),
+            retx_quiet_us=float(os.environ.get("GRADWIRE_RETX_QUIET_US", 0.0))
+            if retx_quiet_us is None
+            else float(retx_quiet_us),
         )
         self.ps = _PS(self)
 

@@ -54,6 +54,10 @@ pub struct TransportConfig {
     /// the sender may send up to this much of the gap's worth at once (see the engine's
     /// `transmit`); `burst` at least.
     pub max_catch_up: Time,
+    /// DLCP: after a STOP, a receiver requests what is missing only once its data has been
+    /// quiet this long (0: at once). A STOP on the control link can overtake data still
+    /// queued in the network (a NIC queue, a switch), and requesting it then sends it twice.
+    pub retx_quiet: Time,
 }
 
 impl Default for TransportConfig {
@@ -65,6 +69,7 @@ impl Default for TransportConfig {
             burst: 20 * US,
             max_catch_up: MS,
             rate_period: 2 * MS,
+            retx_quiet: 0,
         }
     }
 }
@@ -87,6 +92,7 @@ impl TransportConfig {
             data_priority: priority.clamp(1, 7),
             ctrl_rto: CTRL_RTO,
             rate_period: self.rate_period,
+            retx_quiet: self.retx_quiet,
             ..DlcpConfig::default()
         }
     }

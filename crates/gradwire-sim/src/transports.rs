@@ -74,6 +74,7 @@ impl EndpointFactory {
             importance: Importance::Fraction { fraction: tr.important_fraction, seed: s.seed },
             ctrl_rto: from_us(tr.ctrl_rto_us),
             resend_at_line_rate: tr.dlcp_resend_at_line_rate,
+            retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             ..DlcpConfig::default()
         };
         let ltp = LtpConfig {

@@ -263,6 +263,10 @@ pub struct TransportCfg {
     /// false keeps the rate the control had reached (a deviation).
     #[serde(skip_serializing_if = "is_true")]
     pub dlcp_resend_at_line_rate: bool,
+    /// DLCP: after a STOP, the receiver waits until its data has been quiet this long
+    /// before requesting what is missing (0: at once, as dlcp.md; a deviation otherwise).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dlcp_retx_quiet_us: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -280,6 +284,10 @@ impl DlcpRateState {
     pub fn is_tensor(&self) -> bool {
         *self == DlcpRateState::Tensor
     }
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 fn is_true(b: &bool) -> bool {
@@ -312,6 +320,7 @@ impl Default for TransportCfg {
             ltp_c_ms: 30.0,
             dlcp_rate_state: DlcpRateState::Tensor,
             dlcp_resend_at_line_rate: true,
+            dlcp_retx_quiet_us: 0.0,
         }
     }
 }

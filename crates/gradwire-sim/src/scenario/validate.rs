@@ -77,6 +77,12 @@ impl Scenario {
         positive("transport.rate_period_us", tr.rate_period_us)?;
         positive("transport.rate_delta", tr.rate_delta)?;
         positive("transport.ctrl_rto_us", tr.ctrl_rto_us)?;
+        if !(tr.dlcp_retx_quiet_us >= 0.0 && tr.dlcp_retx_quiet_us.is_finite()) {
+            return Err(ScenarioError::new(
+                "transport.dlcp_retx_quiet_us",
+                format!("must be a non-negative number of µs (got {})", tr.dlcp_retx_quiet_us),
+            ));
+        }
         if !(0.0..=1.0).contains(&tr.rate_increase_frac) {
             return Err(ScenarioError::new(
                 "transport.rate_increase_frac",

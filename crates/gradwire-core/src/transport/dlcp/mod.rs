@@ -120,6 +120,12 @@ pub struct DlcpConfig {
     /// state to line rate start"; the default). False: the resend round keeps the rate
     /// the rate control had reached (a deviation).
     pub resend_at_line_rate: bool,
+    /// After a STOP, wait until no data has arrived for this long before requesting what is
+    /// missing (0, the default: request at once, as §3.2.1 reads). STOP travels on the top
+    /// control queue and overtakes the transfer's own data still queued behind it in the
+    /// network; requesting at once then asks for data that is about to arrive, and its
+    /// duplicate comes back too (a deviation, off by default).
+    pub retx_quiet: Time,
 }
 
 impl Default for DlcpConfig {
@@ -140,6 +146,7 @@ impl Default for DlcpConfig {
             ctrl_rto: MS,
             request_all_missing: true,
             resend_at_line_rate: true,
+            retx_quiet: 0,
         }
     }
 }

@@ -40,6 +40,9 @@ pub struct DlcpReceiver {
     ctrl: CtrlChannel,
     /// Highest STOP round handled.
     last_stop: Option<u64>,
+    /// With `retx_quiet`: the STOP round whose request waits for the data to go quiet, and
+    /// when it goes out unless more data arrives first.
+    quiet_retx: Option<(u64, Time)>,
     delivered_at_finish: Option<u64>,
     period_end: Time,
     recv_in_period: u64,
@@ -64,6 +67,7 @@ impl DlcpReceiver {
             state: State::Waiting,
             ctrl: CtrlChannel::new(flow, local, remote, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
             last_stop: None,
+            quiet_retx: None,
             delivered_at_finish: None,
             period_end: Time::MAX,
             recv_in_period: 0,
@@ -164,6 +168,9 @@ impl DlcpReceiver {
         }
         let placed = self.reasm.insert(pkt.seq, pkt.len).ok()?;
         self.recv_in_period += pkt.wire_bytes as u64;
+        if let Some((_, at)) = &mut self.quiet_retx {
+            *at = now.saturating_add(self.cfg.retx_quiet);
+        }
         self.check_bound(now);
         match placed {
             Placed::New(_) => Some(pkt.seq..pkt.seq + pkt.len as u64),
@@ -194,7 +201,11 @@ impl DlcpReceiver {
                 self.ctrl.ack(op, arg);
                 if self.state == State::Receiving && self.last_stop.is_none_or(|r| arg > r) {
                     self.last_stop = Some(arg);
-                    self.request_missing(now, arg);
+                    if self.cfg.retx_quiet == 0 {
+                        self.request_missing(now, arg);
+                    } else {
+                        self.quiet_retx = Some((arg, now.saturating_add(self.cfg.retx_quiet)));
+                    }
                 }
             }
             CtrlOp::Confirm => {
@@ -275,6 +286,14 @@ impl Endpoint for DlcpReceiver {
         if self.ctrl.on_timeout(now) {
             self.stats.timeouts += 1;
         }
+        if let Some((round, at)) = self.quiet_retx {
+            if self.state != State::Receiving {
+                self.quiet_retx = None;
+            } else if now >= at {
+                self.quiet_retx = None;
+                self.request_missing(now, round);
+            }
+        }
         if self.state == State::Receiving && now >= self.period_end {
             // Unreliable: a lost report only delays one rate decision.
             self.ctrl.send_unreliable(CtrlOp::Rate, self.cfg.bps(self.recv_in_period));
@@ -290,8 +309,10 @@ impl Endpoint for DlcpReceiver {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        let report = (self.state == State::Receiving).then_some(self.period_end);
-        [self.ctrl.deadline(), report].into_iter().flatten().min()
+        let receiving = self.state == State::Receiving;
+        let report = receiving.then_some(self.period_end);
+        let quiet = self.quiet_retx.filter(|_| receiving).map(|(_, at)| at);
+        [self.ctrl.deadline(), report, quiet].into_iter().flatten().min()
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {

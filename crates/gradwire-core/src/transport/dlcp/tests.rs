@@ -585,3 +585,43 @@ fn a_resend_round_restarts_at_line_rate_unless_configured_to_keep_the_rate() {
         assert_eq!(s.rate_bps(), want, "resend_at_line_rate = {}", !keep);
     }
 }
+
+#[test]
+fn with_retx_quiet_a_stop_that_overtook_its_data_requests_nothing_that_arrives() {
+    // Two segments; the first arrives, STOP overtakes the second on the network.
+    let start = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), FLOW, SRC, DST, 2880, 64);
+    let stop = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Stop), FLOW, SRC, DST, 0, 64);
+    let data = |seq| Packet::data(FLOW, SRC, DST, seq, 1440, 60);
+    let sent = |r: &mut DlcpReceiver, t| std::iter::from_fn(|| r.poll_transmit(t)).map(|p| p.kind).collect::<Vec<_>>();
+    let retx = PacketKind::Ctrl(CtrlOp::Retx);
+    for quiet in [0, 100 * US] {
+        let mut r = DlcpReceiver::new(DlcpConfig { retx_quiet: quiet, ..cfg(0.0) }, FLOW, DST, SRC, 2880);
+        r.receive(0, &start);
+        r.receive(US, &data(0));
+        r.receive(2 * US, &stop);
+        let at_stop = sent(&mut r, 2 * US);
+        if quiet == 0 {
+            assert!(at_stop.contains(&retx), "requested at once: {at_stop:?}");
+            continue;
+        }
+        assert!(!at_stop.contains(&retx), "waits for the data to go quiet: {at_stop:?}");
+        assert_eq!(r.poll_timeout(), Some(2 * US + quiet));
+        // the overtaken segment arrives within the quiet time: the bound is met, no request
+        r.receive(50 * US, &data(1440));
+        assert_eq!(r.poll_event(), Some(EndpointEvent::Delivered { bytes: 2880 }));
+        r.handle_timeout(200 * US);
+        assert!(!sent(&mut r, 200 * US).contains(&retx));
+    }
+    // a segment that really was lost is requested once the data has been quiet for `quiet`
+    let quiet = 100 * US;
+    let mut r = DlcpReceiver::new(DlcpConfig { retx_quiet: quiet, ..cfg(0.0) }, FLOW, DST, SRC, 4320);
+    r.receive(0, &Packet { seq: 4320, ..start });
+    r.receive(US, &data(0));
+    r.receive(2 * US, &stop);
+    r.receive(30 * US, &data(1440)); // still arriving: the wait starts again
+    r.handle_timeout(2 * US + quiet);
+    assert!(!sent(&mut r, 2 * US + quiet).contains(&retx));
+    assert_eq!(r.poll_timeout(), Some(30 * US + quiet));
+    r.handle_timeout(30 * US + quiet);
+    assert!(sent(&mut r, 30 * US + quiet).contains(&retx));
+}
