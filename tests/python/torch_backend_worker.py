@@ -170,3 +170,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # Gloo's C++ threads can abort the interpreter's teardown after the checks are done
+    # ("terminate called without an active exception"): leave without static destructors.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
