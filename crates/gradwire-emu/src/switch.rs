@@ -12,6 +12,7 @@ use gradwire_core::packet::Packet;
 use gradwire_core::switch::{Admit, BufferPool, DropReason};
 use gradwire_core::time::Time;
 use gradwire_sim::fabric::{Fabric, Hdr};
+use gradwire_sim::output::PacketCounts;
 use gradwire_sim::routing::{PortId, Routes};
 use gradwire_sim::scenario::RoutingMode;
 use gradwire_sim::topology::{NodeKind, Topology};
@@ -323,16 +324,6 @@ impl Switch {
                 .collect(),
         }
     }
-}
-
-/// `sent == delivered + dropped + in_flight`, named as in the simulator's summary.json.
-#[derive(Clone, Debug, Serialize)]
-pub struct PacketCounts {
-    pub sent: u64,
-    pub delivered: u64,
-    pub dropped: u64,
-    pub in_flight: u64,
-    pub conserved: bool,
 }
 
 /// One port's counters: `offered = enqueued + admission drops`,

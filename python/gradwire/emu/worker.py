@@ -293,39 +293,18 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     )
 
 
+_JOBS = {"ddp": ddp, "ps": ps, "allreduce": allreduce}
+
+
 def main(argv: list[str]) -> None:
     kind, args = argv[0], argv[1:]
     if kind == "tcp-sink":
         tcp_sink(int(args[0]), int(args[1]))
     elif kind == "tcp-send":
-        tcp_send(
-            args[0],
-            int(args[1]),
-            int(args[2]),
-            args[3],
-            float(args[4]) if len(args) > 4 else 0.0,
-        )
-    elif kind == "ddp":
-        ddp(
-            args[0],
-            int(args[1]),
-            int(args[2]),
-            float(args[3]) if len(args) > 3 else 0.0,
-        )
-    elif kind == "ps":
-        ps(
-            args[0],
-            int(args[1]),
-            int(args[2]),
-            float(args[3]) if len(args) > 3 else 0.0,
-        )
-    elif kind == "allreduce":
-        allreduce(
-            args[0],
-            int(args[1]),
-            int(args[2]),
-            float(args[3]) if len(args) > 3 else 0.0,
-        )
+        tcp_send(args[0], int(args[1]), int(args[2]), args[3], float(args[4]) if len(args) > 4 else 0.0)
+    elif kind in _JOBS:
+        # (backend, bytes, iterations[, loss bound])
+        _JOBS[kind](args[0], int(args[1]), int(args[2]), float(args[3]) if len(args) > 3 else 0.0)
     else:
         raise SystemExit(f"unknown worker kind {kind!r}")
 
