@@ -513,6 +513,9 @@ def train(
     seed: Annotated[int, typer.Option()] = 0,
     out: Annotated[Path, typer.Option(help="results directory")] = Path("results/train"),
     timeout: Annotated[float, typer.Option(help="seconds per configuration")] = 1800.0,
+    repeats: Annotated[
+        int, typer.Option(help="rounds over all configurations, alternating; the table shows medians")
+    ] = 1,
 ) -> None:
     """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
     try:
@@ -538,6 +541,7 @@ def train(
             target=target,
             mss=mss,
             timeout=timeout,
+            repeats=repeats,
         )
     except (ValueError, RuntimeError) as e:
         raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None

@@ -55,6 +55,36 @@ def test_train_compares_gloo_and_a_lossy_gradwire_in_one_table(tmp_path):
     assert "time-to-accuracy" in r.stdout and "gradwire loss 1.0% bound 1.0%" in r.stdout
 
 
+def test_train_rounds_alternate_and_report_the_median_run(tmp_path):
+    r = gradwire(
+        "train", "-b", "gradwire", "--repeats", "2", "--epochs", "1", "--target", "0.3", "--out", str(tmp_path)
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (row,) = json.loads((tmp_path / "results.json").read_text())
+    assert row["rounds"] == 2 and len(row["time_to_accuracy_runs_s"]) == 2
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == [
+        "gradwire_lossless-r1.json",
+        "gradwire_lossless-r2.json",
+        "results.json",
+    ]
+    assert "median of 2 rounds" in r.stdout
+
+
+def test_summary_of_rounds_takes_the_median_run_and_counts_misses_as_slowest():
+    from gradwire.train.cli import summarize
+
+    def run(tta, sps):
+        return {"time_to_accuracy_s": tta, "samples_per_s": sps, "median_step_s": 1 / sps, "curve": [tta]}
+
+    row = summarize([run(3.0, 10), run(None, 20), run(1.0, 30)])
+    assert row["time_to_accuracy_s"] == 3.0 and row["curve"] == [3.0]  # order 1.0, 3.0, miss
+    assert row["samples_per_s"] == 20 and row["rounds"] == 3
+    assert row["time_to_accuracy_runs_s"] == [3.0, None, 1.0]
+    assert summarize([run(None, 1), run(None, 2), run(2.0, 3)])["time_to_accuracy_s"] is None
+    one = run(1.0, 1)
+    assert summarize([one]) is one
+
+
 def test_train_rejects_bad_input_in_one_line():
     r = gradwire("train", "-b", "gloo", "--bound", "0.5", "--loss", "0.1", "-b", "nccl")
     assert r.returncode == 2

@@ -64,10 +64,11 @@ def run_config(
     mss: int | None,
     timeout: float,
     on_progress=None,
+    tag: str = "",
 ) -> dict:
     """Launches the workers; returns rank 0's result. `on_progress(step, total, accuracy)`."""
     cfg.check()
-    slug = cfg.label.replace(" ", "_").replace("%", "pct")
+    slug = cfg.label.replace(" ", "_").replace("%", "pct") + tag
     res_path = out / f"{slug}.json"
     plan = {
         "backend": cfg.backend,
