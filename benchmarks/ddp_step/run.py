@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from gradwire import launch
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
@@ -129,21 +131,9 @@ def main() -> int:
                 f"{model}, {world} ranks: {a.warmup} + {a.steps} steps per system ...",
                 flush=True,
             )
-            cmd = [
-                sys.executable,
-                "-m",
-                "gradwire",
-                "launch",
-                "-n",
-                str(world),
-                "--timeout",
-                "1800",
-                "--",
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--worker",
-                json.dumps(plan),
-            ]
+            cmd = launch.command(
+                [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(plan)], world, timeout=1800
+            )
             r = subprocess.run(
                 cmd,
                 check=False,

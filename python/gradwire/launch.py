@@ -67,6 +67,22 @@ def _check_command(argv: Sequence[str]) -> None:
         raise LaunchError(f"cannot run {exe!r}: command not found on PATH")
 
 
+def command(argv: Sequence[str], nproc: int, *, timeout: float | None = None) -> list[str]:
+    """The command line that runs `argv` as `nproc` ranks with `gradwire launch`, for
+    programs that start jobs as subprocesses (benchmarks, `gradwire train`, tests)."""
+    limit = ["--timeout", f"{timeout:g}"] if timeout is not None else []
+    return [sys.executable, "-m", "gradwire", "launch", "-n", str(nproc), *limit, "--", *argv]
+
+
+def leave(code: int = 0) -> None:
+    """Ends a rank at once, after its output is flushed, without the interpreter's teardown:
+    Gloo's C++ threads can abort it ("terminate called without an active exception",
+    SIGABRT) after the job is done and its results are written."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def launch(
     argv: Sequence[str],
     nproc: int,

@@ -11,6 +11,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import gradwire
 import gradwire.ddp
+from gradwire.launch import leave
 
 
 def model(width: int) -> torch.nn.Module:
@@ -52,8 +53,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    # Gloo's C++ threads can abort the interpreter's teardown after the checks are done
-    # ("terminate called without an active exception"): leave without static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()  # without the interpreter's teardown, which Gloo's threads can abort

@@ -23,37 +23,26 @@ def torch_missing() -> str | None:
     return None
 
 
-@pytest.mark.skipif(torch_missing() is not None, reason=torch_missing() or "")
-def test_quick_benchmark_writes_expected_rows_and_verifies(tmp_path):
-    import pandas as pd
-
-    sizes = [0.01, 0.1]
-    env = dict(os.environ, COLUMNS="160", MPLBACKEND="Agg")
+def bench(out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """One --quick run of the benchmark on 2 ranks; skips if torch has no Gloo."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(RUN),
-            "--quick",
-            "--worlds",
-            "2",
-            "--sizes",
-            ",".join(map(str, sizes)),
-            "--reps",
-            "2",
-            "--warmup",
-            "1",
-            "--out",
-            str(tmp_path),
-            "--timeout",
-            "120",
-        ],
-        env=env,
+        [sys.executable, str(RUN), "--quick", "--worlds", "2", *args, "--out", str(out), "--timeout", "120"],
+        env=dict(os.environ, COLUMNS="160", MPLBACKEND="Agg", **env),
         capture_output=True,
         text=True,
         timeout=180,
     )
     if proc.returncode == 2 and "no Gloo backend" in proc.stdout:
         pytest.skip("torch.distributed has no Gloo backend in this build: " + proc.stdout.strip()[-300:])
+    return proc
+
+
+@pytest.mark.skipif(torch_missing() is not None, reason=torch_missing() or "")
+def test_quick_benchmark_writes_expected_rows_and_verifies(tmp_path):
+    import pandas as pd
+
+    sizes = [0.01, 0.1]
+    proc = bench(tmp_path, "--sizes", ",".join(map(str, sizes)), "--reps", "2", "--warmup", "1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "verification passed" in proc.stdout
     assert "Gloo cannot be given loss" in proc.stdout
@@ -86,34 +75,11 @@ def test_a_wrong_result_fails_the_benchmark(tmp_path):
     """One element of gradwire's result spoiled on one rank: the run must say so and exit 1."""
     import pandas as pd
 
-    env = dict(os.environ, COLUMNS="160", MPLBACKEND="Agg", ALLREDUCE_VS_GLOO_CORRUPT="gradwire")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(RUN),
-            "--quick",
-            "--worlds",
-            "2",
-            "--sizes",
-            "0.01",
-            "--reps",
-            "1",
-            "--warmup",
-            "0",
-            "--no-loss",
-            "--no-plot",
-            "--out",
-            str(tmp_path),
-            "--timeout",
-            "120",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    proc = bench(
+        tmp_path,
+        *("--sizes", "0.01", "--reps", "1", "--warmup", "0", "--no-loss", "--no-plot"),
+        ALLREDUCE_VS_GLOO_CORRUPT="gradwire",
     )
-    if proc.returncode == 2 and "no Gloo backend" in proc.stdout:
-        pytest.skip("torch.distributed has no Gloo backend in this build")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "verification FAILED" in proc.stdout
     df = pd.read_csv(tmp_path / "results.csv").set_index("system")

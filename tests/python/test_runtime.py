@@ -227,7 +227,9 @@ def test_a_rank_with_the_wrong_token_is_refused_and_the_job_still_forms(tmp_path
         assert res["error"] is None, res
 
 
-def test_a_rank_with_the_wrong_world_size_is_refused(tmp_path):
+def joiner_refused(joiner_env: dict[str, str]) -> str:
+    """Starts rank 0 of a 2-rank job and one joiner with `joiner_env`; the joiner must fail.
+    Returns the joiner's stderr."""
     port = free_port()
     master = subprocess.Popen(
         [sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
@@ -236,16 +238,24 @@ def test_a_rank_with_the_wrong_world_size_is_refused(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    wrong = subprocess.run(
-        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
-        env=env_for(1, 3, "127.0.0.1", port),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert wrong.returncode != 0 and "WORLD_SIZE is 3 but the job has 2 ranks" in wrong.stderr, wrong.stderr[-1500:]
-    master.kill()
-    master.communicate()
+    try:
+        wrong = subprocess.run(
+            [sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
+            env={**joiner_env, "MASTER_PORT": str(port)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        master.kill()
+        master.communicate()
+    assert wrong.returncode != 0, wrong.stdout[-1500:]
+    return wrong.stderr
+
+
+def test_a_rank_with_the_wrong_world_size_is_refused(tmp_path):
+    err = joiner_refused(env_for(1, 3, "127.0.0.1", 0))
+    assert "WORLD_SIZE is 3 but the job has 2 ranks" in err, err[-1500:]
 
 
 def test_the_job_agrees_on_one_segment_size(tmp_path):
@@ -273,25 +283,8 @@ def test_the_job_agrees_on_one_segment_size(tmp_path):
 
 
 def test_a_rank_with_another_segment_size_is_refused(tmp_path):
-    port = free_port()
-    master = subprocess.Popen(
-        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=8)"],
-        env=env_for(0, 2, "127.0.0.1", port),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    wrong = subprocess.run(
-        [sys.executable, "-c", "import gradwire; gradwire.init(timeout=5)"],
-        env=env_for(1, 2, "127.0.0.1", port, GRADWIRE_MSS="1440"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert wrong.returncode != 0
-    assert "asks for mss=1440 but rank 0 chooses it from the path MTU" in wrong.stderr, wrong.stderr[-1500:]
-    master.kill()
-    master.communicate()
+    err = joiner_refused(env_for(1, 2, "127.0.0.1", 0, GRADWIRE_MSS="1440"))
+    assert "asks for mss=1440 but rank 0 chooses it from the path MTU" in err, err[-1500:]
 
 
 def test_a_rank_that_dies_mid_job_gives_the_others_an_error_within_the_timeout(tmp_path):

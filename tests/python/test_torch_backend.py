@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gradwire.launch import command
+
 torch = pytest.importorskip("torch")
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
     pytest.skip("torch.distributed has no Gloo backend here", allow_module_level=True)
@@ -41,18 +43,7 @@ def torchrun(world: int, script: str, *args: str, timeout: float = 240) -> None:
 
 
 def launch(world: int, script: str, *args: str, timeout: float = 240) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "gradwire",
-        "launch",
-        "-n",
-        str(world),
-        "--",
-        sys.executable,
-        str(HERE / script),
-        *args,
-    ]
+    cmd = command([sys.executable, str(HERE / script), *args], world)
     r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 

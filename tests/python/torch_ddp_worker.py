@@ -12,6 +12,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import gradwire.torch as gt
+from gradwire.launch import leave
 from gradwire.train.models import build
 
 
@@ -64,8 +65,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    # Gloo's C++ threads can abort the interpreter's teardown after the checks are done
-    # ("terminate called without an active exception"): leave without static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()  # without the interpreter's teardown, which Gloo's threads can abort

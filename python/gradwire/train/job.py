@@ -13,6 +13,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gradwire import launch
+
 # Defaults per model: epochs, learning rate, per-worker batch, target accuracy.
 MODEL_DEFAULTS = {
     "cnn": {"epochs": 8, "lr": 0.05, "batch": 32, "target": 0.95},
@@ -83,19 +85,7 @@ def run_config(
         "mss": mss,
         "out": str(res_path),
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "gradwire",
-        "launch",
-        "-n",
-        str(workers),
-        "--",
-        sys.executable,
-        "-m",
-        "gradwire.train.worker",
-        json.dumps(plan),
-    ]
+    cmd = launch.command([sys.executable, "-m", "gradwire.train.worker", json.dumps(plan)], workers)
     log_path = out / f"{slug}.log"
     with open(log_path, "w") as log:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

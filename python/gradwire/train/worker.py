@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import gradwire.torch as gt
+from gradwire.launch import leave
 from gradwire.train.models import build
 
 
@@ -111,9 +111,4 @@ def run(plan: dict) -> dict:
 
 if __name__ == "__main__":
     run(json.loads(sys.argv[1]))
-    # Gloo's C++ threads can abort the interpreter's teardown ("terminate called without an
-    # active exception", SIGABRT) after the job is done and its results are written: leave
-    # without running static destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()  # without the interpreter's teardown, which Gloo's threads can abort
