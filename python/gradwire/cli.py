@@ -129,6 +129,11 @@ def _results_table(df) -> Table:
     return t
 
 
+def _set_option(help: str) -> typer.models.OptionInfo:
+    """`--set KEY=VALUE` (repeatable), as sim, reproduce and emulate take it."""
+    return typer.Option("--set", "-s", metavar="KEY=VALUE", help=help)
+
+
 @app.command()
 def sim(
     scenario: Annotated[
@@ -145,13 +150,7 @@ def sim(
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (same seed, same results).")] = None,
     sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            "-s",
-            metavar="KEY=VALUE",
-            help="Override a scenario key, e.g. --set topology.spines=2 (repeatable).",
-        ),
+        list[str] | None, _set_option("Override a scenario key, e.g. --set topology.spines=2 (repeatable).")
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figures.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, table or per-run lines.")] = False,
@@ -330,13 +329,7 @@ def reproduce(
         typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each \\[default: all cores]."),
     ] = None,
     sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            "-s",
-            metavar="KEY=VALUE",
-            help="Override a key in every scenario of the reproduction (repeatable).",
-        ),
+        list[str] | None, _set_option("Override a key in every scenario of the reproduction (repeatable).")
     ] = None,
     quick: Annotated[
         bool,
@@ -610,13 +603,7 @@ def emulate(
         Path | None, typer.Option("--out", "-o", help="Results directory \\[default: results/emulate-<name>].")
     ] = None,
     sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            "-s",
-            metavar="KEY=VALUE",
-            help="Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable).",
-        ),
+        list[str] | None, _set_option("Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable).")
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figure.")] = False,
 ) -> None:

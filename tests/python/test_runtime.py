@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,14 +19,10 @@ import pytest
 from netns import NetnsCluster, netns_available, netns_unavailable_reason
 from runtime_worker import data
 
+from gradwire.launch import free_port
+
 WORKER = str(Path(__file__).with_name("runtime_worker.py"))
 HERE = str(Path(__file__).parent)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def env_for(rank: int, world: int, addr: str, port: int, **extra: str) -> dict[str, str]:

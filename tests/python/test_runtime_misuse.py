@@ -15,16 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gradwire.launch import free_port
+
 WORKER = str(Path(__file__).with_name("misuse_worker.py"))
 HERE = str(Path(__file__).parent)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_ranks(
