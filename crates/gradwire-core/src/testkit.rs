@@ -172,6 +172,30 @@ pub(crate) fn acked_pipe<S: Endpoint, R: Endpoint>(
     pipe(s, r, Link::delay(delay), lose, limit, check, deliver, done)
 }
 
+/// [`pipe`] for DLCP and LTP: every packet is checked against `tags`, `receive` hands an
+/// arriving packet to the receiver and returns the range it placed, and each range is
+/// placed once ([`Placed`]). Returns the outcome and the byte ranges never placed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn placing_pipe<S: Endpoint, R: Endpoint>(
+    s: &mut S,
+    r: &mut R,
+    link: Link,
+    lose: LossFn,
+    limit: Time,
+    tags: Tags,
+    receive: impl Fn(&mut R, Time, &Packet) -> Option<Range<u64>>,
+    done: impl Fn(&S, &R, &PipeOutcome) -> bool,
+) -> (PipeOutcome, Vec<Range<u64>>) {
+    let mut placed = Placed::new(tags.size);
+    let deliver = |r: &mut R, t: Time, p: &Packet| {
+        if let Some(range) = receive(r, t, p) {
+            placed.place(range);
+        }
+    };
+    let o = pipe(s, r, link, lose, limit, |p, from_sender| tags.check(p, from_sender), deliver, done);
+    (o, placed.unwritten())
+}
+
 /// What a receiver handed out of a `size`-byte tensor: every range inside it, and no byte
 /// twice.
 pub(crate) struct Placed(Vec<bool>);
@@ -217,6 +241,10 @@ pub(crate) struct Tags {
 }
 
 impl Tags {
+    pub fn new(flow: u32, src: u32, dst: u32, size: u64, data_priority: u8, ctrl_priority: u8) -> Tags {
+        Tags { flow, src, dst, size, data_priority, ctrl_priority }
+    }
+
     pub fn check(&self, p: &Packet, from_sender: bool) {
         if !from_sender {
             assert!((p.src, p.dst) == (self.dst, self.src) && p.kind != PacketKind::Data);

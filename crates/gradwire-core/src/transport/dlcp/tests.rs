@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{pipe, random_loss, Link, LossFn, PipeOutcome, Placed, Tags, XorShift};
+use crate::testkit::{placing_pipe, random_loss, Link, LossFn, PipeOutcome, Tags, XorShift};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent};
 
@@ -36,38 +36,16 @@ struct Outcome {
 fn run(cfg: DlcpConfig, size: u64, lose: LossFn, limit: Time) -> Outcome {
     let mut s = DlcpSender::new(cfg, FLOW, SRC, DST, size, 0);
     let mut r = DlcpReceiver::new(cfg, FLOW, DST, SRC, size);
-    let tags = Tags {
-        flow: FLOW,
-        src: SRC,
-        dst: DST,
-        size,
-        data_priority: cfg.data_priority,
-        ctrl_priority: cfg.ctrl_priority,
-    };
-    let mut placed = Placed::new(size);
-    let deliver = |r: &mut DlcpReceiver, t: Time, p: &Packet| {
-        if let Some(range) = r.receive(t, p) {
-            placed.place(range);
-        }
-    };
+    let tags = Tags::new(FLOW, SRC, DST, size, cfg.data_priority, cfg.ctrl_priority);
     let done = |_: &DlcpSender, r: &DlcpReceiver, o: &PipeOutcome| {
         o.sender_done_at.is_some() && r.is_closed() && r.poll_timeout().is_none()
     };
-    let o = pipe(
-        &mut s,
-        &mut r,
-        Link::delay(DELAY),
-        lose,
-        limit,
-        |p, from_sender| tags.check(p, from_sender),
-        deliver,
-        done,
-    );
+    let (o, missing) = placing_pipe(&mut s, &mut r, Link::delay(DELAY), lose, limit, tags, DlcpReceiver::receive, done);
     Outcome {
         delivered_at: o.delivered.map(|d| d.0),
         delivered_bytes: o.delivered.map(|d| d.1),
         sender_done_at: o.sender_done_at,
-        missing: placed.unwritten(),
+        missing,
         bubbles: r.bubbles(),
         receiver_quiet: r.poll_timeout().is_none(),
         sender: s,

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{no_loss, pipe, random_loss, Link, LossFn, Placed, Tags, XorShift};
+use crate::testkit::{no_loss, placing_pipe, random_loss, Link, LossFn, Tags, XorShift};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::Endpoint;
 
@@ -36,27 +36,13 @@ struct Outcome {
 /// a buffer of exactly `size` bytes (slicing panics on any write outside the tensor).
 fn run_with(mut s: LtpSender, mut r: LtpReceiver, size: u64, link: Link, lose: LossFn, limit: Time) -> Outcome {
     let cfg = r.config().clone();
-    let tags = Tags {
-        flow: FLOW,
-        src: SRC,
-        dst: DST,
-        size,
-        data_priority: cfg.data_priority,
-        ctrl_priority: cfg.ctrl_priority,
-    };
-    let mut placed = Placed::new(size);
-    let deliver = |r: &mut LtpReceiver, t: Time, p: &Packet| {
-        if let Some(range) = r.receive(t, p) {
-            placed.place(range);
-        }
-    };
-    let o =
-        pipe(&mut s, &mut r, link, lose, limit, |p, from_sender| tags.check(p, from_sender), deliver, |_, _, _| false);
+    let tags = Tags::new(FLOW, SRC, DST, size, cfg.data_priority, cfg.ctrl_priority);
+    let (o, missing) = placing_pipe(&mut s, &mut r, link, lose, limit, tags, LtpReceiver::receive, |_, _, _| false);
     Outcome {
         delivered_at: o.delivered.map(|d| d.0),
         delivered_bytes: o.delivered.map(|d| d.1),
         sender_done_at: o.sender_done_at,
-        missing: placed.unwritten(),
+        missing,
         receiver_quiet: r.poll_timeout().is_none(),
         sender: s,
         receiver: r,
