@@ -109,7 +109,7 @@ impl PyRun {
     }
 
     /// Pickling (a run crosses to worker processes): the typed scenario as JSON, read back
-    /// by [`PyRun::from_json`].
+    /// by [`PyRun::_from_json`].
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, RunParts)> {
         let run = &slf.get().run;
         let json = serde_json::to_string(&run.scenario).map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -134,7 +134,8 @@ impl PyRun {
     }
 }
 
-/// One simulation run, built from a [`PyRun`] of `load_scenario`.
+/// One simulation run, built from a [`PyRun`] of `load_scenario`. `unsendable`: a
+/// simulation is `Send` (stepped with the GIL released) but not `Sync`.
 #[pyclass(name = "Simulation", module = "gradwire._core", unsendable)]
 struct PySimulation {
     sim: Simulation,
@@ -147,6 +148,7 @@ impl PySimulation {
         let sim = Simulation::new(&run.run.scenario).map_err(|e| scenario_err(py, &e))?;
         Ok(PySimulation { sim })
     }
+
     /// Process up to `max_events` events (without holding the GIL); returns True once the
     /// run is over.
     #[pyo3(signature = (max_events = 200_000))]
