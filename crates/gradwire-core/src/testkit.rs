@@ -50,6 +50,21 @@ pub(crate) fn random_loss<'a>(seed: u64, data: f64, other: f64) -> LossFn<'a> {
     Box::new(move |p, _| rng.unit() < if p.kind == PacketKind::Data { data } else { other })
 }
 
+/// [`random_loss`], with 5 % of data packets corrupted first: random offsets and lengths,
+/// mostly near or past the end of a `size`-byte tensor, which must never be placed
+/// outside it.
+pub(crate) fn corrupting_loss<'a>(seed: u64, data: f64, other: f64, size: u64) -> LossFn<'a> {
+    let mut rng = XorShift(seed ^ 0x5eed);
+    let mut lose = random_loss(seed, data, other);
+    Box::new(move |p, to_rx| {
+        if p.kind == PacketKind::Data && rng.unit() < 0.05 {
+            p.seq = (rng.unit() * (size + 3000) as f64) as u64;
+            p.len = (rng.unit() * 3000.0) as u32;
+        }
+        lose(p, to_rx)
+    })
+}
+
 /// A link each way: FIFO serialization at `bps` (0: none), then a fixed `delay`. A
 /// packet the loss function takes still used its serialization time (loss on the wire,
 /// not congestion).

@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{placing_pipe, random_loss, Link, LossFn, PipeOutcome, Tags, XorShift};
+use crate::testkit::{corrupting_loss, placing_pipe, random_loss, Link, LossFn, PipeOutcome, Tags};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent};
 
@@ -280,17 +280,8 @@ proptest! {
         bound in prop_oneof![Just(0.0), 0.0f64..0.5], mss in 100u32..1500,
     ) {
         let c = DlcpConfig { mss, ..cfg(bound) };
-        // Some data is corrupted in flight: random offsets and lengths, mostly near or
-        // past the end of the tensor, which must never be placed outside it.
-        let mut rng = XorShift(seed ^ 0x5eed);
-        let mut lose = random_loss(seed, data_loss, ctrl_loss);
-        let o = run(c, size, Box::new(move |p: &mut Packet, to_rx| {
-            if p.kind == PacketKind::Data && rng.unit() < 0.05 {
-                p.seq = (rng.unit() * (size + 3000) as f64) as u64;
-                p.len = (rng.unit() * 3000.0) as u32;
-            }
-            lose(p, to_rx)
-        }), 100_000 * MS);
+        // Some data is corrupted in flight, and must never be placed outside the tensor.
+        let o = run(c, size, corrupting_loss(seed, data_loss, ctrl_loss, size), 100_000 * MS);
         check_completed(&o, size, bound);
         prop_assert!(o.receiver.delivered_fraction() >= 1.0 - bound - 1e-9);
     }
