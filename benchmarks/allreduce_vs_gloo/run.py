@@ -571,7 +571,9 @@ def main() -> int:
         type=float,
         help="gradwire pacer rate (runtime default: the interface speed, 100 on loopback)",
     )
-    ap.add_argument("--transport", choices=["dlcp", "ltp"], help="gradwire transport (runtime default dlcp)")
+    from gradwire.runtime import TRANSPORTS
+
+    ap.add_argument("--transport", choices=TRANSPORTS, help="gradwire transport (runtime default dlcp)")
     ap.add_argument(
         "--variant",
         action="append",

@@ -7,13 +7,13 @@ half of the Rust core (``gradwire._core``):
 >>> import gradwire
 >>> runs = gradwire.load_scenario(gradwire.scenario_text("incast-dctcp"),
 ...                               ["topology.leaves=2", "workload.senders=4"])
->>> sim = gradwire.Simulation(runs[0]["config"])
+>>> sim = gradwire.Simulation(runs[0])
 >>> while not sim.step(200_000): pass
 >>> sim.summary()["flows_finished"]
 4
 """
 
-from gradwire._core import ScenarioError, Simulation, load_scenario
+from gradwire._core import Run, ScenarioError, Simulation, load_scenario
 from gradwire._core import __version__ as _core_version
 
 __version__ = _core_version
@@ -48,6 +48,7 @@ __all__ = [
     "PeerTimeout",
     "Refused",
     "Report",
+    "Run",
     "ScenarioError",
     "Work",
     "allreduce",

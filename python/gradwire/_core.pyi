@@ -11,10 +11,17 @@ class ScenarioError(ValueError):
     """Dotted key at fault, e.g. ``topology.spines``; empty for file-level errors."""
     message: str
 
-class RunDict(TypedDict):
-    name: str
-    params: dict[str, str]
-    config: str
+class Run:
+    """One validated run of a scenario (a point of its sweep); the typed scenario stays in Rust."""
+
+    @property
+    def name(self) -> str:
+        """Directory-safe run name: the scenario name, or ``key=value,...`` of the sweep point."""
+    @property
+    def params(self) -> dict[str, str]:
+        """The sweep point, dotted key -> value as a string."""
+    def config(self) -> dict[str, Any]:
+        """The typed scenario, every default filled in, as a dict (a copy to read)."""
 
 class ProgressDict(TypedDict):
     now_ns: int
@@ -31,11 +38,11 @@ class ConservationDict(TypedDict):
     in_flight: int
     holds: bool
 
-def load_scenario(text: str, overrides: list[str] = ...) -> list[RunDict]:
+def load_scenario(text: str, overrides: list[str] = ...) -> list[Run]:
     """Parse TOML, apply ``key=value`` overrides, expand ``[sweep]``, validate every run."""
 
 class Simulation:
-    def __init__(self, config_json: str) -> None: ...
+    def __init__(self, run: Run) -> None: ...
     def step(self, max_events: int = 200_000) -> bool:
         """Process up to ``max_events`` events without the GIL; True once the run is over."""
     def run(self) -> None: ...
@@ -43,4 +50,10 @@ class Simulation:
     def summary(self) -> dict[str, Any]: ...
     def conservation(self) -> ConservationDict: ...
     def write_outputs(self, dir: str) -> dict[str, Any]: ...
-    def config_json(self) -> str: ...
+    def config(self) -> dict[str, Any]: ...
+
+def algorithms() -> list[str]:
+    """The allreduce algorithms the socket runtime knows (``gradwire.runtime.ALGORITHMS``)."""
+
+def transports() -> list[str]:
+    """The transports the socket runtime runs (``gradwire.runtime.TRANSPORTS``)."""

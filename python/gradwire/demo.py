@@ -28,7 +28,7 @@ def main() -> None:
     base = (rng.integers(-1000, 1000, n) / 8).astype(np.float32)
     want = None
     rows = []
-    for algo in ("ring", "tree", "rat", "ps"):
+    for algo in gradwire.runtime.ALGORITHMS:
         x = base.copy()
         rep = gradwire.allreduce(x, algorithm=algo, loss_bound=args.bound)
         if want is None:

@@ -19,7 +19,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from gradwire._core import Simulation, load_scenario
+from gradwire._core import Run, Simulation, load_scenario
 from gradwire.scenarios import ScenarioSource
 
 #: Events processed per call into Rust; a few tens of milliseconds in a release build.
@@ -34,14 +34,21 @@ MANIFEST = "runs.json"
 class RunSpec:
     """One run of a scenario (a point of its sweep), validated but not yet simulated."""
 
-    name: str
-    params: dict[str, str]
-    config: str
-    """The typed scenario as JSON, as accepted by :class:`gradwire._core.Simulation`."""
+    run: Run
+    """The typed, validated scenario (kept in Rust), as accepted by :class:`gradwire._core.Simulation`."""
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def params(self) -> dict[str, str]:
+        return self.run.params
 
     @property
     def scenario(self) -> dict:
-        return json.loads(self.config)
+        """The typed scenario as a dict, every default filled in (a copy, to read)."""
+        return self.run.config()
 
 
 @dataclass
@@ -64,7 +71,7 @@ class ScenarioRuns:
 def plan(source: ScenarioSource, overrides: Sequence[str] = ()) -> ScenarioRuns:
     """Load, override, sweep and validate a scenario; raises ScenarioError on bad input."""
     overrides = list(overrides)
-    runs = [RunSpec(r["name"], dict(r["params"]), r["config"]) for r in load_scenario(source.text, overrides)]
+    runs = [RunSpec(r) for r in load_scenario(source.text, overrides)]
     return ScenarioRuns(source, overrides, runs)
 
 
@@ -91,7 +98,7 @@ def simulate(
 ) -> RunResult:
     """Simulate one run to completion and write its files into ``out_dir``."""
     t0 = time.perf_counter()
-    sim = Simulation(spec.config)
+    sim = Simulation(spec.run)
     bar: Progress | None = None
     task = None
     try:

@@ -31,7 +31,9 @@ PeerLost = _core.PeerLost
 Refused = _core.Refused
 CallMismatch = _core.CallMismatch
 
-ALGORITHMS = ("ring", "tree", "rat", "ps")
+#: The allreduce algorithms and the transports the runtime knows, as the Rust side names them.
+ALGORITHMS: tuple[str, ...] = tuple(_core.algorithms())
+TRANSPORTS: tuple[str, ...] = tuple(_core.transports())
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ directory; ``leafspine-ps-dctcp`` names ``scenarios/leafspine-ps-dctcp.toml``.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -69,7 +68,7 @@ def builtin_scenarios() -> dict[str, str]:
         text = _builtin_text(name)
         try:
             # The Rust loader reads the description (no TOML parser needed on Python 3.10).
-            out[name] = json.loads(load_scenario(text, [])[0]["config"]).get("description", "")
+            out[name] = load_scenario(text, [])[0].config().get("description", "")
         except ScenarioError as e:  # a broken built-in should not hide the others
             m = re.search(r'^description\s*=\s*"(.*)"\s*$', text, re.M)
             out[name] = (m.group(1) + " " if m else "") + f"(invalid: {e})"

@@ -21,9 +21,9 @@ def test_load_single_run(incast_text):
     runs = load_scenario(incast_text, [])
     assert len(runs) == 1
     run = runs[0]
-    assert run["name"] == "incast-small"
-    assert run["params"] == {}
-    cfg = json.loads(run["config"])
+    assert run.name == "incast-small"
+    assert run.params == {}
+    cfg = run.config()
     assert cfg["topology"]["leaves"] == 2
     assert cfg["workload"]["kind"] == "incast"
     # Defaults are filled in by the typed loader.
@@ -33,7 +33,7 @@ def test_load_single_run(incast_text):
 
 def test_overrides_apply(incast_text):
     runs = load_scenario(incast_text, ["seed=42", "transport.kind=newreno", "topology.spines=1"])
-    cfg = json.loads(runs[0]["config"])
+    cfg = runs[0].config()
     assert cfg["seed"] == 42
     assert cfg["transport"]["kind"] == "newreno"
     assert cfg["topology"]["spines"] == 1
@@ -42,14 +42,14 @@ def test_overrides_apply(incast_text):
 def test_sweep_expands(incast_text):
     text = incast_text + '\n[sweep]\n"transport.kind" = ["newreno", "dctcp"]\n"workload.senders" = [2, 5]\n'
     runs = load_scenario(text, ["seed=9"])
-    assert [r["name"] for r in runs] == [
+    assert [r.name for r in runs] == [
         "kind=newreno,senders=2",
         "kind=newreno,senders=5",
         "kind=dctcp,senders=2",
         "kind=dctcp,senders=5",
     ]
-    assert runs[1]["params"] == {"transport.kind": "newreno", "workload.senders": "5"}
-    cfgs = [json.loads(r["config"]) for r in runs]
+    assert runs[1].params == {"transport.kind": "newreno", "workload.senders": "5"}
+    cfgs = [r.config() for r in runs]
     assert all(c["seed"] == 9 for c in cfgs)
     assert [c["workload"]["senders"] for c in cfgs] == [2, 5, 2, 5]
 
@@ -98,8 +98,7 @@ def test_not_toml_and_bad_override():
 
 
 def test_simulation_runs_and_reports(incast_text, tmp_path):
-    cfg = load_scenario(incast_text, [])[0]["config"]
-    sim = Simulation(cfg)
+    sim = Simulation(load_scenario(incast_text, [])[0])
     p = sim.progress()
     assert p == {
         "now_ns": 0,
@@ -133,33 +132,21 @@ def test_simulation_runs_and_reports(incast_text, tmp_path):
     assert {f.name for f in (tmp_path / "run").iterdir()} == {"flows.csv", "summary.json", "queues.csv"}
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert on_disk["flows_finished"] == 6
-    assert json.loads(sim.config_json())["name"] == "incast-small"
+    assert sim.config()["name"] == "incast-small"
 
 
 def test_run_releases_and_finishes(incast_text):
-    sim = Simulation(load_scenario(incast_text, ["transport.kind=newreno"])[0]["config"])
+    sim = Simulation(load_scenario(incast_text, ["transport.kind=newreno"])[0])
     sim.run()
     assert sim.progress()["finished"]
     assert sim.summary()["transport"] == "newreno"
 
 
-def test_simulation_rejects_bad_config(incast_text):
-    cfg = json.loads(load_scenario(incast_text, [])[0]["config"])
-    cfg["topology"]["spines"] = "x"
+def test_simulation_rejects_what_only_the_topology_shows(incast_text):
+    # A sampled port that does not exist: only the built topology can tell.
+    run = load_scenario(incast_text, ['output.queue_ports=["leaf7->host0"]'])[0]
     with pytest.raises(ScenarioError) as info:
-        Simulation(json.dumps(cfg))
-    assert info.value.key == "topology.spines"
-
-    cfg = json.loads(load_scenario(incast_text, [])[0]["config"])
-    cfg["topology"]["host_link_gbps"] = -1.0
-    with pytest.raises(ScenarioError) as info:
-        Simulation(json.dumps(cfg))
-    assert info.value.key == "topology.host_link_gbps"
-
-    # Errors only the built topology can find: a sampled port that does not exist.
-    cfg = load_scenario(incast_text, ['output.queue_ports=["leaf7->host0"]'])[0]["config"]
-    with pytest.raises(ScenarioError) as info:
-        Simulation(cfg)
+        Simulation(run)
     assert info.value.key == "output.queue_ports.0" and "leaf7->host0" in str(info.value)
 
 
@@ -176,10 +163,10 @@ def test_builtin_scenarios_are_shipped_and_valid():
         for r in load_scenario(
             scenario_text(name),
             SMALL + ["workload.workers=8", "workload.servers=2", "workload.senders=4"]
-            if "ps" in json.loads(runs[0]["config"])["workload"]["kind"]
+            if "ps" in runs[0].config()["workload"]["kind"]
             else SMALL + ["workload.senders=4"],
         ):
-            Simulation(r["config"])
+            Simulation(r)
 
 
 def test_step_releases_the_gil(incast_text):
@@ -187,8 +174,7 @@ def test_step_releases_the_gil(incast_text):
     import threading
     import time
 
-    cfg = load_scenario(incast_text, ["workload.flow_bytes=20000000", "output.queue_ports=[]"])[0]["config"]
-    sim = Simulation(cfg)
+    sim = Simulation(load_scenario(incast_text, ["workload.flow_bytes=20000000", "output.queue_ports=[]"])[0])
     count = 0
     stop = threading.Event()
 
@@ -212,3 +198,35 @@ def test_step_releases_the_gil(incast_text):
     assert sim.progress()["finished"]
     if elapsed > 0.02:  # long enough for the spinning thread to be scheduled
         assert during > 1000, (during, elapsed)
+
+
+def test_a_run_pickles_as_its_typed_scenario(incast_text):
+    """Runs cross to worker processes (gradwire reproduce): pickling keeps name, params and
+    the typed scenario, and a tampered scenario is validated again on the way back."""
+    import pickle
+
+    run = load_scenario(incast_text + '\n[sweep]\n"workload.senders" = [2, 3]\n', [])[1]
+    back = pickle.loads(pickle.dumps(run))
+    assert (back.name, back.params, back.config()) == (run.name, run.params, run.config())
+    Simulation(back).run()
+
+    from gradwire._core import Run
+
+    bad = run.config()
+    bad["topology"]["host_link_gbps"] = -1.0
+    with pytest.raises(ScenarioError) as info:
+        Run._from_json(run.name, [], json.dumps(bad))
+    assert info.value.key == "topology.host_link_gbps"
+    bad["topology"]["spines"] = "x"
+    with pytest.raises(ScenarioError) as info:
+        Run._from_json(run.name, [], json.dumps(bad))
+    assert info.value.key == "topology.spines"
+
+
+def test_algorithm_and_transport_names_come_from_rust():
+    from gradwire import runtime
+
+    assert runtime.ALGORITHMS == tuple(gradwire._core.algorithms())
+    assert {"ring", "tree", "rat", "ps"} <= set(runtime.ALGORITHMS)
+    assert runtime.TRANSPORTS == tuple(gradwire._core.transports())
+    assert {"dlcp", "ltp"} <= set(runtime.TRANSPORTS)

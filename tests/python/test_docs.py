@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -22,9 +21,9 @@ def _toml_blocks():
 def test_complete_example_loads_and_builds():
     example = _toml_blocks()[-1]
     runs = load_scenario(example, [])
-    assert [r["name"] for r in runs] == ["kind=newreno", "kind=dctcp"]
+    assert [r.name for r in runs] == ["kind=newreno", "kind=dctcp"]
     for r in runs:
-        Simulation(r["config"])
+        Simulation(r)
 
 
 def _keys(value, prefix=""):
@@ -44,7 +43,7 @@ def test_every_schema_key_is_documented():
         '[workload]\nkind = "flows"\nflows = [{src = 0, dst = 1, bytes = 1000}]\n'
         '[[failures]]\nat_us = 1.0\nnode = "spine0"\n'
     )
-    cfg = json.loads(load_scenario(text, [])[0]["config"])
+    cfg = load_scenario(text, [])[0].config()
     doc = DOC.read_text(encoding="utf-8")
     missing = sorted({k for k in _keys(cfg) if f"`{k}`" not in doc and f"[{k}]" not in doc})
     assert not missing, f"keys missing from docs/scenarios.md: {missing}"

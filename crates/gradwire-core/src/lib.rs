@@ -14,6 +14,8 @@ pub mod prefetch;
 pub mod sched;
 pub mod switch;
 pub mod tensor;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod time;
 pub mod transport;
 pub mod wire;

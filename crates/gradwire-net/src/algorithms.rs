@@ -21,18 +21,28 @@ pub enum Algorithm {
     Ps,
 }
 
+impl Algorithm {
+    /// Every algorithm, in the order help texts list them.
+    pub const ALL: [Algorithm; 4] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Rat, Algorithm::Ps];
+
+    /// The name callers give (`"ring"`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::Tree => "tree",
+            Algorithm::Rat => "rat",
+            Algorithm::Ps => "ps",
+        }
+    }
+}
+
 impl FromStr for Algorithm {
     type Err = NetError;
     fn from_str(s: &str) -> Result<Self, NetError> {
-        match s {
-            "ring" => Ok(Algorithm::Ring),
-            "tree" => Ok(Algorithm::Tree),
-            "rat" => Ok(Algorithm::Rat),
-            "ps" => Ok(Algorithm::Ps),
-            _ => Err(NetError::Config(format!(
-                "unknown algorithm {s:?}: expected \"ring\", \"tree\", \"rat\" or \"ps\""
-            ))),
-        }
+        Algorithm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            let names: Vec<String> = Algorithm::ALL.iter().map(|a| format!("{:?}", a.name())).collect();
+            NetError::Config(format!("unknown algorithm {s:?}: expected one of {}", names.join(", ")))
+        })
     }
 }
 

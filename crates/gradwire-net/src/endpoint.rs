@@ -23,14 +23,26 @@ pub enum TransportKind {
     Ltp,
 }
 
+impl TransportKind {
+    /// Every transport the runtime runs.
+    pub const ALL: [TransportKind; 2] = [TransportKind::Dlcp, TransportKind::Ltp];
+
+    /// The name callers give (`"dlcp"`, `"ltp"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportKind::Dlcp => "dlcp",
+            TransportKind::Ltp => "ltp",
+        }
+    }
+}
+
 impl std::str::FromStr for TransportKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "dlcp" => Ok(TransportKind::Dlcp),
-            "ltp" => Ok(TransportKind::Ltp),
-            _ => Err(format!("unknown transport {s:?} (expected \"dlcp\" or \"ltp\")")),
-        }
+        TransportKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<String> = TransportKind::ALL.iter().map(|k| format!("{:?}", k.name())).collect();
+            format!("unknown transport {s:?} (expected one of {})", names.join(", "))
+        })
     }
 }
 

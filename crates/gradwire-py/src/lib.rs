@@ -1,9 +1,10 @@
 //! `gradwire._core`: the Rust engine behind the `gradwire` Python package.
 //!
 //! A thin layer over `gradwire-sim`: scenarios are loaded and validated in Rust (so the
-//! Python CLI reports exactly the same errors as the `gradwire-sim` binary), each run's
-//! typed scenario travels to Python as a JSON string, and a [`PySimulation`] is stepped
-//! from Python in slices so a progress bar can be drawn between them.
+//! Python CLI reports exactly the same errors as the `gradwire-sim` binary), each run stays
+//! a typed, validated scenario inside a [`PyRun`] that Python reads (`name`, `params`,
+//! `config()`) and hands back to [`PySimulation`], which is stepped from Python in slices
+//! so a progress bar can be drawn between them.
 
 mod runtime;
 
@@ -15,11 +16,11 @@ mod runtime;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use gradwire_sim::{load, Scenario, ScenarioError as SimError, Simulation};
+use gradwire_sim::{load, Run, Scenario, ScenarioError as SimError, Simulation};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 use std::path::PathBuf;
 
 create_exception!(
@@ -66,43 +67,75 @@ fn to_py_json<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Boun
 }
 
 /// Parse a scenario (TOML text), apply `key=value` overrides, expand its `[sweep]`, and
-/// validate every run. Returns one dict per run: `name` (directory-safe run name),
-/// `params` (the sweep point, dotted key -> value as a string) and `config` (the typed
-/// scenario as a JSON string, to pass to `Simulation`).
+/// validate every run. Returns one [`PyRun`] per run.
 #[pyfunction]
 #[pyo3(signature = (text, overrides = Vec::new()))]
-fn load_scenario<'py>(py: Python<'py>, text: &str, overrides: Vec<String>) -> PyResult<Bound<'py, PyList>> {
+fn load_scenario(py: Python<'_>, text: &str, overrides: Vec<String>) -> PyResult<Vec<PyRun>> {
     let runs = load(text, &overrides).map_err(|e| scenario_err(py, &e))?;
-    let out = PyList::empty(py);
-    for run in runs {
+    Ok(runs.into_iter().map(|run| PyRun { run }).collect())
+}
+
+/// A run as `__reduce__` pickles it: name, sweep parameters, the typed scenario as JSON.
+type RunParts = (String, Vec<(String, String)>, String);
+
+/// One validated run of a scenario (a point of its sweep): the typed scenario stays in
+/// Rust; Python reads it and passes the run to `Simulation`.
+#[pyclass(name = "Run", module = "gradwire._core", frozen)]
+struct PyRun {
+    run: Run,
+}
+
+#[pymethods]
+impl PyRun {
+    /// Directory-safe run name: the scenario name, or `key=value,...` of the sweep point.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.run.name
+    }
+
+    /// The sweep point, dotted key -> value as a string (empty without a sweep).
+    #[getter]
+    fn params<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        d.set_item("name", &run.name)?;
-        let params = PyDict::new(py);
-        for (k, v) in &run.params {
-            params.set_item(k, v)?;
+        for (k, v) in &self.run.params {
+            d.set_item(k, v)?;
         }
-        d.set_item("params", params)?;
-        let config = serde_json::to_string(&run.scenario).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        d.set_item("config", config)?;
-        out.append(d)?;
+        Ok(d)
     }
-    Ok(out)
+
+    /// The typed scenario, every default filled in, as a dict (a copy to read).
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py_json(py, &self.run.scenario)
+    }
+
+    /// Pickling (a run crosses to worker processes): the typed scenario as JSON, read back
+    /// by [`PyRun::_from_json`].
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, RunParts)> {
+        let run = &slf.get().run;
+        let json = serde_json::to_string(&run.scenario).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok((slf.get_type().getattr("_from_json")?, (run.name.clone(), run.params.clone(), json)))
+    }
+
+    /// A run from its parts as `__reduce__` gives them; the scenario is validated again.
+    #[staticmethod]
+    fn _from_json(py: Python<'_>, name: String, params: Vec<(String, String)>, json: &str) -> PyResult<PyRun> {
+        let de = &mut serde_json::Deserializer::from_str(json);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let key = e.path().to_string();
+            let key = if key == "." { String::new() } else { key };
+            scenario_err(py, &SimError::new(key, e.inner().to_string()))
+        })?;
+        scenario.validate().map_err(|e| scenario_err(py, &e))?;
+        Ok(PyRun { run: Run { name, params, scenario } })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Run(name={:?}, params={:?})", self.run.name, self.run.params)
+    }
 }
 
-/// Lets the simulation cross into `allow_threads`. The simulation holds `Box<dyn Endpoint>`
-/// (not `Send`), but `allow_threads` runs the closure on the calling thread, the class is
-/// `unsendable` (PyO3 refuses access from any other thread), and the simulation holds no
-/// Python objects, so nothing is shared with another thread while the GIL is released.
-struct AssertSend<T>(T);
-unsafe impl<T> Send for AssertSend<T> {}
-impl<T> AssertSend<T> {
-    fn into_inner(self) -> T {
-        self.0
-    }
-}
-
-/// One simulation run. `config_json` is a run's `config` from `load_scenario` (or any
-/// JSON-serialized scenario).
+/// One simulation run, built from a [`PyRun`] of `load_scenario`. `unsendable`: a
+/// simulation is `Send` (stepped with the GIL released) but not `Sync`.
 #[pyclass(name = "Simulation", module = "gradwire._core", unsendable)]
 struct PySimulation {
     sim: Simulation,
@@ -111,14 +144,8 @@ struct PySimulation {
 #[pymethods]
 impl PySimulation {
     #[new]
-    fn new(py: Python<'_>, config_json: &str) -> PyResult<Self> {
-        let de = &mut serde_json::Deserializer::from_str(config_json);
-        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let key = e.path().to_string();
-            let key = if key == "." { String::new() } else { key };
-            scenario_err(py, &SimError::new(key, e.inner().to_string()))
-        })?;
-        let sim = Simulation::new(&scenario).map_err(|e| scenario_err(py, &e))?;
+    fn new(py: Python<'_>, run: &PyRun) -> PyResult<Self> {
+        let sim = Simulation::new(&run.run.scenario).map_err(|e| scenario_err(py, &e))?;
         Ok(PySimulation { sim })
     }
 
@@ -126,14 +153,14 @@ impl PySimulation {
     /// run is over.
     #[pyo3(signature = (max_events = 200_000))]
     fn step(&mut self, py: Python<'_>, max_events: u64) -> bool {
-        let sim = AssertSend(&mut self.sim);
-        py.allow_threads(move || sim.into_inner().step(max_events))
+        let sim = &mut self.sim;
+        py.allow_threads(move || sim.step(max_events))
     }
 
     /// Run to the end (without holding the GIL).
     fn run(&mut self, py: Python<'_>) {
-        let sim = AssertSend(&mut self.sim);
-        py.allow_threads(move || sim.into_inner().run())
+        let sim = &mut self.sim;
+        py.allow_threads(move || sim.run())
     }
 
     /// `now_ns, stop_ns, flows_done, flows_total, events, finished`.
@@ -174,9 +201,9 @@ impl PySimulation {
         to_py_json(py, &summary)
     }
 
-    /// The typed scenario of this run, as JSON.
-    fn config_json(&self) -> PyResult<String> {
-        serde_json::to_string(self.sim.scenario()).map_err(|e| PyValueError::new_err(e.to_string()))
+    /// The typed scenario of this run, as a dict.
+    fn config<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py_json(py, self.sim.scenario())
     }
 
     fn __repr__(&self) -> String {
@@ -197,6 +224,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_class::<PyRun>()?;
     m.add_class::<PySimulation>()?;
     runtime::register(m)?;
     Ok(())

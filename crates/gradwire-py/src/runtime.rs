@@ -412,7 +412,21 @@ impl PyCommunicator {
     }
 }
 
+/// The allreduce algorithms the runtime knows, by name (Python's `runtime.ALGORITHMS`).
+#[pyfunction]
+fn algorithms() -> Vec<&'static str> {
+    Algorithm::ALL.iter().map(|a| a.name()).collect()
+}
+
+/// The transports the runtime runs, by name (Python's `runtime.TRANSPORTS`).
+#[pyfunction]
+fn transports() -> Vec<&'static str> {
+    TransportKind::ALL.iter().map(|k| k.name()).collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(transports, m)?)?;
     m.add("CommError", m.py().get_type::<CommError>())?;
     m.add("PeerTimeout", m.py().get_type::<PeerTimeout>())?;
     m.add("PeerLost", m.py().get_type::<PeerLost>())?;

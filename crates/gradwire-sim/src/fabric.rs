@@ -4,7 +4,7 @@
 use crate::routing::{Hop, PortId};
 use crate::scenario::{BufferMode, Scenario, SwitchPolicy};
 use crate::topology::{NodeId, NodeKind, Topology};
-use gradwire_core::switch::{BufferPool, PFabricPortConfig, PortConfig, SwitchPort};
+use gradwire_core::switch::{BufferPool, PFabricPortConfig, PortConfig, PortHeader, SwitchPort};
 use gradwire_core::time::{serialization, Time, SEC};
 use gradwire_core::Packet;
 use std::collections::VecDeque;
@@ -37,6 +37,24 @@ impl Hdr {
             ect: p.ecn.ect,
             rank: p.switch_rank(),
         }
+    }
+}
+
+impl PortHeader for Hdr {
+    fn wire_bytes(&self) -> u32 {
+        self.wire_bytes as u32
+    }
+    fn priority(&self) -> u8 {
+        self.priority
+    }
+    fn ect(&self) -> bool {
+        self.ect
+    }
+    fn switch_rank(&self) -> u64 {
+        self.rank
+    }
+    fn flow(&self) -> u32 {
+        self.flow
     }
 }
 

@@ -1,6 +1,5 @@
 //! Results: `flows.csv`, `summary.json` and `queues.csv`, all readable by pandas.
 
-use crate::routing::PortId;
 use crate::sim::{Conservation, Simulation};
 use gradwire_core::switch::DropReason;
 use gradwire_core::time::NS;
@@ -9,14 +8,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
-
-#[derive(Clone, Copy, Debug)]
-pub struct QueueSample {
-    pub time_ns: u64,
-    pub port: PortId,
-    pub bytes: u64,
-    pub packets: u32,
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PacketCounts {
@@ -219,6 +210,10 @@ pub fn port_bytes_csv(sim: &Simulation) -> String {
 }
 
 impl Simulation {
+    pub fn summary(&self) -> Summary {
+        Summary::of(self)
+    }
+
     /// Traffic carried per link tier, keyed `from->to` with the node numbers dropped
     /// (`leaf->spine`, `agg->core`, `host->edge`, ...).
     pub fn tier_bytes(&self) -> BTreeMap<String, TierBytes> {

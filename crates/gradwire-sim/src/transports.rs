@@ -14,18 +14,18 @@ use gradwire_core::transport::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOL
 use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 /// LTP's LT threshold state per (sender host, receiver host, transfer size): each
 /// point-to-point link keeps its own threshold across transfers (ltp.md §III-B1), and a
 /// measured duration is only reused for a transfer of the same size (one layer's tensor
-/// in the next iteration), as [`LtThreshold`] does.
-type LtStates = Rc<RefCell<HashMap<(u32, u32, u64), LtThreshold>>>;
+/// in the next iteration), as [`LtThreshold`] does. Shared by the factory and the LTP
+/// receivers it built; a `Mutex`, not a `RefCell`, so endpoints stay `Send`.
+type LtStates = Arc<Mutex<HashMap<(u32, u32, u64), LtThreshold>>>;
 
 /// DLCP rate state per (sender host, receiver host) with `dlcp_rate_state = "pair"`.
-type RateStates = Rc<RefCell<HashMap<(u32, u32), MinimalRate>>>;
+type RateStates = Arc<Mutex<HashMap<(u32, u32), MinimalRate>>>;
 
 pub struct EndpointFactory {
     kind: TransportKind,
@@ -133,7 +133,7 @@ impl EndpointFactory {
                 match &self.dlcp_rates {
                     None => (Box::new(DlcpSender::new(cfg, f, src, dst, bytes, now)), receiver),
                     Some(states) => {
-                        let warm = states.borrow().get(&(src, dst)).copied();
+                        let warm = states.lock().unwrap().get(&(src, dst)).copied();
                         let inner = DlcpSender::with_rate(cfg, f, src, dst, bytes, now, warm);
                         (Box::new(CarryRate { inner, key: (src, dst), states: states.clone() }), receiver)
                     }
@@ -143,7 +143,8 @@ impl EndpointFactory {
                 // lossy gather (push), fully reliable broadcast (pull): ltp.md §IV
                 let cfg = LtpConfig { initial_btlbw_bps: line_rate_bps, loss_tolerant: !spec.pull, ..self.ltp.clone() };
                 let key = (src, dst, bytes);
-                let lt = self.lt_states.borrow().get(&key).cloned().unwrap_or_else(|| LtThreshold::from_config(&cfg));
+                let lt =
+                    self.lt_states.lock().unwrap().get(&key).cloned().unwrap_or_else(|| LtThreshold::from_config(&cfg));
                 (
                     Box::new(LtpSender::new(cfg.clone(), f, src, dst, bytes, now)),
                     Box::new(CarryLt {
@@ -200,7 +201,7 @@ impl Endpoint for CarryLt {
     fn poll_event(&mut self) -> Option<EndpointEvent> {
         let ev = self.inner.poll_event();
         if matches!(ev, Some(EndpointEvent::Delivered { .. })) {
-            self.states.borrow_mut().insert(self.key, self.inner.lt_state().clone());
+            self.states.lock().unwrap().insert(self.key, self.inner.lt_state().clone());
         }
         ev
     }
@@ -227,7 +228,7 @@ impl Endpoint for CarryRate {
         let before = *self.inner.rate_control();
         self.inner.handle_timeout(now);
         if *self.inner.rate_control() != before {
-            self.states.borrow_mut().insert(self.key, *self.inner.rate_control());
+            self.states.lock().unwrap().insert(self.key, *self.inner.rate_control());
         }
     }
 
@@ -318,9 +319,9 @@ mod tests {
         let s = &load(text, &[]).unwrap()[0].scenario;
         let fac = EndpointFactory::new(s);
         let line = 100_000_000_000;
-        assert!(fac.lt_states.borrow().is_empty());
+        assert!(fac.lt_states.lock().unwrap().is_empty());
         let d = run_pair(fac.make(0, &spec(1, 0, 100_000), line, 0), 5 * NS * 1000);
-        let states = fac.lt_states.borrow().clone();
+        let states = fac.lt_states.lock().unwrap().clone();
         assert_eq!(states.len(), 1);
         let lt = &states[&(1, 0, 100_000)];
         // the complete transfer's duration (from its first packet) is the link's threshold now
@@ -330,17 +331,17 @@ mod tests {
         // another link, another size: their own entries; the first one is left alone
         run_pair(fac.make(1, &spec(2, 0, 100_000), line, 0), 5 * NS * 1000);
         run_pair(fac.make(2, &spec(1, 0, 50_000), line, 0), 5 * NS * 1000);
-        let states = fac.lt_states.borrow().clone();
+        let states = fac.lt_states.lock().unwrap().clone();
         assert_eq!(states.len(), 3);
         assert_eq!(states[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
         // the next transfer on the first link starts from the carried state, and a slower
         // run (longer delay) does not raise the shortest
         run_pair(fac.make(3, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
-        assert_eq!(fac.lt_states.borrow()[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
+        assert_eq!(fac.lt_states.lock().unwrap()[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
         // without the carried state the slow run starts from the formula again (and, past
         // that threshold with 90 % in, closes early: nothing complete to record)
-        fac.lt_states.borrow_mut().clear();
+        fac.lt_states.lock().unwrap().clear();
         run_pair(fac.make(4, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
-        assert_eq!(fac.lt_states.borrow()[&(1, 0, 100_000)].shortest_complete(), None);
+        assert_eq!(fac.lt_states.lock().unwrap()[&(1, 0, 100_000)].shortest_complete(), None);
     }
 }

@@ -74,6 +74,8 @@ class Options:
         o = Options(**out)
         if o.algorithm not in runtime.ALGORITHMS:
             raise ValueError(f"unknown algorithm {o.algorithm!r}: expected one of {', '.join(runtime.ALGORITHMS)}")
+        if o.transport not in runtime.TRANSPORTS:
+            raise ValueError(f"unknown transport {o.transport!r}: expected one of {', '.join(runtime.TRANSPORTS)}")
         if not 0.0 <= o.loss_bound < 1.0:
             raise ValueError(f"loss_bound must be in [0, 1), got {o.loss_bound}")
         if not 0.0 <= o.inject_loss < 1.0:

@@ -17,7 +17,7 @@ mod pfabric;
 
 use std::collections::VecDeque;
 
-use crate::packet::Packet;
+use crate::packet::{FlowId, Packet};
 
 pub use pcn::{
     ecn_lower_bound, pcn_thresholds, worker_fallback, BadThreshold, PcnCounters, PcnMark, PcnRegister, PcnWorker,
@@ -319,6 +319,39 @@ impl<T> EgressPort<T> {
     }
 }
 
+/// What an egress port reads of a packet to admit it. [`Packet`] has it; a driver that
+/// keeps a smaller header per queued packet (the simulator's) implements it for that.
+pub trait PortHeader {
+    /// Bytes on the wire (what the buffer holds).
+    fn wire_bytes(&self) -> u32;
+    /// Strict-priority queue (0 = highest).
+    fn priority(&self) -> u8;
+    /// ECN-capable: marked rather than dropped above the ECN threshold.
+    fn ect(&self) -> bool;
+    /// What a pFabric port schedules and drops by ([`Packet::switch_rank`]).
+    fn switch_rank(&self) -> u64;
+    /// The flow, for pFabric's starvation rule.
+    fn flow(&self) -> FlowId;
+}
+
+impl PortHeader for Packet {
+    fn wire_bytes(&self) -> u32 {
+        self.wire_bytes
+    }
+    fn priority(&self) -> u8 {
+        self.priority
+    }
+    fn ect(&self) -> bool {
+        self.ecn.ect
+    }
+    fn switch_rank(&self) -> u64 {
+        Packet::switch_rank(self)
+    }
+    fn flow(&self) -> FlowId {
+        self.flow
+    }
+}
+
 /// A switch (or NIC) egress port of either discipline, so a driver can hold one type:
 /// strict priority with ECN/drop thresholds ([`EgressPort`]) or pFabric ([`PFabricPort`]).
 ///
@@ -346,13 +379,14 @@ impl<T> SwitchPort<T> {
         SwitchPort::PFabric(PFabricPort::new(cfg))
     }
 
-    /// Offer `item`, whose packet is `pkt`: a strict-priority port reads `wire_bytes`,
-    /// `priority` and `ecn.ect`; a pFabric port reads `wire_bytes`, `flow` and
-    /// [`Packet::switch_rank`]. On `Queued { marked: true }` the driver sets CE.
-    pub fn enqueue(&mut self, item: T, pkt: &Packet, pool: &mut BufferPool) -> Admit {
+    /// Offer `item`, whose packet is `pkt`: a strict-priority port reads its wire bytes,
+    /// priority and ECT; a pFabric port its wire bytes, flow and switch rank. On
+    /// `Queued { marked: true }` the driver sets CE.
+    #[inline]
+    pub fn enqueue(&mut self, item: T, pkt: &impl PortHeader, pool: &mut BufferPool) -> Admit {
         match self {
-            SwitchPort::Priority(p) => p.enqueue(item, pkt.wire_bytes, pkt.priority, pkt.ecn.ect, pool),
-            SwitchPort::PFabric(p) => p.enqueue(item, pkt.wire_bytes, pkt.switch_rank(), pkt.flow, pool),
+            SwitchPort::Priority(p) => p.enqueue(item, pkt.wire_bytes(), pkt.priority(), pkt.ect(), pool),
+            SwitchPort::PFabric(p) => p.enqueue(item, pkt.wire_bytes(), pkt.switch_rank(), pkt.flow(), pool),
         }
     }
 

@@ -3,26 +3,7 @@ use std::ops::Range;
 use proptest::prelude::*;
 
 use super::*;
-
-/// Tiny deterministic generator for test data.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, (self.next() % (i as u64 + 1)) as usize);
-        }
-    }
-}
+use crate::testkit::XorShift;
 
 #[test]
 fn segmentation_rejects_bad_parameters() {

@@ -114,7 +114,9 @@ pub struct EndpointStats {
 /// assert!(sender_done && rx.bound_met());
 /// assert!(delivered >= size - size / 20 && delivered <= size);
 /// ```
-pub trait Endpoint {
+/// `Send`, so a driver may move its endpoints to another thread (the Python module steps
+/// a simulation with the GIL released).
+pub trait Endpoint: Send {
     /// A packet addressed to this endpoint's flow arrived at `now`.
     ///
     /// Packets of another flow or from the wrong peer, duplicates and stale ones are

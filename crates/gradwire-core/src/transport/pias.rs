@@ -153,8 +153,8 @@ impl Endpoint for PiasSender {
 mod tests {
     use super::*;
     use crate::packet::PacketKind;
+    use crate::testkit::{acked_pipe, random_loss};
     use crate::time::{MS, US};
-    use crate::transport::pfabric::tests::{pipe, random_loss};
 
     const MSS: u64 = 1460;
 
@@ -210,7 +210,7 @@ mod tests {
         for seed in [3u64, 17, 99] {
             let mut s = PiasSender::new(cfg, 9, 1, 2, size, 0);
             let mut r = PiasSender::receiver(&cfg, 9, 2, 1, size);
-            let o = pipe(&mut s, &mut r, 5 * US, random_loss(seed, 0.05, 0.05), 10_000 * MS);
+            let o = acked_pipe(&mut s, &mut r, 5 * US, random_loss(seed, 0.05, 0.05), 10_000 * MS);
             assert_eq!(o.delivered.map(|d| d.1), Some(size), "seed {seed}");
             assert!(o.sender_done_at.is_some());
             let mut seen = [false; 4];
@@ -233,7 +233,7 @@ mod tests {
             // the same transfer with plain DCTCP: identical packets, times and counters
             let mut t = TcpSender::new(cfg.tcp, 9, 1, 2, size, 0);
             let mut tr = TcpReceiver::new(cfg.tcp, 9, 2, 1, size);
-            let base = pipe(&mut t, &mut tr, 5 * US, random_loss(seed, 0.05, 0.05), 10_000 * MS);
+            let base = acked_pipe(&mut t, &mut tr, 5 * US, random_loss(seed, 0.05, 0.05), 10_000 * MS);
             let strip = |v: &[Packet]| v.iter().map(|p| Packet { priority: 0, ..*p }).collect::<Vec<_>>();
             assert_eq!(strip(&o.sent), strip(&base.sent), "seed {seed}");
             assert_eq!((o.delivered, o.sender_done_at), (base.delivered, base.sender_done_at));

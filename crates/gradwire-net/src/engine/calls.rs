@@ -36,13 +36,13 @@ impl Engine {
         job.desc = Some(desc);
         job.unverified = (0..s.world).filter(|&r| r != me && self.links[r as usize].is_some()).collect();
         let now = self.now();
-        if self.tracing {
+        if self.tracer.on() {
             eprintln!(
                 "t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept",
                 now as f64 / 1e9,
                 self.rank,
                 s.name,
-                self.early_index.len()
+                self.early.len()
             );
         }
         for t in s.receives_of(self.rank) {
@@ -144,7 +144,7 @@ impl Engine {
             job.report.retransmits += stats.retransmits;
         }
         let _ = job.exec.finished(&job.schedule, t);
-        if self.tracing {
+        if self.tracer.on() {
             let tr = &job.schedule.transfers[t as usize];
             let at = self.epoch.elapsed().as_secs_f64() * 1e3;
             eprintln!(
@@ -229,7 +229,7 @@ impl Engine {
         self.outbox.wait_idle();
         let mut job = self.job.take().expect("job");
         let report = job.finish_report();
-        if self.tracing {
+        if self.tracer.on() {
             eprintln!("t={:.3}ms rank {} call {} complete", self.now() as f64 / 1e9, self.rank, job.call);
         }
         let _ = job.reply.send(Ok(report));

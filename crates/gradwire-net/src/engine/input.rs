@@ -177,9 +177,8 @@ impl Engine {
             self.classify_unknown(h.flow);
             // Data of a call this rank has not posted yet (the peer started first): keep
             // it, up to `early_buffer_bytes`, rather than make the sender resend it.
-            if is_future(call_of(h.flow), self.next_call) && self.early.len() + d.len() <= self.cfg.early_buffer_bytes {
-                self.early_index.push((self.early.len(), d.len(), ce, from));
-                self.early.extend_from_slice(d);
+            if is_future(call_of(h.flow), self.next_call) {
+                self.early.keep(d, ce, from);
             }
             return;
         };
@@ -193,26 +192,17 @@ impl Engine {
 
     /// Feeds the kept early datagrams of the call just posted to it; keeps later calls'.
     pub(super) fn replay_early(&mut self, call: u16, now: Time) {
-        if self.early_index.is_empty() {
-            return;
-        }
-        let (spare_data, spare_index) = std::mem::take(&mut self.early_spare);
-        let mut data = std::mem::replace(&mut self.early, spare_data);
-        let mut index = std::mem::replace(&mut self.early_index, spare_index);
-        for &(at, len, ce, from) in &index {
-            let d = &data[at..at + len];
+        let Some(kept) = self.early.take() else { return };
+        for (d, ce, from) in kept.iter() {
             let Ok((h, _)) = Header::decode(d) else { continue };
             let c = call_of(h.flow);
             if c == call {
                 self.on_verified(d, ce, Some(from), now);
             } else if is_future(c, self.next_call) {
-                self.early_index.push((self.early.len(), len, ce, from));
-                self.early.extend_from_slice(d);
+                self.early.keep(d, ce, from);
             }
         }
-        data.clear();
-        index.clear();
-        self.early_spare = (data, index);
+        self.early.recycle(kept);
     }
 
     pub(super) fn classify_unknown(&mut self, flow: u32) {

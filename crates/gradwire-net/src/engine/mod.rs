@@ -6,7 +6,8 @@
 //! sends it unblocks, finish the call), then sleep in `epoll` until the next deadline.
 //!
 //! This file holds the state and the loop; `calls.rs` a call's lifecycle, `input.rs` the
-//! reads and dispatch, `output.rs` the batching and pacing of what endpoints send.
+//! reads and dispatch, `output.rs` the batching and pacing of what endpoints send,
+//! `early.rs` the datagrams of calls not posted yet, `trace.rs` `GRADWIRE_TRACE`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -37,12 +38,16 @@ use crate::tx::{Batch, Outbox, Payload};
 use crate::udp::{tos_byte, DataSocket, RecvBufs};
 
 mod calls;
+mod early;
 mod input;
 mod output;
 #[cfg(test)]
 mod tests;
+mod trace;
 
+use early::EarlyStore;
 use input::Incoming;
+use trace::Tracer;
 
 const UDP: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -143,9 +148,6 @@ pub struct Counters {
     pub received_in_place: u64,
 }
 
-/// Where each kept early datagram is: (offset, length, CE, sending rank).
-type EarlyIndex = Vec<(usize, usize, bool, u32)>;
-
 /// An endpoint and what it belongs to.
 struct Slot {
     ep: Ep,
@@ -194,21 +196,11 @@ pub struct Engine {
     shutting_down: Option<Instant>,
     frames: Vec<Header>,
     rbufs: RecvBufs,
-    trace_at: Time,
     /// Packets of one turn, kept to reuse the allocation.
     txq: Vec<(u32, Packet)>,
-    /// `GRADWIRE_TRACE` is set.
-    tracing: bool,
-    /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE,
-    /// sending rank).
-    early: Vec<u8>,
-    early_index: EarlyIndex,
-    /// The previous early store, emptied: replays reuse its memory (already faulted in)
-    /// instead of growing a new one.
-    early_spare: (Vec<u8>, EarlyIndex),
-    /// Turns run, and turns that found nothing to do (for `GRADWIRE_TRACE`).
-    turns: u64,
-    idle_turns: u64,
+    tracer: Tracer,
+    /// Datagrams of calls not posted yet.
+    early: EarlyStore,
 }
 
 fn flow_id(call: u16, t: TransferId) -> u32 {
@@ -279,7 +271,6 @@ impl Engine {
         let engine = Engine {
             rank,
             session,
-            cfg,
             poll,
             udp,
             links: wrapped,
@@ -305,14 +296,10 @@ impl Engine {
             shutting_down: None,
             frames: Vec::new(),
             rbufs: RecvBufs::default(),
-            trace_at: 0,
             txq: Vec::new(),
-            tracing: std::env::var_os("GRADWIRE_TRACE").is_some(),
-            early: Vec::new(),
-            early_index: Vec::new(),
-            early_spare: (Vec::new(), Vec::new()),
-            turns: 0,
-            idle_turns: 0,
+            tracer: Tracer::from_env(),
+            early: EarlyStore::new(cfg.early_buffer_bytes),
+            cfg,
         };
         Ok((engine, waker))
     }
@@ -327,8 +314,7 @@ impl Engine {
         let mut events = Events::with_capacity(256);
         loop {
             let busy = self.turn();
-            self.turns += 1;
-            self.idle_turns += !busy as u64;
+            self.tracer.count_turn(busy);
             self.publish_counters();
             if let Some(since) = self.shutting_down {
                 // Stay until our receivers have their CONFIRMs (so every peer has read our
@@ -434,49 +420,6 @@ impl Engine {
                 }
                 Err(TryRecvError::Empty) => return,
             }
-        }
-    }
-
-    fn trace(&mut self, now: Time) {
-        if !self.tracing || now < self.trace_at {
-            return;
-        }
-        self.trace_at = now + 10_000_000_000;
-        eprintln!(
-            "t={:.3}ms rank {} turns {} idle {} counters {:?}",
-            now as f64 / 1e9,
-            self.rank,
-            self.turns,
-            self.idle_turns,
-            self.local
-        );
-        if let Some(job) = &self.job {
-            eprintln!(
-                "t={:.3}ms rank {} call {} transfers done={} peers unverified={:?}",
-                now as f64 / 1e9,
-                self.rank,
-                job.call,
-                job.exec.is_complete(),
-                job.unverified
-            );
-        }
-        for (flow, s) in &self.slots {
-            let rate = match &s.ep {
-                Ep::DlcpSend(e) => e.rate_bps(),
-                _ => 0,
-            };
-            eprintln!(
-                "t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}",
-                now as f64 / 1e9,
-                self.rank,
-                s.peer,
-                s.ep.is_receiver(),
-                s.finished,
-                s.ep.is_closed(),
-                rate as f64 / 1e9,
-                s.ep.stats(),
-                s.ep.poll_timeout().map(|t| t as f64 / 1e9)
-            );
         }
     }
 

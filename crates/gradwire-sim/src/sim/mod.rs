@@ -12,7 +12,6 @@ mod ready;
 
 use crate::engine::{EventQueue, Target};
 use crate::fabric::{Fabric, Hdr, PktId};
-use crate::output::{QueueSample, Summary};
 use crate::routing::{PortId, Routes};
 use crate::scenario::{RoutingMode, Scenario, ScenarioError};
 use crate::topology::{NodeId, NodeKind, Topology};
@@ -50,6 +49,15 @@ pub struct Progress {
     pub flows_total: u64,
     pub events: u64,
     pub finished: bool,
+}
+
+/// A port's queue at one sampling instant (`[output] queue_ports`).
+#[derive(Clone, Copy, Debug)]
+pub struct QueueSample {
+    pub time_ns: u64,
+    pub port: PortId,
+    pub bytes: u64,
+    pub packets: u32,
 }
 
 /// Packet accounting: every packet is delivered, dropped or still in the network.
@@ -282,10 +290,6 @@ impl Simulation {
 
     pub fn conservation(&self) -> Conservation {
         Conservation { in_flight: self.fabric.packets.live(), ..self.counts }
-    }
-
-    pub fn summary(&self) -> Summary {
-        Summary::of(self)
     }
 
     pub fn scenario(&self) -> &Scenario {

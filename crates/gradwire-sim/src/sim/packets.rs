@@ -2,7 +2,6 @@
 
 use super::eps::{prefetch_delivery, prefetch_slot};
 use super::*;
-use gradwire_core::switch::SwitchPort;
 
 impl Simulation {
     pub(super) fn send_from_host(&mut self, mut p: Packet) {
@@ -40,10 +39,7 @@ impl Simulation {
             return self.drop(h.id, DropReason::LinkDown);
         }
         let pool = &mut self.fabric.pools[pr.pool as usize];
-        let admit = match &mut pr.queue {
-            SwitchPort::Priority(q) => q.enqueue(h, h.wire_bytes as u32, h.priority, h.ect, pool),
-            SwitchPort::PFabric(q) => q.enqueue(h, h.wire_bytes as u32, h.rank, h.flow, pool),
-        };
+        let admit = pr.queue.enqueue(h, &h, pool);
         while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
             self.drop(victim.id, DropReason::Evicted);
         }

@@ -1,10 +1,10 @@
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
+use crate::testkit::{corrupting_loss, placing_pipe, random_loss, Link, LossFn, PipeOutcome, Tags};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent};
 
@@ -14,28 +14,8 @@ const DST: u32 = 2;
 const DELAY: Time = 5 * US;
 const RTT: Time = 2 * DELAY;
 
-/// Tiny deterministic generator for loss patterns.
-struct XorShift(u64);
-
-impl XorShift {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 fn cfg(loss_bound: f64) -> DlcpConfig {
     DlcpConfig { loss_bound, line_rate_bps: 10_000_000_000, ctrl_rto: MS, ..DlcpConfig::default() }
-}
-
-/// Decides whether a packet is lost (and may corrupt it); `to_receiver` gives the direction.
-type LossFn<'a> = Box<dyn FnMut(&mut Packet, bool) -> bool + 'a>;
-
-fn random_loss<'a>(seed: u64, data: f64, ctrl: f64) -> LossFn<'a> {
-    let mut rng = XorShift(seed | 1);
-    Box::new(move |p, _| rng.unit() < if p.kind == PacketKind::Data { data } else { ctrl })
 }
 
 struct Outcome {
@@ -53,92 +33,18 @@ struct Outcome {
 /// Run one transfer over a pipe with fixed one-way `DELAY` and the given losses.
 /// Every data range the receiver hands out is written into a buffer of exactly `size`
 /// bytes (slicing panics on any write outside the tensor).
-fn run(cfg: DlcpConfig, size: u64, mut lose: LossFn, limit: Time) -> Outcome {
+fn run(cfg: DlcpConfig, size: u64, lose: LossFn, limit: Time) -> Outcome {
     let mut s = DlcpSender::new(cfg, FLOW, SRC, DST, size, 0);
     let mut r = DlcpReceiver::new(cfg, FLOW, DST, SRC, size);
-    let mut wire: BTreeMap<(Time, u64), (bool, Packet)> = BTreeMap::new();
-    let mut n = 0u64;
-    let mut buf = vec![0u8; size as usize];
-    let mut written = vec![false; size as usize];
-    let (mut delivered_at, mut delivered_bytes, mut sender_done_at) = (None, None, None);
-    let mut t: Time = 0;
-    loop {
-        if sender_done_at.is_none() {
-            while let Some(mut p) = s.poll_transmit(t) {
-                assert!(p.sent_at == t && p.flow == FLOW && (p.src, p.dst) == (SRC, DST));
-                if p.kind == PacketKind::Data {
-                    assert!(p.seq + p.len as u64 <= size, "sender sent outside the tensor");
-                    assert_eq!(p.priority, cfg.data_priority);
-                } else {
-                    assert_eq!(p.priority, cfg.ctrl_priority);
-                }
-                if !lose(&mut p, true) {
-                    n += 1;
-                    wire.insert((t + DELAY, n), (true, p));
-                }
-            }
-            while let Some(ev) = s.poll_event() {
-                assert_eq!(ev, EndpointEvent::SenderDone);
-                assert!(sender_done_at.is_none());
-                sender_done_at = Some(t);
-            }
-        }
-        while let Some(mut p) = r.poll_transmit(t) {
-            assert!((p.src, p.dst) == (DST, SRC) && p.kind != PacketKind::Data);
-            if !lose(&mut p, false) {
-                n += 1;
-                wire.insert((t + DELAY, n), (false, p));
-            }
-        }
-        while let Some(ev) = r.poll_event() {
-            let EndpointEvent::Delivered { bytes } = ev else { panic!("{ev:?}") };
-            assert!(delivered_at.is_none(), "Delivered twice");
-            delivered_at = Some(t);
-            delivered_bytes = Some(bytes);
-        }
-        let s_timer = if sender_done_at.is_none() { s.poll_timeout() } else { None };
-        let next = [wire.keys().next().map(|k| k.0), s_timer, r.poll_timeout()].into_iter().flatten().min();
-        let Some(next) = next else { break };
-        if next > limit || (sender_done_at.is_some() && wire.is_empty() && r.is_closed() && r.poll_timeout().is_none())
-        {
-            break;
-        }
-        assert!(next >= t, "time went backwards");
-        t = next;
-        while let Some(entry) = wire.first_entry().filter(|e| e.key().0 <= t) {
-            let (to_receiver, p) = entry.remove();
-            if to_receiver {
-                if let Some(range) = r.receive(t, &p) {
-                    let (a, b) = (range.start as usize, range.end as usize);
-                    assert!(written[a..b].iter().all(|w| !w), "range handed out twice");
-                    buf[a..b].fill(1);
-                    written[a..b].fill(true);
-                }
-            } else if sender_done_at.is_none() {
-                s.handle_packet(t, &p);
-            }
-        }
-        if s_timer.is_some_and(|d| d <= t) {
-            s.handle_timeout(t);
-        }
-        if r.poll_timeout().is_some_and(|d| d <= t) {
-            r.handle_timeout(t);
-        }
-    }
-    let mut missing: Vec<Range<u64>> = Vec::new();
-    for (i, w) in written.iter().enumerate() {
-        let i = i as u64;
-        if !w {
-            match missing.last_mut() {
-                Some(m) if m.end == i => m.end = i + 1,
-                _ => missing.push(i..i + 1),
-            }
-        }
-    }
+    let tags = Tags::new(FLOW, SRC, DST, size, cfg.data_priority, cfg.ctrl_priority);
+    let done = |_: &DlcpSender, r: &DlcpReceiver, o: &PipeOutcome| {
+        o.sender_done_at.is_some() && r.is_closed() && r.poll_timeout().is_none()
+    };
+    let (o, missing) = placing_pipe(&mut s, &mut r, Link::delay(DELAY), lose, limit, tags, DlcpReceiver::receive, done);
     Outcome {
-        delivered_at,
-        delivered_bytes,
-        sender_done_at,
+        delivered_at: o.delivered.map(|d| d.0),
+        delivered_bytes: o.delivered.map(|d| d.1),
+        sender_done_at: o.sender_done_at,
         missing,
         bubbles: r.bubbles(),
         receiver_quiet: r.poll_timeout().is_none(),
@@ -374,17 +280,8 @@ proptest! {
         bound in prop_oneof![Just(0.0), 0.0f64..0.5], mss in 100u32..1500,
     ) {
         let c = DlcpConfig { mss, ..cfg(bound) };
-        // Some data is corrupted in flight: random offsets and lengths, mostly near or
-        // past the end of the tensor, which must never be placed outside it.
-        let mut rng = XorShift(seed ^ 0x5eed);
-        let mut lose = random_loss(seed, data_loss, ctrl_loss);
-        let o = run(c, size, Box::new(move |p: &mut Packet, to_rx| {
-            if p.kind == PacketKind::Data && rng.unit() < 0.05 {
-                p.seq = (rng.unit() * (size + 3000) as f64) as u64;
-                p.len = (rng.unit() * 3000.0) as u32;
-            }
-            lose(p, to_rx)
-        }), 100_000 * MS);
+        // Some data is corrupted in flight, and must never be placed outside the tensor.
+        let o = run(c, size, corrupting_loss(seed, data_loss, ctrl_loss, size), 100_000 * MS);
         check_completed(&o, size, bound);
         prop_assert!(o.receiver.delivered_fraction() >= 1.0 - bound - 1e-9);
     }

@@ -1,12 +1,12 @@
-use std::collections::BTreeMap;
 use std::ops::Range;
 
 use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
+use crate::testkit::{corrupting_loss, no_loss, placing_pipe, random_loss, Link, LossFn, Tags};
 use crate::time::{serialization, Time, MS, US};
-use crate::transport::{Endpoint, EndpointEvent};
+use crate::transport::Endpoint;
 
 const FLOW: u32 = 21;
 const SRC: u32 = 1;
@@ -14,45 +14,12 @@ const DST: u32 = 2;
 const DELAY: Time = 5 * US;
 const RATE: u64 = 10_000_000_000;
 
-/// Tiny deterministic generator for loss patterns.
-struct XorShift(u64);
-
-impl XorShift {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Initial estimates that match the default pipe, so the LT threshold is realistic.
 fn cfg(loss_bound: f64) -> LtpConfig {
     LtpConfig { loss_bound, initial_rtprop: 2 * DELAY, initial_btlbw_bps: RATE, ..LtpConfig::default() }
 }
 
-/// Decides whether a packet is lost (and may corrupt it); the flag is "to the receiver".
-type LossFn<'a> = Box<dyn FnMut(&mut Packet, bool) -> bool + 'a>;
-
-fn no_loss<'a>() -> LossFn<'a> {
-    Box::new(|_, _| false)
-}
-
-/// Independent random loss, `data` for data packets and `other` for ACKs and control.
-fn random_loss<'a>(seed: u64, data: f64, other: f64) -> LossFn<'a> {
-    let mut rng = XorShift(seed | 1);
-    Box::new(move |p, _| rng.unit() < if p.kind == PacketKind::Data { data } else { other })
-}
-
-/// A link each way: FIFO serialization at `bps`, then a fixed `delay`. A packet the loss
-/// function takes still used its serialization time (loss on the wire, not congestion).
-#[derive(Clone, Copy)]
-struct Pipe {
-    bps: u64,
-    delay: Time,
-}
-
-const PIPE: Pipe = Pipe { bps: RATE, delay: DELAY };
+const PIPE: Link = Link { bps: RATE, delay: DELAY };
 
 struct Outcome {
     delivered_at: Option<Time>,
@@ -67,92 +34,14 @@ struct Outcome {
 
 /// Run one transfer over `pipe`. Every data range the receiver hands out is written into
 /// a buffer of exactly `size` bytes (slicing panics on any write outside the tensor).
-fn run_with(mut s: LtpSender, mut r: LtpReceiver, size: u64, pipe: Pipe, mut lose: LossFn, limit: Time) -> Outcome {
+fn run_with(mut s: LtpSender, mut r: LtpReceiver, size: u64, link: Link, lose: LossFn, limit: Time) -> Outcome {
     let cfg = r.config().clone();
-    let mut wire: BTreeMap<(Time, u64), (bool, Packet)> = BTreeMap::new();
-    let mut busy = [0 as Time; 2];
-    let mut n = 0u64;
-    let mut written = vec![false; size as usize];
-    let (mut delivered_at, mut delivered_bytes, mut sender_done_at) = (None, None, None);
-    let mut t: Time = 0;
-    let mut put = |wire: &mut BTreeMap<_, _>, mut p: Packet, to_rx: bool, t: Time| {
-        let d = to_rx as usize;
-        busy[d] = busy[d].max(t) + serialization(p.wire_bytes, pipe.bps);
-        if !lose(&mut p, to_rx) {
-            n += 1;
-            wire.insert((busy[d] + pipe.delay, n), (to_rx, p));
-        }
-    };
-    loop {
-        if sender_done_at.is_none() {
-            while let Some(p) = s.poll_transmit(t) {
-                assert!(p.sent_at == t && p.flow == FLOW && (p.src, p.dst) == (SRC, DST));
-                if p.kind == PacketKind::Data {
-                    assert!(p.seq + p.len as u64 <= size, "sender sent outside the tensor");
-                    assert_eq!(p.priority, cfg.data_priority);
-                } else {
-                    assert_eq!(p.priority, cfg.ctrl_priority);
-                }
-                put(&mut wire, p, true, t);
-            }
-            while let Some(ev) = s.poll_event() {
-                assert_eq!(ev, EndpointEvent::SenderDone);
-                sender_done_at = Some(t);
-            }
-        }
-        while let Some(p) = r.poll_transmit(t) {
-            assert!((p.src, p.dst) == (DST, SRC) && p.kind != PacketKind::Data);
-            assert_eq!(p.priority, cfg.ctrl_priority);
-            put(&mut wire, p, false, t);
-        }
-        while let Some(ev) = r.poll_event() {
-            let EndpointEvent::Delivered { bytes } = ev else { panic!("{ev:?}") };
-            assert!(delivered_at.is_none(), "Delivered twice");
-            delivered_at = Some(t);
-            delivered_bytes = Some(bytes);
-        }
-        let s_timer = if sender_done_at.is_none() { s.poll_timeout() } else { None };
-        let next = [wire.keys().next().map(|k| k.0), s_timer, r.poll_timeout()].into_iter().flatten().min();
-        let Some(next) = next else { break };
-        if next > limit {
-            break;
-        }
-        assert!(next >= t, "time went backwards");
-        t = next;
-        while let Some(entry) = wire.first_entry().filter(|e| e.key().0 <= t) {
-            let (to_receiver, p) = entry.remove();
-            if to_receiver {
-                if let Some(range) = r.receive(t, &p) {
-                    let (a, b) = (range.start as usize, range.end as usize);
-                    assert!(b as u64 <= size && a < b, "range outside the tensor");
-                    assert!(written[a..b].iter().all(|w| !w), "range handed out twice");
-                    written[a..b].fill(true);
-                }
-            } else if sender_done_at.is_none() {
-                s.handle_packet(t, &p);
-            }
-        }
-        if s_timer.is_some_and(|d| d <= t) {
-            s.handle_timeout(t);
-        }
-        if r.poll_timeout().is_some_and(|d| d <= t) {
-            r.handle_timeout(t);
-        }
-    }
-    let mut missing: Vec<Range<u64>> = Vec::new();
-    for (i, w) in written.iter().enumerate() {
-        let i = i as u64;
-        if !w {
-            match missing.last_mut() {
-                Some(m) if m.end == i => m.end = i + 1,
-                _ => missing.push(i..i + 1),
-            }
-        }
-    }
+    let tags = Tags::new(FLOW, SRC, DST, size, cfg.data_priority, cfg.ctrl_priority);
+    let (o, missing) = placing_pipe(&mut s, &mut r, link, lose, limit, tags, LtpReceiver::receive, |_, _, _| false);
     Outcome {
-        delivered_at,
-        delivered_bytes,
-        sender_done_at,
+        delivered_at: o.delivered.map(|d| d.0),
+        delivered_bytes: o.delivered.map(|d| d.1),
+        sender_done_at: o.sender_done_at,
         missing,
         receiver_quiet: r.poll_timeout().is_none(),
         sender: s,
@@ -390,7 +279,7 @@ fn a_tail_loss_is_found_by_the_rto() {
 
 #[test]
 fn bdp_estimator_converges_to_the_pipe() {
-    let pipe = Pipe { bps: 1_000_000_000, delay: 50 * US };
+    let pipe = Link { bps: 1_000_000_000, delay: 50 * US };
     let c = LtpConfig { initial_rtprop: 10 * US, initial_btlbw_bps: 100_000_000_000, loss_tolerant: false, ..cfg(0.0) };
     let size = 2000 * 1440; // full segments only: every RTT sample has the same serialization
     let s = LtpSender::new(c.clone(), FLOW, SRC, DST, size, 0);
@@ -497,17 +386,8 @@ proptest! {
             critical: Critical::Fraction { fraction: critical_frac, seed },
             ..cfg(bound)
         };
-        // Some data is corrupted in flight: random offsets and lengths, mostly near or
-        // past the end of the tensor, which must never be placed outside it.
-        let mut rng = XorShift(seed ^ 0x5eed);
-        let mut lose = random_loss(seed, data_loss, other_loss);
-        let o = run(c, size, Box::new(move |p: &mut Packet, to_rx| {
-            if p.kind == PacketKind::Data && rng.unit() < 0.05 {
-                p.seq = (rng.unit() * (size + 3000) as f64) as u64;
-                p.len = (rng.unit() * 3000.0) as u32;
-            }
-            lose(p, to_rx)
-        }), 100_000 * MS);
+        // Some data is corrupted in flight, and must never be placed outside the tensor.
+        let o = run(c, size, corrupting_loss(seed, data_loss, other_loss, size), 100_000 * MS);
         check_finished(&o, size, bound);
         let r = &o.receiver;
         if r.bound_met() {

@@ -31,7 +31,7 @@
 mod receiver;
 mod sender;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 
 pub use receiver::PFabricReceiver;
 pub use sender::PFabricSender;

@@ -1,110 +1,12 @@
-use std::collections::BTreeMap;
-
 use super::*;
 use crate::packet::{Packet, PacketKind};
+use crate::testkit::{acked_pipe, no_loss, random_loss};
 use crate::time::{Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent};
 
 const MSS: u64 = 1460;
 const FLOW: u32 = 5;
 const DELAY: Time = 6 * US;
-
-/// Tiny deterministic generator for loss patterns.
-pub(crate) struct XorShift(pub u64);
-
-impl XorShift {
-    pub fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// Decides whether a packet sent at `now` is lost; `to_receiver` gives the direction.
-pub(crate) type LossFn<'a> = Box<dyn FnMut(Time, &Packet, bool) -> bool + 'a>;
-
-/// Independent random loss with probability `fwd` (data) and `rev` (ACKs).
-pub(crate) fn random_loss<'a>(seed: u64, fwd: f64, rev: f64) -> LossFn<'a> {
-    let mut rng = XorShift(seed | 1);
-    Box::new(move |_, _, to_receiver| rng.unit() < if to_receiver { fwd } else { rev })
-}
-
-pub(crate) struct PipeOutcome {
-    pub delivered: Option<(Time, u64)>,
-    pub sender_done_at: Option<Time>,
-    /// Every packet the sender emitted, in order, lost or not.
-    pub sent: Vec<Packet>,
-    pub acks_sent: u64,
-}
-
-/// Run one transfer over a pipe with a fixed one-way `delay` and the given losses, until
-/// both sides are done and the pipe is empty, or past `limit`.
-pub(crate) fn pipe<S: Endpoint, R: Endpoint>(
-    s: &mut S,
-    r: &mut R,
-    delay: Time,
-    mut lose: LossFn,
-    limit: Time,
-) -> PipeOutcome {
-    let mut wire: BTreeMap<(Time, u64), (bool, Packet)> = BTreeMap::new();
-    let mut n = 0u64;
-    let mut out = PipeOutcome { delivered: None, sender_done_at: None, sent: Vec::new(), acks_sent: 0 };
-    let mut t: Time = 0;
-    loop {
-        if out.sender_done_at.is_none() {
-            while let Some(p) = s.poll_transmit(t) {
-                assert_eq!(p.sent_at, t);
-                out.sent.push(p);
-                if !lose(t, &p, true) {
-                    n += 1;
-                    wire.insert((t + delay, n), (true, p));
-                }
-            }
-            while let Some(ev) = s.poll_event() {
-                assert_eq!(ev, EndpointEvent::SenderDone);
-                assert!(out.sender_done_at.is_none(), "SenderDone twice");
-                out.sender_done_at = Some(t);
-            }
-        }
-        while let Some(p) = r.poll_transmit(t) {
-            assert_eq!(p.kind, PacketKind::Ack);
-            out.acks_sent += 1;
-            if !lose(t, &p, false) {
-                n += 1;
-                wire.insert((t + delay, n), (false, p));
-            }
-        }
-        while let Some(ev) = r.poll_event() {
-            let EndpointEvent::Delivered { bytes } = ev else { panic!("{ev:?}") };
-            assert!(out.delivered.is_none(), "Delivered twice");
-            out.delivered = Some((t, bytes));
-        }
-        if out.sender_done_at.is_some() && out.delivered.is_some() && wire.is_empty() {
-            break;
-        }
-        let s_timer = if out.sender_done_at.is_none() { s.poll_timeout() } else { None };
-        let next = [wire.keys().next().map(|k| k.0), s_timer].into_iter().flatten().min();
-        let Some(next) = next else { break };
-        if next > limit {
-            break;
-        }
-        assert!(next >= t, "time went backwards");
-        t = next;
-        while let Some(entry) = wire.first_entry().filter(|e| e.key().0 <= t) {
-            let (to_receiver, p) = entry.remove();
-            if to_receiver {
-                r.handle_packet(t, &p);
-            } else if out.sender_done_at.is_none() {
-                s.handle_packet(t, &p);
-            }
-        }
-        if s_timer.is_some_and(|d| d <= t) {
-            s.handle_timeout(t);
-        }
-    }
-    out
-}
 
 fn cfg() -> PFabricConfig {
     PFabricConfig::default()
@@ -272,7 +174,7 @@ fn check_ranks(sent: &[Packet], size: u64) {
 fn lossless_transfer_stamps_decreasing_ranks() {
     let size = 200 * MSS + 7;
     let (mut s, mut r) = (sender(size), receiver(size));
-    let o = pipe(&mut s, &mut r, DELAY, Box::new(|_, _, _| false), 10 * MS);
+    let o = acked_pipe(&mut s, &mut r, DELAY, no_loss(), 10 * MS);
     assert_eq!(o.delivered.map(|d| d.1), Some(size));
     assert!(o.sender_done_at.is_some());
     assert_eq!(o.sent.len(), 201);
@@ -293,7 +195,7 @@ fn lossy_transfer_completes_for_many_seeds() {
     let size = 300 * MSS + 123;
     for seed in 1..=20u64 {
         let (mut s, mut r) = (sender(size), receiver(size));
-        let o = pipe(&mut s, &mut r, DELAY, random_loss(seed * 7919, 0.1, 0.1), 500 * MS);
+        let o = acked_pipe(&mut s, &mut r, DELAY, random_loss(seed * 7919, 0.1, 0.1), 500 * MS);
         assert_eq!(o.delivered.map(|d| d.1), Some(size), "seed {seed}");
         assert!(o.sender_done_at.is_some(), "seed {seed}");
         assert_eq!(r.received_bytes(), size);
@@ -313,7 +215,7 @@ fn outage_goes_to_probe_mode_and_recovers() {
     // everything sent in [20us, 20us + 12 rto) is lost, both ways
     let (from, to) = (20 * US, 20 * US + 12 * rto);
     let (mut s, mut r) = (sender(size), receiver(size));
-    let o = pipe(&mut s, &mut r, DELAY, Box::new(move |t, _, _| (from..to).contains(&t)), 100 * MS);
+    let o = acked_pipe(&mut s, &mut r, DELAY, Box::new(move |p, _| (from..to).contains(&p.sent_at)), 100 * MS);
     assert_eq!(o.delivered.map(|d| d.1), Some(size));
     assert!(o.sender_done_at.is_some());
     let probes = o.sent.iter().filter(|p| p.len == 0).count();

@@ -4,6 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{Packet, PacketKind};
+use crate::testkit::XorShift;
 use crate::time::{Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent};
 
@@ -347,22 +348,6 @@ fn sender_ignores_bogus_acks_and_zero_size_flows_finish() {
     assert_eq!(s.poll_event(), None);
     assert_eq!(r.poll_event(), Some(EndpointEvent::Delivered { bytes: 0 }));
     assert_eq!(r.poll_event(), None);
-}
-
-/// Tiny deterministic PRNG for the pipe (no dependencies).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        ((self.next() >> 11) as f64 / (1u64 << 53) as f64) < p
-    }
 }
 
 struct Outcome {
