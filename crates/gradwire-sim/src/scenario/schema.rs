@@ -61,6 +61,10 @@ pub struct PcnCfg {
     pub fallback_us: Option<f64>,
     /// Size of a PCN-START and of its ACK on the wire.
     pub packet_bytes: u32,
+    /// The worker starts its burst this long after the ACK (0: at once, pcn.md §3.2); a
+    /// real sender adds its own start-up here (an iperf3 burst opens a TCP connection).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub burst_delay_us: f64,
 }
 
 impl Default for PcnCfg {
@@ -73,6 +77,7 @@ impl Default for PcnCfg {
             rtt_us: None,
             fallback_us: None,
             packet_bytes: 64,
+            burst_delay_us: 0.0,
         }
     }
 }

@@ -176,6 +176,7 @@ impl Scenario {
             }
         }
         nonzero("pcn.packet_bytes", p.packet_bytes as u64)?;
+        nonnegative("pcn.burst_delay_us", p.burst_delay_us)?;
         if self.switch.ecn_threshold_packets == 0 {
             return Err(ScenarioError::new(
                 "switch.ecn_threshold_packets",

@@ -20,6 +20,10 @@ enum Burst {
     Due,
     /// START sent, waiting for the ACK or the fallback.
     Waiting,
+    /// ACK in; the burst starts at this time (`pcn.burst_delay_us` after the ACK).
+    Acked {
+        at: Time,
+    },
     /// Started; its first packet still to carry the burst mark.
     MarkNext,
     Started,
@@ -28,6 +32,7 @@ enum Burst {
 pub(super) struct PcnWorld {
     threshold: u32,
     fallback: Time,
+    burst_delay: Time,
     packet_bytes: u32,
     regs: Vec<PcnRegister>,
     /// The threshold each port applies now (to touch a port only on change).
@@ -79,6 +84,7 @@ impl PcnWorld {
         };
         let drain = gradwire_core::time::serialization(queue_cap.min(u32::MAX as u64) as u32, rate as u64);
         let fallback = cfg.fallback_us.map_or_else(|| worker_fallback(s.base_rtt_ns() * NS, 3 * drain), from_us);
+        let burst_delay = from_us(cfg.burst_delay_us);
         let mut bursts = vec![Burst::No; workload.flows.len()];
         for &f in &workload.bursts {
             bursts[f as usize] = Burst::Due;
@@ -86,9 +92,11 @@ impl PcnWorld {
         Some(PcnWorld {
             threshold,
             fallback,
+            burst_delay,
             packet_bytes: cfg.packet_bytes,
-            // a lease of twice the fallback: the burst follows its ACK within the fallback
-            regs: vec![PcnRegister::new(initial, 2 * fallback); ports],
+            // a lease of twice the fallback and the delay: the burst follows its ACK
+            // within the fallback, and its own delay after that
+            regs: vec![PcnRegister::new(initial, 2 * (fallback + burst_delay)); ports],
             applied: vec![initial; ports],
             tags: Vec::new(),
             bursts,
@@ -152,6 +160,12 @@ impl Simulation {
                 pcn.bursts[f as usize] = Burst::MarkNext;
                 false
             }
+            // the delayed start after the ACK (a fallback timer firing earlier is ignored)
+            Burst::Acked { at } if self.now >= at => {
+                pcn.bursts[f as usize] = Burst::MarkNext;
+                false
+            }
+            Burst::Acked { .. } => true,
             // a fallback timer left behind by an ACK that came first
             Burst::MarkNext | Burst::Started => true,
         }
@@ -222,9 +236,15 @@ impl Simulation {
             Some(PcnMark::Ack { .. }) => {
                 let f = p.flow;
                 if pcn.bursts.get(f as usize) == Some(&Burst::Waiting) {
-                    pcn.bursts[f as usize] = Burst::MarkNext;
                     pcn.stats.released_by_ack += 1;
-                    self.launch_flow(f);
+                    if pcn.burst_delay == 0 {
+                        pcn.bursts[f as usize] = Burst::MarkNext;
+                        self.launch_flow(f);
+                    } else {
+                        let at = self.now + pcn.burst_delay;
+                        pcn.bursts[f as usize] = Burst::Acked { at };
+                        self.events.push(at, Target::FlowStart(f));
+                    }
                 }
                 true
             }
