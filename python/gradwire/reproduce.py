@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gradwire import pcn_bursts
 from gradwire._core import ScenarioError
 from gradwire.runner import (
     RunResult,
@@ -586,30 +587,10 @@ def pcn_metrics(run_dir: Path, config: dict) -> dict:
     import numpy as np
     import pandas as pd
 
-    w = config.get("workload", {})
-    flows = pd.read_csv(run_dir / "flows.csv")
-    bursts = flows[flows["dst"] == int(w.get("receiver", 0))]
-    q = pd.read_csv(run_dir / "queues.csv")
-    qt, qp = q["time_ns"].to_numpy(), q["packets"].to_numpy()
-    rows = []
-    for _it, g in bursts.groupby("iteration", sort=True):
-        start = pd.to_numeric(g["start_ns"], errors="coerce")
-        finish = pd.to_numeric(g["finish_ns"], errors="coerce")
-        if start.isna().any() or finish.isna().any():
-            break
-        a, b = float(start.min()), float(finish.max())
-        i = max(0, int(np.searchsorted(qt, a, side="right")) - 1)
-        j = int(np.searchsorted(qt, b, side="right"))
-        rows.append(
-            (
-                qp[i],
-                qp[i:j].max() if j > i else qp[i],
-                b - a,
-                float(g["size_bytes"].sum()),
-                a,
-                b,
-            )
-        )
+    rows = [
+        (b["start_queue_pkts"], b["max_queue_pkts"], b["finish_ns"] - b["start_ns"], b["bytes"], b["start_ns"], b["finish_ns"])
+        for b in pcn_bursts.bursts(run_dir, config)
+    ]
     out = {
         k: math.nan
         for k in (
@@ -881,6 +862,9 @@ def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: f
     df.to_csv(paths["table_csv"], index=False)
     paths["table_md"] = write_markdown(p, df, out_dir / TABLE_MD)
     paths["plot"] = plot(p, df, out_dir / f"{p.repro.name}.png")
+    if p.repro.reduce == "pcn":
+        runs = [(j.series, j.x, j.dir, j.spec.scenario) for i, j in enumerate(p.jobs) if i in results]
+        paths.update(pcn_bursts.write(runs, out_dir, p.repro.name))
     manifest = {
         "name": p.repro.name,
         "title": p.repro.title,

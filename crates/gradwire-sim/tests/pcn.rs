@@ -134,6 +134,10 @@ fn burst_delay_starts_each_burst_that_long_after_its_ack() {
     assert_eq!(delayed[0] - plain[0], 300_000);
     let s = run(&["pcn.burst_delay_us=300.0"]);
     let pcn = s.pcn.unwrap();
+    // every worker waited its START-ACK round trip (at least the base RTT) plus the delay
+    let base = run(&[]).pcn.unwrap();
+    assert!(base.waited_ns >= 8 * 76_900, "{base:?}");
+    assert!(pcn.waited_ns >= base.waited_ns + 8 * 300_000 - 8 * 20_000, "{pcn:?} vs {base:?}");
     assert_eq!(
         (pcn.released_by_ack, pcn.released_by_fallback),
         (8, 0),

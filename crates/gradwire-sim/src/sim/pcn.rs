@@ -18,10 +18,13 @@ enum Burst {
     No,
     /// Not yet announced.
     Due,
-    /// START sent, waiting for the ACK or the fallback.
-    Waiting,
-    /// ACK in; the burst starts at this time (`pcn.burst_delay_us` after the ACK).
+    /// START sent at `since`, waiting for the ACK or the fallback.
+    Waiting {
+        since: Time,
+    },
+    /// ACK in; the burst starts `at` (`pcn.burst_delay_us` after the ACK).
     Acked {
+        since: Time,
         at: Time,
     },
     /// Started; its first packet still to carry the burst mark.
@@ -53,6 +56,8 @@ pub struct PcnStats {
     /// Bursts released by the server's ACK, and by the fallback timer.
     pub released_by_ack: u64,
     pub released_by_fallback: u64,
+    /// Summed over bursts: from the START to the burst's start (what PCN costs a worker).
+    pub waited_ns: u64,
     /// Summed over switch ports: STARTs seen, burst marks matched, leases that ran out.
     pub port_starts: u64,
     pub port_bursts: u64,
@@ -145,7 +150,7 @@ impl Simulation {
         match pcn.bursts[f as usize] {
             Burst::No => false,
             Burst::Due => {
-                pcn.bursts[f as usize] = Burst::Waiting;
+                pcn.bursts[f as usize] = Burst::Waiting { since: self.now };
                 pcn.stats.starts_sent += 1;
                 let (bytes, fallback, threshold) = (pcn.packet_bytes, pcn.fallback, pcn.threshold);
                 let spec = &self.workload.flows[f as usize];
@@ -154,14 +159,16 @@ impl Simulation {
                 self.events.push(self.now + fallback, Target::FlowStart(f));
                 true
             }
-            Burst::Waiting => {
+            Burst::Waiting { since } => {
                 // the fallback fired before any ACK
                 pcn.stats.released_by_fallback += 1;
+                pcn.stats.waited_ns += (self.now - since) / NS;
                 pcn.bursts[f as usize] = Burst::MarkNext;
                 false
             }
             // the delayed start after the ACK (a fallback timer firing earlier is ignored)
-            Burst::Acked { at } if self.now >= at => {
+            Burst::Acked { since, at } if self.now >= at => {
+                pcn.stats.waited_ns += (self.now - since) / NS;
                 pcn.bursts[f as usize] = Burst::MarkNext;
                 false
             }
@@ -235,14 +242,15 @@ impl Simulation {
             }
             Some(PcnMark::Ack { .. }) => {
                 let f = p.flow;
-                if pcn.bursts.get(f as usize) == Some(&Burst::Waiting) {
+                if let Some(&Burst::Waiting { since }) = pcn.bursts.get(f as usize) {
                     pcn.stats.released_by_ack += 1;
                     if pcn.burst_delay == 0 {
+                        pcn.stats.waited_ns += (self.now - since) / NS;
                         pcn.bursts[f as usize] = Burst::MarkNext;
                         self.launch_flow(f);
                     } else {
                         let at = self.now + pcn.burst_delay;
-                        pcn.bursts[f as usize] = Burst::Acked { at };
+                        pcn.bursts[f as usize] = Burst::Acked { since, at };
                         self.events.push(at, Target::FlowStart(f));
                     }
                 }
