@@ -119,7 +119,8 @@ RAT_QUICK = ("workload.bytes=9700000", "workload.iterations=2")
 PCN_NOTE = (
     "Per burst (one DDLgen iteration: both workers' pushes): start queue = packets in the bottleneck "
     "queue (leaf0->spine0, sampled every 1 µs) when the burst's data starts; max queue = the most during "
-    "the burst; BCT = last finish − first start; training throughput = burst bytes / BCT. Means over the "
+    "the burst; BCT = last finish − first start; training throughput = burst bytes / BCT; wait = a worker's "
+    "time from its PCN-START to its burst (the ACK, then pcn.burst_delay_us; 0 with PCN off). Means over the "
     "bursts. Background = the long flows' delivered bytes (receivers' downlinks) per second from the first "
     "burst to the last; lost % is against PCN off at the same k (off ignores k: its runs are the same). "
     "The 6 long background flows never finish: the run stops at stop_ms."
@@ -246,6 +247,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {
                 Metric("train_gbps", "training throughput (Gbit/s)"),
                 Metric("bg_gbps", "background throughput (Gbit/s)"),
                 Metric("bg_lost_pct", "background lost vs off (%)"),
+                Metric("wait_ms", "START to burst start (ms)"),
             ),
             reduce="pcn",
             quick=PCN_QUICK,
@@ -578,7 +580,9 @@ def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict 
 
         return ict_metrics(pd.read_csv(run_dir / "flows.csv"), summary, config or {})
     if repro.reduce == "pcn":
-        return pcn_metrics(run_dir, config or {})
+        pcn = summary.get("pcn") or {}
+        wait_ms = pcn.get("waited_ns", 0) / max(1, pcn.get("starts_sent", 0)) / 1e6
+        return {**pcn_metrics(run_dir, config or {}), "wait_ms": wait_ms}
     raise ValueError(f"unknown reduction {repro.reduce!r}")
 
 
@@ -588,7 +592,14 @@ def pcn_metrics(run_dir: Path, config: dict) -> dict:
     import pandas as pd
 
     rows = [
-        (b["start_queue_pkts"], b["max_queue_pkts"], b["finish_ns"] - b["start_ns"], b["bytes"], b["start_ns"], b["finish_ns"])
+        (
+            b["start_queue_pkts"],
+            b["max_queue_pkts"],
+            b["finish_ns"] - b["start_ns"],
+            b["bytes"],
+            b["start_ns"],
+            b["finish_ns"],
+        )
         for b in pcn_bursts.bursts(run_dir, config)
     ]
     out = {
