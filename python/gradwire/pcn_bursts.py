@@ -22,9 +22,10 @@ def bursts(run_dir: Path, config: dict) -> list[dict]:
     import numpy as np
     import pandas as pd
 
-    receiver = int(config.get("workload", {}).get("receiver", 0))
+    w = config.get("workload", {})
     flows = pd.read_csv(run_dir / "flows.csv")
-    pushes = flows[flows["dst"] == receiver]
+    # the workers' pushes (a background flow may end at the server too)
+    pushes = flows[(flows["dst"] == int(w.get("receiver", 0))) & flows["src"].isin(w.get("sender_list", []))]
     q = pd.read_csv(run_dir / "queues.csv")
     qt, qp = q["time_ns"].to_numpy(), q["packets"].to_numpy()
     rows = []
