@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gradwire import pcn_bursts
 from gradwire._core import ScenarioError
 from gradwire.runner import (
     RunResult,
@@ -118,7 +119,8 @@ RAT_QUICK = ("workload.bytes=9700000", "workload.iterations=2")
 PCN_NOTE = (
     "Per burst (one DDLgen iteration: both workers' pushes): start queue = packets in the bottleneck "
     "queue (leaf0->spine0, sampled every 1 µs) when the burst's data starts; max queue = the most during "
-    "the burst; BCT = last finish − first start; training throughput = burst bytes / BCT. Means over the "
+    "the burst; BCT = last finish − first start; training throughput = burst bytes / BCT; wait = a worker's "
+    "time from its PCN-START to its burst (the ACK, then pcn.burst_delay_us; 0 with PCN off). Means over the "
     "bursts. Background = the long flows' delivered bytes (receivers' downlinks) per second from the first "
     "burst to the last; lost % is against PCN off at the same k (off ignores k: its runs are the same). "
     "The 6 long background flows never finish: the run stops at stop_ms."
@@ -245,6 +247,7 @@ REPRODUCTIONS: dict[str, Reproduction] = {
                 Metric("train_gbps", "training throughput (Gbit/s)"),
                 Metric("bg_gbps", "background throughput (Gbit/s)"),
                 Metric("bg_lost_pct", "background lost vs off (%)"),
+                Metric("wait_ms", "START to burst start (ms)"),
             ),
             reduce="pcn",
             quick=PCN_QUICK,
@@ -577,7 +580,9 @@ def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict 
 
         return ict_metrics(pd.read_csv(run_dir / "flows.csv"), summary, config or {})
     if repro.reduce == "pcn":
-        return pcn_metrics(run_dir, config or {})
+        pcn = summary.get("pcn") or {}
+        wait_ms = pcn.get("waited_ns", 0) / max(1, pcn.get("starts_sent", 0)) / 1e6
+        return {**pcn_metrics(run_dir, config or {}), "wait_ms": wait_ms}
     raise ValueError(f"unknown reduction {repro.reduce!r}")
 
 
@@ -586,30 +591,17 @@ def pcn_metrics(run_dir: Path, config: dict) -> dict:
     import numpy as np
     import pandas as pd
 
-    w = config.get("workload", {})
-    flows = pd.read_csv(run_dir / "flows.csv")
-    bursts = flows[flows["dst"] == int(w.get("receiver", 0))]
-    q = pd.read_csv(run_dir / "queues.csv")
-    qt, qp = q["time_ns"].to_numpy(), q["packets"].to_numpy()
-    rows = []
-    for _it, g in bursts.groupby("iteration", sort=True):
-        start = pd.to_numeric(g["start_ns"], errors="coerce")
-        finish = pd.to_numeric(g["finish_ns"], errors="coerce")
-        if start.isna().any() or finish.isna().any():
-            break
-        a, b = float(start.min()), float(finish.max())
-        i = max(0, int(np.searchsorted(qt, a, side="right")) - 1)
-        j = int(np.searchsorted(qt, b, side="right"))
-        rows.append(
-            (
-                qp[i],
-                qp[i:j].max() if j > i else qp[i],
-                b - a,
-                float(g["size_bytes"].sum()),
-                a,
-                b,
-            )
+    rows = [
+        (
+            b["start_queue_pkts"],
+            b["max_queue_pkts"],
+            b["finish_ns"] - b["start_ns"],
+            b["bytes"],
+            b["start_ns"],
+            b["finish_ns"],
         )
+        for b in pcn_bursts.bursts(run_dir, config)
+    ]
     out = {
         k: math.nan
         for k in (
@@ -881,6 +873,9 @@ def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: f
     df.to_csv(paths["table_csv"], index=False)
     paths["table_md"] = write_markdown(p, df, out_dir / TABLE_MD)
     paths["plot"] = plot(p, df, out_dir / f"{p.repro.name}.png")
+    if p.repro.reduce == "pcn":
+        runs = [(j.series, j.x, j.dir, j.spec.scenario) for i, j in enumerate(p.jobs) if i in results]
+        paths.update(pcn_bursts.write(runs, out_dir, p.repro.name))
     manifest = {
         "name": p.repro.name,
         "title": p.repro.title,

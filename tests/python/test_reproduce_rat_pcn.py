@@ -95,6 +95,14 @@ def test_pcn_fig9_and_fig10_quick(cli, tmp_path):
     assert (pcn["initial_threshold"], pcn["pcn_threshold"]) == (40, 5)
     assert pcn["starts_sent"] == pcn["released_by_ack"] == 4 and pcn["port_starts"] == pcn["port_bursts"] == 12
     assert pcn["ports_lowered_at_end"] == 0
+    # each worker waited for its ACK and then pcn.burst_delay_us (one base RTT) before its burst
+    assert pcn["waited_ns"] >= 4 * 2 * 76_900
+    # Fig. 9b/c: one row per burst and run, whose means are the table's
+    bursts = pd.read_csv(tmp_path / "pcn-fig9" / "bursts.csv")
+    assert (bursts.groupby("run").size() == 2).all() and set(bursts["series"]) == {"off", "pcn"}
+    assert (tmp_path / "pcn-fig9" / "pcn-fig9-bursts.png").read_bytes()[:8] == PNG
+    per_run = bursts.groupby("series")[["start_queue_pkts", "max_queue_pkts"]].mean()
+    assert per_run.to_numpy() == pytest.approx(by[["start_queue_pkts", "max_queue_pkts"]].loc[per_run.index].to_numpy())
     t, stdout = reproduce(cli, tmp_path, "pcn-fig10")
     by = t.set_index("series")
     assert by.loc["off", "bg_lost_pct"] == 0.0

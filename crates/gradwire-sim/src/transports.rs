@@ -58,6 +58,7 @@ impl EndpointFactory {
             dupack_threshold: tr.dupack_threshold,
             cc: match tr.kind {
                 TransportKind::Dctcp | TransportKind::Pias => CongestionControl::Dctcp { g: tr.dctcp_g },
+                TransportKind::Newreno if tr.newreno_ecn => CongestionControl::NewRenoEcn,
                 _ => CongestionControl::NewReno,
             },
             priority: tr.priority,

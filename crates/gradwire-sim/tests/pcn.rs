@@ -93,6 +93,7 @@ fn bad_pcn_keys_are_named() {
     assert_eq!(key("pcn.threshold=80"), "pcn.threshold");
     assert_eq!(key("pcn.k=0.0"), "pcn.k");
     assert_eq!(key("pcn.long_flows=0"), "pcn.long_flows");
+    assert_eq!(key("pcn.burst_delay_us=-1.0"), "pcn.burst_delay_us");
     assert_eq!(key("switch.ecn_threshold_packets=0"), "switch.ecn_threshold_packets");
     assert_eq!(key("workload.sender_list=[4]"), "workload.sender_list.0");
 }
@@ -122,4 +123,26 @@ fn idle_jitter_varies_the_burst_phase_per_seed() {
     // drawn when the workload is built: a function of the seed
     assert_eq!(jittered, burst_starts(&["pcn.enabled=false", "workload.idle_jitter_us=500.0"]));
     assert_ne!(jittered, burst_starts(&["pcn.enabled=false", "workload.idle_jitter_us=500.0", "seed=9"]));
+}
+
+#[test]
+fn burst_delay_starts_each_burst_that_long_after_its_ack() {
+    let plain = burst_starts(&[]);
+    let delayed = burst_starts(&["pcn.burst_delay_us=300.0"]);
+    assert_eq!((plain.len(), delayed.len()), (4, 4));
+    // the first burst's ACK comes at the same time in both runs: its start moves by exactly the delay
+    assert_eq!(delayed[0] - plain[0], 300_000);
+    let s = run(&["pcn.burst_delay_us=300.0"]);
+    let pcn = s.pcn.unwrap();
+    // every worker waited its START-ACK round trip (at least the base RTT) plus the delay
+    let base = run(&[]).pcn.unwrap();
+    assert!(base.waited_ns >= 8 * 76_900, "{base:?}");
+    assert!(pcn.waited_ns >= base.waited_ns + 8 * 300_000 - 8 * 20_000, "{pcn:?} vs {base:?}");
+    assert_eq!(
+        (pcn.released_by_ack, pcn.released_by_fallback),
+        (8, 0),
+        "the fallback timer does not cut the delay short"
+    );
+    assert_eq!((pcn.port_bursts, pcn.port_lease_expiries, pcn.ports_lowered_at_end), (pcn.port_starts, 0, 0));
+    assert_eq!(s.flows_finished, 8);
 }

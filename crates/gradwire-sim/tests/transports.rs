@@ -83,3 +83,53 @@ fn ltp_under_random_loss_closes_early() {
     assert!(mean(&ltp) * 4.0 <= mean(&newreno), "mean {} vs NewReno {}", mean(&ltp), mean(&newreno));
     assert!(p99(&ltp) * 4.0 <= p99(&newreno), "p99 {} vs NewReno {}", p99(&ltp), p99(&newreno));
 }
+
+/// Two long NewReno flows share leaf0's 10G uplink (77 us base RTT): ECN marks from 20
+/// packets, drops at 200.
+const TWO_LONG: &str = r#"
+stop_ms = 20.0
+[topology]
+spines = 1
+leaves = 2
+hosts_per_leaf = 2
+host_link_gbps = 10.0
+uplinks_per_leaf = 1
+uplink_gbps = 10.0
+link_delay_ns = 9613
+[switch]
+buffer_bytes = 10000000
+ecn_threshold_packets = 20
+drop_threshold_packets = 200
+queues = 1
+[transport]
+kind = "newreno"
+rto_min_us = 1000.0
+[workload]
+kind = "flows"
+flows = [{ src = 0, dst = 2, bytes = 100000000000 }, { src = 1, dst = 3, bytes = 100000000000 }]
+"#;
+
+fn two_long(overrides: &[&str]) -> Summary {
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let runs = load(TWO_LONG, &ov).unwrap_or_else(|e| panic!("{e}"));
+    let mut sim = Simulation::new(&runs[0].scenario).unwrap();
+    sim.run();
+    sim.summary()
+}
+
+#[test]
+fn newreno_ecn_backs_off_on_marks_where_plain_newreno_fills_the_buffer() {
+    let plain = two_long(&[]);
+    let ecn = two_long(&["transport.newreno_ecn=true"]);
+    // plain NewReno is not ECN-capable: no marks, it grows until the 200-packet limit drops
+    assert_eq!(plain.ecn_marks, 0);
+    assert!(plain.drops.values().sum::<u64>() > 0, "{:?}", plain.drops);
+    // RFC 3168: halving on the echoed marks keeps the queue far below the drop limit
+    assert!(ecn.ecn_marks > 0);
+    assert_eq!(ecn.drops.values().sum::<u64>(), 0, "{:?}", ecn.drops);
+    assert_eq!((ecn.retransmits, ecn.timeouts), (0, 0));
+    assert!(plain.packets.conserved && ecn.packets.conserved);
+    // a NewReno option: asking for it with another transport is an error naming the key
+    let err = load(TWO_LONG, &["transport.kind=\"dctcp\"".into(), "transport.newreno_ecn=true".into()]).unwrap_err();
+    assert_eq!(err.key, "transport.newreno_ecn");
+}

@@ -61,6 +61,10 @@ pub struct PcnCfg {
     pub fallback_us: Option<f64>,
     /// Size of a PCN-START and of its ACK on the wire.
     pub packet_bytes: u32,
+    /// The worker starts its burst this long after the ACK (0: at once, pcn.md §3.2); a
+    /// real sender adds its own start-up here (an iperf3 burst opens a TCP connection).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub burst_delay_us: f64,
 }
 
 impl Default for PcnCfg {
@@ -73,6 +77,7 @@ impl Default for PcnCfg {
             rtt_us: None,
             fallback_us: None,
             packet_bytes: 64,
+            burst_delay_us: 0.0,
         }
     }
 }
@@ -234,6 +239,10 @@ pub struct TransportCfg {
     pub rto_initial_us: Option<f64>,
     pub dupack_threshold: u32,
     pub dctcp_g: f64,
+    /// newreno: answer ECN marks as RFC 3168 (ECT data; an ECE halves cwnd at most once
+    /// per window of data); false: loss only.
+    #[serde(skip_serializing_if = "is_false")]
+    pub newreno_ecn: bool,
     /// Switch queue for the flows' packets (0 = highest priority). DLCP ignores it: its
     /// control uses queue 0 and data the layer queue `1 + floor(layer * (queues-1) / layers)`.
     pub priority: u8,
@@ -294,6 +303,10 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl Default for TransportCfg {
     fn default() -> Self {
         TransportCfg {
@@ -307,6 +320,7 @@ impl Default for TransportCfg {
             rto_initial_us: None,
             dupack_threshold: 3,
             dctcp_g: 1.0 / 16.0,
+            newreno_ecn: false,
             priority: 0,
             loss_bound: 0.1,
             pull_loss_bound: 0.01,

@@ -65,6 +65,12 @@ impl Scenario {
         if !(tr.dctcp_g > 0.0 && tr.dctcp_g <= 1.0) {
             return Err(ScenarioError::new("transport.dctcp_g", format!("must be in (0, 1] (got {})", tr.dctcp_g)));
         }
+        if tr.newreno_ecn && tr.kind != TransportKind::Newreno {
+            return Err(ScenarioError::new(
+                "transport.newreno_ecn",
+                format!("RFC 3168 ECN is a NewReno option (kind = \"newreno\", got {:?})", tr.kind),
+            ));
+        }
         for (key, v) in [
             ("transport.loss_bound", tr.loss_bound),
             ("transport.pull_loss_bound", tr.pull_loss_bound),
@@ -170,6 +176,7 @@ impl Scenario {
             }
         }
         nonzero("pcn.packet_bytes", p.packet_bytes as u64)?;
+        nonnegative("pcn.burst_delay_us", p.burst_delay_us)?;
         if self.switch.ecn_threshold_packets == 0 {
             return Err(ScenarioError::new(
                 "switch.ecn_threshold_packets",

@@ -18,8 +18,15 @@ enum Burst {
     No,
     /// Not yet announced.
     Due,
-    /// START sent, waiting for the ACK or the fallback.
-    Waiting,
+    /// START sent at `since`, waiting for the ACK or the fallback.
+    Waiting {
+        since: Time,
+    },
+    /// ACK in; the burst starts `at` (`pcn.burst_delay_us` after the ACK).
+    Acked {
+        since: Time,
+        at: Time,
+    },
     /// Started; its first packet still to carry the burst mark.
     MarkNext,
     Started,
@@ -28,6 +35,7 @@ enum Burst {
 pub(super) struct PcnWorld {
     threshold: u32,
     fallback: Time,
+    burst_delay: Time,
     packet_bytes: u32,
     regs: Vec<PcnRegister>,
     /// The threshold each port applies now (to touch a port only on change).
@@ -48,6 +56,8 @@ pub struct PcnStats {
     /// Bursts released by the server's ACK, and by the fallback timer.
     pub released_by_ack: u64,
     pub released_by_fallback: u64,
+    /// Summed over bursts: from the START to the burst's start (what PCN costs a worker).
+    pub waited_ns: u64,
     /// Summed over switch ports: STARTs seen, burst marks matched, leases that ran out.
     pub port_starts: u64,
     pub port_bursts: u64,
@@ -79,6 +89,7 @@ impl PcnWorld {
         };
         let drain = gradwire_core::time::serialization(queue_cap.min(u32::MAX as u64) as u32, rate as u64);
         let fallback = cfg.fallback_us.map_or_else(|| worker_fallback(s.base_rtt_ns() * NS, 3 * drain), from_us);
+        let burst_delay = from_us(cfg.burst_delay_us);
         let mut bursts = vec![Burst::No; workload.flows.len()];
         for &f in &workload.bursts {
             bursts[f as usize] = Burst::Due;
@@ -86,9 +97,11 @@ impl PcnWorld {
         Some(PcnWorld {
             threshold,
             fallback,
+            burst_delay,
             packet_bytes: cfg.packet_bytes,
-            // a lease of twice the fallback: the burst follows its ACK within the fallback
-            regs: vec![PcnRegister::new(initial, 2 * fallback); ports],
+            // a lease of twice the fallback and the delay: the burst follows its ACK
+            // within the fallback, and its own delay after that
+            regs: vec![PcnRegister::new(initial, 2 * (fallback + burst_delay)); ports],
             applied: vec![initial; ports],
             tags: Vec::new(),
             bursts,
@@ -137,7 +150,7 @@ impl Simulation {
         match pcn.bursts[f as usize] {
             Burst::No => false,
             Burst::Due => {
-                pcn.bursts[f as usize] = Burst::Waiting;
+                pcn.bursts[f as usize] = Burst::Waiting { since: self.now };
                 pcn.stats.starts_sent += 1;
                 let (bytes, fallback, threshold) = (pcn.packet_bytes, pcn.fallback, pcn.threshold);
                 let spec = &self.workload.flows[f as usize];
@@ -146,12 +159,20 @@ impl Simulation {
                 self.events.push(self.now + fallback, Target::FlowStart(f));
                 true
             }
-            Burst::Waiting => {
+            Burst::Waiting { since } => {
                 // the fallback fired before any ACK
                 pcn.stats.released_by_fallback += 1;
+                pcn.stats.waited_ns += (self.now - since) / NS;
                 pcn.bursts[f as usize] = Burst::MarkNext;
                 false
             }
+            // the delayed start after the ACK (a fallback timer firing earlier is ignored)
+            Burst::Acked { since, at } if self.now >= at => {
+                pcn.stats.waited_ns += (self.now - since) / NS;
+                pcn.bursts[f as usize] = Burst::MarkNext;
+                false
+            }
+            Burst::Acked { .. } => true,
             // a fallback timer left behind by an ACK that came first
             Burst::MarkNext | Burst::Started => true,
         }
@@ -221,10 +242,17 @@ impl Simulation {
             }
             Some(PcnMark::Ack { .. }) => {
                 let f = p.flow;
-                if pcn.bursts.get(f as usize) == Some(&Burst::Waiting) {
-                    pcn.bursts[f as usize] = Burst::MarkNext;
+                if let Some(&Burst::Waiting { since }) = pcn.bursts.get(f as usize) {
                     pcn.stats.released_by_ack += 1;
-                    self.launch_flow(f);
+                    if pcn.burst_delay == 0 {
+                        pcn.stats.waited_ns += (self.now - since) / NS;
+                        pcn.bursts[f as usize] = Burst::MarkNext;
+                        self.launch_flow(f);
+                    } else {
+                        let at = self.now + pcn.burst_delay;
+                        pcn.bursts[f as usize] = Burst::Acked { since, at };
+                        self.events.push(at, Target::FlowStart(f));
+                    }
                 }
                 true
             }

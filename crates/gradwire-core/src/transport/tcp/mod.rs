@@ -1,4 +1,4 @@
-//! TCP NewReno and DCTCP (simulator baselines) as sans-IO endpoints.
+//! TCP NewReno (optionally with RFC 3168 ECN) and DCTCP (simulator baselines) as sans-IO endpoints.
 //!
 //! The model follows ns-3.37's `TcpSocketBase` + `TcpNewReno` / `TcpDctcp` closely
 //! enough to cross-validate flow completion times, restricted to what a datacenter
@@ -6,7 +6,7 @@
 //! Sequence numbers are plain `u64` byte offsets starting at 0.
 //!
 //! * [`TcpSender`]: congestion control (slow start, congestion avoidance, NewReno
-//!   fast retransmit / fast recovery, RTO with backoff, DCTCP ECN reaction).
+//!   fast retransmit / fast recovery, RTO with backoff, DCTCP or RFC 3168 ECN reaction).
 //! * [`TcpReceiver`]: cumulative ACKs, one per data packet, echoing CE as ECE.
 //!
 //! Where ns-3 and the RFCs disagree we follow the RFCs (configure ns-3 to match for
@@ -44,6 +44,17 @@ pub enum CongestionControl {
         /// EWMA gain in `(0, 1]`: the weight of the latest window's marked share.
         g: f64,
     },
+    /// NewReno with RFC 3168 ECN (classic ECN TCP, as Linux runs Reno with `tcp_ecn`):
+    /// data packets are ECN-capable, and at most once per window of data an ACK echoing
+    /// CE halves cwnd (ssthresh = cwnd / 2, at least 2 MSS). Loss is handled as in NewReno.
+    NewRenoEcn,
+}
+
+impl CongestionControl {
+    /// Whether data packets are sent ECN-capable (ECT), i.e. may be CE-marked.
+    pub fn ecn_capable(&self) -> bool {
+        !matches!(self, CongestionControl::NewReno)
+    }
 }
 
 /// Parameters of one TCP flow, given to both its sender and its receiver. Times are in

@@ -1,4 +1,5 @@
-//! TCP sender: NewReno (RFC 5681 / 6582) with RFC 6298 RTO, optionally DCTCP (RFC 8257).
+//! TCP sender: NewReno (RFC 5681 / 6582) with RFC 6298 RTO, optionally RFC 3168 ECN or
+//! DCTCP (RFC 8257).
 
 use std::collections::VecDeque;
 
@@ -13,7 +14,7 @@ use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 enum Phase {
     /// CA_OPEN / CA_DISORDER: normal growth, counting dupACKs.
     Open,
-    /// CA_CWR: DCTCP cut the window; no growth and no further ECN cut until an ACK
+    /// CA_CWR: an ECN echo cut the window; no growth and no further ECN cut until an ACK
     /// beyond `recover` (one reduction per window of data).
     Cwr { recover: u64 },
     /// CA_RECOVERY: NewReno fast recovery until `recover` is acknowledged.
@@ -101,7 +102,7 @@ impl TcpSender {
     pub fn new(cfg: TcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, _now: Time) -> Self {
         let mss = cfg.mss.max(1) as u64;
         let dctcp = match cfg.cc {
-            CongestionControl::NewReno => None,
+            CongestionControl::NewReno | CongestionControl::NewRenoEcn => None,
             CongestionControl::Dctcp { g } => Some(Dctcp::new(g)),
         };
         let empty = size_bytes == 0;
@@ -272,7 +273,17 @@ impl TcpSender {
         self.forced_retx = Some(self.snd_una);
     }
 
-    /// DCTCP window cut: once per window, by alpha/2.
+    /// The share of cwnd an ECE takes away, twice over: DCTCP's alpha (cut by alpha/2),
+    /// 1 for RFC 3168 (halve), `None` when ECE is not answered (NewReno).
+    fn ecn_cut_alpha(&self) -> Option<f64> {
+        match self.cfg.cc {
+            CongestionControl::NewReno => None,
+            CongestionControl::NewRenoEcn => Some(1.0),
+            CongestionControl::Dctcp { .. } => self.dctcp.map(|d| d.alpha),
+        }
+    }
+
+    /// ECN window cut (DCTCP by alpha/2, RFC 3168 by half): once per window of data.
     fn enter_cwr(&mut self, alpha: f64) {
         let cut = (self.cwnd as f64 * (1.0 - alpha / 2.0)) as u64;
         self.ssthresh = cut.max(2 * self.mss());
@@ -297,9 +308,9 @@ impl TcpSender {
                 self.phase = Phase::Open;
             }
         }
-        if let Some(d) = self.dctcp {
-            if ece && self.phase == Phase::Open {
-                self.enter_cwr(d.alpha);
+        if ece && self.phase == Phase::Open {
+            if let Some(alpha) = self.ecn_cut_alpha() {
+                self.enter_cwr(alpha);
             }
         }
         let (una, nxt) = (self.snd_una, self.snd_nxt);
@@ -384,7 +395,7 @@ impl TcpSender {
     fn data_packet(&self, now: Time, seq: u64, len: u64) -> Packet {
         let mut p = Packet::data(self.flow, self.src, self.dst, seq, len as u32, self.cfg.header_bytes);
         p.priority = self.cfg.priority;
-        p.ecn.ect = self.dctcp.is_some();
+        p.ecn.ect = self.cfg.cc.ecn_capable();
         p.sent_at = now;
         p
     }

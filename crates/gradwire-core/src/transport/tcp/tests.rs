@@ -302,6 +302,49 @@ fn dctcp_cuts_once_per_window_by_alpha_over_two() {
 }
 
 #[test]
+fn rfc3168_ecn_halves_once_per_window_and_newreno_ignores_ece() {
+    let ecn = TcpConfig { cc: CongestionControl::NewRenoEcn, ..TcpConfig::default() };
+    let mut s = sender(ecn, 1 << 40);
+    // Grow past the initial window without marks: slow start, no DCTCP estimate.
+    let w = drain(&mut s, 0);
+    assert!(w.iter().all(|p| p.ecn.ect));
+    for p in &w {
+        s.handle_packet(10, &ack(end(p), false));
+    }
+    assert_eq!((s.cwnd_bytes(), s.dctcp_alpha()), (20 * MSS, None));
+    // A window of marked ACKs: the first halves cwnd, the rest of that window doesn't.
+    let w = drain(&mut s, 10);
+    assert_eq!(w.len(), 20);
+    for (i, p) in w.iter().enumerate() {
+        s.handle_packet(20, &ack(end(p), true));
+        assert_eq!((s.cwnd_bytes(), s.ssthresh_bytes()), (10 * MSS, 10 * MSS), "after ACK {i}");
+    }
+    // The next window's first ECE halves again (never below 2 MSS), whatever marked before.
+    let w = drain(&mut s, 20);
+    assert_eq!(w.len(), 10);
+    s.handle_packet(30, &ack(end(&w[0]), true));
+    assert_eq!(s.cwnd_bytes(), 5 * MSS);
+    // Unmarked, the window grows again (congestion avoidance above ssthresh = 5 MSS).
+    for p in &w[1..] {
+        s.handle_packet(30, &ack(end(p), false));
+    }
+    let w = drain(&mut s, 30);
+    for p in &w {
+        s.handle_packet(40, &ack(end(p), false));
+    }
+    assert!(s.cwnd_bytes() > 5 * MSS);
+
+    // Plain NewReno: data not ECN-capable, ECE changes nothing.
+    let mut s = sender(TcpConfig::default(), 1 << 40);
+    let w = drain(&mut s, 0);
+    assert!(w.iter().all(|p| !p.ecn.ect));
+    for p in &w {
+        s.handle_packet(10, &ack(end(p), true));
+    }
+    assert_eq!((s.cwnd_bytes(), s.ssthresh_bytes()), (20 * MSS, u64::MAX));
+}
+
+#[test]
 fn receiver_reassembles_and_delivers_once() {
     let cfg = TcpConfig::default();
     let mut r = receiver(cfg, 3 * MSS);
@@ -437,10 +480,10 @@ proptest! {
         size in 0u64..200_000,
         loss in 0.0f64..0.2,
         seed in any::<u64>(),
-        dctcp in any::<bool>(),
+        cc in prop_oneof![Just(CongestionControl::NewReno), Just(CongestionControl::NewRenoEcn), Just(dctcp_cfg().cc)],
         jitter in prop_oneof![Just(0), 0..20 * US],
     ) {
-        let cfg = if dctcp { dctcp_cfg() } else { TcpConfig::default() };
+        let cfg = TcpConfig { cc, ..TcpConfig::default() };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);
         prop_assert_eq!(o.delivered, vec![size]);
         prop_assert_eq!(o.done, 1);
