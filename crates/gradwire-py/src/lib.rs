@@ -5,6 +5,7 @@
 //! typed scenario travels to Python as a JSON string, and a [`PySimulation`] is stepped
 //! from Python in slices so a progress bar can be drawn between them.
 
+mod bytesched;
 mod runtime;
 
 /// mimalloc instead of glibc's malloc for everything Rust allocates here, as polars sets
@@ -198,6 +199,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_class::<PySimulation>()?;
+    m.add_class::<bytesched::PyBytesJob>()?;
     runtime::register(m)?;
     Ok(())
 }

@@ -74,6 +74,16 @@ impl Network {
         self.capacity[link] * 8.0 / 1e9
     }
 
+    /// The max-min share one new flow would get on `link` against the background flows.
+    pub fn probe_gbps(&self, link: Link) -> f64 {
+        let others = self
+            .flows
+            .iter()
+            .filter(|f| matches!(f.tag, Tag::Background { .. }) && f.links.contains(&Some(link)))
+            .count();
+        self.gbps(link) / (1 + others) as f64
+    }
+
     pub fn add(&mut self, tag: Tag, links: [Option<Link>; 2], bytes: f64) {
         self.flows.push(Flow { tag, links, remaining: bytes, rate: 0.0 });
         self.dirty = true;

@@ -58,6 +58,9 @@ pub struct IterationStats {
     pub down_gbps: Vec<f64>,
     /// Each worker host's NIC rate during the iteration.
     pub link_gbps: Vec<f64>,
+    /// What one more flow would get on each worker's uplink beside the other jobs' flows:
+    /// the bandwidth a probe measures (the meta-network's B_u and B_d).
+    pub avail_gbps: Vec<f64>,
     /// Per layer in backward order, per worker: the backward time, ms.
     pub backward_ms: Vec<Vec<f64>>,
 }
@@ -629,6 +632,7 @@ impl Job {
             up_gbps: up,
             down_gbps: down,
             link_gbps: (0..self.n).map(|w| self.net.gbps(self.net.up(w))).collect(),
+            avail_gbps: (0..self.n).map(|w| self.net.probe_gbps(self.net.up(w))).collect(),
             backward_ms,
         });
         self.net.carried.iter_mut().for_each(|c| *c = 0.0);
