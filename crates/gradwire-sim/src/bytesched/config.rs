@@ -102,6 +102,12 @@ pub struct JobCfg {
     /// infinitesimal partitions not pay (autobyte.md §II-D). Default [`DEFAULT_OVERHEAD_US`].
     #[serde(default = "d_overhead")]
     pub partition_overhead_us: f64,
+    /// The round trip a partition's credit waits for after its bytes have arrived (PS: the
+    /// server's response to the push; ring: the hand-off between two steps), during which
+    /// the link idles unless the credit admits other partitions: what makes a one-partition
+    /// credit stop-and-wait (autobyte.md Fig. 2(a)). Default [`DEFAULT_LATENCY_US`].
+    #[serde(default = "d_latency")]
+    pub partition_latency_us: f64,
     /// PS: a partition larger than this is striped evenly over all servers, as MXNet's
     /// kvstore does above `MXNET_KVSTORE_BIGARRAY_BOUND` (10^6 floats = 4 MB); smaller ones
     /// go whole to one server chosen by hashing their key.
@@ -126,6 +132,15 @@ pub struct JobCfg {
 /// larger overhead would make 2 MB faster there). Half of that bound is the default;
 /// docs/scheduling.md ablates 0, 50, 200 and 400 µs.
 pub const DEFAULT_OVERHEAD_US: f64 = 200.0;
+
+/// The default per-partition round trip, µs: a small message's round trip over TCP through a
+/// user-space messaging layer (ps-lite over ZeroMQ, NCCL's proxy) is tens to a few hundred
+/// µs; the paper gives no number. docs/scheduling.md ablates 0, 100 and 500 µs.
+pub const DEFAULT_LATENCY_US: f64 = 100.0;
+
+fn d_latency() -> f64 {
+    DEFAULT_LATENCY_US
+}
 
 fn d_one() -> u32 {
     1
@@ -165,6 +180,9 @@ impl JobCfg {
         positive("host_gbps", self.host_gbps)?;
         if !(self.partition_overhead_us.is_finite() && self.partition_overhead_us >= 0.0) {
             return Err(format!("partition_overhead_us: must be ≥ 0, got {}", self.partition_overhead_us));
+        }
+        if !(self.partition_latency_us.is_finite() && self.partition_latency_us >= 0.0) {
+            return Err(format!("partition_latency_us: must be ≥ 0, got {}", self.partition_latency_us));
         }
         if self.ps_split_bytes == 0 {
             return Err("ps_split_bytes: must be at least 1".into());

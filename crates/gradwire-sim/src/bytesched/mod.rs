@@ -8,11 +8,12 @@
 //! runs back to front and posts each layer's gradient to the scheduler the moment it is
 //! computed. The scheduler cuts it into partitions of `S_p`, and starts them front layer
 //! first while the bytes in flight stay within the credit `S_c`; each started partition
-//! costs the worker's communication thread a fixed overhead, then moves:
+//! costs the worker's communication thread a fixed overhead, then moves, and its credit
+//! returns a round trip (`partition_latency_us`) after its bytes have arrived:
 //!
 //! - PS (one server per worker host): pushed to its server (striped over all servers above
 //!   `ps_split_bytes`), aggregated once every worker's push of it is in, pulled back. Its
-//!   credit returns when its push has reached the server(s). (Holding the credit until the
+//!   credit is for the push only. (Holding the credit until the
 //!   pull deadlocks: workers whose windows hold different partitions each wait for the
 //!   others' pushes of their own, which the others' full windows never start.)
 //! - Ring: one scheduler for the job (all-reduce needs every worker), a partition is posted
@@ -29,7 +30,9 @@ pub mod fluid;
 #[cfg(test)]
 mod tests;
 
-pub use config::{BackgroundJob, JobCfg, Pattern, RateChange, SchedCfg, Slowdown, DEFAULT_OVERHEAD_US};
+pub use config::{
+    BackgroundJob, JobCfg, Pattern, RateChange, SchedCfg, Slowdown, DEFAULT_LATENCY_US, DEFAULT_OVERHEAD_US,
+};
 
 use crate::models::{self, ModelProfile};
 use fluid::{Network, Tag};
@@ -94,6 +97,10 @@ struct Sched {
 enum Ev {
     Compute(u32),
     Launched(usize, Partition),
+    /// A worker learns that its push of a partition has arrived: the credit returns.
+    Acked(u32, PartitionId),
+    /// A ring all-reduce moves on to its next step.
+    RingStep(u64),
 }
 
 struct Timed {
@@ -310,6 +317,11 @@ impl Job {
             match e.ev {
                 Ev::Compute(w) => self.computed(w),
                 Ev::Launched(s, p) => self.launched(s, p),
+                Ev::Acked(w, id) => {
+                    self.scheds[w as usize].s.complete(id).expect("in flight");
+                    self.pump(w as usize);
+                }
+                Ev::RingStep(id) => self.ring_step(id),
             }
         }
         true
@@ -540,8 +552,7 @@ impl Job {
                 entry.1 -= 1;
                 if entry.1 == 0 {
                     let (id, _) = self.ps_parts.remove(&part).expect("present");
-                    self.scheds[worker as usize].s.complete(id).expect("in flight");
-                    self.pump(worker as usize);
+                    self.at(self.cfg.partition_latency_us * 1e-6, Ev::Acked(worker, id));
                 }
                 let key = (tensor, offset, server);
                 let got = self.pushes_in.entry(key).or_insert(0);
@@ -569,7 +580,7 @@ impl Job {
                 let op = self.rings.get_mut(&ring).expect("live ring");
                 op.left -= 1;
                 if op.left == 0 {
-                    self.ring_step(ring);
+                    self.at(self.cfg.partition_latency_us * 1e-6, Ev::RingStep(ring));
                 }
             }
             Tag::Background { .. } => unreachable!("background flows never finish"),
