@@ -648,6 +648,11 @@ def autobyte_train(
         typer.Option("--out", "-o", help="Weights file \\[default: the package's autobyte_weights.pt]."),
     ] = None,
     epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the generated samples.")] = 60,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes generating data.")] = 1,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Samples file (JSON lines): read if it exists, else written after generating."),
+    ] = None,
 ) -> None:
     """Generate offline training data with the simulator and fit the meta-network to it."""
     from gradwire.tune import offline
@@ -661,7 +666,7 @@ def autobyte_train(
         if i % 10 == 0 or i == total:
             console.print(f"  {i}/{total} conditions")
 
-    record = offline.train(target, epochs=epochs, on_condition=tick)
+    record = offline.train(target, epochs=epochs, on_condition=tick, processes=jobs, data=data)
     console.print(
         f"{record['samples']} samples, generated in {record['generate_s']} s, fitted in {record['fit_s']} s, "
         f"final L2 loss {record['final_loss']:.4f}"

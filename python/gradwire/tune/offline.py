@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import multiprocessing as mp
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -64,23 +65,58 @@ def conditions() -> list[Condition]:
     ]
 
 
-def samples_for(cond: Condition, candidates: list[Candidate]) -> Iterator[tuple[Observation, Candidate, float]]:
+def samples_for(cond: Condition, candidates: list[Candidate]) -> list[tuple[Observation, Candidate, float]]:
     """One observation of the job under ``cond`` and every candidate's measured speed."""
     spec = cond.spec()
     stats = SimJob(spec, candidates[0]).run(2)[1:]
     obs = observation(spec, stats)
-    for c in candidates:
-        yield obs, c, measure(spec, c, iterations=1)
+    return [(obs, c, measure(spec, c, iterations=1)) for c in candidates]
+
+
+def _one(args: tuple[Condition, list[Candidate]]) -> list[tuple[Observation, Candidate, float]]:
+    return samples_for(*args)
 
 
 def generate(
-    conds: list[Condition], candidates: list[Candidate], on_condition: Callable[[int, int], None] | None = None
+    conds: list[Condition],
+    candidates: list[Candidate],
+    on_condition: Callable[[int, int], None] | None = None,
+    processes: int = 1,
 ) -> list[tuple[Observation, Candidate, float]]:
+    """Every condition's samples, in condition order (deterministic for any ``processes``)."""
     out = []
-    for i, cond in enumerate(conds):
-        out.extend(samples_for(cond, candidates))
+    jobs = [(c, candidates) for c in conds]
+    if processes > 1:
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(processes) as pool:
+            for i, part in enumerate(pool.imap(_one, jobs)):
+                out.extend(part)
+                if on_condition:
+                    on_condition(i + 1, len(conds))
+        return out
+    for i, job in enumerate(jobs):
+        out.extend(_one(job))
         if on_condition:
             on_condition(i + 1, len(conds))
+    return out
+
+
+def save_data(path: Path, data: list[tuple[Observation, Candidate, float]]) -> None:
+    """The samples as JSON lines, one observation per line with its candidates' speeds."""
+    by_obs: dict[int, tuple[Observation, list]] = {}
+    for o, c, v in data:
+        by_obs.setdefault(id(o), (o, []))[1].append([c.partition_bytes, c.credit_multiple, v])
+    with path.open("w") as f:
+        for o, speeds in by_obs.values():
+            f.write(json.dumps({"obs": asdict(o), "speeds": speeds}) + "\n")
+
+
+def load_data(path: Path) -> list[tuple[Observation, Candidate, float]]:
+    out = []
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        o = Observation(**d["obs"])
+        out.extend((o, Candidate(p, k), v) for p, k, v in d["speeds"])
     return out
 
 
@@ -90,20 +126,28 @@ def train(
     on_condition: Callable[[int, int], None] | None = None,
     conds: list[Condition] | None = None,
     candidates: list[Candidate] | None = None,
+    processes: int = 1,
+    data: Path | None = None,
 ) -> dict:
-    """Generate the data, fit the meta-network, save it to ``out`` (and a ``.json`` beside it
-    that says what it was trained on). Returns that record."""
+    """Generate the data (or read it from ``data`` if that file exists, else write it
+    there), fit the meta-network, save it to ``out`` and a ``.json`` beside it that says what
+    it was trained on. Returns that record."""
     conds = conds if conds is not None else conditions()
     candidates = candidates or grid()
     t0 = time.perf_counter()
-    data = generate(conds, candidates, on_condition)
+    if data is not None and data.exists():
+        samples = load_data(data)
+    else:
+        samples = generate(conds, candidates, on_condition, processes)
+        if data is not None:
+            save_data(data, samples)
     t_data = time.perf_counter() - t0
     ab = AutoByte(seed=0)
-    losses = ab.fit(data, epochs=epochs, lr=3e-3, batch=64, seed=0)
+    losses = ab.fit(samples, epochs=epochs, lr=3e-3, batch=4 * len(candidates), seed=0)
     t_fit = time.perf_counter() - t0 - t_data
     ab.save(out)
     record = {
-        "samples": len(data),
+        "samples": len(samples),
         "conditions": len(conds),
         "candidates": len(candidates),
         "models": sorted({c.model for c in conds}),
@@ -113,10 +157,11 @@ def train(
         "stragglers": list(STRAGGLERS),
         "workers": 8,
         "epochs": epochs,
+        "first_loss": losses[0],
         "final_loss": losses[-1],
+        "processes": processes,
         "generate_s": round(t_data, 1),
         "fit_s": round(t_fit, 1),
-        "example_condition": asdict(conds[0]),
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
     return record
