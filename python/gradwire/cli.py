@@ -290,6 +290,10 @@ def _reproductions_table() -> Table:
         except ScenarioError:
             n = "?"
         t.add_row(escape(r.name), escape(r.title), escape(", ".join(r.scenarios)), n)
+    from gradwire.tune import figures
+
+    for f in figures.FIGURES.values():
+        t.add_row(escape(f.name), escape(f.title), "bytesched job (simulator)", "-")
     return t
 
 
@@ -369,6 +373,17 @@ def reproduce(
         return
     if name is None:
         raise _fail(f"give a reproduction name ({', '.join(rp.REPRODUCTIONS)}) or --list")
+    from gradwire.tune import figures
+
+    if name in figures.FIGURES:
+        if sets or resume:
+            raise _fail(f"{name} runs the simulator's bytesched job directly: it takes no --set or --resume")
+        out_dir = out if out is not None else Path("results") / name
+        console.print(f"[bold]{escape(name)}[/]: {escape(figures.FIGURES[name].title)}{' (quick)' if quick else ''}")
+        record = figures.reproduce(name, out_dir, quick=quick, log=lambda m: console.print(escape(m)))
+        console.print((out_dir / "table.md").read_text())
+        console.print(f"[bold]outputs:[/] {escape(str(out_dir))}  [bold]wall time:[/] {record['wall_s']} s")
+        return
     try:
         repro = rp.get(name)
         out_dir = out if out is not None else Path("results") / repro.name
@@ -611,6 +626,42 @@ def emulate(
     from gradwire.emu.command import emulate as run_emulation
 
     raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err()))
+
+
+autobyte_app = typer.Typer(help="AutoByte's meta-network: regenerate its shipped weights.", no_args_is_help=True)
+app.add_typer(autobyte_app, name="autobyte")
+
+
+@autobyte_app.command("train")
+def autobyte_train(
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Weights file \\[default: the package's autobyte_weights.pt]."),
+    ] = None,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Passes over the generated samples.")] = 60,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Processes generating data.")] = 1,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Samples file (JSON lines): read if it exists, else written after generating."),
+    ] = None,
+) -> None:
+    """Generate offline training data with the simulator and fit the meta-network to it."""
+    from gradwire.tune import offline
+
+    console = _out()
+    target = out or offline.WEIGHTS
+    n = len(offline.conditions())
+    console.print(f"{n} conditions x {len(offline.grid())} candidates -> {escape(str(target))}")
+
+    def tick(i: int, total: int) -> None:
+        if i % 10 == 0 or i == total:
+            console.print(f"  {i}/{total} conditions")
+
+    record = offline.train(target, epochs=epochs, on_condition=tick, processes=jobs, data=data)
+    console.print(
+        f"{record['samples']} samples, generated in {record['generate_s']} s, fitted in {record['fit_s']} s, "
+        f"final L2 loss {record['final_loss']:.4f}"
+    )
 
 
 def main() -> None:

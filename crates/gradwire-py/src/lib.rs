@@ -6,6 +6,7 @@
 //! `config()`) and hands back to [`PySimulation`], which is stepped from Python in slices
 //! so a progress bar can be drawn between them.
 
+mod bytesched;
 mod runtime;
 
 /// mimalloc instead of glibc's malloc for everything Rust allocates here, as polars sets
@@ -226,6 +227,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_class::<PyRun>()?;
     m.add_class::<PySimulation>()?;
+    m.add_class::<bytesched::PyBytesJob>()?;
     runtime::register(m)?;
     Ok(())
 }

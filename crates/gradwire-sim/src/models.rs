@@ -12,16 +12,29 @@ pub struct Layer {
     pub bytes: u64,
     /// Seconds after backward starts when this layer's gradient is ready.
     pub ready_offset_s: f64,
+    /// This layer's forward and backward compute time, seconds (the per-layer compute that
+    /// `bytesched` overlaps with communication).
+    #[serde(default)]
+    pub fwd_time_s: f64,
+    #[serde(default)]
+    pub bwd_time_s: f64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct ModelProfile {
     pub model: String,
+    /// Samples per worker per iteration that the compute times are for.
+    #[serde(default = "d_batch")]
+    pub batch_size: u32,
     pub total_bytes: u64,
     pub forward_time_s: f64,
     pub backward_time_s: f64,
     /// Forward order: index 0 is the input-side layer.
     pub layers: Vec<Layer>,
+}
+
+fn d_batch() -> u32 {
+    32
 }
 
 macro_rules! profiles {

@@ -161,8 +161,15 @@ class AutoByte:
         opt = torch.optim.Adam(self.net.parameters(), lr=lr)
         losses = []
         self.net.train()
+        # batches are whole observations (every candidate measured under one condition), so
+        # that a batch encodes a few observations instead of one per sample: the LSTM pass
+        # is the cost, and offline data has ~64 candidates per observation
+        groups: dict[int, list[int]] = {}
+        for j, (o, _, _) in enumerate(samples):
+            groups.setdefault(id(o), []).append(j)
+        keys = list(groups)
         for _ in range(epochs):
-            order = torch.randperm(len(samples), generator=gen).tolist()
+            order = [j for g in torch.randperm(len(keys), generator=gen).tolist() for j in groups[keys[g]]]
             total = 0.0
             for i in range(0, len(order), batch):
                 chunk = [samples[j] for j in order[i : i + batch]]

@@ -1,0 +1,210 @@
+//! The network as fluid flows over host NICs: every host has an uplink and a downlink of a
+//! given rate, the fabric between them does not block (the paper's testbed: a 100 Gbit/s
+//! leaf-spine with NICs limited to 0.5–25 Gbit/s, §IV-A), and concurrent flows share each
+//! link max-min fairly, as long-lived TCP flows do.
+
+/// A link: host `h`'s uplink is `h`, its downlink `hosts + h`.
+pub type Link = usize;
+
+/// What a flow carries, for the job to act on when it finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    /// Worker `worker`'s push of (tensor, offset) to `server`.
+    Push { worker: u32, server: u32, tensor: u64, offset: u64, bytes: u64 },
+    /// `server`'s piece of the aggregate of (tensor, offset), pulled by `worker`.
+    Pull { worker: u32, server: u32, tensor: u64, offset: u64, bytes: u64 },
+    /// One step of ring all-reduce `ring` (an index into the job's live rings).
+    Ring { ring: u64 },
+    /// Another job's long-lived flow: never finishes.
+    Background { job: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub struct Flow {
+    pub tag: Tag,
+    pub links: [Option<Link>; 2],
+    /// Bytes left (infinite for background flows).
+    pub remaining: f64,
+    /// Bytes/s under the current allocation.
+    pub rate: f64,
+}
+
+/// Flows closer than this many bytes to done are done (rounding of rate × time).
+const DONE_BYTES: f64 = 1e-3;
+
+#[derive(Debug)]
+pub struct Network {
+    hosts: usize,
+    /// Bytes/s of every link.
+    capacity: Vec<f64>,
+    pub flows: Vec<Flow>,
+    dirty: bool,
+    /// Bytes this job sent (uplinks) and received (downlinks) per link since the last reset.
+    pub carried: Vec<f64>,
+}
+
+impl Network {
+    pub fn new(hosts: usize, gbps: f64) -> Network {
+        Network {
+            hosts,
+            capacity: vec![gbps * 1e9 / 8.0; 2 * hosts],
+            flows: Vec::new(),
+            dirty: false,
+            carried: vec![0.0; 2 * hosts],
+        }
+    }
+
+    pub fn up(&self, host: u32) -> Link {
+        host as usize
+    }
+
+    pub fn down(&self, host: u32) -> Link {
+        self.hosts + host as usize
+    }
+
+    /// Set both directions of `host` to `gbps`.
+    pub fn set_rate(&mut self, host: u32, gbps: f64) {
+        let (u, d) = (self.up(host), self.down(host));
+        self.capacity[u] = gbps * 1e9 / 8.0;
+        self.capacity[d] = gbps * 1e9 / 8.0;
+        self.dirty = true;
+    }
+
+    pub fn gbps(&self, link: Link) -> f64 {
+        self.capacity[link] * 8.0 / 1e9
+    }
+
+    /// The max-min share one new flow would get on `link` against the background flows.
+    pub fn probe_gbps(&self, link: Link) -> f64 {
+        let others = self
+            .flows
+            .iter()
+            .filter(|f| matches!(f.tag, Tag::Background { .. }) && f.links.contains(&Some(link)))
+            .count();
+        self.gbps(link) / (1 + others) as f64
+    }
+
+    pub fn add(&mut self, tag: Tag, links: [Option<Link>; 2], bytes: f64) {
+        self.flows.push(Flow { tag, links, remaining: bytes, rate: 0.0 });
+        self.dirty = true;
+    }
+
+    pub fn remove_background(&mut self, job: u32) {
+        self.flows.retain(|f| f.tag != Tag::Background { job });
+        self.dirty = true;
+    }
+
+    /// True while some flow of this job (not a background one) is moving.
+    pub fn busy(&self) -> bool {
+        self.flows.iter().any(|f| !matches!(f.tag, Tag::Background { .. }))
+    }
+
+    /// Seconds until the next flow of this job finishes, under the current rates.
+    pub fn next_finish(&mut self) -> Option<f64> {
+        self.allocate();
+        self.flows
+            .iter()
+            .filter(|f| f.rate > 0.0 && f.remaining.is_finite())
+            .map(|f| f.remaining / f.rate)
+            .min_by(f64::total_cmp)
+    }
+
+    /// Move every flow forward by `dt` seconds; returns the tags of those that finished, in
+    /// the order they were added.
+    pub fn advance(&mut self, dt: f64) -> Vec<Tag> {
+        self.allocate();
+        let mut done = Vec::new();
+        for f in &mut self.flows {
+            if f.remaining.is_finite() {
+                let moved = (f.rate * dt).min(f.remaining);
+                f.remaining -= moved;
+                for l in f.links.iter().flatten() {
+                    self.carried[*l] += moved;
+                }
+                if f.remaining <= DONE_BYTES {
+                    done.push(f.tag);
+                }
+            }
+        }
+        if !done.is_empty() {
+            self.flows.retain(|f| !f.remaining.is_finite() || f.remaining > DONE_BYTES);
+            self.dirty = true;
+        }
+        done
+    }
+
+    /// Max-min fair rates by water filling: the link with the smallest fair share fixes the
+    /// rate of every flow through it, which leaves that capacity to the others.
+    fn allocate(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        let mut cap = self.capacity.clone();
+        let mut count = vec![0u32; cap.len()];
+        let mut open: Vec<usize> = Vec::with_capacity(self.flows.len());
+        for (i, f) in self.flows.iter_mut().enumerate() {
+            f.rate = 0.0;
+            if f.links.iter().any(Option::is_some) {
+                open.push(i);
+                for l in f.links.iter().flatten() {
+                    count[*l] += 1;
+                }
+            }
+        }
+        while !open.is_empty() {
+            let Some((bottleneck, share)) = (0..cap.len())
+                .filter(|&l| count[l] > 0)
+                .map(|l| (l, cap[l].max(0.0) / count[l] as f64))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+            else {
+                break;
+            };
+            open.retain(|&i| {
+                let f = &mut self.flows[i];
+                if !f.links.contains(&Some(bottleneck)) {
+                    return true;
+                }
+                f.rate = share;
+                for l in f.links.iter().flatten() {
+                    cap[*l] -= share;
+                    count[*l] -= 1;
+                }
+                false
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_min_shares_a_bottleneck_and_gives_the_rest_away() {
+        // hosts 0,1,2: flows 0->1, 0->2, 2->1. Uplink 0 carries two, downlink 1 carries two.
+        let mut n = Network::new(3, 8.0); // 1e9 bytes/s per link
+        let tag = |i| Tag::Ring { ring: i };
+        n.add(tag(0), [Some(n.up(0)), Some(n.down(1))], 1e9);
+        n.add(tag(1), [Some(n.up(0)), Some(n.down(2))], 1e9);
+        n.add(tag(2), [Some(n.up(2)), Some(n.down(1))], 1e9);
+        n.allocate();
+        let rates: Vec<f64> = n.flows.iter().map(|f| f.rate).collect();
+        assert_eq!(rates, [5e8, 5e8, 5e8]);
+        n.add(Tag::Background { job: 0 }, [Some(n.up(2)), None], f64::INFINITY);
+        n.allocate();
+        let rates: Vec<f64> = n.flows.iter().map(|f| f.rate).collect();
+        assert_eq!(rates, [5e8, 5e8, 5e8, 5e8]);
+    }
+
+    #[test]
+    fn bytes_carried_add_up_to_the_flow() {
+        let mut n = Network::new(2, 8.0);
+        n.add(Tag::Ring { ring: 0 }, [Some(n.up(0)), Some(n.down(1))], 3e8);
+        let dt = n.next_finish().unwrap();
+        let done = n.advance(dt);
+        assert_eq!(done.len(), 1);
+        assert!((n.carried[0] - 3e8).abs() < 1e-2 && (n.carried[3] - 3e8).abs() < 1e-2);
+        assert!(!n.busy());
+    }
+}
