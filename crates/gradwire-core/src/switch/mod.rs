@@ -47,12 +47,14 @@ pub enum DropReason {
     Selective,
     /// pFabric: a queued packet pushed out of a full buffer by an arrival of smaller rank.
     Evicted,
+    /// A host's own NIC queue had no room (a FIFO NIC that its senders overfill).
+    HostNic,
 }
 
 impl DropReason {
     /// Every reason, in discriminant order: `reason as usize` indexes an array of
     /// `ALL.len()` counters such as [`PortCounters::dropped`].
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::BufferFull,
         DropReason::DynamicThreshold,
         DropReason::QueueThreshold,
@@ -61,6 +63,7 @@ impl DropReason {
         DropReason::RandomLoss,
         DropReason::Selective,
         DropReason::Evicted,
+        DropReason::HostNic,
     ];
 
     /// Stable snake_case name, the key of this reason in reports.
@@ -74,6 +77,7 @@ impl DropReason {
             DropReason::RandomLoss => "random_loss",
             DropReason::Selective => "selective",
             DropReason::Evicted => "evicted",
+            DropReason::HostNic => "host_nic",
         }
     }
 }

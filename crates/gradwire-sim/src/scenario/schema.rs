@@ -184,6 +184,22 @@ impl Default for SwitchCfg {
 pub struct HostCfg {
     /// NIC queue capacity; 0 = unbounded (the transport's window is the only limit).
     pub nic_queue_bytes: u64,
+    /// How the NIC chooses what to send next.
+    pub nic: NicDiscipline,
+}
+
+/// A host NIC's queueing discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NicDiscipline {
+    /// Per-flow queues with socket backpressure: when the link is free the NIC asks its
+    /// ready endpoints, highest class first and round robin within a class, for one packet.
+    #[default]
+    RoundRobin,
+    /// One drop-tail queue in the order the endpoints hand packets over, each endpoint
+    /// sending whatever its window and pacing allow (ns-3's default NIC); bounded by
+    /// `nic_queue_bytes`, overflow dropped as `host_nic`.
+    Fifo,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 
 mod endpoints;
 mod eps;
+mod fifo_nic;
 mod packets;
 mod pause;
 mod pcn;
@@ -106,6 +107,9 @@ pub struct Simulation {
     next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: ReadyLists,
+    /// `host.nic = "fifo"`: endpoints hand their packets to the NIC queue (`fifo_nic.rs`)
+    /// instead of waiting in `ready`.
+    fifo_nic: bool,
     pub(crate) wall: std::time::Duration,
     finished: bool,
 }
@@ -170,6 +174,7 @@ impl Simulation {
             starts: Vec::new(),
             next_start: 0,
             ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
+            fifo_nic: s.host.nic == crate::scenario::NicDiscipline::Fifo,
             wall: Default::default(),
             finished: false,
             scenario: s,
