@@ -43,6 +43,11 @@ const OPTIONS: &[&[&str]] = &[
     &["host.nic=fifo", "transport.kind=dlcp", "switch.policy=dlcp"],
     &["host.nic=fifo", "transport.kind=pfabric", "switch.policy=pfabric"],
     &["host.nic=fifo", "transport.kind=pias"],
+    &["transport.tcp_handshake=true"],
+    &["transport.tcp_handshake=true", "transport.tcp_connections=per_pair"],
+    &["transport.kind=pias", "transport.pias_thresholds_from_workload=true"],
+    &["baseline=ns3"],
+    &["baseline=ns3", "transport.kind=pfabric", "switch.policy=pfabric"],
 ];
 
 #[test]
@@ -62,4 +67,10 @@ fn every_option_conserves_packets_and_is_deterministic() {
     assert_ne!(outputs[1].0, outputs[0].0, "a FIFO NIC changes the run");
     assert!(outputs[2].1.drops["host_nic"] > 0, "a 30 KB FIFO overflows: {:?}", outputs[2].1.drops);
     assert_eq!(outputs[1].1.drops["host_nic"], 0, "an unbounded FIFO never drops");
+    // a handshake per flow costs more packets than one per pair, and both change the run
+    let (per_flow, per_pair) = (&outputs[6].1, &outputs[7].1);
+    assert!(per_flow.packets.sent > per_pair.packets.sent, "{per_flow:?} vs {per_pair:?}");
+    assert!(outputs[6..=7].iter().all(|o| o.0 != outputs[0].0));
+    let (pias, _) = run(&["transport.kind=pias"]);
+    assert_ne!(outputs[8].0, pias, "thresholds from the workload change PIAS's run");
 }

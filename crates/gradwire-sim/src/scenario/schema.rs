@@ -38,6 +38,27 @@ pub struct Scenario {
     /// (`crate::ideal`); left out of the serialized scenario when off.
     #[serde(default, skip_serializing_if = "crate::ideal::IdealMode::is_off")]
     pub ideal: crate::ideal::IdealMode,
+    /// A preset of baseline settings, applied to every key the scenario leaves out
+    /// (`super::preset`); left out of the serialized scenario when `modern`.
+    #[serde(default, skip_serializing_if = "Baseline::is_modern")]
+    pub baseline: Baseline,
+}
+
+/// How the baselines around a transport are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// gradwire's defaults: round-robin NICs, no handshake.
+    #[default]
+    Modern,
+    /// What an ns-3 run of dlcp.md §5.2 would have had (see `preset.rs`).
+    Ns3,
+}
+
+impl Baseline {
+    pub fn is_modern(&self) -> bool {
+        *self == Baseline::Modern
+    }
 }
 
 /// PCN (pcn.md §3): bursts of `kind = "ddlgen"` are announced by a PCN-START to the server;
@@ -283,6 +304,48 @@ pub struct TransportCfg {
     /// before requesting what is missing (0: at once, as dlcp.md; a deviation otherwise).
     #[serde(skip_serializing_if = "is_zero")]
     pub dlcp_retx_quiet_us: f64,
+    /// newreno/dctcp/pias: open each connection with a SYN / SYN-ACK before data.
+    #[serde(skip_serializing_if = "is_false")]
+    pub tcp_handshake: bool,
+    /// With `tcp_handshake`: wait before a SYN is sent again, doubled per retry (ns-3's
+    /// `TcpSocket::ConnTimeout`, 3 s).
+    #[serde(skip_serializing_if = "is_default_conn_timeout")]
+    pub tcp_conn_timeout_us: f64,
+    /// With `tcp_handshake`: a fresh connection per flow, or one per host pair.
+    #[serde(skip_serializing_if = "TcpConnections::is_per_flow")]
+    pub tcp_connections: TcpConnections,
+    /// PIAS: derive the demotion thresholds from the workload's flow sizes.
+    #[serde(skip_serializing_if = "is_false")]
+    pub pias_thresholds_from_workload: bool,
+}
+
+/// ns-3's default `TcpSocket::ConnTimeout`.
+pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
+
+fn is_default_conn_timeout(v: &f64) -> bool {
+    *v == NS3_CONN_TIMEOUT_US
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Which flows of a TCP-based transport open a connection (with `tcp_handshake`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TcpConnections {
+    /// Every flow (a tensor) opens its own connection.
+    #[default]
+    PerFlow,
+    /// One connection per (sender host, receiver host), opened by the first flow between
+    /// them; later flows of the pair start at once. Window and RTT state stay per flow.
+    PerPair,
+}
+
+impl TcpConnections {
+    pub fn is_per_flow(&self) -> bool {
+        *self == TcpConnections::PerFlow
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -337,6 +400,10 @@ impl Default for TransportCfg {
             dlcp_rate_state: DlcpRateState::Tensor,
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,
+            tcp_handshake: false,
+            tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
+            tcp_connections: TcpConnections::PerFlow,
+            pias_thresholds_from_workload: false,
         }
     }
 }

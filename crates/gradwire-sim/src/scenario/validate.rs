@@ -127,6 +127,7 @@ impl Scenario {
         }
         self.validate_pauses()?;
         self.validate_pcn()?;
+        positive("transport.tcp_conn_timeout_us", self.transport.tcp_conn_timeout_us)?;
         self.validate_workload()
     }
 

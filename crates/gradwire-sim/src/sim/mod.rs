@@ -147,7 +147,11 @@ impl Simulation {
             .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
 
-        let factory = EndpointFactory::new(&s);
+        let mut factory = EndpointFactory::new(&s);
+        if s.transport.kind == crate::scenario::TransportKind::Pias && s.transport.pias_thresholds_from_workload {
+            let sizes = workload.flows.iter().map(|f| f.bytes);
+            factory.set_pias_thresholds(&crate::baselines::pias_thresholds(sizes, s.switch.queues));
+        }
         let nflows = workload.flows.len();
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,
