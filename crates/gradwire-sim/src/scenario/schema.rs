@@ -172,6 +172,9 @@ pub struct SwitchCfg {
     pub policy: SwitchPolicy,
     /// DLCP threshold step `d`.
     pub dlcp_d: f64,
+    /// Bytes of each switch buffer pool only queue 0 (DLCP's control queue) may use.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub queue0_reserve_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -196,6 +199,7 @@ impl Default for SwitchCfg {
             queues: 8,
             policy: SwitchPolicy::Plain,
             dlcp_d: 0.5,
+            queue0_reserve_bytes: 0,
         }
     }
 }
@@ -324,6 +328,10 @@ pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
 
 fn is_default_conn_timeout(v: &f64) -> bool {
     *v == NS3_CONN_TIMEOUT_US
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 fn is_false(b: &bool) -> bool {
