@@ -77,6 +77,7 @@ impl EndpointFactory {
             ctrl_rto: from_us(tr.ctrl_rto_us),
             resend_at_line_rate: tr.dlcp_resend_at_line_rate,
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
+            stop_behind_data: tr.dlcp_stop_behind_data,
             ..DlcpConfig::default()
         };
         let ltp = LtpConfig {

@@ -308,6 +308,10 @@ pub struct TransportCfg {
     /// before requesting what is missing (0: at once, as dlcp.md; a deviation otherwise).
     #[serde(skip_serializing_if = "is_zero")]
     pub dlcp_retx_quiet_us: f64,
+    /// DLCP: STOP rides the transfer's data queue (ECN-capable) instead of the control
+    /// queue, so it does not overtake data queued before it (a deviation).
+    #[serde(skip_serializing_if = "is_false")]
+    pub dlcp_stop_behind_data: bool,
     /// newreno/dctcp/pias: open each connection with a SYN / SYN-ACK before data.
     #[serde(skip_serializing_if = "is_false")]
     pub tcp_handshake: bool,
@@ -408,6 +412,7 @@ impl Default for TransportCfg {
             dlcp_rate_state: DlcpRateState::Tensor,
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,
+            dlcp_stop_behind_data: false,
             tcp_handshake: false,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
             tcp_connections: TcpConnections::PerFlow,
