@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import math
 import os
 import shutil
@@ -40,6 +41,8 @@ OUR_BIN = ROOT / "target" / "release" / "gradwire-sim"
 
 DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctcp.toml"]
 DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
+# Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
+NICS = {"round_robin": "rr", "fifo": "fifo"}
 # Small scenarios (< 1000 flows) pool this many seeds: one 10 ms RTO among 32 flows is the
 # p99 of a single run, and whether it happens is a coin toss on either simulator.
 SMALL_SEEDS = 10
@@ -79,8 +82,9 @@ def _section(scn: dict, name: str, defaults: dict) -> dict:
     return out
 
 
-def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
-    """Map a gradwire scenario (parsed TOML) to leafspine.cc's command line."""
+def ns3_args(scn: dict, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
+    """Map a gradwire scenario (parsed TOML) to leafspine.cc's command line, with host NICs
+    of discipline `nic` (gradwire's `host.nic`)."""
     topo = _section(scn, "topology", TOPOLOGY_DEFAULTS)
     sw = _section(scn, "switch", SWITCH_DEFAULTS)
     tr = _section(scn, "transport", TRANSPORT_DEFAULTS)
@@ -93,8 +97,9 @@ def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
         raise Unsupported("switch.drop_threshold_packets")
     if scn.get("failures"):
         raise Unsupported("failures")
-    if scn.get("host", {}).get("nic_queue_bytes", 0):
-        raise Unsupported("host.nic_queue_bytes (ns-3 side models an unbounded NIC queue)")
+    nic_bytes = scn.get("host", {}).get("nic_queue_bytes", 0)
+    if nic_bytes and nic != "fifo":
+        raise Unsupported("host.nic_queue_bytes with a round-robin NIC (ns-3 side models it unbounded)")
     if tr["header_bytes"] != 40 or tr["ack_bytes"] != 40:
         raise Unsupported("header_bytes/ack_bytes other than 40 (ns-3 sends real IPv4+TCP headers)")
     if tr["dupack_threshold"] != 3:
@@ -116,6 +121,8 @@ def ns3_args(scn: dict, transport: str, seed: int) -> list[str]:
         f"--rtoInitialUs={tr['rto_initial_us'] if tr['rto_initial_us'] is not None else tr['rto_min_us']}",
         f"--dctcpG={tr['dctcp_g']}",
         "--ecmp=spray",
+        f"--hostQueue={NICS[nic]}",
+        f"--hostQueueBytes={nic_bytes}",
         f"--seed={seed}",
         f"--stopMs={scn.get('stop_ms', 1000.0)}",
         f"--startUs={wl.get('start_us', 0.0)}",
@@ -185,8 +192,8 @@ def snapshot_our_binary(work: Path) -> Path | None:
     return _snapshot
 
 
-def our_command(scenario: Path, out: Path, transport: str, seed: int) -> list[str]:
-    sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray"]
+def our_command(scenario: Path, out: Path, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
+    sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={nic}"]
     exe = _snapshot or (OUR_BIN if OUR_BIN.exists() else None)
     if exe:
         return [str(exe), str(scenario), "--out", str(out), "--seed", str(seed), *sets, "--quiet"]
@@ -215,12 +222,12 @@ def run_child(cmd: list[str], log: Path) -> tuple[int, float]:
     return rc, time.monotonic() - t0
 
 
-def run_ours(scenario: Path, transport: str, seed: int, work: Path) -> Run:
-    out = work / f"ours-{transport}-s{seed}"
+def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) -> Run:
+    out = work / f"ours-{transport}-{nic}-s{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
-        cmd = our_command(scenario, out, transport, seed)
+        cmd = our_command(scenario, out, transport, seed, nic)
     except FileNotFoundError as e:
         return Run(False, error=str(e))
     rc, wall = run_child(cmd, out / "log.txt")
@@ -233,12 +240,12 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path) -> Run:
     return Run(True, fcts, unfinished, rtos, wall)
 
 
-def run_ns3(scn: dict, transport: str, seed: int, work: Path) -> Run:
-    out = work / f"ns3-{transport}-s{seed}"
+def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
+    out = work / f"ns3-{transport}-{nic}-s{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
-        args = ns3_args(scn, transport, seed)
+        args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
         return Run(False, error=f"not modelled on the ns-3 side: {e}")
     cmd = [str(NS3_BIN), *args, f"--out={out / 'flows.csv'}"]
@@ -283,6 +290,7 @@ def rel(ours: float, ref: float) -> float:
 class Row:
     scenario: str
     transport: str
+    nic: str
     seeds: str
     flows: int
     ours_mean_us: float
@@ -302,6 +310,7 @@ class Row:
 COLUMNS = [
     "scenario",
     "transport",
+    "nic",
     "seeds",
     "flows",
     "ours_mean_us",
@@ -333,6 +342,7 @@ def fmt(row: Row, col: str) -> str:
 HEAD = {
     "scenario": "scenario",
     "transport": "transport",
+    "nic": "host NIC",
     "seeds": "seeds",
     "flows": "flows",
     "ours_mean_us": "mean ours (us)",
@@ -361,23 +371,23 @@ def print_table(rows: list[Row]) -> None:
         cells = [[HEAD[c] for c in TABLE_COLS]] + [[fmt(r, c) for c in TABLE_COLS] for r in rows]
         widths = [max(len(line[i]) for line in cells) for i in range(len(TABLE_COLS))]
         for k, line in enumerate(cells):
-            print("  ".join(v.rjust(w) if k and i > 1 else v.ljust(w) for i, (v, w) in enumerate(zip(line, widths))))
+            print("  ".join(v.rjust(w) if k and i > 2 else v.ljust(w) for i, (v, w) in enumerate(zip(line, widths))))
             if k == 0:
                 print("  ".join("-" * w for w in widths))
         for r in rows:
             if r.note:
-                print(f"note [{r.scenario} {r.transport}]: {r.note}")
+                print(f"note [{r.scenario} {r.transport} {r.nic}]: {r.note}")
         return
     table = Table(title="gradwire vs ns-3.37 (FCT)")
     for c in TABLE_COLS:
-        table.add_column(HEAD[c], justify="left" if c in ("scenario", "transport") else "right")
+        table.add_column(HEAD[c], justify="left" if c in ("scenario", "transport", "nic") else "right")
     for r in rows:
         style = {"PASS": "green", "FAIL": "red"}.get(r.verdict, "yellow")
         table.add_row(*[fmt(r, c) for c in TABLE_COLS], style=style)
     Console().print(table)
     for r in rows:
         if r.note:
-            print(f"note [{r.scenario} {r.transport}]: {r.note}")
+            print(f"note [{r.scenario} {r.transport} {r.nic}]: {r.note}")
 
 
 def write_outputs(rows: list[Row], tol: float, command: str) -> None:
@@ -397,7 +407,7 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
     lines = [
         f"<!-- generated by `{command}` -->",
         "| " + " | ".join(HEAD[c] for c in md_cols) + " |",
-        "|" + "|".join("---" if c in ("scenario", "transport") else "---:" for c in md_cols) + "|",
+        "|" + "|".join("---" if c in ("scenario", "transport", "nic") else "---:" for c in md_cols) + "|",
     ]
     for r in rows:
         lines.append("| " + " | ".join((f"**{r.verdict}**" if c == "verdict" else fmt(r, c)) for c in md_cols) + " |")
@@ -407,7 +417,7 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
         'gradwire runs with `routing.mode = "spray"` (ns-3.37 has only per-packet ECMP). '
         "Gaps are explained in docs/validation.md."
     )
-    notes = [f"- {r.scenario} / {r.transport}: {r.note}" for r in rows if r.note]
+    notes = [f"- {r.scenario} / {r.transport} / {r.nic}: {r.note}" for r in rows if r.note]
     if notes:
         lines += ["", *notes]
     (VALIDATION / "results.md").write_text("\n".join(lines) + "\n")
@@ -417,6 +427,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenarios", nargs="+", default=DEFAULT_SCENARIOS)
     ap.add_argument("--transports", nargs="+", default=DEFAULT_TRANSPORTS, choices=DEFAULT_TRANSPORTS)
+    ap.add_argument(
+        "--nics",
+        nargs="+",
+        default=list(NICS),
+        choices=list(NICS),
+        help="host NIC disciplines (gradwire's host.nic; ns-3: per-flow round-robin queue disc or one FIFO)",
+    )
     ap.add_argument(
         "--seeds",
         default=None,
@@ -442,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "rb") as f:
             scn = tomllib.load(f)
         name = scn.get("name", path.stem)
-        for transport in args.transports:
+        for transport, nic in itertools.product(args.transports, args.nics):
             if args.seeds:
                 seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
             else:
@@ -455,10 +472,10 @@ def main(argv: list[str] | None = None) -> int:
             pending = list(seeds) if seeds else [1]
             while pending:
                 seed = pending.pop(0)
-                print(f"[{name} {transport} seed {seed}] gradwire ...", flush=True)
-                a = run_ours(path, transport, seed, work)
-                print(f"[{name} {transport} seed {seed}] ns-3 ...", flush=True)
-                b = run_ns3(scn, transport, seed, work)
+                print(f"[{name} {transport} {nic} seed {seed}] gradwire ...", flush=True)
+                a = run_ours(path, transport, seed, work, nic)
+                print(f"[{name} {transport} {nic} seed {seed}] ns-3 ...", flush=True)
+                b = run_ns3(scn, transport, seed, work, nic)
                 for who, r in (("gradwire", a), ("ns-3", b)):
                     if not r.ok:
                         errors.append(f"{who} seed {seed}: {r.error}")
@@ -477,10 +494,12 @@ def main(argv: list[str] | None = None) -> int:
             if errors:
                 failed_runs += 1
                 for e in errors:
-                    print(f"ERROR [{name} {transport}] {e}", file=sys.stderr)
+                    print(f"ERROR [{name} {transport} {nic}] {e}", file=sys.stderr)
             if not done_seeds:
                 rows.append(
-                    Row(name, transport, "-", 0, *([math.nan] * 6), 0, 0, 0.0, 0.0, "ERROR", note="; ".join(errors))
+                    Row(
+                        name, transport, nic, "-", 0, *([math.nan] * 6), 0, 0, 0.0, 0.0, "ERROR", note="; ".join(errors)
+                    )
                 )
                 continue
             ours_f.sort()
@@ -498,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
                 Row(
                     name,
                     transport,
+                    nic,
                     ",".join(map(str, done_seeds)),
                     len(ns3_f),
                     om,

@@ -535,6 +535,7 @@ main(int argc, char* argv[])
     uint32_t ecnThresholdPackets = 65;
     std::string aqm = "step";
     std::string hostQueue = "rr";
+    uint64_t hostQueueBytes = 0;
     // Transport
     std::string transport = "dctcp";
     uint32_t mss = 1460;
@@ -586,6 +587,10 @@ main(int argc, char* argv[])
                  "host NIC queue: rr (per-flow round-robin, one packet per turn, as gradwire's "
                  "NIC) or fifo",
                  hostQueue);
+    cmd.AddValue("hostQueueBytes",
+                 "fifo host NIC: drop-tail limit in bytes (0 = unbounded, gradwire's "
+                 "host.nic_queue_bytes)",
+                 hostQueueBytes);
     cmd.AddValue("transport", "newreno or dctcp", transport);
     cmd.AddValue("mss", "TCP MSS (bytes)", mss);
     cmd.AddValue("initCwnd", "initial congestion window (segments)", initCwnd);
@@ -702,7 +707,8 @@ main(int argc, char* argv[])
             "UseEcn", BooleanValue(mark),
             "UseHardDrop", BooleanValue(false));
     }
-    // Host NICs: unbounded; per-flow round-robin (gradwire's NIC) or one FIFO.
+    // Host NICs: per-flow round-robin (gradwire's default NIC, unbounded) or one FIFO
+    // (gradwire's host.nic = "fifo"; unbounded unless --hostQueueBytes).
     TrafficControlHelper hostTc;
     if (hostQueue == "rr")
     {
@@ -710,7 +716,11 @@ main(int argc, char* argv[])
     }
     else
     {
-        hostTc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", StringValue("10000000p"));
+        hostTc.SetRootQueueDisc("ns3::FifoQueueDisc",
+                                "MaxSize",
+                                hostQueueBytes
+                                    ? QueueSizeValue(QueueSize(QueueSizeUnit::BYTES, hostQueueBytes))
+                                    : QueueSizeValue(QueueSize("10000000p")));
     }
 
     PointToPointHelper hostLink;

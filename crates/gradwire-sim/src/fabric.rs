@@ -2,7 +2,7 @@
 //! packet pool.
 
 use crate::routing::{Hop, PortId};
-use crate::scenario::{BufferMode, Scenario, SwitchPolicy};
+use crate::scenario::{BufferMode, NicDiscipline, Scenario, SwitchPolicy};
 use crate::topology::{NodeId, NodeKind, Topology};
 use gradwire_core::switch::{BufferPool, PFabricPortConfig, PortConfig, PortHeader, SwitchPort};
 use gradwire_core::time::{serialization, Time, SEC};
@@ -188,20 +188,24 @@ impl Fabric {
     pub fn build(s: &Scenario, topo: &Topology) -> Fabric {
         let sw = &s.switch;
         // buffer limits come from the pools; a pFabric port needs no cap of its own
+        let fifo_nic = s.host.nic == NicDiscipline::Fifo;
+        let reserve = |cfg: PortConfig| PortConfig { queue0_reserve_bytes: sw.queue0_reserve_bytes, ..cfg };
         let make_port = |is_host: bool| match (sw.policy, is_host) {
+            // one queue, whatever the packets' classes: they leave in the order they came
+            (_, true) if fifo_nic => SwitchPort::priority(PortConfig::uniform(1, 0, 0)),
             (SwitchPolicy::Pfabric, _) => SwitchPort::pfabric(PFabricPortConfig::unbounded()),
             (_, true) => SwitchPort::priority(PortConfig::uniform(sw.queues, 0, 0)),
-            (SwitchPolicy::Plain, false) => SwitchPort::priority(PortConfig::uniform(
+            (SwitchPolicy::Plain, false) => SwitchPort::priority(reserve(PortConfig::uniform(
                 sw.queues,
                 sw.ecn_threshold_packets,
                 sw.drop_threshold_packets,
-            )),
-            (SwitchPolicy::Dlcp, false) => SwitchPort::priority(PortConfig::dlcp(
+            ))),
+            (SwitchPolicy::Dlcp, false) => SwitchPort::priority(reserve(PortConfig::dlcp(
                 sw.queues,
                 sw.ecn_threshold_packets,
                 sw.dlcp_d,
                 sw.drop_threshold_packets,
-            )),
+            ))),
         };
         let mut pools = Vec::new();
         // one shared pool per switch, created on demand

@@ -10,6 +10,7 @@
 //! [`workload`] (flows and their dependencies), [`sim`] (the world that ties them
 //! together), [`output`] (flows.csv, summary.json, queues.csv) and [`scenario`] (TOML).
 
+pub mod baselines;
 pub mod bytesched;
 pub mod engine;
 pub mod fabric;

@@ -40,6 +40,8 @@ pub struct EndpointFactory {
     lt_states: LtStates,
     /// Some: DLCP rate state is carried per host pair.
     dlcp_rates: Option<RateStates>,
+    /// Some: TCP-based flows open their connections first (`crate::baselines`).
+    handshakes: Option<crate::baselines::Handshakes>,
 }
 
 pub type EndpointPair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
@@ -76,6 +78,7 @@ impl EndpointFactory {
             ctrl_rto: from_us(tr.ctrl_rto_us),
             resend_at_line_rate: tr.dlcp_resend_at_line_rate,
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
+            stop_behind_data: tr.dlcp_stop_behind_data,
             ..DlcpConfig::default()
         };
         let ltp = LtpConfig {
@@ -99,6 +102,7 @@ impl EndpointFactory {
             ltp,
             lt_states: LtStates::default(),
             dlcp_rates: (tr.dlcp_rate_state == DlcpRateState::Pair).then(RateStates::default),
+            handshakes: crate::baselines::Handshakes::new(s),
             tcp,
             dlcp,
             pull_loss_bound: tr.pull_loss_bound,
@@ -115,8 +119,21 @@ impl EndpointFactory {
         }
     }
 
+    /// PIAS's demotion thresholds, replacing the scenario's (`pias_thresholds_from_workload`).
+    pub fn set_pias_thresholds(&mut self, thresholds: &[u64]) {
+        self.pias = PiasConfig::new(self.pias.tcp, thresholds);
+    }
+
     /// Sender and receiver of flow `f`; `line_rate_bps` is the sender's NIC rate.
     pub fn make(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> EndpointPair {
+        let pair = self.make_bare(f, spec, line_rate_bps, now);
+        match &self.handshakes {
+            None => pair,
+            Some(h) => h.wrap(f, spec.src, spec.dst, spec.bytes, pair),
+        }
+    }
+
+    fn make_bare(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> EndpointPair {
         let (src, dst, bytes) = (spec.src, spec.dst, spec.bytes);
         match self.kind {
             TransportKind::Newreno | TransportKind::Dctcp => (

@@ -36,11 +36,14 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     (flows_csv(&s), s.summary())
 }
 
-const OPTIONS: [&[&str]; 4] = [
+const OPTIONS: [&[&str]; 7] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
     &["transport.dlcp_rate_state=pair", "transport.dlcp_resend_at_line_rate=false", "transport.rate_period_us=20.0"],
+    &["switch.queue0_reserve_bytes=15000", "switch.buffer_bytes=30000"],
+    &["host.nic=fifo"],
+    &["transport.dlcp_stop_behind_data=true"],
 ];
 
 #[test]

@@ -47,12 +47,14 @@ pub enum DropReason {
     Selective,
     /// pFabric: a queued packet pushed out of a full buffer by an arrival of smaller rank.
     Evicted,
+    /// A host's own NIC queue had no room (a FIFO NIC that its senders overfill).
+    HostNic,
 }
 
 impl DropReason {
     /// Every reason, in discriminant order: `reason as usize` indexes an array of
     /// `ALL.len()` counters such as [`PortCounters::dropped`].
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::BufferFull,
         DropReason::DynamicThreshold,
         DropReason::QueueThreshold,
@@ -61,6 +63,7 @@ impl DropReason {
         DropReason::RandomLoss,
         DropReason::Selective,
         DropReason::Evicted,
+        DropReason::HostNic,
     ];
 
     /// Stable snake_case name, the key of this reason in reports.
@@ -74,6 +77,7 @@ impl DropReason {
             DropReason::RandomLoss => "random_loss",
             DropReason::Selective => "selective",
             DropReason::Evicted => "evicted",
+            DropReason::HostNic => "host_nic",
         }
     }
 }
@@ -120,6 +124,10 @@ pub struct PortConfig {
     /// DLCP: at or above the ECN threshold, mark ECN-capable (important) packets and drop
     /// the others, instead of queueing the others unmarked.
     pub selective_drop: bool,
+    /// Bytes of the buffer pool only queue 0 may use: queues 1.. are admitted while the
+    /// pool keeps this much free, so control (queue 0 under DLCP) still finds room when
+    /// data fills the buffer. 0: first come, first served.
+    pub queue0_reserve_bytes: u64,
 }
 
 impl PortConfig {
@@ -131,6 +139,7 @@ impl PortConfig {
             ecn_threshold: [ecn_threshold; MAX_QUEUES],
             drop_threshold: [drop_threshold; MAX_QUEUES],
             selective_drop: false,
+            queue0_reserve_bytes: 0,
         }
     }
 
@@ -253,7 +262,8 @@ impl<T> EgressPort<T> {
         if drop_th > 0 && held >= drop_th {
             return Admit::Dropped(DropReason::QueueThreshold);
         }
-        if (bytes as u64) > pool.free() {
+        let reserve = if q == 0 { 0 } else { self.cfg.queue0_reserve_bytes };
+        if bytes as u64 + reserve > pool.free() {
             return Admit::Dropped(DropReason::BufferFull);
         }
         if let Some(alpha) = pool.dt_alpha {
@@ -545,6 +555,29 @@ mod tests {
             assert_eq!(p.enqueue(100 + i, 64, 0, false, &mut pool), Admit::Queued { marked: false });
         }
         assert_eq!(p.counters.dropped[DropReason::Selective as usize], 1);
+    }
+
+    #[test]
+    fn a_queue0_reserve_admits_control_when_data_fills_the_port() {
+        let cfg = PortConfig { queue0_reserve_bytes: 3000, ..PortConfig::uniform(8, 0, 0) };
+        let mut pool = BufferPool::new(15_000, None);
+        let mut p: EgressPort<u32> = EgressPort::new(cfg);
+        let mut data = 0;
+        while p.enqueue(data, 1500, 3, false, &mut pool) != Admit::Dropped(DropReason::BufferFull) {
+            data += 1;
+        }
+        assert_eq!(data, 8, "data stops 3000 bytes short of the 15000-byte pool");
+        for i in 0..46 {
+            assert_eq!(p.enqueue(100 + i, 64, 0, false, &mut pool), Admit::Queued { marked: false }, "control {i}");
+        }
+        assert_eq!(p.enqueue(200, 64, 0, false, &mut pool), Admit::Dropped(DropReason::BufferFull), "pool full");
+        // without the reserve the same data takes the whole pool and control finds none
+        let mut pool = BufferPool::new(15_000, None);
+        let mut q: EgressPort<u32> = EgressPort::new(PortConfig::uniform(8, 0, 0));
+        for i in 0..10 {
+            assert_eq!(q.enqueue(i, 1500, 3, false, &mut pool), Admit::Queued { marked: false });
+        }
+        assert_eq!(q.enqueue(99, 64, 0, false, &mut pool), Admit::Dropped(DropReason::BufferFull));
     }
 
     #[test]

@@ -156,3 +156,29 @@ pub trait Endpoint: Send {
     /// messages it still sends after [`EndpointEvent::Delivered`].
     fn stats(&self) -> EndpointStats;
 }
+
+/// A boxed endpoint is an endpoint, so wrappers such as [`tcp::handshake`]'s can sit in
+/// front of whatever a driver built.
+impl<E: Endpoint + ?Sized> Endpoint for Box<E> {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        (**self).handle_packet(now, pkt)
+    }
+    fn handle_timeout(&mut self, now: Time) {
+        (**self).handle_timeout(now)
+    }
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        (**self).poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        (**self).poll_timeout()
+    }
+    fn poll_timeout_unpaced(&self) -> Option<Time> {
+        (**self).poll_timeout_unpaced()
+    }
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        (**self).poll_event()
+    }
+    fn stats(&self) -> EndpointStats {
+        (**self).stats()
+    }
+}

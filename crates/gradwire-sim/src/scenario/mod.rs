@@ -5,6 +5,7 @@
 //! TOML tree before it is typed, so they get exactly the same checks as the file.
 
 mod error;
+mod preset;
 mod schema;
 mod validate;
 
@@ -75,7 +76,8 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError>
 }
 
 /// Type and validate one run's TOML tree.
-pub fn from_table(tree: toml::Table) -> Result<Scenario, ScenarioError> {
+pub fn from_table(mut tree: toml::Table) -> Result<Scenario, ScenarioError> {
+    preset::apply(&mut tree)?;
     let value = toml::Value::Table(tree.clone());
     let scenario: Scenario = serde_path_to_error::deserialize(value).map_err(|e| {
         let key = e.path().to_string();

@@ -38,6 +38,27 @@ pub struct Scenario {
     /// (`crate::ideal`); left out of the serialized scenario when off.
     #[serde(default, skip_serializing_if = "crate::ideal::IdealMode::is_off")]
     pub ideal: crate::ideal::IdealMode,
+    /// A preset of baseline settings, applied to every key the scenario leaves out
+    /// (`super::preset`); left out of the serialized scenario when `modern`.
+    #[serde(default, skip_serializing_if = "Baseline::is_modern")]
+    pub baseline: Baseline,
+}
+
+/// How the baselines around a transport are configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    /// gradwire's defaults: round-robin NICs, no handshake.
+    #[default]
+    Modern,
+    /// What an ns-3 run of dlcp.md §5.2 would have had (see `preset.rs`).
+    Ns3,
+}
+
+impl Baseline {
+    pub fn is_modern(&self) -> bool {
+        *self == Baseline::Modern
+    }
 }
 
 /// PCN (pcn.md §3): bursts of `kind = "ddlgen"` are announced by a PCN-START to the server;
@@ -156,6 +177,9 @@ pub struct SwitchCfg {
     pub policy: SwitchPolicy,
     /// DLCP threshold step `d`.
     pub dlcp_d: f64,
+    /// Bytes of each switch buffer pool only queue 0 (DLCP's control queue) may use.
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub queue0_reserve_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -180,6 +204,7 @@ impl Default for SwitchCfg {
             queues: 8,
             policy: SwitchPolicy::Plain,
             dlcp_d: 0.5,
+            queue0_reserve_bytes: 0,
         }
     }
 }
@@ -189,6 +214,22 @@ impl Default for SwitchCfg {
 pub struct HostCfg {
     /// NIC queue capacity; 0 = unbounded (the transport's window is the only limit).
     pub nic_queue_bytes: u64,
+    /// How the NIC chooses what to send next.
+    pub nic: NicDiscipline,
+}
+
+/// A host NIC's queueing discipline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NicDiscipline {
+    /// Per-flow queues with socket backpressure: when the link is free the NIC asks its
+    /// ready endpoints, highest class first and round robin within a class, for one packet.
+    #[default]
+    RoundRobin,
+    /// One drop-tail queue in the order the endpoints hand packets over, each endpoint
+    /// sending whatever its window and pacing allow (ns-3's default NIC); bounded by
+    /// `nic_queue_bytes`, overflow dropped as `host_nic`.
+    Fifo,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -276,6 +317,56 @@ pub struct TransportCfg {
     /// before requesting what is missing (0: at once, as dlcp.md; a deviation otherwise).
     #[serde(skip_serializing_if = "is_zero")]
     pub dlcp_retx_quiet_us: f64,
+    /// DLCP: STOP rides the transfer's data queue (ECN-capable) instead of the control
+    /// queue, so it does not overtake data queued before it (a deviation).
+    #[serde(skip_serializing_if = "is_false")]
+    pub dlcp_stop_behind_data: bool,
+    /// newreno/dctcp/pias: open each connection with a SYN / SYN-ACK before data.
+    #[serde(skip_serializing_if = "is_false")]
+    pub tcp_handshake: bool,
+    /// With `tcp_handshake`: wait before a SYN is sent again, doubled per retry (ns-3's
+    /// `TcpSocket::ConnTimeout`, 3 s).
+    #[serde(skip_serializing_if = "is_default_conn_timeout")]
+    pub tcp_conn_timeout_us: f64,
+    /// With `tcp_handshake`: a fresh connection per flow, or one per host pair.
+    #[serde(skip_serializing_if = "TcpConnections::is_per_flow")]
+    pub tcp_connections: TcpConnections,
+    /// PIAS: derive the demotion thresholds from the workload's flow sizes.
+    #[serde(skip_serializing_if = "is_false")]
+    pub pias_thresholds_from_workload: bool,
+}
+
+/// ns-3's default `TcpSocket::ConnTimeout`.
+pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
+
+fn is_default_conn_timeout(v: &f64) -> bool {
+    *v == NS3_CONN_TIMEOUT_US
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Which flows of a TCP-based transport open a connection (with `tcp_handshake`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TcpConnections {
+    /// Every flow (a tensor) opens its own connection.
+    #[default]
+    PerFlow,
+    /// One connection per (sender host, receiver host), opened by the first flow between
+    /// them; later flows of the pair start at once. Window and RTT state stay per flow.
+    PerPair,
+}
+
+impl TcpConnections {
+    pub fn is_per_flow(&self) -> bool {
+        *self == TcpConnections::PerFlow
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -335,6 +426,11 @@ impl Default for TransportCfg {
             dlcp_rate_state: DlcpRateState::Tensor,
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,
+            dlcp_stop_behind_data: false,
+            tcp_handshake: false,
+            tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
+            tcp_connections: TcpConnections::PerFlow,
+            pias_thresholds_from_workload: false,
         }
     }
 }

@@ -133,6 +133,7 @@ impl Scenario {
         }
         self.validate_pauses()?;
         self.validate_pcn()?;
+        positive("transport.tcp_conn_timeout_us", self.transport.tcp_conn_timeout_us)?;
         self.validate_workload()
     }
 
@@ -210,6 +211,12 @@ impl Scenario {
         }
         if let Some(s) = p.stop_us {
             nonnegative("pauses.stop_us", s)?;
+        }
+        if p.hold == PauseHold::Data && self.host.nic == NicDiscipline::Fifo {
+            return Err(ScenarioError::new(
+                "pauses.hold",
+                "`data` keeps a paused host's senders out of its NIC's round robin; with host.nic = \"fifo\" use `all`",
+            ));
         }
         let n = self.host_count();
         let candidates = match &p.among {

@@ -56,6 +56,9 @@ impl Simulation {
     /// After an endpoint was fed: settle its events and timer, and offer it to its host's
     /// NIC, which pulls packets one at a time when the link is free (see `pull_nic`).
     pub(super) fn drive(&mut self, ep: u32) {
+        if self.fifo_nic {
+            return self.drive_fifo(ep);
+        }
         let sl = slot_mut(&mut self.eps, ep);
         if sl.endpoint.is_none() {
             return;

@@ -5,6 +5,7 @@
 
 mod endpoints;
 mod eps;
+mod fifo_nic;
 mod packets;
 mod pause;
 mod pcn;
@@ -114,6 +115,9 @@ pub struct Simulation {
     next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: ReadyLists,
+    /// `host.nic = "fifo"`: endpoints hand their packets to the NIC queue (`fifo_nic.rs`)
+    /// instead of waiting in `ready`.
+    fifo_nic: bool,
     pub(crate) wall: std::time::Duration,
     finished: bool,
 }
@@ -151,7 +155,11 @@ impl Simulation {
             .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
 
-        let factory = EndpointFactory::new(&s);
+        let mut factory = EndpointFactory::new(&s);
+        if s.transport.kind == crate::scenario::TransportKind::Pias && s.transport.pias_thresholds_from_workload {
+            let sizes = workload.flows.iter().map(|f| f.bytes);
+            factory.set_pias_thresholds(&crate::baselines::pias_thresholds(sizes, s.switch.queues));
+        }
         let nflows = workload.flows.len();
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,
@@ -178,6 +186,7 @@ impl Simulation {
             starts: Vec::new(),
             next_start: 0,
             ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
+            fifo_nic: s.host.nic == crate::scenario::NicDiscipline::Fifo,
             wall: Default::default(),
             finished: false,
             scenario: s,

@@ -126,6 +126,11 @@ pub struct DlcpConfig {
     /// network; requesting at once then asks for data that is about to arrive, and its
     /// duplicate comes back too (a deviation, off by default).
     pub retx_quiet: Time,
+    /// Send STOP in the transfer's own data queue (ECN-capable, so a selective drop spares
+    /// it) instead of the control queue: it then leaves every switch port behind the data
+    /// queued before it rather than overtaking it (a deviation, off by default). Sprayed
+    /// packets on other paths can still arrive after it.
+    pub stop_behind_data: bool,
 }
 
 impl Default for DlcpConfig {
@@ -147,6 +152,7 @@ impl Default for DlcpConfig {
             request_all_missing: true,
             resend_at_line_rate: true,
             retx_quiet: 0,
+            stop_behind_data: false,
         }
     }
 }

@@ -293,7 +293,11 @@ impl Endpoint for DlcpSender {
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        let p = self.ctrl.poll_transmit(now).or_else(|| self.next_data(now))?;
+        let mut p = self.ctrl.poll_transmit(now).or_else(|| self.next_data(now))?;
+        if self.cfg.stop_behind_data && p.kind == PacketKind::Ctrl(CtrlOp::Stop) {
+            p.priority = self.cfg.data_priority;
+            p.ecn.ect = true;
+        }
         self.stats.packets_sent += 1;
         Some(p)
     }

@@ -522,3 +522,27 @@ fn with_retx_quiet_a_stop_that_overtook_its_data_requests_nothing_that_arrives()
     r.handle_timeout(30 * US + quiet);
     assert!(sent(&mut r, 30 * US + quiet).contains(&retx));
 }
+
+#[test]
+fn with_stop_behind_data_the_stop_rides_the_data_queue_after_the_round() {
+    for behind in [false, true] {
+        let c = DlcpConfig { data_priority: 4, stop_behind_data: behind, ..cfg(0.0) };
+        let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10 * 1440, 0);
+        let mut sent = Vec::new();
+        let mut t: Time = 0;
+        while !sent.iter().any(|p: &Packet| p.kind == PacketKind::Ctrl(CtrlOp::Stop)) {
+            assert!(t < MS, "no STOP within 1 ms");
+            s.handle_timeout(t);
+            sent.extend(std::iter::from_fn(|| s.poll_transmit(t)));
+            t += 100;
+        }
+        let stop = sent.iter().position(|p| p.kind == PacketKind::Ctrl(CtrlOp::Stop)).unwrap();
+        assert_eq!(sent[..stop].iter().filter(|p| p.kind == PacketKind::Data).count(), 10, "STOP after the round");
+        let p = &sent[stop];
+        if behind {
+            assert_eq!((p.priority, p.ecn.ect), (4, true), "in the data queue, never selectively dropped");
+        } else {
+            assert_eq!(p.priority, c.ctrl_priority, "the paper's STOP rides the control queue");
+        }
+    }
+}

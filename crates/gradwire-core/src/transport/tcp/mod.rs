@@ -2,7 +2,7 @@
 //!
 //! The model follows ns-3.37's `TcpSocketBase` + `TcpNewReno` / `TcpDctcp` closely
 //! enough to cross-validate flow completion times, restricted to what a datacenter
-//! simulation needs: no handshake, no FIN, no SACK, no delayed ACKs, no receive window.
+//! simulation needs: no handshake (optional, in front: [`handshake`]), no FIN, no SACK, no delayed ACKs, no receive window.
 //! Sequence numbers are plain `u64` byte offsets starting at 0.
 //!
 //! * [`TcpSender`]: congestion control (slow start, congestion avoidance, NewReno
@@ -20,6 +20,7 @@
 //! * a full ACK sets cwnd = ssthresh without the extra congestion-avoidance step ns-3
 //!   takes on the same ACK; RTT samples follow Karn's rule (ns-3 uses timestamps).
 
+pub mod handshake;
 mod receiver;
 mod rtt;
 mod sender;

@@ -1,0 +1,76 @@
+//! Host NIC discipline and the baselines' realism options: each keeps packets conserved
+//! and runs deterministic, and leaving them at their defaults changes nothing.
+
+use gradwire_sim::output::flows_csv;
+use gradwire_sim::{load, Simulation};
+
+/// 8 hosts in 2 racks, ResNet18 PS, 4 workers / 2 servers, sprayed: per-tensor incasts.
+const SMALL: &str = r#"
+[topology]
+leaves = 2
+hosts_per_leaf = 4
+spines = 2
+uplinks_per_leaf = 2
+link_delay_ns = 1000
+[switch]
+buffer_bytes = 100000
+ecn_threshold_packets = 20
+[routing]
+mode = "spray"
+[transport]
+kind = "dctcp"
+rto_min_us = 1000.0
+[workload]
+kind = "dnn"
+model = "resnet18"
+workers = 4
+servers = 2
+iterations = 1
+"#;
+
+fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
+    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    let runs = load(SMALL, &ov).unwrap_or_else(|e| panic!("{e}"));
+    let mut s = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
+    s.run();
+    (flows_csv(&s), s.summary())
+}
+
+const OPTIONS: &[&[&str]] = &[
+    &[],
+    &["host.nic=fifo"],
+    &["host.nic=fifo", "host.nic_queue_bytes=30000"],
+    &["host.nic=fifo", "transport.kind=dlcp", "switch.policy=dlcp"],
+    &["host.nic=fifo", "transport.kind=pfabric", "switch.policy=pfabric"],
+    &["host.nic=fifo", "transport.kind=pias"],
+    &["transport.tcp_handshake=true"],
+    &["transport.tcp_handshake=true", "transport.tcp_connections=per_pair"],
+    &["transport.kind=pias", "transport.pias_thresholds_from_workload=true"],
+    &["baseline=ns3"],
+    &["baseline=ns3", "transport.kind=pfabric", "switch.policy=pfabric"],
+];
+
+#[test]
+fn every_option_conserves_packets_and_is_deterministic() {
+    let mut outputs = Vec::new();
+    for ov in OPTIONS {
+        let (a, sa) = run(ov);
+        let (b, _) = run(ov);
+        assert_eq!(a, b, "{ov:?}: not deterministic");
+        assert_eq!(sa.flows_finished, sa.flows, "{ov:?}");
+        assert!(sa.packets.conserved, "{ov:?}: {:?}", sa.packets);
+        outputs.push((a, sa));
+    }
+    // the default, spelled out, is the same run byte for byte
+    let (spelled, _) = run(&["host.nic=round_robin"]);
+    assert_eq!(spelled, outputs[0].0);
+    assert_ne!(outputs[1].0, outputs[0].0, "a FIFO NIC changes the run");
+    assert!(outputs[2].1.drops["host_nic"] > 0, "a 30 KB FIFO overflows: {:?}", outputs[2].1.drops);
+    assert_eq!(outputs[1].1.drops["host_nic"], 0, "an unbounded FIFO never drops");
+    // a handshake per flow costs more packets than one per pair, and both change the run
+    let (per_flow, per_pair) = (&outputs[6].1, &outputs[7].1);
+    assert!(per_flow.packets.sent > per_pair.packets.sent, "{per_flow:?} vs {per_pair:?}");
+    assert!(outputs[6..=7].iter().all(|o| o.0 != outputs[0].0));
+    let (pias, _) = run(&["transport.kind=pias"]);
+    assert_ne!(outputs[8].0, pias, "thresholds from the workload change PIAS's run");
+}
