@@ -35,6 +35,7 @@ use crate::inject::{Delayed, Impairment, Injector};
 use crate::job::{Dtype, Job, RawBuffer, Reply};
 use crate::tx::{Batch, Outbox, Payload};
 use crate::udp::{tos_byte, DataSocket, RecvBufs};
+use output::Nic;
 
 mod calls;
 mod input;
@@ -197,6 +198,8 @@ pub struct Engine {
     trace_at: Time,
     /// Packets of one turn, kept to reuse the allocation.
     txq: Vec<(u32, Packet)>,
+    /// The NIC every DLCP sender's data leaves through (see [`Nic`]).
+    nic: Nic,
     /// `GRADWIRE_TRACE` is set.
     tracing: bool,
     /// Datagrams of calls not posted yet, back to back, and their (offset, length, CE,
@@ -307,6 +310,7 @@ impl Engine {
             rbufs: RecvBufs::default(),
             trace_at: 0,
             txq: Vec::new(),
+            nic: Nic::default(),
             tracing: std::env::var_os("GRADWIRE_TRACE").is_some(),
             early: Vec::new(),
             early_index: Vec::new(),
@@ -409,7 +413,19 @@ impl Engine {
 
     fn sleep_for(&self) -> Option<Duration> {
         let now = self.now();
-        let mut next: Option<Time> = self.slots.values().filter_map(|s| s.ep.poll_timeout()).min();
+        // A DLCP sender's pacing slot waits for the NIC's share too (see `transmit`).
+        let nic_free = self.nic.free_at(self.cfg.transport.burst);
+        let mut next: Option<Time> = self
+            .slots
+            .values()
+            .filter_map(|s| match &s.ep {
+                Ep::DlcpSend(e) => {
+                    let paced = e.poll_timeout().map(|t| t.max(nic_free));
+                    [e.poll_timeout_unpaced(), paced].into_iter().flatten().min()
+                }
+                ep => ep.poll_timeout(),
+            })
+            .min();
         if let Some(r) = self.inject.next_release() {
             next = Some(next.map_or(r, |n| n.min(r)));
         }
