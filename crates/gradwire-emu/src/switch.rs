@@ -438,7 +438,7 @@ mod tests {
     use super::*;
     use crate::ipv4::test_packet;
     use crate::scenario;
-    use gradwire_core::time::{NS, US};
+    use gradwire_core::time::{MS, NS, US};
 
     fn switch(toml: &str) -> Switch {
         Switch::new(&scenario::load(toml).unwrap())
@@ -534,6 +534,42 @@ mod tests {
         drain(&mut sw);
         let st = sw.stats().pcn.unwrap();
         assert_eq!((st.port_bursts, st.ports_lowered), (1, 0));
+    }
+
+    #[test]
+    fn packets_stamped_when_the_tun_was_last_empty_keep_a_sender_within_the_line_rate() {
+        // the driver's pattern (`run.rs`): reads of up to 64 packets, each entering the NIC
+        // port at the time its TUN device was last found empty, some wakes 10 ms late
+        let mut sw = switch("[topology]\nhosts_per_leaf = 2\n[switch]\nbuffer_bytes = 512000\n");
+        // the host writes a packet every 12.6 us (0.95 Gbit/s); the switch looks every 50 us,
+        // and once every 5 ms sleeps 10 ms
+        let gap = 12_632 * NS;
+        let mut written = 0u64;
+        let mut empty_at = 0;
+        let mut now = 0;
+        let mut k = 0;
+        while now < 200 * MS {
+            k += 1;
+            now += if k % 100 == 0 { 10 * MS } else { 50 * US };
+            sw.advance(now, |_, _, _| {});
+            let due = now / gap;
+            let mut n = 0;
+            while written < due && n < 64 {
+                let id = sw.take_slot();
+                let pkt = test_packet(host_addr(0), host_addr(1), 0b10, 1500);
+                sw.slot_mut(id)[HEADROOM..HEADROOM + 1500].copy_from_slice(&pkt);
+                sw.ingress(0, id, 1500, empty_at);
+                written += 1;
+                n += 1;
+            }
+            if written >= due {
+                empty_at = now;
+            }
+        }
+        let st = sw.stats();
+        let leaf = st.ports.iter().find(|p| p.name == "leaf0->host1").unwrap();
+        let nic = st.ports.iter().find(|p| p.name == "host0->leaf0").unwrap();
+        assert!(leaf.max_bytes <= 3000, "leaf {} nic {}", leaf.max_bytes, nic.max_bytes);
     }
 
     #[test]
