@@ -226,6 +226,7 @@ class Communicator:
         send_thread: bool = False,
         authenticate: bool | None = None,
         retx_quiet_us: float | None = None,
+        pace_burst_us: float | None = None,
     ):
         if all(v is None for v in (master_addr, master_port, rank, world_size)) and not any(
             name in os.environ for name in _LAUNCH_VARS
@@ -275,6 +276,9 @@ class Communicator:
             retx_quiet_us=float(os.environ.get("GRADWIRE_RETX_QUIET_US", 0.0))
             if retx_quiet_us is None
             else float(retx_quiet_us),
+            pace_burst_us=float(os.environ["GRADWIRE_PACE_BURST_US"])
+            if pace_burst_us is None and "GRADWIRE_PACE_BURST_US" in os.environ
+            else pace_burst_us,
         )
         self.ps = _PS(self)
 

@@ -166,6 +166,43 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
     check_conservation(stats)
 
 
+def test_pcn_start_lowers_a_switch_ports_ecn_threshold(tmp_path):
+    # hosts 1 and 2 send 40 ECT datagrams each to host 0: its port queues fewer than K = 50,
+    # so only the PCN threshold (5 packets) that host 1's START carries makes it mark
+    path = scenario(
+        tmp_path,
+        """
+        [topology]
+        hosts_per_leaf = 3
+        host_link_gbps = 0.02
+        [switch]
+        ecn_threshold_packets = 50
+        buffer_bytes = 200000
+        [emulate]
+        pcn = true
+        """,
+    )
+    start = ((1 << 5) | 1) << 2  # DSCP: START flag, threshold 1 x 5 packets
+    with EmulatedNetwork(path, tmp_path / "run") as net:
+        rx = net.popen(0, [sys.executable, UDP, "recv", 7000, 81, 5], stdout=subprocess.PIPE, text=True)
+        assert rx.stdout.readline().strip() == "ready"
+        at = f"@{time.time() + 3.0}"
+        senders = [
+            net.popen(1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{start}:1", f"{ECT0}:40"]),
+            net.popen(2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{ECT0}:40"]),
+        ]
+        for s in senders:
+            assert s.wait(timeout=60) == 0
+        got = json.loads(rx.communicate(timeout=60)[0])
+        stats = net.stats()
+    port = next(p for p in stats["ports"] if p["name"] == "leaf0->host0")
+    assert port["max_bytes"] < 50 * 1028, "the queue stayed below K"
+    ce = [t for _, t in got if t & 0b11 == 0b11]
+    assert ce and port["ecn_marked"] == len(ce)
+    assert stats["pcn"]["port_starts"] == 1 and stats["pcn"]["ports_lowered"] == 1
+    check_conservation(stats)
+
+
 FLOWS = """
     name = "tcp"
     seed = 3

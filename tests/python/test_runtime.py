@@ -330,5 +330,7 @@ def test_bad_arguments_get_clear_errors():
         gradwire.Communicator("127.0.0.1", 1, 0, 1, mss=70_000)
     with pytest.raises(ValueError, match="unknown transport"):
         gradwire.Communicator("127.0.0.1", 1, 0, 1, transport="tcp")
+    with pytest.raises(ValueError, match="pace_burst_us"):
+        gradwire.Communicator("127.0.0.1", 1, 0, 1, pace_burst_us=0)
     with pytest.raises(ValueError, match="topology"):
         gradwire.Communicator("127.0.0.1", 1, 0, 1, topology="a,b")

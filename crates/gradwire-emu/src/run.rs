@@ -5,7 +5,7 @@ use crate::offload::{partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_ECN, G
 use crate::scenario::EmuScenario;
 use crate::switch::{host_addr, Stats, Switch, HEADROOM};
 use crate::tun::Tun;
-use gradwire_core::time::{MS, NS};
+use gradwire_core::time::{Time, MS, NS};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -72,6 +72,10 @@ struct TunCounters {
     write_calls: u64,
     /// Super-packets of an offload type the switch does not split (dropped).
     unsupported_gso: u64,
+    /// Wakes from a timed sleep later than asked (µs, the worst), and how many were more than
+    /// 1 ms late: the switch waiting for a core, while packets wait in the hosts' kernels.
+    max_late_us: u64,
+    late_over_1ms: u64,
 }
 
 #[derive(Serialize)]
@@ -169,6 +173,12 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
     let mut big = vec![0u8; VNET_HDR_LEN + 65_536];
     let mut scratch = Vec::new();
     let mut merge: Vec<Coalescer> = tuns.iter().map(|_| Coalescer::default()).collect();
+    // When each TUN device was last found empty. A packet read from it was written by the
+    // host's kernel since then; it enters the host's NIC port at that time, the earliest it
+    // can have been sent. Stamped with the time of the read instead, every stretch the
+    // switch spends off the CPU (tens of ms on a loaded machine) would be lost to the
+    // link: its shaper would start serializing the backlog only when read.
+    let mut empty_at: Vec<Time> = vec![0; tuns.len()];
     while !STOP.load(Ordering::SeqCst) {
         let now = clock();
         if end.is_some_and(|e| now >= e) {
@@ -203,8 +213,12 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
         let mut got = 0;
         for (h, tun) in tuns.iter().enumerate() {
             for _ in 0..BATCH {
+                let at = empty_at[h];
                 if offload {
-                    let Some(n) = tun.recv(&mut big)? else { break };
+                    let Some(n) = tun.recv(&mut big)? else {
+                        empty_at[h] = clock();
+                        break;
+                    };
                     tc.read_calls += 1;
                     let v = VnetHdr::parse(&big[..VNET_HDR_LEN]);
                     let pkt = &big[VNET_HDR_LEN..n];
@@ -218,7 +232,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         }
                         vh.write(&mut slot[..VNET_HDR_LEN]);
                         slot[HEADROOM..HEADROOM + seg.len()].copy_from_slice(seg);
-                        sw.ingress(h as u32, id, seg.len(), clock());
+                        sw.ingress(h as u32, id, seg.len(), at);
                         got += 1;
                     };
                     match v.gso_type & !GSO_ECN {
@@ -238,9 +252,10 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         Some(len) => {
                             tc.read_calls += 1;
                             got += 1;
-                            sw.ingress(h as u32, id, len, clock());
+                            sw.ingress(h as u32, id, len, at);
                         }
                         None => {
+                            empty_at[h] = clock();
                             sw.release_slot(id);
                             break;
                         }
@@ -263,6 +278,11 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
         };
         // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
         let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        if n == 0 {
+            let late = clock().saturating_sub(now + wait) / (1000 * NS);
+            tc.max_late_us = tc.max_late_us.max(late);
+            tc.late_over_1ms += (late > 1000) as u64;
+        }
         if n > 0 && opts.watch_stdin {
             let stdin = fds.last().expect("pushed").revents;
             if stdin & (libc::POLLHUP | libc::POLLERR) != 0 {

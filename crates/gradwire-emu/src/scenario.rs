@@ -42,6 +42,15 @@ pub struct EmulateCfg {
     /// TCP segmentation offload on the TUN devices (default on): fewer syscalls and
     /// kernel passes per packet; the switch still handles every packet on its own.
     pub offload: Option<bool>,
+    /// PCN's threshold register on every switch port (pcn.md §3): the DSCP of a packet a
+    /// port forwards is read as a PCN mark (`gradwire_core::switch::PcnMark`); a START
+    /// lowers the port's ECN threshold to the one it carries until its burst's first packet
+    /// passes, or for at most `pcn_lease_us`. Off by default: the DSCP then only picks the
+    /// queue.
+    pub pcn: Option<bool>,
+    /// How long a port stays lowered when its burst never comes (default: twice the
+    /// simulator's worker fallback, as `gradwire-sim` sets it).
+    pub pcn_lease_us: Option<f64>,
 }
 
 #[derive(Debug, Clone)]

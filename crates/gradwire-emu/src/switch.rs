@@ -9,8 +9,8 @@
 
 use crate::ipv4::{self, ParseError};
 use gradwire_core::packet::Packet;
-use gradwire_core::switch::{Admit, BufferPool, DropReason};
-use gradwire_core::time::Time;
+use gradwire_core::switch::{worker_fallback, Admit, BufferPool, DropReason, PcnMark, PcnRegister};
+use gradwire_core::time::{serialization, Time, NS, US};
 use gradwire_sim::fabric::{Fabric, Hdr};
 use gradwire_sim::output::PacketCounts;
 use gradwire_sim::routing::{PortId, Routes};
@@ -54,8 +54,58 @@ pub struct Ignored {
     pub malformed: u64,
 }
 
+/// PCN's register on each switch port (host NICs have none), and the ECN threshold each
+/// port applies now.
+struct Pcn {
+    regs: Vec<Option<PcnRegister>>,
+    applied: Vec<u32>,
+}
+
+impl Pcn {
+    fn new(s: &EmuScenario, topo: &Topology, fabric: &Fabric) -> Option<Pcn> {
+        if !s.emulate.pcn.unwrap_or(false) {
+            return None;
+        }
+        let sw = &s.sim.switch;
+        let lease = match s.emulate.pcn_lease_us {
+            Some(us) => (us * US as f64) as Time,
+            None => {
+                // as the simulator: twice the worker's fallback, whose queueing is a full
+                // buffer at each of the 3 switch ports of a leaf-spine path
+                let mtu = s.mtu() as u64;
+                let cap = match sw.drop_threshold_packets {
+                    0 => sw.buffer_bytes,
+                    n => sw.buffer_bytes.min(n as u64 * mtu),
+                };
+                let rate = (s.sim.topology.host_link_gbps * 1e9) as u64;
+                let drain = serialization(cap.min(u32::MAX as u64) as u32, rate.max(1));
+                2 * worker_fallback(s.sim.base_rtt_ns() * NS, 3 * drain)
+            }
+        };
+        let k = sw.ecn_threshold_packets;
+        let regs = fabric
+            .ports
+            .iter()
+            .map(|p| (topo.nodes[p.from as usize].kind == NodeKind::Switch).then(|| PcnRegister::new(k, lease)))
+            .collect();
+        Some(Pcn { regs, applied: vec![k; fabric.ports.len()] })
+    }
+}
+
+/// What PCN's registers did, summed over the switch ports.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PcnTotals {
+    pub port_starts: u64,
+    pub port_bursts: u64,
+    pub unmatched_bursts: u64,
+    pub port_lease_expiries: u64,
+    /// Ports whose PCN threshold is in force now.
+    pub ports_lowered: u64,
+}
+
 pub struct Switch {
     topo: Topology,
+    pcn: Option<Pcn>,
     fabric: Fabric,
     routes: Routes,
     spray: bool,
@@ -103,6 +153,7 @@ impl Switch {
             fabric.pools[pool] = BufferPool::unbounded();
         }
         Switch {
+            pcn: Pcn::new(s, &topo, &fabric),
             nic_limit: s.sim.host.nic_queue_bytes,
             spray: s.sim.routing.mode == RoutingMode::Spray,
             spray_rng: Xoshiro256PlusPlus::seed_from_u64(s.sim.seed ^ 0x5eed),
@@ -192,8 +243,25 @@ impl Switch {
         self.release_slot(id);
     }
 
+    /// A switch port's PCN register sees the packet's mark (and its own lease expiry); the
+    /// port's ECN threshold follows the register.
+    fn pcn_at_port(&mut self, p: PortId, hdr: &Hdr, t: Time) {
+        let Some(pcn) = self.pcn.as_mut() else { return };
+        let Some(reg) = pcn.regs[p as usize].as_mut() else { return };
+        reg.handle_timeout(t);
+        if let Some(mark) = PcnMark::decode(self.slots[hdr.id as usize][HEADROOM + 1] >> 2) {
+            reg.on_mark(mark, t);
+        }
+        let th = reg.threshold();
+        if th != pcn.applied[p as usize] {
+            pcn.applied[p as usize] = th;
+            self.fabric.ports[p as usize].queue.set_ecn_threshold(th);
+        }
+    }
+
     /// Offer a packet to port `p`'s queue at time `t`; start sending if the port is idle.
     fn offer(&mut self, p: PortId, hdr: Hdr, t: Time) {
+        self.pcn_at_port(p, &hdr, t);
         let mut pkt = Packet::data(hdr.flow, 0, hdr.dst, 0, 0, hdr.wire_bytes as u32);
         pkt.priority = hdr.priority;
         pkt.ecn.ect = hdr.ect;
@@ -291,7 +359,19 @@ impl Switch {
         let drops_of = |d: &[u64]| -> BTreeMap<String, u64> {
             DropReason::ALL.iter().map(|r| (r.as_str().to_string(), d[*r as usize])).collect()
         };
+        let pcn = self.pcn.as_ref().map(|pcn| {
+            let mut t = PcnTotals::default();
+            for r in pcn.regs.iter().flatten() {
+                t.port_starts += r.counters.starts;
+                t.port_bursts += r.counters.bursts;
+                t.unmatched_bursts += r.counters.unmatched_bursts;
+                t.port_lease_expiries += r.counters.lease_expiries;
+                t.ports_lowered += (r.pending() > 0) as u64;
+            }
+            t
+        });
         Stats {
+            pcn,
             drops: drops_of(&self.drops),
             ecn_marks: self.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
             packets: PacketCounts {
@@ -343,6 +423,9 @@ pub struct PortStats {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Stats {
+    /// With `emulate.pcn`: what the switch ports' PCN registers did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pcn: Option<PcnTotals>,
     pub drops: BTreeMap<String, u64>,
     pub ecn_marks: u64,
     pub packets: PacketCounts,
@@ -355,7 +438,7 @@ mod tests {
     use super::*;
     use crate::ipv4::test_packet;
     use crate::scenario;
-    use gradwire_core::time::{NS, US};
+    use gradwire_core::time::{MS, NS, US};
 
     fn switch(toml: &str) -> Switch {
         Switch::new(&scenario::load(toml).unwrap())
@@ -417,6 +500,76 @@ mod tests {
         let st = sw.stats();
         assert_eq!(st.ecn_marks, ce);
         assert!(got.iter().all(|g| ipv4::header_checksum(&g.2[..20]) == 0));
+    }
+
+    #[test]
+    fn pcn_start_lowers_the_ecn_threshold_until_its_burst_passes() {
+        // hosts 0 and 1 send 15 ECT packets each to host 2: its port queues ~15 packets,
+        // below K = 20, above a PCN threshold of 5
+        let marks = |pcn: bool, start: bool| {
+            let mut sw = switch(&format!(
+                "[topology]\nhosts_per_leaf = 3\n[switch]\necn_threshold_packets = 20\n[emulate]\npcn = {pcn}\n"
+            ));
+            let start_tos = (PcnMark::Start { threshold: 5 }.encode().unwrap() << 2) | 0b10;
+            if start {
+                send(&mut sw, 0, &test_packet(host_addr(0), host_addr(2), start_tos, 100), 0);
+            }
+            for i in 0..15 {
+                for src in [0, 1] {
+                    send(&mut sw, src, &test_packet(host_addr(src), host_addr(2), 0b10, 1500), 1000 * NS + i * NS);
+                }
+            }
+            let ce = drain(&mut sw).iter().filter(|g| g.2[1] & 0b11 == 0b11).count();
+            (ce, sw)
+        };
+        assert_eq!(marks(false, true).0, 0, "without PCN the DSCP only picks a queue");
+        assert_eq!(marks(true, false).0, 0);
+        let (ce, mut sw) = marks(true, true);
+        assert!(ce > 0);
+        let st = sw.stats().pcn.unwrap();
+        // one switch port saw the START (the host NIC has no register) and is still lowered
+        assert_eq!((st.port_starts, st.ports_lowered), (1, 1));
+        let burst_tos = PcnMark::Burst.encode().unwrap() << 2;
+        send(&mut sw, 0, &test_packet(host_addr(0), host_addr(2), burst_tos, 100), 10 * US * 1000);
+        drain(&mut sw);
+        let st = sw.stats().pcn.unwrap();
+        assert_eq!((st.port_bursts, st.ports_lowered), (1, 0));
+    }
+
+    #[test]
+    fn packets_stamped_when_the_tun_was_last_empty_keep_a_sender_within_the_line_rate() {
+        // the driver's pattern (`run.rs`): reads of up to 64 packets, each entering the NIC
+        // port at the time its TUN device was last found empty, some wakes 10 ms late
+        let mut sw = switch("[topology]\nhosts_per_leaf = 2\n[switch]\nbuffer_bytes = 512000\n");
+        // the host writes a packet every 12.6 us (0.95 Gbit/s); the switch looks every 50 us,
+        // and once every 5 ms sleeps 10 ms
+        let gap = 12_632 * NS;
+        let mut written = 0u64;
+        let mut empty_at = 0;
+        let mut now = 0;
+        let mut k = 0;
+        while now < 200 * MS {
+            k += 1;
+            now += if k % 100 == 0 { 10 * MS } else { 50 * US };
+            sw.advance(now, |_, _, _| {});
+            let due = now / gap;
+            let mut n = 0;
+            while written < due && n < 64 {
+                let id = sw.take_slot();
+                let pkt = test_packet(host_addr(0), host_addr(1), 0b10, 1500);
+                sw.slot_mut(id)[HEADROOM..HEADROOM + 1500].copy_from_slice(&pkt);
+                sw.ingress(0, id, 1500, empty_at);
+                written += 1;
+                n += 1;
+            }
+            if written >= due {
+                empty_at = now;
+            }
+        }
+        let st = sw.stats();
+        let leaf = st.ports.iter().find(|p| p.name == "leaf0->host1").unwrap();
+        let nic = st.ports.iter().find(|p| p.name == "host0->leaf0").unwrap();
+        assert!(leaf.max_bytes <= 3000, "leaf {} nic {}", leaf.max_bytes, nic.max_bytes);
     }
 
     #[test]

@@ -234,7 +234,7 @@ impl PyCommunicator {
     #[new]
     #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
         transport="dlcp", mss=None, line_rate_gbps=None, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
-        impair=None, gso=true, send_thread=false, authenticate=false, retx_quiet_us=0.0))]
+        impair=None, gso=true, send_thread=false, authenticate=false, retx_quiet_us=0.0, pace_burst_us=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -257,6 +257,7 @@ impl PyCommunicator {
         send_thread: bool,
         authenticate: bool,
         retx_quiet_us: f64,
+        pace_burst_us: Option<f64>,
     ) -> PyResult<Self> {
         let positive = |name: &str, v: f64| {
             if v.is_finite() && v > 0.0 {
@@ -280,6 +281,15 @@ impl PyCommunicator {
             return Err(PyValueError::new_err(format!("retx_quiet_us must be >= 0, got {retx_quiet_us}")));
         }
         cfg.transport.retx_quiet = (retx_quiet_us * 1e6) as u64;
+        // How far ahead of real time a turn may send: longer bursts, fewer wakeups (and no
+        // spinning between packets at low line rates), a deeper queue at the NIC.
+        if let Some(us) = pace_burst_us {
+            if !(us.is_finite() && us > 0.0) {
+                return Err(PyValueError::new_err(format!("pace_burst_us must be > 0, got {us}")));
+            }
+            cfg.transport.burst = (us * 1e6) as u64;
+            cfg.transport.max_catch_up = cfg.transport.max_catch_up.max(cfg.transport.burst);
+        }
         // A datagram is mss + 32 header bytes and must fit UDP's 65507-byte payload;
         // segments carry the most whole elements that fit, so any mss works. None: the
         // job takes it from the path MTU.

@@ -36,6 +36,7 @@ use crate::inject::{Delayed, Impairment, Injector};
 use crate::job::{Dtype, Job, RawBuffer, Reply};
 use crate::tx::{Batch, Outbox, Payload};
 use crate::udp::{tos_byte, DataSocket, RecvBufs};
+use output::Nic;
 
 mod calls;
 mod early;
@@ -201,6 +202,8 @@ pub struct Engine {
     tracer: Tracer,
     /// Datagrams of calls not posted yet.
     early: EarlyStore,
+    /// The NIC every DLCP sender's data leaves through (see [`Nic`]).
+    nic: Nic,
 }
 
 fn flow_id(call: u16, t: TransferId) -> u32 {
@@ -299,6 +302,7 @@ impl Engine {
             txq: Vec::new(),
             tracer: Tracer::from_env(),
             early: EarlyStore::new(cfg.early_buffer_bytes),
+            nic: Nic::default(),
             cfg,
         };
         Ok((engine, waker))
@@ -395,7 +399,19 @@ impl Engine {
 
     fn sleep_for(&self) -> Option<Duration> {
         let now = self.now();
-        let mut next: Option<Time> = self.slots.values().filter_map(|s| s.ep.poll_timeout()).min();
+        // A DLCP sender's pacing slot waits for the NIC's share too (see `transmit`).
+        let nic_free = self.nic.free_at(self.cfg.transport.burst);
+        let mut next: Option<Time> = self
+            .slots
+            .values()
+            .filter_map(|s| match &s.ep {
+                Ep::DlcpSend(e) => {
+                    let paced = e.poll_timeout().map(|t| t.max(nic_free));
+                    [e.poll_timeout_unpaced(), paced].into_iter().flatten().min()
+                }
+                ep => ep.poll_timeout(),
+            })
+            .min();
         if let Some(r) = self.inject.next_release() {
             next = Some(next.map_or(r, |n| n.min(r)));
         }

@@ -12,9 +12,13 @@ use super::*;
 /// Instead the engine walks a clock `pace` through the sender's slots: from where it
 /// stopped, but no further back than `now - catch_up` (the paced rate is kept on average
 /// across a gap of up to `catch_up`, in one burst), to `now + burst`.
+///
+/// Each sender paces itself at its own rate; their sum is held to the line rate by `nic`
+/// (a sender stops for this turn once the NIC's clock passes `now + burst`).
 fn pace_dlcp(
     s: &mut DlcpSender,
     pace: &mut Time,
+    nic: &mut Nic,
     now: Time,
     burst: Time,
     catch_up: Time,
@@ -23,7 +27,7 @@ fn pace_dlcp(
     let limit = now + burst;
     let mut at = (*pace).max(now.saturating_sub(catch_up));
     let mut n = 0;
-    while n < TX_BUDGET {
+    while n < TX_BUDGET && nic.at <= limit {
         let rate = s.rate_bps();
         match s.poll_transmit(at) {
             Some(p) => {
@@ -34,6 +38,7 @@ fn pace_dlcp(
                 if data {
                     // The sender's next slot is now `at + serialization`.
                     at += serialization(wire, rate);
+                    nic.at += serialization(wire, nic.rate_bps);
                     if at > limit {
                         break;
                     }
@@ -50,15 +55,48 @@ fn pace_dlcp(
     n
 }
 
+/// The host's NIC as the DLCP senders see it: one clock for all of them at the line rate.
+/// Without it, two transfers to one peer (a ring step starting while the previous one
+/// still sends) each pace at line rate and offer twice what the link carries; DLCP's rate
+/// control halves only when more than half is lost (Δ = 2), so a bounded NIC queue drops
+/// the excess instead.
+#[derive(Default)]
+pub(super) struct Nic {
+    /// When the data sent so far has left, at `rate_bps`.
+    at: Time,
+    rate_bps: u64,
+    /// DLCP senders, oldest transfer first: the order the NIC's share goes in.
+    order: Vec<u32>,
+}
+
+impl Nic {
+    /// When the NIC lets the next packet go in a turn sending up to `burst` ahead.
+    pub(super) fn free_at(&self, burst: Time) -> Time {
+        self.at.saturating_sub(burst)
+    }
+}
+
 impl Engine {
     pub(super) fn transmit(&mut self, now: Time) -> bool {
         let burst = self.cfg.transport.burst;
         let catch_up = self.cfg.transport.max_catch_up;
         let mut out = std::mem::take(&mut self.txq);
         let mut more = false;
+        let nic = &mut self.nic;
+        nic.rate_bps = self.cfg.transport.line_rate_bps.max(1);
+        nic.at = nic.at.max(now.saturating_sub(catch_up));
+        nic.order.clear();
+        nic.order.extend(self.slots.iter().filter(|(_, s)| matches!(s.ep, Ep::DlcpSend(_))).map(|(&f, _)| f));
+        nic.order.sort_unstable();
+        for i in 0..nic.order.len() {
+            let flow = nic.order[i];
+            let Some(slot) = self.slots.get_mut(&flow) else { continue };
+            let Ep::DlcpSend(s) = &mut slot.ep else { continue };
+            more |= pace_dlcp(s, &mut slot.pace, nic, now, burst, catch_up, |p| out.push((flow, p))) == TX_BUDGET;
+        }
         for (&flow, slot) in self.slots.iter_mut() {
             let n = match &mut slot.ep {
-                Ep::DlcpSend(s) => pace_dlcp(s, &mut slot.pace, now, burst, catch_up, |p| out.push((flow, p))),
+                Ep::DlcpSend(_) => continue,
                 ep => {
                     let ep = ep.endpoint();
                     let mut n = 0;

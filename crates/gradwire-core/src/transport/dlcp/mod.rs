@@ -189,7 +189,12 @@ impl DlcpConfig {
 
     /// Bytes per `rate_period` as bit/s.
     fn bps(&self, bytes: u64) -> u64 {
-        (bytes as u128 * 8 * SEC as u128 / self.rate_period.max(1) as u128).min(u64::MAX as u128) as u64
+        self.bps_over(bytes, self.rate_period)
+    }
+
+    /// Bytes over `elapsed` as bit/s.
+    fn bps_over(&self, bytes: u64, elapsed: Time) -> u64 {
+        (bytes as u128 * 8 * SEC as u128 / elapsed.max(1) as u128).min(u64::MAX as u128) as u64
     }
 }
 

@@ -295,8 +295,10 @@ impl Endpoint for DlcpReceiver {
             }
         }
         if self.state == State::Receiving && now >= self.period_end {
-            // Unreliable: a lost report only delays one rate decision.
-            self.ctrl.send_unreliable(CtrlOp::Rate, self.cfg.bps(self.recv_in_period));
+            // Unreliable: a lost report only delays one rate decision. The rate is over the
+            // time the period really lasted (a late wake received that much more).
+            let elapsed = self.cfg.rate_period.max(1) + (now - self.period_end);
+            self.ctrl.send_unreliable(CtrlOp::Rate, self.cfg.bps_over(self.recv_in_period, elapsed));
             self.recv_in_period = 0;
             self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
         }

@@ -49,8 +49,12 @@ pub struct DlcpSender {
     next_slot: Time,
     importance_mask: Option<Vec<bool>>,
 
+    /// When the current rate period began: the last decision (or the start).
+    period_start: Time,
     period_end: Time,
     sent_in_period: u64,
+    /// Send rate of the previous period (None before the first decision).
+    prev_send_bps: Option<u64>,
     /// Latest receive rate reported during the current period.
     report: Option<u64>,
     /// A resend round started this period: no rate decision at its end.
@@ -99,8 +103,10 @@ impl DlcpSender {
             round: 0,
             next_slot: now,
             importance_mask: None,
+            period_start: now,
             period_end: now.saturating_add(cfg.rate_period.max(1)),
             sent_in_period: 0,
+            prev_send_bps: None,
             report: None,
             skip_decision: false,
             stats: EndpointStats::default(),
@@ -207,9 +213,19 @@ impl DlcpSender {
         self.ctrl.send(now, CtrlOp::Confirm, 0);
     }
 
-    /// Rate decision at the end of each period, on the latest report if one came.
+    /// Rate decision at the end of each period, on the latest report if one came. The send
+    /// rate is over the time the period really lasted: a driver that wakes late (a busy or
+    /// preempted thread) has sent that much longer's worth.
     fn on_period(&mut self, now: Time) {
-        let send_bps = self.cfg.bps(self.sent_in_period);
+        let period_bps = self.cfg.bps_over(self.sent_in_period, now.saturating_sub(self.period_start));
+        self.period_start = now;
+        // The report describes the receiver's own period, which ends one control-path delay
+        // or more before this one (up to a period earlier, as periods are not aligned): judged
+        // against this period's rate alone, a sender speeding up (its first data after
+        // sharing a NIC, a ramp) reads as loss. Against the lower of its last two rates, a
+        // steady sender is judged as before and only loss at that rate halves it.
+        let send_bps = self.prev_send_bps.map_or(period_bps, |p| p.min(period_bps));
+        self.prev_send_bps = Some(period_bps);
         if let Some(recv_bps) = self.report.take().filter(|_| !self.skip_decision) {
             self.cc.on_period(send_bps, recv_bps);
         }

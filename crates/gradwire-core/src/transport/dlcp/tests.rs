@@ -232,6 +232,52 @@ fn rate_control_halves_on_low_receive_rate_and_resets_on_retx() {
     assert_eq!((s.retx_ignored(), s.rate_bps()), (1, line / 2 + line / 20));
 }
 
+#[test]
+fn rate_decisions_use_the_real_period_and_the_lower_of_two_send_rates() {
+    let c = cfg(0.0);
+    let line = c.line_rate_bps;
+    let report = |bps| Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, bps, 64);
+    // A driver that wakes a whole period late has sent two periods' worth at line rate: its
+    // send rate is the line rate, not twice it, and a report of 0.9 x line is no loss.
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 100_000_000, 0);
+    let late = 2 * c.rate_period;
+    let mut t = 0;
+    while t < late {
+        while s.poll_transmit(t).is_some() {}
+        // the pacing slots only: the period's end is not handled until `late`
+        t = (t + serialization(1500, line)).min(late);
+    }
+    while s.poll_transmit(t).is_some() {}
+    s.handle_packet(t, &report(line * 9 / 10));
+    s.handle_timeout(t);
+    assert_eq!(s.rate_bps(), line, "a late period is not a faster one");
+    // A sender idle for a period (its data held back, e.g. behind another transfer at the
+    // NIC) that then sends at line rate is judged against the idle period too: a report of
+    // that idle period does not halve it.
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 100_000_000, 0);
+    let t1 = s.poll_timeout_unpaced().unwrap();
+    s.handle_timeout(t1); // a period with nothing sent
+    let mut t = t1;
+    while t < t1 + c.rate_period {
+        while s.poll_transmit(t).is_some() {}
+        t = s.poll_timeout().unwrap();
+        if t >= t1 + c.rate_period {
+            s.handle_packet(t, &report(0));
+        }
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.rate_bps(), line);
+    // Loss at a steady rate still halves: another full period reported as a tenth.
+    let end = t + c.rate_period;
+    while t < end {
+        while s.poll_transmit(t).is_some() {}
+        s.handle_packet(t, &report(line / 10));
+        t = s.poll_timeout().unwrap();
+        s.handle_timeout(t);
+    }
+    assert_eq!(s.rate_bps(), line / 2);
+}
+
 /// Drops data beyond what a `bps` bottleneck with a `buffer`-byte queue can carry
 /// (a fluid queue on send times; the delay stays fixed). Counts (sent, dropped).
 fn bottleneck<'a>(bps: u64, buffer: u64, counts: &'a std::cell::Cell<(u64, u64)>) -> LossFn<'a> {
