@@ -394,10 +394,6 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
 impl Default for TransportCfg {
     fn default() -> Self {
         TransportCfg {
