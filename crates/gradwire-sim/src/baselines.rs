@@ -65,6 +65,37 @@ pub fn pias_thresholds(sizes: impl Iterator<Item = u64>, levels: u8) -> Vec<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::load;
+    use crate::sim::Simulation;
+    use gradwire_core::time::MS;
+
+    #[test]
+    fn a_lost_syn_waits_for_the_connection_timeout_in_the_simulator() {
+        // one-packet flows over lossy links: a flow whose SYN or SYN-ACK is lost takes the
+        // 20 ms connection timeout, one whose data is lost the 1 ms RTO
+        let flows: Vec<String> = (0..40)
+            .map(|i| format!("{{src = 0, dst = {}, bytes = 1460, start_us = {}}}", 1 + i % 3, i as f64))
+            .collect();
+        let text = format!(
+            "stop_ms = 500\n[topology]\nleaves = 1\nspines = 1\nhosts_per_leaf = 4\nlink_delay_ns = 1000\n\
+             link_loss_rate = 0.15\n[transport]\nkind = \"dctcp\"\nrto_min_us = 1000.0\ntcp_handshake = true\n\
+             tcp_conn_timeout_us = 20000.0\n[workload]\nkind = \"flows\"\nflows = [{}]\n",
+            flows.join(", ")
+        );
+        let s = &load(&text, &[]).unwrap()[0].scenario;
+        let mut sim = Simulation::new(s).unwrap();
+        sim.run();
+        assert!(sim.conservation().holds());
+        let fct: Vec<u64> = sim.flows.iter().map(|f| f.finished.unwrap() - f.started.unwrap()).collect();
+        let waited = fct.iter().filter(|&&t| t >= 20 * MS).count();
+        let quick = fct.iter().filter(|&&t| t < MS).count();
+        assert!(waited > 0 && quick > waited, "{fct:?}");
+        // without the handshake the same losses cost at most RTOs of 1 ms (doubling)
+        let s = &load(&text.replace("tcp_handshake = true", "tcp_handshake = false"), &[]).unwrap()[0].scenario;
+        let mut sim = Simulation::new(s).unwrap();
+        sim.run();
+        assert!(sim.flows.iter().all(|f| f.finished.unwrap() - f.started.unwrap() < 20 * MS));
+    }
 
     #[test]
     fn pias_thresholds_are_the_size_quantiles_and_strictly_increase() {
