@@ -283,12 +283,8 @@ def fig7(out: Path, quick: bool, model: AutoByte, log: Log) -> dict:
 # Fig. 8 (and 9): bandwidths × models × PS / ring: no scheduling vs BO vs AutoByte
 
 
-#: (pattern, model, Gbit/s): the paper's models on PS and ResNet50 on ring, at a slow and a
-#: fast network. The paper's full 2 × 3 × 5 sweep is `FIG8_ALL` (about an hour of CPU).
-FIG8_SETTINGS = [("ps", m, g) for m in ("resnet50", "vgg16", "alexnet") for g in (1.0, 10.0)] + [
-    ("ring", "resnet50", g) for g in (1.0, 10.0)
-]
-FIG8_ALL = [
+#: (pattern, model, Gbit/s): the paper's sweep of Figs. 8 and 9.
+FIG8_SETTINGS = [
     (p, m, g) for p in ("ps", "ring") for m in ("resnet50", "vgg16", "alexnet") for g in (0.5, 1.0, 5.0, 10.0, 25.0)
 ]
 
