@@ -283,42 +283,44 @@ def fig7(out: Path, quick: bool, model: AutoByte, log: Log) -> dict:
 # Fig. 8 (and 9): bandwidths × models × PS / ring: no scheduling vs BO vs AutoByte
 
 
+#: (pattern, model, Gbit/s): the paper's sweep of Figs. 8 and 9.
+FIG8_SETTINGS = [
+    (p, m, g) for p in ("ps", "ring") for m in ("resnet50", "vgg16", "alexnet") for g in (0.5, 1.0, 5.0, 10.0, 25.0)
+]
+
+
 def fig8(out: Path, quick: bool, model: AutoByte, log: Log) -> dict:
-    models = ("resnet50",) if quick else ("resnet50", "vgg16", "alexnet")
-    gbps = (1.0, 10.0) if quick else (0.5, 1.0, 5.0, 10.0, 25.0)
-    patterns = ("ps",) if quick else ("ps", "ring")
+    settings = [("ps", "resnet50", 1.0), ("ps", "resnet50", 10.0)] if quick else FIG8_SETTINGS
     iterations = 30 if quick else 60
     warm = GROUP  # the paper: mean over 50 iterations after a warm-up of 10
     cands = _candidates(quick)
     start = Candidate(4 * MB, 2)
     rows = []
-    for pattern in patterns:
-        for m in models:
-            for g in gbps:
-                spec = JobSpec(m, pattern, 8, g)
-                base = run_fixed(spec, None, iterations).mean(warm)
-                bo = run_bo(spec, cands, iterations, trials=10 if quick else 20).mean(warm)
-                auto = run_autobyte(spec, cands, start, iterations, model).mean(warm)
-                best, v, _ = grid_optimum(spec, cands)
-                rows.append(
-                    {
-                        "pattern": pattern,
-                        "model": m,
-                        "gbps": g,
-                        "no_scheduling": base,
-                        "BO": bo,
-                        "AutoByte": auto,
-                        "grid_optimum": v,
-                        "optimum_config": str(best),
-                        "AutoByte_vs_none_pct": 100 * (auto / base - 1),
-                        "AutoByte_vs_BO_pct": 100 * (auto / bo - 1),
-                    }
-                )
-                r = rows[-1]
-                log(
-                    f"{pattern} {m} {g:g}G: none {base:.1f}, BO {bo:.1f}, AutoByte {auto:.1f} "
-                    f"({r['AutoByte_vs_BO_pct']:+.1f} % vs BO), optimum {v:.1f}"
-                )
+    for pattern, m, g in settings:
+        spec = JobSpec(m, pattern, 8, g)
+        base = run_fixed(spec, None, iterations).mean(warm)
+        bo = run_bo(spec, cands, iterations, trials=10 if quick else 20).mean(warm)
+        auto = run_autobyte(spec, cands, start, iterations, model).mean(warm)
+        best, v, _ = grid_optimum(spec, cands)
+        rows.append(
+            {
+                "pattern": pattern,
+                "model": m,
+                "gbps": g,
+                "no_scheduling": base,
+                "BO": bo,
+                "AutoByte": auto,
+                "grid_optimum": v,
+                "optimum_config": str(best),
+                "AutoByte_vs_none_pct": 100 * (auto / base - 1),
+                "AutoByte_vs_BO_pct": 100 * (auto / bo - 1),
+            }
+        )
+        r = rows[-1]
+        log(
+            f"{pattern} {m} {g:g}G: none {base:.1f}, BO {bo:.1f}, AutoByte {auto:.1f} "
+            f"({r['AutoByte_vs_BO_pct']:+.1f} % vs BO), optimum {v:.1f}"
+        )
     _write_rows(
         out,
         rows,
