@@ -5,13 +5,20 @@
 //! endpoint wants on the wire right now), `poll_event` (what the application learns) and
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
+mod build;
 mod ctrl;
 pub mod dlcp;
 pub mod ltp;
+mod pacer;
 pub mod pfabric;
 pub mod pias;
 mod received;
+mod roles;
 pub mod tcp;
+
+pub use build::{check_loss_bound, Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
+pub use pacer::{Pacer, Pacing};
+pub use roles::{Receiver, Sender};
 
 use crate::packet::Packet;
 use crate::time::Time;

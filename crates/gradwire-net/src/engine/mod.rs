@@ -18,10 +18,8 @@ use std::time::{Duration, Instant};
 use gradwire_core::collective::{Schedule, TransferId};
 use gradwire_core::packet::{CtrlOp, Ecn, Packet, PacketKind};
 use gradwire_core::tensor::importance_mask;
-use gradwire_core::time::{serialization, Time};
-use gradwire_core::transport::dlcp::DlcpSender;
-use gradwire_core::transport::Endpoint;
-use gradwire_core::transport::EndpointEvent;
+use gradwire_core::time::Time;
+use gradwire_core::transport::{Builder, EndpointEvent, Transfer};
 use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -29,7 +27,7 @@ use crate::algorithms::CallKind;
 use crate::auth::{tags_equal, JobKey, TAG_LEN};
 use crate::control::{LinkAuth, LinkDown, LinkFrame, PeerLink};
 use crate::descriptor::CallDesc;
-use crate::endpoint::{Ep, TransferSpec, TransportConfig};
+use crate::endpoint::{Ep, TransportConfig};
 use crate::error::NetError;
 use crate::inject::{Delayed, Impairment, Injector};
 use crate::job::{Dtype, Job, RawBuffer, Reply};
@@ -154,14 +152,14 @@ struct Slot {
     peer: u32,
     /// The transfer has been reported finished to the call.
     finished: bool,
-    /// DLCP sender: the clock it is polled at (see [`pace_dlcp`]).
-    pace: Time,
 }
 
 pub struct Engine {
     rank: u32,
     session: u64,
     cfg: EngineConfig,
+    /// Builds every transfer's endpoints (the core's, from `cfg.transport`).
+    transports: Builder,
     poll: Poll,
     udp: DataSocket,
     links: Vec<Option<PeerLink>>,
@@ -236,6 +234,8 @@ impl Engine {
         cmds: Receiver<Command>,
         counters: Arc<std::sync::Mutex<Counters>>,
     ) -> io::Result<(Self, Arc<Waker>)> {
+        let transports = Builder::new(cfg.transport.params())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("transport {e}")))?;
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut udp = udp;
@@ -280,6 +280,7 @@ impl Engine {
             rank,
             session,
             cfg,
+            transports,
             poll,
             udp,
             links: wrapped,
@@ -461,10 +462,7 @@ impl Engine {
             );
         }
         for (flow, s) in &self.slots {
-            let rate = match &s.ep {
-                Ep::DlcpSend(e) => e.rate_bps(),
-                _ => 0,
-            };
+            let rate = s.ep.pacing_rate_bps();
             eprintln!(
                 "t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}",
                 now as f64 / 1e9,

@@ -1,75 +1,22 @@
-//! Writing: endpoints' packets into per-peer batches (data) or onto control links, paced
-//! DLCP senders, delayed (injected) datagrams.
+//! Writing: endpoints' packets into per-peer batches (data) or onto control links, delayed
+//! (injected) datagrams.
 
 use super::*;
 
-/// Polls a DLCP sender for the packets its pacer allows up to `now + burst`.
-///
-/// The sender schedules its next packet at `max(next slot, the time it is given) +
-/// serialization`. Given `now + burst` directly, a sender whose slot fell behind (a turn
-/// that came late: a busy receive, a preempted thread, an epoll sleep) would jump to
-/// `now + burst` and send a single packet per turn, so the loop's gaps would set the rate.
-/// Instead the engine walks a clock `pace` through the sender's slots: from where it
-/// stopped, but no further back than `now - catch_up` (the paced rate is kept on average
-/// across a gap of up to `catch_up`, in one burst), to `now + burst`.
-fn pace_dlcp(
-    s: &mut DlcpSender,
-    pace: &mut Time,
-    now: Time,
-    burst: Time,
-    catch_up: Time,
-    mut out: impl FnMut(Packet),
-) -> usize {
-    let limit = now + burst;
-    let mut at = (*pace).max(now.saturating_sub(catch_up));
-    let mut n = 0;
-    while n < TX_BUDGET {
-        let rate = s.rate_bps();
-        match s.poll_transmit(at) {
-            Some(p) => {
-                n += 1;
-                let data = p.kind == PacketKind::Data;
-                let wire = p.wire_bytes;
-                out(p);
-                if data {
-                    // The sender's next slot is now `at + serialization`.
-                    at += serialization(wire, rate);
-                    if at > limit {
-                        break;
-                    }
-                }
-            }
-            None => match s.poll_timeout() {
-                // The next slot lies ahead of `at` (left there by the last turn).
-                Some(t) if t > at && t <= limit => at = t,
-                _ => break,
-            },
-        }
-    }
-    *pace = at.min(limit);
-    n
-}
-
 impl Engine {
+    /// Every endpoint's packets that may leave now (paced senders run a burst ahead of
+    /// their slots, see `TransportConfig::burst`), up to [`TX_BUDGET`] each.
     pub(super) fn transmit(&mut self, now: Time) -> bool {
-        let burst = self.cfg.transport.burst;
-        let catch_up = self.cfg.transport.max_catch_up;
         let mut out = std::mem::take(&mut self.txq);
         let mut more = false;
         for (&flow, slot) in self.slots.iter_mut() {
-            let n = match &mut slot.ep {
-                Ep::DlcpSend(s) => pace_dlcp(s, &mut slot.pace, now, burst, catch_up, |p| out.push((flow, p))),
-                ep => {
-                    let ep = ep.endpoint();
-                    let mut n = 0;
-                    while n < TX_BUDGET {
-                        let Some(p) = ep.poll_transmit(now + burst) else { break };
-                        out.push((flow, p));
-                        n += 1;
-                    }
-                    n
-                }
-            };
+            let ep = slot.ep.endpoint();
+            let mut n = 0;
+            while n < TX_BUDGET {
+                let Some(p) = ep.poll_transmit(now) else { break };
+                out.push((flow, p));
+                n += 1;
+            }
             more |= n == TX_BUDGET;
         }
         let sent = !out.is_empty();

@@ -143,7 +143,7 @@ impl Simulation {
             .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
 
-        let factory = EndpointFactory::new(&s);
+        let factory = EndpointFactory::new(&s)?;
         let nflows = workload.flows.len();
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,

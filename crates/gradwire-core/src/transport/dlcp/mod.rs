@@ -45,6 +45,8 @@ pub use sender::DlcpSender;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
+use crate::transport::build::{check_loss_bound, check_positive, ConfigError};
+use crate::transport::pacer::Pacing;
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -126,6 +128,9 @@ pub struct DlcpConfig {
     /// network; requesting at once then asks for data that is about to arrive, and its
     /// duplicate comes back too (a deviation, off by default).
     pub retx_quiet: Time,
+    /// How far the sender's pacer may run ahead of its slots and catch up behind them
+    /// (none in the simulator; a software host sends in bursts).
+    pub pacing: Pacing,
 }
 
 impl Default for DlcpConfig {
@@ -147,24 +152,47 @@ impl Default for DlcpConfig {
             request_all_missing: true,
             resend_at_line_rate: true,
             retx_quiet: 0,
+            pacing: Pacing::default(),
         }
     }
 }
 
 impl DlcpConfig {
-    /// Errors a scenario loader should report; the endpoints clamp instead of failing.
-    pub fn validate(&self) -> Result<(), String> {
+    /// The first parameter a loader should refuse (the endpoints clamp instead of failing).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.mss == 0 {
+            return Err(ConfigError::new("mss", "must be positive (got 0)"));
+        }
         if self.elem_bytes == 0 || self.elem_bytes > self.mss {
-            return Err(format!("elem_bytes {} must be in 1..=mss ({})", self.elem_bytes, self.mss));
+            return Err(ConfigError::new(
+                "elem_bytes",
+                format!("must be in 1..=mss ({}) (got {})", self.mss, self.elem_bytes),
+            ));
         }
-        if !(0.0..=1.0).contains(&self.loss_bound) {
-            return Err(format!("loss_bound {} is outside [0, 1]", self.loss_bound));
+        check_loss_bound("loss_bound", self.loss_bound)?;
+        if self.line_rate_bps == 0 {
+            return Err(ConfigError::new("line_rate_bps", "must be positive (got 0)"));
         }
-        if self.line_rate_bps == 0 || self.rate_period == 0 || self.ctrl_rto == 0 {
-            return Err("line_rate_bps, rate_period and ctrl_rto must be positive".into());
+        check_positive("rate_period", self.rate_period)?;
+        check_positive("ctrl_rto", self.ctrl_rto)?;
+        if !(self.delta.is_finite() && self.delta > 0.0) {
+            return Err(ConfigError::new("delta", format!("must be positive (got {})", self.delta)));
         }
-        if self.ctrl_priority > 7 || self.data_priority > 7 {
-            return Err("priorities must be in 0..=7".into());
+        if !(0.0..=1.0).contains(&self.additive_increase_frac) {
+            return Err(ConfigError::new(
+                "additive_increase_frac",
+                format!("must be in [0, 1] (got {})", self.additive_increase_frac),
+            ));
+        }
+        if let Importance::Fraction { fraction, .. } = self.importance {
+            if !(0.0..=1.0).contains(&fraction) {
+                return Err(ConfigError::new("importance", format!("fraction must be in [0, 1] (got {fraction})")));
+            }
+        }
+        for (field, p) in [("ctrl_priority", self.ctrl_priority), ("data_priority", self.data_priority)] {
+            if p > 7 {
+                return Err(ConfigError::new(field, format!("must be in 0..=7 (got {p})")));
+            }
         }
         Ok(())
     }

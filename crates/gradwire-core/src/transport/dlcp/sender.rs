@@ -7,8 +7,9 @@ use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
-use crate::time::{serialization, Time};
+use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::pacer::Pacer;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +46,8 @@ pub struct DlcpSender {
     batch_complete: bool,
     /// STOPs sent so far; the next STOP carries this number.
     round: u64,
-    /// Earliest time the next data packet may leave (pacing).
-    next_slot: Time,
+    /// When the next data packet may leave.
+    pacer: Pacer,
     importance_mask: Option<Vec<bool>>,
 
     period_end: Time,
@@ -97,7 +98,7 @@ impl DlcpSender {
             accepted: HashSet::new(),
             batch_complete: false,
             round: 0,
-            next_slot: now,
+            pacer: Pacer::new(cfg.pacing, now),
             importance_mask: None,
             period_end: now.saturating_add(cfg.rate_period.max(1)),
             sent_in_period: 0,
@@ -153,6 +154,11 @@ impl DlcpSender {
     /// RETX requests acknowledged but not acted on (stale round, duplicate, malformed).
     pub fn retx_ignored(&self) -> u64 {
         self.retx_ignored
+    }
+
+    /// FINISH arrived: the receiver has what it needs; only the closing handshake is left.
+    pub fn finish_received(&self) -> bool {
+        self.state != State::Sending
     }
 
     /// CONFIRM was acknowledged: the transfer is over and nothing more will be sent.
@@ -222,7 +228,7 @@ impl DlcpSender {
     }
 
     fn next_data(&mut self, now: Time) -> Option<Packet> {
-        if self.state != State::Sending || now < self.next_slot {
+        if self.state != State::Sending || !self.pacer.may_send(now) {
             return None;
         }
         let index = self.queue.pop_index()?;
@@ -234,7 +240,7 @@ impl DlcpSender {
             None => self.cfg.importance.of(self.flow, index),
         };
         p.sent_at = now;
-        self.next_slot = self.next_slot.max(now) + serialization(p.wire_bytes, self.cc.rate_bps());
+        self.pacer.on_sent(now, p.wire_bytes, self.cc.rate_bps());
         self.sent_in_period += p.wire_bytes as u64;
         if self.round > 0 {
             self.stats.retransmits += 1;
@@ -302,7 +308,7 @@ impl Endpoint for DlcpSender {
         if self.state == State::Done {
             return None;
         }
-        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.next_slot);
+        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.pacer.next_transmit());
         [self.ctrl.deadline(), slot, Some(self.period_end)].into_iter().flatten().min()
     }
 

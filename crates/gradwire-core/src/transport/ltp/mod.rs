@@ -57,6 +57,8 @@ pub use sender::LtpSender;
 use crate::cc::BdpConfig;
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
+use crate::transport::build::{check_loss_bound, check_positive, ConfigError};
+use crate::transport::pacer::Pacing;
 
 /// Which segments are critical: always delivered, and retransmitted ahead of normal data.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,6 +148,9 @@ pub struct LtpConfig {
     pub min_rto: Time,
     /// The sender's BDP congestion control (gains, probing).
     pub cc: BdpConfig,
+    /// How far the sender's pacer may run ahead of its slots and catch up behind them
+    /// (none in the simulator; a software host sends in bursts).
+    pub pacing: Pacing,
 }
 
 impl Default for LtpConfig {
@@ -167,29 +172,40 @@ impl Default for LtpConfig {
             ctrl_rto: MS,
             min_rto: MS,
             cc: BdpConfig::default(),
+            pacing: Pacing::default(),
         }
     }
 }
 
 impl LtpConfig {
-    /// Errors a scenario loader should report; the endpoints clamp instead of failing.
-    pub fn validate(&self) -> Result<(), String> {
+    /// The first parameter a loader should refuse (the endpoints clamp instead of failing).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.mss == 0 {
+            return Err(ConfigError::new("mss", "must be positive (got 0)"));
+        }
         if self.elem_bytes == 0 || self.elem_bytes > self.mss {
-            return Err(format!("elem_bytes {} must be in 1..=mss ({})", self.elem_bytes, self.mss));
+            return Err(ConfigError::new(
+                "elem_bytes",
+                format!("must be in 1..=mss ({}) (got {})", self.mss, self.elem_bytes),
+            ));
         }
-        if !(0.0..=1.0).contains(&self.loss_bound) {
-            return Err(format!("loss_bound {} is outside [0, 1]", self.loss_bound));
-        }
+        check_loss_bound("loss_bound", self.loss_bound)?;
         if let Critical::Fraction { fraction, .. } = self.critical {
             if !(0.0..=1.0).contains(&fraction) {
-                return Err(format!("critical fraction {fraction} is outside [0, 1]"));
+                return Err(ConfigError::new("critical", format!("fraction must be in [0, 1] (got {fraction})")));
             }
         }
-        if self.initial_rtprop == 0 || self.initial_btlbw_bps == 0 || self.ctrl_rto == 0 || self.min_rto == 0 {
-            return Err("initial_rtprop, initial_btlbw_bps, ctrl_rto and min_rto must be positive".into());
+        if self.initial_btlbw_bps == 0 {
+            return Err(ConfigError::new("initial_btlbw_bps", "must be positive (got 0)"));
         }
-        if self.ctrl_priority > 7 || self.data_priority > 7 {
-            return Err("priorities must be in 0..=7".into());
+        check_positive("initial_rtprop", self.initial_rtprop)?;
+        check_positive("lt_c", self.lt_c)?;
+        check_positive("ctrl_rto", self.ctrl_rto)?;
+        check_positive("min_rto", self.min_rto)?;
+        for (field, p) in [("ctrl_priority", self.ctrl_priority), ("data_priority", self.data_priority)] {
+            if p > 7 {
+                return Err(ConfigError::new(field, format!("must be in 0..=7 (got {p})")));
+            }
         }
         Ok(())
     }

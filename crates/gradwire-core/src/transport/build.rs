@@ -1,0 +1,514 @@
+//! Building a transfer: one [`Kind`], one [`Params`], one [`Builder`] for every driver.
+//!
+//! A driver (the simulator, the socket runtime) describes its transport once as
+//! [`Params`], checks it with [`Params::validate`] (its loader forwards the error), and
+//! asks a [`Builder`] for the endpoints of each [`Transfer`]. This is the one place that
+//! names concrete transports; drivers see `dyn Endpoint`, [`Sender`] and [`Receiver`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender};
+use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
+use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
+use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
+use super::roles::{Receiver, Sender};
+use super::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
+use super::{Endpoint, EndpointEvent, EndpointStats};
+use crate::cc::MinimalRate;
+use crate::packet::{FlowId, HostId, Packet};
+use crate::time::Time;
+
+/// Which transport carries the transfers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// TCP NewReno (a baseline).
+    NewReno,
+    /// DCTCP (a baseline).
+    Dctcp,
+    /// DLCP (dlcp.md §3.2.1): zero-RTT start, paced unreliable data, reliable control,
+    /// bounded-loss resend rounds; data in its layer's queue.
+    Dlcp,
+    /// PIAS: DCTCP with sender-side multi-level feedback queue tags (a baseline).
+    Pias,
+    /// pFabric: line-rate start, remaining-size ranks (a baseline).
+    PFabric,
+    /// LTP (ltp.md §III–IV): per-packet ACKs, BDP congestion control, Early Close.
+    Ltp,
+}
+
+impl Kind {
+    /// Every kind, in the order of [`Kind::NAMES`].
+    pub const ALL: [Kind; 6] = [Kind::NewReno, Kind::Dctcp, Kind::Dlcp, Kind::Pias, Kind::PFabric, Kind::Ltp];
+    /// The names configuration files and APIs use.
+    pub const NAMES: [&'static str; 6] = ["newreno", "dctcp", "dlcp", "pias", "pfabric", "ltp"];
+
+    /// The kind's name (`"dlcp"`).
+    pub fn name(self) -> &'static str {
+        Kind::NAMES[Kind::ALL.iter().position(|&k| k == self).expect("listed")]
+    }
+
+    /// The kind called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::NAMES.iter().position(|&n| n == name).map(|i| Kind::ALL[i])
+    }
+
+    /// The receiver places payload ([`Builder::sender`] and [`Builder::receiver`] build
+    /// it): DLCP and LTP. The baselines only count bytes.
+    pub fn places_payload(self) -> bool {
+        matches!(self, Kind::Dlcp | Kind::Ltp)
+    }
+
+    /// Data goes in its layer's queue (DLCP §3.2.2), not in one configured queue.
+    pub fn priority_by_layer(self) -> bool {
+        self == Kind::Dlcp
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Kind::from_name(s)
+            .ok_or_else(|| format!("unknown transport {s:?} (expected one of {})", Kind::NAMES.join(", ")))
+    }
+}
+
+/// A parameter a loader should refuse: which one (a [`Params`] path such as
+/// `dlcp.loss_bound`) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The parameter, as a path into [`Params`].
+    pub field: String,
+    /// What is wrong, with the value given.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error about `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError { field: field.into(), message: message.into() }
+    }
+
+    /// The same error one level down in a larger configuration (`"dlcp"` + `loss_bound`).
+    pub fn within(self, prefix: &str) -> ConfigError {
+        ConfigError { field: format!("{prefix}.{}", self.field), message: self.message }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// `loss_bound` is a share of a transfer: in `[0, 1]`.
+pub fn check_loss_bound(field: &str, loss_bound: f64) -> Result<(), ConfigError> {
+    if (0.0..=1.0).contains(&loss_bound) {
+        Ok(())
+    } else {
+        Err(ConfigError::new(field, format!("must be in [0, 1] (got {loss_bound})")))
+    }
+}
+
+pub(crate) fn check_positive(field: &str, v: Time) -> Result<(), ConfigError> {
+    if v > 0 {
+        Ok(())
+    } else {
+        Err(ConfigError::new(field, "must be positive (got 0)"))
+    }
+}
+
+/// State a transfer hands to the next one between the same hosts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carry {
+    /// DLCP's rate-control state, per (sender host, receiver host): a deviation, dlcp.md
+    /// starts every tensor at line rate.
+    pub dlcp_rate: bool,
+    /// LTP's LT threshold, per (sender host, receiver host, transfer size): each link keeps
+    /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
+    /// for a transfer of the same size (the same layer next iteration).
+    pub ltp_threshold: bool,
+}
+
+/// Everything but the transfer itself: the transport and its settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// Which transport.
+    pub kind: Kind,
+    /// NewReno, DCTCP and PIAS (`cc` follows `kind`); pFabric takes its sizes from it.
+    pub tcp: TcpConfig,
+    /// DCTCP's and PIAS's EWMA gain, `(0, 1]`.
+    pub dctcp_g: f64,
+    /// PIAS demotion thresholds, bytes, strictly increasing, at most 7 (empty: PIAS's
+    /// web-search set).
+    pub pias_thresholds: Vec<u64>,
+    /// pFabric's fixed RTO (`None`: 3 × `base_rtt`).
+    pub pfabric_rto: Option<Time>,
+    /// Propagation round trip of the widest path (pFabric's window and RTO).
+    pub base_rtt: Time,
+    /// DLCP; `loss_bound`, `data_priority`, `elem_bytes` and `line_rate_bps` come from each
+    /// [`Transfer`].
+    pub dlcp: DlcpConfig,
+    /// LTP; `loss_bound`, `loss_tolerant`, `data_priority`, `elem_bytes` and
+    /// `initial_btlbw_bps` come from each [`Transfer`].
+    pub ltp: LtpConfig,
+    /// What transfers between the same hosts hand on.
+    pub carry: Carry,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            kind: Kind::Dlcp,
+            tcp: TcpConfig::default(),
+            dctcp_g: 1.0 / 16.0,
+            pias_thresholds: Vec::new(),
+            pfabric_rto: None,
+            base_rtt: 0,
+            dlcp: DlcpConfig::default(),
+            ltp: LtpConfig::default(),
+            carry: Carry::default(),
+        }
+    }
+}
+
+impl Params {
+    /// The first parameter out of range, whatever the kind (a configuration is refused
+    /// as a whole, not only the part its current kind reads).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let t = &self.tcp;
+        for (field, v) in [("tcp.mss", t.mss), ("tcp.init_cwnd_packets", t.init_cwnd_packets)] {
+            if v == 0 {
+                return Err(ConfigError::new(field, "must be positive (got 0)"));
+            }
+        }
+        if t.dupack_threshold == 0 {
+            return Err(ConfigError::new("tcp.dupack_threshold", "must be positive (got 0)"));
+        }
+        check_positive("tcp.rto_min", t.rto_min)?;
+        check_positive("tcp.rto_max", t.rto_max)?;
+        check_positive("tcp.rto_initial", t.rto_initial)?;
+        if !(self.dctcp_g > 0.0 && self.dctcp_g <= 1.0) {
+            return Err(ConfigError::new("dctcp_g", format!("must be in (0, 1] (got {})", self.dctcp_g)));
+        }
+        let th = &self.pias_thresholds;
+        if th.len() > WEB_SEARCH_THRESHOLDS.len() {
+            return Err(ConfigError::new("pias_thresholds", format!("at most 7 thresholds (got {})", th.len())));
+        }
+        if th.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ConfigError::new("pias_thresholds", "must be strictly increasing"));
+        }
+        if let Some(rto) = self.pfabric_rto {
+            check_positive("pfabric_rto", rto)?;
+        }
+        self.dlcp.validate().map_err(|e| e.within("dlcp"))?;
+        self.ltp.validate().map_err(|e| e.within("ltp"))
+    }
+
+    /// The queue of a transfer's data for kinds that do not pick it by layer.
+    pub fn data_priority(&self) -> u8 {
+        match self.kind {
+            Kind::Dlcp => self.dlcp.data_priority,
+            Kind::Ltp => self.ltp.data_priority,
+            _ => self.tcp.priority,
+        }
+    }
+}
+
+/// One transfer: `bytes` from host `src` to host `dst`, named `flow` on the wire.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transfer {
+    /// The flow id both ends stamp on their packets.
+    pub flow: FlowId,
+    /// Sending host.
+    pub src: HostId,
+    /// Receiving host.
+    pub dst: HostId,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Share that may be missing at completion, `[0, 1]` (DLCP, LTP).
+    pub loss_bound: f64,
+    /// LTP: the receiver may close early (Early Close); false for the reliable half of a
+    /// collective (ltp.md §IV: lossy gather, reliable broadcast).
+    pub loss_tolerant: bool,
+    /// Queue of the data (DLCP, LTP; the baselines use their configured queue).
+    pub priority: u8,
+    /// Element size, never split across packets (DLCP, LTP).
+    pub elem_bytes: u32,
+    /// The sender's NIC rate, bit/s: DLCP's start rate, LTP's first bottleneck estimate,
+    /// pFabric's window.
+    pub line_rate_bps: u64,
+}
+
+/// The two ends of a transfer, for a driver that runs both (the simulator).
+pub type Pair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
+
+type RateStates = Arc<Mutex<HashMap<(HostId, HostId), MinimalRate>>>;
+type LtStates = Arc<Mutex<HashMap<(HostId, HostId, u64), LtThreshold>>>;
+
+/// Builds the endpoints of transfers under one [`Params`], and keeps what transfers
+/// between the same hosts hand on ([`Carry`]).
+pub struct Builder {
+    params: Params,
+    /// `params.tcp` with the kind's congestion control.
+    tcp: TcpConfig,
+    pias: PiasConfig,
+    rates: RateStates,
+    lt: LtStates,
+}
+
+impl Builder {
+    /// A builder for `params`, refused if [`Params::validate`] fails.
+    pub fn new(params: Params) -> Result<Builder, ConfigError> {
+        params.validate()?;
+        let cc = match params.kind {
+            Kind::Dctcp | Kind::Pias => CongestionControl::Dctcp { g: params.dctcp_g },
+            _ => CongestionControl::NewReno,
+        };
+        let tcp = TcpConfig { cc, ..params.tcp };
+        let thresholds: &[u64] =
+            if params.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &params.pias_thresholds };
+        Ok(Builder {
+            pias: PiasConfig::new(tcp, thresholds),
+            tcp,
+            params,
+            rates: Default::default(),
+            lt: Default::default(),
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// LTP's carried LT thresholds, per (sender host, receiver host, transfer size).
+    pub fn lt_thresholds(&self) -> HashMap<(HostId, HostId, u64), LtThreshold> {
+        self.lt.lock().expect("not poisoned").clone()
+    }
+
+    /// Forgets every carried state.
+    pub fn forget(&self) {
+        self.lt.lock().expect("not poisoned").clear();
+        self.rates.lock().expect("not poisoned").clear();
+    }
+
+    fn dlcp(&self, t: &Transfer) -> DlcpConfig {
+        DlcpConfig {
+            line_rate_bps: t.line_rate_bps,
+            loss_bound: t.loss_bound,
+            data_priority: t.priority,
+            elem_bytes: t.elem_bytes,
+            ..self.params.dlcp
+        }
+    }
+
+    fn ltp(&self, t: &Transfer) -> LtpConfig {
+        LtpConfig {
+            initial_btlbw_bps: t.line_rate_bps,
+            loss_bound: t.loss_bound,
+            loss_tolerant: t.loss_tolerant,
+            data_priority: t.priority,
+            elem_bytes: t.elem_bytes,
+            ..self.params.ltp.clone()
+        }
+    }
+
+    fn pfabric(&self, t: &Transfer) -> PFabricConfig {
+        let mut cfg = PFabricConfig::for_link(t.line_rate_bps, self.params.base_rtt);
+        cfg.mss = self.tcp.mss;
+        cfg.header_bytes = self.tcp.header_bytes;
+        cfg.ack_bytes = self.tcp.ack_bytes;
+        cfg.rto = self.params.pfabric_rto.unwrap_or(cfg.rto);
+        cfg
+    }
+
+    /// The sending end of `t`, starting at `now`; `None` for a kind whose receiver does not
+    /// place payload ([`Kind::places_payload`]).
+    pub fn sender(&self, t: &Transfer, now: Time) -> Option<Box<dyn Sender>> {
+        Some(match self.params.kind {
+            Kind::Dlcp if self.params.carry.dlcp_rate => {
+                let key = (t.src, t.dst);
+                let warm = self.rates.lock().expect("not poisoned").get(&key).copied();
+                let inner = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
+                Box::new(CarryRate { inner, key, states: self.rates.clone() })
+            }
+            Kind::Dlcp => Box::new(DlcpSender::new(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now)),
+            Kind::Ltp => Box::new(LtpSender::new(self.ltp(t), t.flow, t.src, t.dst, t.bytes, now)),
+            _ => return None,
+        })
+    }
+
+    /// The receiving end of `t`; `None` for a kind whose receiver does not place payload.
+    pub fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
+        Some(match self.params.kind {
+            Kind::Dlcp => Box::new(DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes)),
+            Kind::Ltp if self.params.carry.ltp_threshold => {
+                let cfg = self.ltp(t);
+                let key = (t.src, t.dst, t.bytes);
+                let lt = self.lt.lock().expect("not poisoned").get(&key).cloned();
+                let lt = lt.unwrap_or_else(|| LtThreshold::from_config(&cfg));
+                let inner = LtpReceiver::with_lt_state(cfg, t.flow, t.dst, t.src, t.bytes, lt);
+                Box::new(CarryLt { inner, key, states: self.lt.clone() })
+            }
+            Kind::Ltp => Box::new(LtpReceiver::new(self.ltp(t), t.flow, t.dst, t.src, t.bytes)),
+            _ => return None,
+        })
+    }
+
+    /// Sender and receiver of `t`, whatever the kind.
+    pub fn build(&self, t: &Transfer, now: Time) -> Pair {
+        let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
+        match self.params.kind {
+            Kind::NewReno | Kind::Dctcp => (
+                Box::new(TcpSender::new(self.tcp, f, src, dst, bytes, now)),
+                Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)),
+            ),
+            Kind::Pias => (
+                Box::new(PiasSender::new(self.pias, f, src, dst, bytes, now)),
+                Box::new(PiasSender::receiver(&self.pias, f, dst, src, bytes)),
+            ),
+            Kind::PFabric => {
+                let cfg = self.pfabric(t);
+                (
+                    Box::new(PFabricSender::new(cfg, f, src, dst, bytes, now)),
+                    Box::new(PFabricReceiver::new(cfg, f, dst, src, bytes)),
+                )
+            }
+            Kind::Dlcp | Kind::Ltp => {
+                let receiver = self.receiver(t).expect("places payload");
+                (self.sender(t, now).expect("places payload"), receiver)
+            }
+        }
+    }
+}
+
+/// An LTP receiver that hands its link's LT state back to the builder when its transfer
+/// is delivered, so the next transfer on the link starts from it.
+struct CarryLt {
+    inner: LtpReceiver,
+    key: (HostId, HostId, u64),
+    states: LtStates,
+}
+
+impl Endpoint for CarryLt {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        self.inner.handle_packet(now, pkt)
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.inner.handle_timeout(now)
+    }
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        self.inner.poll_transmit(now)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.inner.poll_timeout()
+    }
+
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        let ev = self.inner.poll_event();
+        if matches!(ev, Some(EndpointEvent::Delivered { .. })) {
+            self.states.lock().expect("not poisoned").insert(self.key, self.inner.lt_state().clone());
+        }
+        ev
+    }
+
+    fn stats(&self) -> EndpointStats {
+        self.inner.stats()
+    }
+}
+
+impl Receiver for CarryLt {
+    fn receive(&mut self, now: Time, pkt: &Packet) -> Option<std::ops::Range<u64>> {
+        self.inner.receive(now, pkt)
+    }
+
+    fn wants(&self, offset: u64, len: u32) -> bool {
+        Receiver::wants(&self.inner, offset, len)
+    }
+
+    fn bubbles(&self) -> Vec<std::ops::Range<u64>> {
+        self.inner.bubbles()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    fn needs_close_notice(&self) -> bool {
+        self.inner.needs_close_notice()
+    }
+}
+
+/// A DLCP sender that leaves its rate state to its host pair after every rate decision,
+/// so the pair's next transfer starts from it ([`Carry::dlcp_rate`]).
+struct CarryRate {
+    inner: DlcpSender,
+    key: (HostId, HostId),
+    states: RateStates,
+}
+
+impl Endpoint for CarryRate {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
+        self.inner.handle_packet(now, pkt)
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        let before = *self.inner.rate_control();
+        self.inner.handle_timeout(now);
+        if *self.inner.rate_control() != before {
+            self.states.lock().expect("not poisoned").insert(self.key, *self.inner.rate_control());
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        self.inner.poll_transmit(now)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.inner.poll_timeout()
+    }
+
+    fn poll_timeout_unpaced(&self) -> Option<Time> {
+        self.inner.poll_timeout_unpaced()
+    }
+
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        self.inner.poll_event()
+    }
+
+    fn stats(&self) -> EndpointStats {
+        self.inner.stats()
+    }
+}
+
+impl Sender for CarryRate {
+    fn released(&self) -> bool {
+        self.inner.released()
+    }
+
+    fn is_closed(&self) -> bool {
+        Sender::is_closed(&self.inner)
+    }
+
+    fn set_importance_mask(&mut self, mask: Vec<bool>) {
+        self.inner.set_importance_mask(mask)
+    }
+
+    fn pacing_rate_bps(&self) -> u64 {
+        self.inner.pacing_rate_bps()
+    }
+}
