@@ -155,6 +155,8 @@ impl EndpointFactory {
 mod tests {
     use super::*;
     use crate::scenario::load;
+    use gradwire_core::transport::EndpointEvent;
+    use gradwire_core::Packet;
 
     fn spec(src: u32, dst: u32, bytes: u64) -> FlowSpec {
         FlowSpec {

@@ -1,10 +1,10 @@
 //! Which generator builds a collective: one [`Algorithm`], one [`Layout`], one [`build`]
 //! for every driver, with the checks their loaders forward.
 
-use std::fmt;
 use std::str::FromStr;
 
 use super::{ps, rat, ring, tree, CollectiveOptions, PsLayout, RackMap, Schedule};
+use crate::transport::build::named;
 use crate::transport::{check_loss_bound, ConfigError};
 
 /// An allreduce algorithm.
@@ -20,28 +20,7 @@ pub enum Algorithm {
     Ps,
 }
 
-impl Algorithm {
-    /// Every algorithm, in the order of [`Algorithm::NAMES`].
-    pub const ALL: [Algorithm; 4] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Rat, Algorithm::Ps];
-    /// The names configuration files and APIs use.
-    pub const NAMES: [&'static str; 4] = ["ring", "tree", "rat", "ps"];
-
-    /// The algorithm's name (`"ring"`).
-    pub fn name(self) -> &'static str {
-        Algorithm::NAMES[Algorithm::ALL.iter().position(|&a| a == self).expect("listed")]
-    }
-
-    /// The algorithm called `name`, if any.
-    pub fn from_name(name: &str) -> Option<Algorithm> {
-        Algorithm::NAMES.iter().position(|&n| n == name).map(|i| Algorithm::ALL[i])
-    }
-}
-
-impl fmt::Display for Algorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+named!(Algorithm { Ring = "ring", Tree = "tree", Rat = "rat", Ps = "ps" });
 
 impl FromStr for Algorithm {
     type Err = String;

@@ -21,6 +21,41 @@ use crate::cc::MinimalRate;
 use crate::packet::{FlowId, HostId, Packet};
 use crate::time::Time;
 
+/// `ALL`, `NAMES`, `name`, `from_name` and `Display` for an enum whose variants have names
+/// in configuration files (a transport kind, a collective algorithm).
+macro_rules! named {
+    ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every variant, in the order of `NAMES`.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            /// The names configuration files and APIs use.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// The name configuration files use.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+
+            /// The variant called `name`, if any.
+            pub fn from_name(name: &str) -> Option<$ty> {
+                match name {
+                    $($name => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use named;
+
 /// Which transport carries the transfers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
@@ -39,22 +74,9 @@ pub enum Kind {
     Ltp,
 }
 
+named!(Kind { NewReno = "newreno", Dctcp = "dctcp", Dlcp = "dlcp", Pias = "pias", PFabric = "pfabric", Ltp = "ltp" });
+
 impl Kind {
-    /// Every kind, in the order of [`Kind::NAMES`].
-    pub const ALL: [Kind; 6] = [Kind::NewReno, Kind::Dctcp, Kind::Dlcp, Kind::Pias, Kind::PFabric, Kind::Ltp];
-    /// The names configuration files and APIs use.
-    pub const NAMES: [&'static str; 6] = ["newreno", "dctcp", "dlcp", "pias", "pfabric", "ltp"];
-
-    /// The kind's name (`"dlcp"`).
-    pub fn name(self) -> &'static str {
-        Kind::NAMES[Kind::ALL.iter().position(|&k| k == self).expect("listed")]
-    }
-
-    /// The kind called `name`, if any.
-    pub fn from_name(name: &str) -> Option<Kind> {
-        Kind::NAMES.iter().position(|&n| n == name).map(|i| Kind::ALL[i])
-    }
-
     /// The receiver places payload ([`Builder::sender`] and [`Builder::receiver`] build
     /// it): DLCP and LTP. The baselines only count bytes.
     pub fn places_payload(self) -> bool {
@@ -64,12 +86,6 @@ impl Kind {
     /// Data goes in its layer's queue (DLCP §3.2.2), not in one configured queue.
     pub fn priority_by_layer(self) -> bool {
         self == Kind::Dlcp
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -116,8 +132,29 @@ pub fn check_loss_bound(field: &str, loss_bound: f64) -> Result<(), ConfigError>
     if (0.0..=1.0).contains(&loss_bound) {
         Ok(())
     } else {
-        Err(ConfigError::new(field, format!("must be in [0, 1] (got {loss_bound})")))
+        Err(ConfigError::new(field, format!("{loss_bound} is outside [0, 1]")))
     }
+}
+
+/// A tensor cut into segments of `mss` bytes holding whole elements of `elem_bytes`.
+pub(crate) fn check_segments(mss: u32, elem_bytes: u32) -> Result<(), ConfigError> {
+    if mss == 0 {
+        return Err(ConfigError::new("mss", "must be positive (got 0)"));
+    }
+    if elem_bytes == 0 || elem_bytes > mss {
+        return Err(ConfigError::new("elem_bytes", format!("must be in 1..=mss ({mss}) (got {elem_bytes})")));
+    }
+    Ok(())
+}
+
+/// Switch queues are 0..=7.
+pub(crate) fn check_priorities(ctrl: u8, data: u8) -> Result<(), ConfigError> {
+    for (field, p) in [("ctrl_priority", ctrl), ("data_priority", data)] {
+        if p > 7 {
+            return Err(ConfigError::new(field, format!("must be in 0..=7 (got {p})")));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn check_positive(field: &str, v: Time) -> Result<(), ConfigError> {

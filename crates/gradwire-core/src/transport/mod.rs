@@ -5,7 +5,7 @@
 //! endpoint wants on the wire right now), `poll_event` (what the application learns) and
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
-mod build;
+pub(crate) mod build;
 mod ctrl;
 pub mod dlcp;
 pub mod ltp;

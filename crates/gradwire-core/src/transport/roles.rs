@@ -68,27 +68,43 @@ impl Sender for DlcpSender {
     }
 }
 
-impl Receiver for DlcpReceiver {
-    fn receive(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
-        DlcpReceiver::receive(self, now, pkt)
-    }
+/// A receiver over the core's [`crate::tensor::Reassembly`]: the transport's own methods
+/// answer, plus `extra` items.
+macro_rules! reassembling_receiver {
+    ($ty:ty { $($extra:tt)* }) => {
+        impl Receiver for $ty {
+            fn receive(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
+                <$ty>::receive(self, now, pkt)
+            }
 
-    fn wants(&self, offset: u64, len: u32) -> bool {
-        self.accepts_data() && self.reassembly().wants(offset, len)
-    }
+            fn wants(&self, offset: u64, len: u32) -> bool {
+                self.accepts_data() && self.reassembly().wants(offset, len)
+            }
 
-    fn bubbles(&self) -> Vec<Range<u64>> {
-        DlcpReceiver::bubbles(self)
-    }
+            fn bubbles(&self) -> Vec<Range<u64>> {
+                <$ty>::bubbles(self)
+            }
 
-    fn is_closed(&self) -> bool {
-        DlcpReceiver::is_closed(self)
-    }
+            fn is_closed(&self) -> bool {
+                <$ty>::is_closed(self)
+            }
 
+            $($extra)*
+        }
+    };
+}
+
+reassembling_receiver!(DlcpReceiver {
     fn post(&mut self, now: Time) {
         DlcpReceiver::post(self, now)
     }
-}
+});
+
+reassembling_receiver!(LtpReceiver {
+    fn needs_close_notice(&self) -> bool {
+        true
+    }
+});
 
 impl Sender for LtpSender {
     fn released(&self) -> bool {
@@ -101,27 +117,5 @@ impl Sender for LtpSender {
 
     fn pacing_rate_bps(&self) -> u64 {
         self.congestion_control().pacing_bps()
-    }
-}
-
-impl Receiver for LtpReceiver {
-    fn receive(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
-        LtpReceiver::receive(self, now, pkt)
-    }
-
-    fn wants(&self, offset: u64, len: u32) -> bool {
-        self.accepts_data() && self.reassembly().wants(offset, len)
-    }
-
-    fn bubbles(&self) -> Vec<Range<u64>> {
-        LtpReceiver::bubbles(self)
-    }
-
-    fn is_closed(&self) -> bool {
-        LtpReceiver::is_closed(self)
-    }
-
-    fn needs_close_notice(&self) -> bool {
-        true
     }
 }

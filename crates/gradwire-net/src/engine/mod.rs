@@ -6,7 +6,7 @@
 //! sends it unblocks, finish the call), then sleep in `epoll` until the next deadline.
 //!
 //! This file holds the state and the loop; `calls.rs` a call's lifecycle, `input.rs` the
-//! reads and dispatch, `output.rs` the batching and pacing of what endpoints send.
+//! reads and dispatch, `output.rs` the batching of what endpoints send (they pace themselves).
 
 use std::collections::{HashMap, VecDeque};
 use std::io;

@@ -14,7 +14,7 @@ pub mod transport_kind {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
         let name = String::deserialize(d)?;
-        Kind::from_name(&name).ok_or_else(|| D::Error::unknown_variant(&name, &Kind::NAMES))
+        Kind::from_name(&name).ok_or_else(|| D::Error::unknown_variant(&name, Kind::NAMES))
     }
 }
 
@@ -31,6 +31,6 @@ pub mod algorithm {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Algorithm>, D::Error> {
         let Some(name) = Option::<String>::deserialize(d)? else { return Ok(None) };
-        Algorithm::from_name(&name).map(Some).ok_or_else(|| D::Error::unknown_variant(&name, &Algorithm::NAMES))
+        Algorithm::from_name(&name).map(Some).ok_or_else(|| D::Error::unknown_variant(&name, Algorithm::NAMES))
     }
 }

@@ -45,7 +45,7 @@ pub use sender::DlcpSender;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
-use crate::transport::build::{check_loss_bound, check_positive, ConfigError};
+use crate::transport::build::{check_loss_bound, check_positive, check_priorities, check_segments, ConfigError};
 use crate::transport::pacer::Pacing;
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
@@ -160,15 +160,7 @@ impl Default for DlcpConfig {
 impl DlcpConfig {
     /// The first parameter a loader should refuse (the endpoints clamp instead of failing).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.mss == 0 {
-            return Err(ConfigError::new("mss", "must be positive (got 0)"));
-        }
-        if self.elem_bytes == 0 || self.elem_bytes > self.mss {
-            return Err(ConfigError::new(
-                "elem_bytes",
-                format!("must be in 1..=mss ({}) (got {})", self.mss, self.elem_bytes),
-            ));
-        }
+        check_segments(self.mss, self.elem_bytes)?;
         check_loss_bound("loss_bound", self.loss_bound)?;
         if self.line_rate_bps == 0 {
             return Err(ConfigError::new("line_rate_bps", "must be positive (got 0)"));
@@ -189,11 +181,7 @@ impl DlcpConfig {
                 return Err(ConfigError::new("importance", format!("fraction must be in [0, 1] (got {fraction})")));
             }
         }
-        for (field, p) in [("ctrl_priority", self.ctrl_priority), ("data_priority", self.data_priority)] {
-            if p > 7 {
-                return Err(ConfigError::new(field, format!("must be in 0..=7 (got {p})")));
-            }
-        }
+        check_priorities(self.ctrl_priority, self.data_priority)?;
         Ok(())
     }
 

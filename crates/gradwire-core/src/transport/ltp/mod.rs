@@ -57,7 +57,7 @@ pub use sender::LtpSender;
 use crate::cc::BdpConfig;
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
-use crate::transport::build::{check_loss_bound, check_positive, ConfigError};
+use crate::transport::build::{check_loss_bound, check_positive, check_priorities, check_segments, ConfigError};
 use crate::transport::pacer::Pacing;
 
 /// Which segments are critical: always delivered, and retransmitted ahead of normal data.
@@ -180,15 +180,7 @@ impl Default for LtpConfig {
 impl LtpConfig {
     /// The first parameter a loader should refuse (the endpoints clamp instead of failing).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.mss == 0 {
-            return Err(ConfigError::new("mss", "must be positive (got 0)"));
-        }
-        if self.elem_bytes == 0 || self.elem_bytes > self.mss {
-            return Err(ConfigError::new(
-                "elem_bytes",
-                format!("must be in 1..=mss ({}) (got {})", self.mss, self.elem_bytes),
-            ));
-        }
+        check_segments(self.mss, self.elem_bytes)?;
         check_loss_bound("loss_bound", self.loss_bound)?;
         if let Critical::Fraction { fraction, .. } = self.critical {
             if !(0.0..=1.0).contains(&fraction) {
@@ -202,11 +194,7 @@ impl LtpConfig {
         check_positive("lt_c", self.lt_c)?;
         check_positive("ctrl_rto", self.ctrl_rto)?;
         check_positive("min_rto", self.min_rto)?;
-        for (field, p) in [("ctrl_priority", self.ctrl_priority), ("data_priority", self.data_priority)] {
-            if p > 7 {
-                return Err(ConfigError::new(field, format!("must be in 0..=7 (got {p})")));
-            }
-        }
+        check_priorities(self.ctrl_priority, self.data_priority)?;
         Ok(())
     }
 
