@@ -128,7 +128,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_unknown_names_list_the_known_ones() {
-        for a in Algorithm::ALL {
+        for &a in Algorithm::ALL {
             assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
         }
         let e = "butterfly".parse::<Algorithm>().unwrap_err();

@@ -15,6 +15,7 @@ use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use super::roles::{Receiver, Sender};
+use super::shared::check_positive;
 use super::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use super::{Endpoint, EndpointEvent, EndpointStats};
 use crate::cc::MinimalRate;
@@ -126,44 +127,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// `loss_bound` is a share of a transfer: in `[0, 1]`.
-pub fn check_loss_bound(field: &str, loss_bound: f64) -> Result<(), ConfigError> {
-    if (0.0..=1.0).contains(&loss_bound) {
-        Ok(())
-    } else {
-        Err(ConfigError::new(field, format!("{loss_bound} is outside [0, 1]")))
-    }
-}
-
-/// A tensor cut into segments of `mss` bytes holding whole elements of `elem_bytes`.
-pub(crate) fn check_segments(mss: u32, elem_bytes: u32) -> Result<(), ConfigError> {
-    if mss == 0 {
-        return Err(ConfigError::new("mss", "must be positive (got 0)"));
-    }
-    if elem_bytes == 0 || elem_bytes > mss {
-        return Err(ConfigError::new("elem_bytes", format!("must be in 1..=mss ({mss}) (got {elem_bytes})")));
-    }
-    Ok(())
-}
-
-/// Switch queues are 0..=7.
-pub(crate) fn check_priorities(ctrl: u8, data: u8) -> Result<(), ConfigError> {
-    for (field, p) in [("ctrl_priority", ctrl), ("data_priority", data)] {
-        if p > 7 {
-            return Err(ConfigError::new(field, format!("must be in 0..=7 (got {p})")));
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn check_positive(field: &str, v: Time) -> Result<(), ConfigError> {
-    if v > 0 {
-        Ok(())
-    } else {
-        Err(ConfigError::new(field, "must be positive (got 0)"))
-    }
-}
 
 /// State a transfer hands to the next one between the same hosts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -547,5 +510,92 @@ impl Sender for CarryRate {
 
     fn pacing_rate_bps(&self) -> u64 {
         self.inner.pacing_rate_bps()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::PacketKind;
+    use crate::time::{serialization, US};
+    use crate::transport::Pacing;
+
+    fn transfer(bytes: u64) -> Transfer {
+        Transfer {
+            flow: 3,
+            src: 0,
+            dst: 1,
+            bytes,
+            loss_bound: 0.0,
+            loss_tolerant: false,
+            priority: 1,
+            elem_bytes: 4,
+            line_rate_bps: 10_000_000_000,
+        }
+    }
+
+    #[test]
+    fn kinds_are_named_and_unknown_names_list_the_known_ones() {
+        for &k in Kind::ALL {
+            assert_eq!(k.name().parse::<Kind>(), Ok(k));
+        }
+        let e = "tcp".parse::<Kind>().unwrap_err();
+        assert!(e.contains("unknown transport") && e.contains("pfabric"), "{e}");
+    }
+
+    #[test]
+    fn validate_names_the_parameter() {
+        let mut p = Params::default();
+        assert_eq!(p.validate(), Ok(()));
+        p.dlcp.loss_bound = 1.5;
+        let e = p.validate().unwrap_err();
+        assert_eq!(e.field, "dlcp.loss_bound");
+        assert_eq!(e.to_string(), "dlcp.loss_bound 1.5 is outside [0, 1]");
+        let p = Params { pias_thresholds: vec![10, 5], ..Params::default() };
+        assert_eq!(p.validate().unwrap_err().field, "pias_thresholds");
+        let p = Params { ltp: LtpConfig { lt_c: 0, ..LtpConfig::default() }, ..Params::default() };
+        assert_eq!(Builder::new(p).err().map(|e| e.field), Some("ltp.lt_c".to_string()));
+    }
+
+    #[test]
+    fn only_transports_that_place_payload_have_sender_and_receiver() {
+        for &kind in Kind::ALL {
+            let b = Builder::new(Params { kind, ..Params::default() }).unwrap();
+            let t = transfer(10_000);
+            assert_eq!(b.sender(&t, 0).is_some(), kind.places_payload(), "{kind}");
+            assert_eq!(b.receiver(&t).is_some(), kind.places_payload(), "{kind}");
+            // every kind's pair: the sender starts at once, toward the receiver
+            let (mut s, _) = b.build(&t, 0);
+            let p = s.poll_transmit(0).expect("something to send at the start");
+            assert_eq!((p.flow, p.src, p.dst), (t.flow, t.src, t.dst), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_posted_dlcp_receiver_wants_data_before_the_senders_start() {
+        let b = Builder::new(Params::default()).unwrap();
+        let mut r = b.receiver(&transfer(10_000)).unwrap();
+        assert!(!r.wants(0, 1440), "DLCP discards data before START");
+        r.post(0);
+        assert!(r.wants(0, 1440));
+        assert_eq!(r.poll_transmit(0), None, "the local START's acknowledgement is dropped");
+    }
+
+    #[test]
+    fn a_paced_sender_sends_a_burst_at_now_and_says_when_the_next_may_leave() {
+        let burst = 20 * US;
+        let dlcp = DlcpConfig { pacing: Pacing { burst, catch_up: 0 }, ..DlcpConfig::default() };
+        let b = Builder::new(Params { dlcp, ..Params::default() }).unwrap();
+        let t = transfer(10_000_000);
+        let mut s = b.sender(&t, 0).unwrap();
+        let mut data = 0;
+        while let Some(p) = s.poll_transmit(0) {
+            data += (p.kind == PacketKind::Data) as u64;
+            assert_eq!(p.sent_at, 0, "`now` is now, not now + burst");
+        }
+        let slot = serialization(1440 + 60, t.line_rate_bps);
+        // the slots starting at 0, slot, 2 slot ... up to the burst
+        assert_eq!(data, burst / slot + 1);
+        assert_eq!(s.poll_timeout(), Some(data * slot), "the next slot: a whole burst may then leave");
     }
 }

@@ -14,11 +14,13 @@ pub mod pfabric;
 pub mod pias;
 mod received;
 mod roles;
+mod shared;
 pub mod tcp;
 
-pub use build::{check_loss_bound, Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
+pub use build::{Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
 pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
+pub use shared::check_loss_bound;
 
 use crate::packet::Packet;
 use crate::time::Time;

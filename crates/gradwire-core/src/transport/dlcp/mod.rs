@@ -45,8 +45,9 @@ pub use sender::DlcpSender;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
-use crate::transport::build::{check_loss_bound, check_positive, check_priorities, check_segments, ConfigError};
+use crate::transport::build::ConfigError;
 use crate::transport::pacer::Pacing;
+use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -186,15 +187,12 @@ impl DlcpConfig {
     }
 
     fn segmentation(&self, tensor: TensorId, size: u64) -> Segmentation {
-        let mss = self.mss.max(1);
-        Segmentation::new(tensor, size, self.elem_bytes.clamp(1, mss), mss)
-            .expect("a tensor of more than 2^32 segments")
+        shared::segmentation(tensor, size, self.mss, self.elem_bytes)
     }
 
     /// Bytes that may be missing when the transfer completes.
     fn allowed_missing(&self, size: u64) -> u64 {
-        let p = if self.loss_bound.is_nan() { 0.0 } else { self.loss_bound.clamp(0.0, 1.0) };
-        ((p * size as f64).floor() as u64).min(size)
+        shared::allowed_missing(self.loss_bound, size)
     }
 
     /// Bytes per `rate_period` as bit/s.
