@@ -213,6 +213,31 @@ mod tests {
     }
 
     #[test]
+    fn the_cores_checks_answer_under_the_scenario_keys() {
+        let text = "[transport]\nkind = \"dlcp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
+        let err = |ov: &str| load(text, &[ov.to_string()]).unwrap_err();
+        let e = err("transport.loss_bound=1.5");
+        assert_eq!((e.key.as_str(), e.message.as_str()), ("transport.loss_bound", "1.5 is outside [0, 1]"));
+        assert_eq!(err("transport.pull_loss_bound=-1").key, "transport.pull_loss_bound");
+        assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
+        assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
+        assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
+        assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
+        let e = err("transport.rto_min_us=-5");
+        assert_eq!(
+            (e.key.as_str(), e.message.as_str()),
+            ("transport.rto_min_us", "must be a positive number (got -5)")
+        );
+        // what every kind leaves unread is refused all the same: a sweep over kinds stays valid
+        assert_eq!(
+            load(text, &["transport.kind=dctcp".into(), "transport.rate_delta=0".into()]).unwrap_err().key,
+            "transport.rate_delta"
+        );
+        let e = err("transport.kind=tcp");
+        assert!(e.message.contains("unknown variant `tcp`") && e.message.contains("pfabric"), "{e}");
+    }
+
+    #[test]
     fn ltp_lt_state_is_carried_per_link_and_size() {
         let text = "[topology]\nleaves = 1\nspines = 1\nuplinks_per_leaf = 1\nhosts_per_leaf = 4\n\
                     [transport]\nkind = \"ltp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 100000\n";

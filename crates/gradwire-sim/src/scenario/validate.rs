@@ -54,6 +54,22 @@ impl Scenario {
                 ));
             }
         }
+        // durations are written in µs / ms: positive numbers before they become picoseconds
+        // (a negative one would turn into 0); their ranges are the core's, below
+        let durations = [
+            ("transport.rto_min_us", Some(tr.rto_min_us)),
+            ("transport.rto_max_us", Some(tr.rto_max_us)),
+            ("transport.rto_initial_us", tr.rto_initial_us),
+            ("transport.rate_period_us", Some(tr.rate_period_us)),
+            ("transport.ctrl_rto_us", Some(tr.ctrl_rto_us)),
+            ("transport.ltp_c_ms", Some(tr.ltp_c_ms)),
+            ("transport.pfabric_rto_us", tr.pfabric_rto_us),
+        ];
+        for (key, v) in durations {
+            if let Some(v) = v {
+                positive(key, v)?;
+            }
+        }
         // the transport's own ranges: the core's checks, under the scenario's keys
         crate::transports::validate(self)?;
         if !(tr.dlcp_retx_quiet_us >= 0.0 && tr.dlcp_retx_quiet_us.is_finite()) {
