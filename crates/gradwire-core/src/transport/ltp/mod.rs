@@ -199,13 +199,13 @@ impl LtpConfig {
         Ok(())
     }
 
-    fn segmentation(&self, tensor: TensorId, size: u64) -> Segmentation {
-        shared::segmentation(tensor, size, self.mss, self.elem_bytes)
-    }
-
     /// Bytes that may be missing at an Early Close.
     fn allowed_missing(&self, size: u64) -> u64 {
         shared::allowed_missing(self.loss_bound, size)
+    }
+
+    fn segmentation(&self, tensor: TensorId, size: u64) -> Segmentation {
+        shared::segmentation(tensor, size, self.mss, self.elem_bytes)
     }
 
     /// Bytes the whole transfer puts on the wire once (payload + per-packet headers).
