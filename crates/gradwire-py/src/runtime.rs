@@ -278,7 +278,7 @@ impl PyCommunicator {
             send_thread,
             ..EngineConfig::default()
         };
-        cfg.transport.kind = parse_transport(&transport).map_err(PyValueError::new_err)?;
+        cfg.transport.kind = parse_transport(transport).map_err(PyValueError::new_err)?;
         if !(retx_quiet_us.is_finite() && retx_quiet_us >= 0.0) {
             return Err(PyValueError::new_err(format!("retx_quiet_us must be >= 0, got {retx_quiet_us}")));
         }
