@@ -8,18 +8,18 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use super::roles::{Receiver, Sender};
-use super::shared::check_positive;
+use super::shared::{check_positive, Carried};
 use super::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
-use super::{Endpoint, EndpointEvent, EndpointStats};
+use super::Endpoint;
 use crate::cc::MinimalRate;
-use crate::packet::{FlowId, HostId, Packet};
+use crate::packet::{FlowId, HostId};
 use crate::time::Time;
 
 /// `ALL`, `NAMES`, `name`, `from_name` and `Display` for an enum whose variants have names
@@ -253,8 +253,12 @@ pub struct Transfer {
 /// The two ends of a transfer, for a driver that runs both (the simulator).
 pub type Pair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
 
-type RateStates = Arc<Mutex<HashMap<(HostId, HostId), MinimalRate>>>;
-type LtStates = Arc<Mutex<HashMap<(HostId, HostId, u64), LtThreshold>>>;
+/// One cell per link: the builder hands it to each of the link's endpoints in turn.
+type Links<K, T> = Mutex<HashMap<K, Carried<T>>>;
+
+fn cell<K: std::hash::Hash + Eq, T>(links: &Links<K, T>, key: K) -> Carried<T> {
+    links.lock().expect("not poisoned").entry(key).or_default().clone()
+}
 
 /// Builds the endpoints of transfers under one [`Params`], and keeps what transfers
 /// between the same hosts hand on ([`Carry`]).
@@ -263,8 +267,8 @@ pub struct Builder {
     /// `params.tcp` with the kind's congestion control.
     tcp: TcpConfig,
     pias: PiasConfig,
-    rates: RateStates,
-    lt: LtStates,
+    rates: Links<(HostId, HostId), MinimalRate>,
+    lt: Links<(HostId, HostId, u64), LtThreshold>,
 }
 
 impl Builder {
@@ -294,7 +298,8 @@ impl Builder {
 
     /// LTP's carried LT thresholds, per (sender host, receiver host, transfer size).
     pub fn lt_thresholds(&self) -> HashMap<(HostId, HostId, u64), LtThreshold> {
-        self.lt.lock().expect("not poisoned").clone()
+        let links = self.lt.lock().expect("not poisoned");
+        links.iter().filter_map(|(&k, c)| Some((k, c.lock().expect("not poisoned").clone()?))).collect()
     }
 
     /// Forgets every carried state.
@@ -338,10 +343,8 @@ impl Builder {
     pub fn sender(&self, t: &Transfer, now: Time) -> Option<Box<dyn Sender>> {
         Some(match self.params.kind {
             Kind::Dlcp if self.params.carry.dlcp_rate => {
-                let key = (t.src, t.dst);
-                let warm = self.rates.lock().expect("not poisoned").get(&key).copied();
-                let inner = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
-                Box::new(CarryRate { inner, key, states: self.rates.clone() })
+                let rate = cell(&self.rates, (t.src, t.dst));
+                Box::new(DlcpSender::with_carried_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, rate))
             }
             Kind::Dlcp => Box::new(DlcpSender::new(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now)),
             Kind::Ltp => Box::new(LtpSender::new(self.ltp(t), t.flow, t.src, t.dst, t.bytes, now)),
@@ -354,12 +357,8 @@ impl Builder {
         Some(match self.params.kind {
             Kind::Dlcp => Box::new(DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes)),
             Kind::Ltp if self.params.carry.ltp_threshold => {
-                let cfg = self.ltp(t);
-                let key = (t.src, t.dst, t.bytes);
-                let lt = self.lt.lock().expect("not poisoned").get(&key).cloned();
-                let lt = lt.unwrap_or_else(|| LtThreshold::from_config(&cfg));
-                let inner = LtpReceiver::with_lt_state(cfg, t.flow, t.dst, t.src, t.bytes, lt);
-                Box::new(CarryLt { inner, key, states: self.lt.clone() })
+                let lt = cell(&self.lt, (t.src, t.dst, t.bytes));
+                Box::new(LtpReceiver::with_carried_lt(self.ltp(t), t.flow, t.dst, t.src, t.bytes, lt))
             }
             Kind::Ltp => Box::new(LtpReceiver::new(self.ltp(t), t.flow, t.dst, t.src, t.bytes)),
             _ => return None,
@@ -390,126 +389,6 @@ impl Builder {
                 (self.sender(t, now).expect("places payload"), receiver)
             }
         }
-    }
-}
-
-/// An LTP receiver that hands its link's LT state back to the builder when its transfer
-/// is delivered, so the next transfer on the link starts from it.
-struct CarryLt {
-    inner: LtpReceiver,
-    key: (HostId, HostId, u64),
-    states: LtStates,
-}
-
-impl Endpoint for CarryLt {
-    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
-        self.inner.handle_packet(now, pkt)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        self.inner.handle_timeout(now)
-    }
-
-    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        self.inner.poll_transmit(now)
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        self.inner.poll_timeout()
-    }
-
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        let ev = self.inner.poll_event();
-        if matches!(ev, Some(EndpointEvent::Delivered { .. })) {
-            self.states.lock().expect("not poisoned").insert(self.key, self.inner.lt_state().clone());
-        }
-        ev
-    }
-
-    fn stats(&self) -> EndpointStats {
-        self.inner.stats()
-    }
-}
-
-impl Receiver for CarryLt {
-    fn receive(&mut self, now: Time, pkt: &Packet) -> Option<std::ops::Range<u64>> {
-        self.inner.receive(now, pkt)
-    }
-
-    fn wants(&self, offset: u64, len: u32) -> bool {
-        Receiver::wants(&self.inner, offset, len)
-    }
-
-    fn bubbles(&self) -> Vec<std::ops::Range<u64>> {
-        self.inner.bubbles()
-    }
-
-    fn is_closed(&self) -> bool {
-        self.inner.is_closed()
-    }
-
-    fn needs_close_notice(&self) -> bool {
-        self.inner.needs_close_notice()
-    }
-}
-
-/// A DLCP sender that leaves its rate state to its host pair after every rate decision,
-/// so the pair's next transfer starts from it ([`Carry::dlcp_rate`]).
-struct CarryRate {
-    inner: DlcpSender,
-    key: (HostId, HostId),
-    states: RateStates,
-}
-
-impl Endpoint for CarryRate {
-    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
-        self.inner.handle_packet(now, pkt)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        let before = *self.inner.rate_control();
-        self.inner.handle_timeout(now);
-        if *self.inner.rate_control() != before {
-            self.states.lock().expect("not poisoned").insert(self.key, *self.inner.rate_control());
-        }
-    }
-
-    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        self.inner.poll_transmit(now)
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        self.inner.poll_timeout()
-    }
-
-    fn poll_timeout_unpaced(&self) -> Option<Time> {
-        self.inner.poll_timeout_unpaced()
-    }
-
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.inner.poll_event()
-    }
-
-    fn stats(&self) -> EndpointStats {
-        self.inner.stats()
-    }
-}
-
-impl Sender for CarryRate {
-    fn released(&self) -> bool {
-        self.inner.released()
-    }
-
-    fn is_closed(&self) -> bool {
-        Sender::is_closed(&self.inner)
-    }
-
-    fn set_importance_mask(&mut self, mask: Vec<bool>) {
-        self.inner.set_importance_mask(mask)
-    }
-
-    fn pacing_rate_bps(&self) -> u64 {
-        self.inner.pacing_rate_bps()
     }
 }
 

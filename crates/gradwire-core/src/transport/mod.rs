@@ -20,7 +20,7 @@ pub mod tcp;
 pub use build::{Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
 pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
-pub use shared::check_loss_bound;
+pub use shared::{check_loss_bound, Carried};
 
 use crate::packet::Packet;
 use crate::time::Time;

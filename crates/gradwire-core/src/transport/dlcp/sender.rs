@@ -10,6 +10,7 @@ use crate::tensor::Segmentation;
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::pacer::Pacer;
+use crate::transport::shared::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +58,9 @@ pub struct DlcpSender {
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
 
+    /// With [`super::super::Carry::dlcp_rate`]: the host pair's rate state, left after
+    /// every rate decision for the pair's next transfer.
+    carried_rate: Option<Carried<MinimalRate>>,
     stats: EndpointStats,
     retx_ignored: u64,
     done_pending: bool,
@@ -104,6 +108,7 @@ impl DlcpSender {
             sent_in_period: 0,
             report: None,
             skip_decision: false,
+            carried_rate: None,
             stats: EndpointStats::default(),
             retx_ignored: 0,
             done_pending: false,
@@ -115,6 +120,24 @@ impl DlcpSender {
         } else {
             s.send_stop(now);
         }
+        s
+    }
+
+    /// A sender that starts from its host pair's rate state in `cell` (line rate if none
+    /// yet) and leaves its own there after every rate decision (a deviation: dlcp.md keeps
+    /// rate state per tensor).
+    pub fn with_carried_rate(
+        cfg: DlcpConfig,
+        flow: FlowId,
+        src: HostId,
+        dst: HostId,
+        size_bytes: u64,
+        now: Time,
+        cell: Carried<MinimalRate>,
+    ) -> Self {
+        let warm = *cell.lock().expect("not poisoned");
+        let mut s = Self::with_rate(cfg, flow, src, dst, size_bytes, now, warm);
+        s.carried_rate = Some(cell);
         s
     }
 
@@ -294,7 +317,11 @@ impl Endpoint for DlcpSender {
             self.stats.timeouts += 1;
         }
         if now >= self.period_end {
+            let before = self.cc;
             self.on_period(now);
+            if let Some(cell) = self.carried_rate.as_ref().filter(|_| self.cc != before) {
+                *cell.lock().expect("not poisoned") = Some(self.cc);
+            }
         }
     }
 

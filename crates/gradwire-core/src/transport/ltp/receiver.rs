@@ -9,6 +9,7 @@ use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::shared::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct LtpReceiver {
     /// The Early Close rule has been evaluated at this time: thresholds up to it are done.
     checked_until: Time,
     late_discards: u64,
+    /// With [`super::super::Carry::ltp_threshold`]: the link's LT state, left when the
+    /// transfer is delivered for the link's next transfer.
+    carried_lt: Option<Carried<LtThreshold>>,
     stats: EndpointStats,
     event: Option<EndpointEvent>,
 }
@@ -95,6 +99,7 @@ impl LtpReceiver {
             acks: VecDeque::new(),
             checked_until: 0,
             late_discards: 0,
+            carried_lt: None,
             stats: EndpointStats::default(),
             event: None,
             flow,
@@ -105,6 +110,22 @@ impl LtpReceiver {
         if size_bytes == 0 {
             r.close_now(0, false);
         }
+        r
+    }
+
+    /// A receiver that starts from its link's LT state in `cell` (the configured initial
+    /// one if none yet) and leaves its own there once the transfer is delivered.
+    pub fn with_carried_lt(
+        cfg: LtpConfig,
+        flow: FlowId,
+        local: HostId,
+        remote: HostId,
+        size_bytes: u64,
+        cell: Carried<LtThreshold>,
+    ) -> Self {
+        let lt = cell.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));
+        let mut r = Self::with_lt_state(cfg, flow, local, remote, size_bytes, lt);
+        r.carried_lt = Some(cell);
         r
     }
 
@@ -344,7 +365,11 @@ impl Endpoint for LtpReceiver {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.event.take()
+        let ev = self.event.take();
+        if let Some(cell) = self.carried_lt.as_ref().filter(|_| matches!(ev, Some(EndpointEvent::Delivered { .. }))) {
+            *cell.lock().expect("not poisoned") = Some(self.lt.clone());
+        }
+        ev
     }
 
     fn stats(&self) -> EndpointStats {
