@@ -344,7 +344,9 @@ impl Builder {
         Some(match self.params.kind {
             Kind::Dlcp if self.params.carry.dlcp_rate => {
                 let rate = cell(&self.rates, (t.src, t.dst));
-                Box::new(DlcpSender::with_carried_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, rate))
+                let warm = *rate.lock().expect("not poisoned");
+                let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
+                Box::new(s.leaving_rate_in(rate))
             }
             Kind::Dlcp => Box::new(DlcpSender::new(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now)),
             Kind::Ltp => Box::new(LtpSender::new(self.ltp(t), t.flow, t.src, t.dst, t.bytes, now)),
@@ -357,8 +359,9 @@ impl Builder {
         Some(match self.params.kind {
             Kind::Dlcp => Box::new(DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes)),
             Kind::Ltp if self.params.carry.ltp_threshold => {
-                let lt = cell(&self.lt, (t.src, t.dst, t.bytes));
-                Box::new(LtpReceiver::with_carried_lt(self.ltp(t), t.flow, t.dst, t.src, t.bytes, lt))
+                let (cfg, lt) = (self.ltp(t), cell(&self.lt, (t.src, t.dst, t.bytes)));
+                let state = lt.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));
+                Box::new(LtpReceiver::with_lt_state(cfg, t.flow, t.dst, t.src, t.bytes, state).leaving_lt_in(lt))
             }
             Kind::Ltp => Box::new(LtpReceiver::new(self.ltp(t), t.flow, t.dst, t.src, t.bytes)),
             _ => return None,

@@ -123,22 +123,12 @@ impl DlcpSender {
         s
     }
 
-    /// A sender that starts from its host pair's rate state in `cell` (line rate if none
-    /// yet) and leaves its own there after every rate decision (a deviation: dlcp.md keeps
-    /// rate state per tensor).
-    pub fn with_carried_rate(
-        cfg: DlcpConfig,
-        flow: FlowId,
-        src: HostId,
-        dst: HostId,
-        size_bytes: u64,
-        now: Time,
-        cell: Carried<MinimalRate>,
-    ) -> Self {
-        let warm = *cell.lock().expect("not poisoned");
-        let mut s = Self::with_rate(cfg, flow, src, dst, size_bytes, now, warm);
-        s.carried_rate = Some(cell);
-        s
+    /// Leaves the rate state in `cell` after every rate decision, for the next transfer
+    /// between the same hosts to start from (a deviation: dlcp.md keeps rate state per
+    /// tensor; see [`DlcpSender::with_rate`]).
+    pub fn leaving_rate_in(mut self, cell: Carried<MinimalRate>) -> Self {
+        self.carried_rate = Some(cell);
+        self
     }
 
     /// Importance per segment from real gradients ([`crate::tensor::importance_mask`]);

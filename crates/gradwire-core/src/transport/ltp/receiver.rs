@@ -113,20 +113,11 @@ impl LtpReceiver {
         r
     }
 
-    /// A receiver that starts from its link's LT state in `cell` (the configured initial
-    /// one if none yet) and leaves its own there once the transfer is delivered.
-    pub fn with_carried_lt(
-        cfg: LtpConfig,
-        flow: FlowId,
-        local: HostId,
-        remote: HostId,
-        size_bytes: u64,
-        cell: Carried<LtThreshold>,
-    ) -> Self {
-        let lt = cell.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));
-        let mut r = Self::with_lt_state(cfg, flow, local, remote, size_bytes, lt);
-        r.carried_lt = Some(cell);
-        r
+    /// Leaves the LT state in `cell` once the transfer is delivered, for the next transfer
+    /// on the link to start from ([`LtpReceiver::with_lt_state`]).
+    pub fn leaving_lt_in(mut self, cell: Carried<LtThreshold>) -> Self {
+        self.carried_lt = Some(cell);
+        self
     }
 
     /// The configuration this receiver was built with.
