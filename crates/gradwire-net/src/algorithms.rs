@@ -1,50 +1,15 @@
 //! Which schedule each collective call runs, built once per shape and cached.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
-use gradwire_core::collective::{self, CollectiveOptions, Op, PsLayout, RackMap, Schedule};
+use gradwire_core::collective::{self, CollectiveOptions, Layout, Op, PsLayout, RackMap, Schedule};
+use gradwire_core::transport::ConfigError;
 
 use crate::error::NetError;
 
-/// Allreduce algorithms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Algorithm {
-    /// Reduce-scatter + all-gather around a ring.
-    Ring,
-    /// k-ary tree rooted at rank 0: reduce up, broadcast down, pipelined in chunks.
-    Tree,
-    /// rat.md: one aggregator per rack (and coarser region) per tree, a tree per rank.
-    Rat,
-    /// Parameter server: shards pushed to servers, summed, pulled back.
-    Ps,
-}
-
-impl Algorithm {
-    /// Every algorithm, in the order help texts list them.
-    pub const ALL: [Algorithm; 4] = [Algorithm::Ring, Algorithm::Tree, Algorithm::Rat, Algorithm::Ps];
-
-    /// The name callers give (`"ring"`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Ring => "ring",
-            Algorithm::Tree => "tree",
-            Algorithm::Rat => "rat",
-            Algorithm::Ps => "ps",
-        }
-    }
-}
-
-impl FromStr for Algorithm {
-    type Err = NetError;
-    fn from_str(s: &str) -> Result<Self, NetError> {
-        Algorithm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            let names: Vec<String> = Algorithm::ALL.iter().map(|a| format!("{:?}", a.name())).collect();
-            NetError::Config(format!("unknown algorithm {s:?}: expected one of {}", names.join(", ")))
-        })
-    }
-}
+/// Allreduce algorithms: the core's.
+pub use gradwire_core::collective::Algorithm;
 
 /// The job's layout knobs; `Default` suits a job without a topology.
 #[derive(Clone, Debug)]
@@ -78,23 +43,24 @@ impl CollectiveConfig {
         Ok(c)
     }
 
-    pub fn check(&self, world: u32) -> Result<(), NetError> {
-        if let Some(m) = &self.rack_map {
-            if m.world() != world {
-                return Err(NetError::Config(format!(
-                    "the rack map lists {} ranks but the job has {world}",
-                    m.world()
-                )));
-            }
+    /// The generators' layout for a job of `world` ranks.
+    pub fn layout(&self, world: u32) -> Layout {
+        Layout {
+            world,
+            tree_arity: self.tree_arity,
+            pipeline_chunks: self.pipeline_chunks,
+            rack_map: self.rack_map.clone(),
+            ps: self.ps_servers.filter(|&s| (1..=world).contains(&s)).map(|s| PsLayout::colocated(world, s)),
         }
+    }
+
+    pub fn check(&self, world: u32) -> Result<(), NetError> {
         if let Some(s) = self.ps_servers {
             if s == 0 || s > world {
                 return Err(NetError::Config(format!("ps_servers is {s}: expected 1..={world}")));
             }
         }
-        if self.tree_arity == 0 || self.pipeline_chunks == 0 {
-            return Err(NetError::Config("tree_arity and pipeline_chunks must be positive".into()));
-        }
+        self.layout(world).validate().map_err(config)?;
         if !(1..=7).contains(&self.priority) {
             return Err(NetError::Config(format!(
                 "priority {} is outside 1..=7 (0 is reserved for control)",
@@ -138,21 +104,24 @@ struct Key {
 pub struct Schedules {
     world: u32,
     cfg: CollectiveConfig,
+    layout: Layout,
     cache: Mutex<HashMap<Key, Arc<Schedule>>>,
 }
 
-fn check_bound(b: f64) -> Result<(), NetError> {
-    if (0.0..=1.0).contains(&b) {
-        Ok(())
+/// A core parameter the call or the job got wrong.
+fn config(e: ConfigError) -> NetError {
+    let hint = if e.field == "rack_map" {
+        ": pass topology=... to init or set GRADWIRE_TOPOLOGY (e.g. \"0,0,1,1\")"
     } else {
-        Err(NetError::Config(format!("loss_bound {b} is outside [0, 1]")))
-    }
+        ""
+    };
+    NetError::Config(format!("{e}{hint}"))
 }
 
 impl Schedules {
     pub fn new(world: u32, cfg: CollectiveConfig) -> Result<Self, NetError> {
         cfg.check(world)?;
-        Ok(Schedules { world, cfg, cache: Mutex::new(HashMap::new()) })
+        Ok(Schedules { world, layout: cfg.layout(world), cfg, cache: Mutex::new(HashMap::new()) })
     }
 
     pub fn config(&self) -> &CollectiveConfig {
@@ -161,7 +130,7 @@ impl Schedules {
 
     /// The PS layout calls use: servers colocated with workers.
     pub fn ps_layout(&self) -> PsLayout {
-        PsLayout::colocated(self.world, self.cfg.ps_servers.unwrap_or(self.world))
+        self.layout.ps_layout()
     }
 
     pub fn get(&self, kind: CallKind, bytes: u64, elem_bytes: u32) -> Result<Arc<Schedule>, NetError> {
@@ -198,33 +167,21 @@ impl Schedules {
     }
 
     fn build(&self, kind: CallKind, bytes: u64, elem: u32) -> Result<Schedule, NetError> {
-        if elem == 0 || !bytes.is_multiple_of(elem as u64) {
-            return Err(NetError::Config(format!("a buffer of {bytes} bytes is not whole {elem}-byte elements")));
-        }
+        collective::check_buffer(bytes, elem).map_err(config)?;
         let w = self.world;
         let opts = |reduce: f64, bcast: f64| CollectiveOptions {
             reduce_loss_bound: reduce,
             broadcast_loss_bound: bcast,
             priority: self.cfg.priority,
         };
+        let bound = |b: f64| gradwire_core::transport::check_loss_bound("loss_bound", b).map_err(config);
         let c = &self.cfg;
         Ok(match kind {
             // Only the reduce half may lose data: results are broadcast reliably, so every
             // rank ends with the same bits (LTP §III: lossy gather, reliable broadcast).
             CallKind::Allreduce { algorithm, loss_bound } => {
-                check_bound(loss_bound)?;
-                let o = opts(loss_bound, 0.0);
-                match algorithm {
-                    Algorithm::Ring => collective::ring(w, bytes, elem, &o),
-                    Algorithm::Tree => collective::tree(w, bytes, elem, c.tree_arity, c.pipeline_chunks, &o),
-                    Algorithm::Ps => collective::ps(&self.ps_layout(), w, bytes, elem, &o),
-                    Algorithm::Rat => {
-                        let map = c.rack_map.as_ref().ok_or_else(|| {
-                            NetError::Config("algorithm \"rat\" needs a rack map: pass topology=... to init or set GRADWIRE_TOPOLOGY (e.g. \"0,0,1,1\")".into())
-                        })?;
-                        collective::rat(map, bytes, elem, &o)
-                    }
-                }
+                bound(loss_bound)?;
+                collective::build(algorithm, &self.layout, bytes, elem, &opts(loss_bound, 0.0)).map_err(config)?
             }
             CallKind::Broadcast { root } => {
                 if root >= w {
@@ -233,7 +190,7 @@ impl Schedules {
                 collective::broadcast(w, root, bytes, elem, c.tree_arity, c.pipeline_chunks, &opts(0.0, 0.0))
             }
             CallKind::PsPush { loss_bound } | CallKind::PsPull { loss_bound } => {
-                check_bound(loss_bound)?;
+                bound(loss_bound)?;
                 let push = matches!(kind, CallKind::PsPush { .. });
                 let full = collective::ps(&self.ps_layout(), w, bytes, elem, &opts(loss_bound, loss_bound));
                 half(full, if push { Op::Reduce } else { Op::Copy }, if push { "ps.push" } else { "ps.pull" })

@@ -128,6 +128,8 @@ impl Communicator {
                 if tag > 0 { " and the 16-byte tag" } else { "" }
             )));
         }
+        crate::endpoint::parse_transport(cfg.transport.kind.name()).map_err(NetError::Config)?;
+        cfg.transport.params().validate().map_err(|e| NetError::Config(format!("transport {e}")))?;
         let schedules = Schedules::new(world, collectives)?;
         let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
         let (mss, line_rate_bps) = (cfg.transport.mss, cfg.transport.line_rate_bps);

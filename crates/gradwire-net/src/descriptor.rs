@@ -99,6 +99,7 @@ impl CallDesc {
             transport: match transport {
                 TransportKind::Dlcp => 0,
                 TransportKind::Ltp => 1,
+                _ => u8::MAX, // the runtime runs DLCP and LTP only
             },
             elements: schedule.bytes / dtype.size() as u64,
             loss_bound,

@@ -1,48 +1,30 @@
-//! The transports the runtime can run, behind one enum.
+//! The runtime's transport settings, as the core's [`Params`], and its endpoints: the
+//! core's [`Builder`] makes them, so the runtime names no concrete transport.
 //!
 //! Ranks are the endpoints' host ids; a transfer's flow id names (call, transfer) on the
 //! wire. A receiver is posted before any of its data can arrive (every rank knows the
-//! schedule), so DLCP's "data before START is discarded" rule, meant for transfers a
-//! receiver has never heard of, is satisfied locally by feeding the receiver its START.
+//! schedule): [`Receiver::post`].
 
 use std::ops::Range;
 
-use gradwire_core::packet::{CtrlOp, Packet, PacketKind};
+use gradwire_core::packet::Packet;
 use gradwire_core::time::{Time, MS, US};
-use gradwire_core::transport::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender};
-use gradwire_core::transport::ltp::{LtpConfig, LtpReceiver, LtpSender};
-use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
+use gradwire_core::transport::dlcp::DlcpConfig;
+use gradwire_core::transport::ltp::LtpConfig;
+use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats, Pacing, Params, Receiver, Sender};
 use gradwire_core::wire::HEADER_LEN;
 
-/// Which loss-tolerant transport carries the transfers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TransportKind {
-    /// DLCP (dlcp.md §3.2.1): unreliable paced data, reliable control, resend rounds.
-    Dlcp,
-    /// LTP (ltp.md §III): per-packet ACKs, BDP congestion control, Early Close.
-    Ltp,
-}
+/// Which transport carries the transfers: the core's kinds, of which the runtime runs
+/// those whose receiver places payload (DLCP, LTP).
+pub use gradwire_core::transport::Kind as TransportKind;
 
-impl TransportKind {
-    /// Every transport the runtime runs.
-    pub const ALL: [TransportKind; 2] = [TransportKind::Dlcp, TransportKind::Ltp];
-
-    /// The name callers give (`"dlcp"`, `"ltp"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            TransportKind::Dlcp => "dlcp",
-            TransportKind::Ltp => "ltp",
-        }
-    }
-}
-
-impl std::str::FromStr for TransportKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        TransportKind::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
-            let names: Vec<String> = TransportKind::ALL.iter().map(|k| format!("{:?}", k.name())).collect();
-            format!("unknown transport {s:?} (expected one of {})", names.join(", "))
-        })
+/// The transport called `name`, if the runtime runs it.
+pub fn parse_transport(name: &str) -> Result<TransportKind, String> {
+    let kind: TransportKind = name.parse()?;
+    if kind.places_payload() {
+        Ok(kind)
+    } else {
+        Err(format!("transport {name:?} is a simulator baseline: the runtime runs \"dlcp\" or \"ltp\""))
     }
 }
 
@@ -55,7 +37,8 @@ pub struct TransportConfig {
     /// DLCP: the sender's start and maximum rate. LTP: the initial bottleneck estimate.
     /// 0 asks `Communicator::init` for the speed of the interface toward the peers.
     pub line_rate_bps: u64,
-    /// The pacer may run this far ahead of real time, so sends leave in GSO-sized bursts.
+    /// A paced sender may send this far ahead of its slots, so sends leave in GSO-sized
+    /// bursts ([`Pacing::burst`]).
     pub burst: Time,
     /// DLCP: the rate-control period (receive-rate reports and rate decisions). The
     /// simulator's 200 µs is shorter than the scheduling gaps of a loaded host (a thread
@@ -63,8 +46,8 @@ pub struct TransportConfig {
     /// so the runtime judges over longer periods.
     pub rate_period: Time,
     /// DLCP: after a gap between the event loop's turns (a busy turn, a preempted thread),
-    /// the sender may send up to this much of the gap's worth at once (see the engine's
-    /// `transmit`); `burst` at least.
+    /// the sender may send up to this much of the gap's worth at once
+    /// ([`Pacing::catch_up`]), so the loop's gaps do not set the rate.
     pub max_catch_up: Time,
     /// DLCP: after a STOP, a receiver requests what is missing only once its data has been
     /// quiet this long (0: at once). A STOP on the control link can overtake data still
@@ -93,182 +76,124 @@ const CTRL_RTO: Time = 50 * MS;
 const HEADER_BYTES: u32 = 28 + HEADER_LEN as u32;
 
 impl TransportConfig {
-    fn dlcp(&self, loss_bound: f64, priority: u8, elem_bytes: u32) -> DlcpConfig {
-        DlcpConfig {
-            mss: self.mss,
-            elem_bytes,
-            header_bytes: HEADER_BYTES,
-            ctrl_bytes: HEADER_BYTES,
-            loss_bound,
-            line_rate_bps: self.line_rate_bps,
-            data_priority: priority.clamp(1, 7),
-            ctrl_rto: CTRL_RTO,
-            rate_period: self.rate_period,
-            retx_quiet: self.retx_quiet,
-            ..DlcpConfig::default()
-        }
-    }
-
-    fn ltp(&self, loss_bound: f64, priority: u8, elem_bytes: u32) -> LtpConfig {
-        LtpConfig {
-            mss: self.mss,
-            elem_bytes,
-            header_bytes: HEADER_BYTES,
-            ack_bytes: HEADER_BYTES,
-            ctrl_bytes: HEADER_BYTES,
-            loss_bound,
-            loss_tolerant: loss_bound > 0.0,
-            initial_btlbw_bps: self.line_rate_bps,
-            data_priority: priority.clamp(1, 7),
-            ctrl_rto: CTRL_RTO,
-            min_rto: 5 * MS,
-            // The paper's hard deadline closes with whatever arrived, short of the bound
-            // if loss is heavy (5 % loss: 11 % missing under a 2 % bound). A runtime call
-            // promises its loss bound, so the receiver closes early only once the bound is
-            // met: no deadline (an hour is never reached; the stall timeout comes first).
-            lt_c: 3600 * 1000 * MS,
-            ..LtpConfig::default()
+    /// The core's parameters for these settings; each transfer adds its loss bound,
+    /// priority, element size and the line rate.
+    pub fn params(&self) -> Params {
+        Params {
+            kind: self.kind,
+            dlcp: DlcpConfig {
+                mss: self.mss,
+                header_bytes: HEADER_BYTES,
+                ctrl_bytes: HEADER_BYTES,
+                line_rate_bps: self.line_rate_bps,
+                ctrl_rto: CTRL_RTO,
+                rate_period: self.rate_period,
+                retx_quiet: self.retx_quiet,
+                pacing: Pacing { burst: self.burst, catch_up: self.max_catch_up },
+                ..DlcpConfig::default()
+            },
+            ltp: LtpConfig {
+                mss: self.mss,
+                header_bytes: HEADER_BYTES,
+                ack_bytes: HEADER_BYTES,
+                ctrl_bytes: HEADER_BYTES,
+                initial_btlbw_bps: self.line_rate_bps,
+                ctrl_rto: CTRL_RTO,
+                min_rto: 5 * MS,
+                // The paper's hard deadline closes with whatever arrived, short of the bound
+                // if loss is heavy (5 % loss: 11 % missing under a 2 % bound). A runtime call
+                // promises its loss bound, so the receiver closes early only once the bound
+                // is met: no deadline (an hour is never reached; the stall timeout comes first).
+                lt_c: 3600 * 1000 * MS,
+                // LTP's window bounds its bursts; slots missed in a gap are not made up.
+                pacing: Pacing { burst: self.burst, catch_up: 0 },
+                ..LtpConfig::default()
+            },
+            ..Params::default()
         }
     }
 }
 
-pub struct TransferSpec {
-    pub flow: u32,
-    pub src: u32,
-    pub dst: u32,
-    pub bytes: u64,
-    pub loss_bound: f64,
-    pub priority: u8,
-    pub elem_bytes: u32,
-}
-
+/// One end of a transfer at this rank.
 pub enum Ep {
-    DlcpSend(DlcpSender),
-    DlcpRecv(DlcpReceiver),
-    LtpSend(Box<LtpSender>),
-    LtpRecv(Box<LtpReceiver>),
+    Send(Box<dyn Sender>),
+    Recv(Box<dyn Receiver>),
 }
 
 impl Ep {
-    pub fn sender(cfg: &TransportConfig, t: &TransferSpec, importance: Option<Vec<bool>>, now: Time) -> Ep {
-        match cfg.kind {
-            TransportKind::Dlcp => {
-                let mut s = DlcpSender::new(
-                    cfg.dlcp(t.loss_bound, t.priority, t.elem_bytes),
-                    t.flow,
-                    t.src,
-                    t.dst,
-                    t.bytes,
-                    now,
-                );
-                if let Some(mask) = importance {
-                    s.set_importance_mask(mask);
-                }
-                Ep::DlcpSend(s)
-            }
-            TransportKind::Ltp => Ep::LtpSend(Box::new(LtpSender::new(
-                cfg.ltp(t.loss_bound, t.priority, t.elem_bytes),
-                t.flow,
-                t.src,
-                t.dst,
-                t.bytes,
-                now,
-            ))),
-        }
-    }
-
-    pub fn receiver(cfg: &TransportConfig, t: &TransferSpec, now: Time) -> Ep {
-        match cfg.kind {
-            TransportKind::Dlcp => {
-                let mut r =
-                    DlcpReceiver::new(cfg.dlcp(t.loss_bound, t.priority, t.elem_bytes), t.flow, t.dst, t.src, t.bytes);
-                // Posted in advance: accept data at once. The acknowledgement this local
-                // START produces is discarded; the sender's own START is acked when it comes.
-                let mut start = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), t.flow, t.src, t.dst, t.bytes, 0);
-                start.sent_at = now;
-                r.handle_packet(now, &start);
-                while r.poll_transmit(now).is_some() {}
-                Ep::DlcpRecv(r)
-            }
-            TransportKind::Ltp => Ep::LtpRecv(Box::new(LtpReceiver::new(
-                cfg.ltp(t.loss_bound, t.priority, t.elem_bytes),
-                t.flow,
-                t.dst,
-                t.src,
-                t.bytes,
-            ))),
-        }
-    }
-
     pub fn endpoint(&mut self) -> &mut dyn Endpoint {
         match self {
-            Ep::DlcpSend(e) => e,
-            Ep::DlcpRecv(e) => e,
-            Ep::LtpSend(e) => e.as_mut(),
-            Ep::LtpRecv(e) => e.as_mut(),
+            Ep::Send(e) => e.as_mut(),
+            Ep::Recv(e) => e.as_mut(),
         }
     }
 
     pub fn is_receiver(&self) -> bool {
-        matches!(self, Ep::DlcpRecv(_) | Ep::LtpRecv(_))
+        matches!(self, Ep::Recv(_))
     }
 
-    /// Receivers: the byte range of the payload to place (see the transports' `receive`).
+    /// Receivers: the byte range of the payload to place ([`Receiver::receive`]).
     pub fn receive(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
         match self {
-            Ep::DlcpRecv(r) => r.receive(now, pkt),
-            Ep::LtpRecv(r) => r.receive(now, pkt),
-            Ep::DlcpSend(_) | Ep::LtpSend(_) => {
-                self.endpoint().handle_packet(now, pkt);
+            Ep::Recv(r) => r.receive(now, pkt),
+            Ep::Send(s) => {
+                s.handle_packet(now, pkt);
                 None
             }
         }
     }
 
-    /// Receivers: a data segment at `offset` of `len` bytes would be placed (a whole, new
-    /// segment, while data is still accepted).
+    /// Receivers: a data segment at `offset` of `len` bytes would be placed.
     pub fn wants(&self, offset: u64, len: u32) -> bool {
-        match self {
-            Ep::DlcpRecv(r) => r.accepts_data() && r.reassembly().wants(offset, len),
-            Ep::LtpRecv(r) => r.accepts_data() && r.reassembly().wants(offset, len),
-            _ => false,
-        }
+        matches!(self, Ep::Recv(r) if r.wants(offset, len))
     }
 
     /// Receivers: ranges that never arrived (bubbles), in transfer offsets.
     pub fn bubbles(&self) -> Vec<Range<u64>> {
         match self {
-            Ep::DlcpRecv(r) => r.bubbles(),
-            Ep::LtpRecv(r) => r.bubbles(),
-            _ => Vec::new(),
+            Ep::Recv(r) => r.bubbles(),
+            Ep::Send(_) => Vec::new(),
+        }
+    }
+
+    /// Receivers whose transport has no closing handshake for a complete transfer: the
+    /// sender must be told on the reliable link.
+    pub fn needs_close_notice(&self) -> bool {
+        matches!(self, Ep::Recv(r) if r.needs_close_notice())
+    }
+
+    /// Senders: the receiver declared its bound met; the send is over for the call.
+    pub fn released(&self) -> bool {
+        matches!(self, Ep::Send(s) if s.released())
+    }
+
+    /// Senders: the pacing rate, bit/s (0 for a receiver), for traces.
+    pub fn pacing_rate_bps(&self) -> u64 {
+        match self {
+            Ep::Send(s) => s.pacing_rate_bps(),
+            Ep::Recv(_) => 0,
         }
     }
 
     /// Nothing left to exchange with the peer: the endpoint can be dropped.
     pub fn is_closed(&self) -> bool {
         match self {
-            Ep::DlcpSend(s) => s.is_done(),
-            Ep::DlcpRecv(r) => r.is_closed(),
-            Ep::LtpSend(s) => s.is_done(),
-            Ep::LtpRecv(r) => r.is_closed(),
+            Ep::Send(s) => s.is_closed(),
+            Ep::Recv(r) => r.is_closed(),
         }
     }
 
     pub fn stats(&self) -> EndpointStats {
         match self {
-            Ep::DlcpSend(e) => e.stats(),
-            Ep::DlcpRecv(e) => e.stats(),
-            Ep::LtpSend(e) => e.stats(),
-            Ep::LtpRecv(e) => e.stats(),
+            Ep::Send(s) => s.stats(),
+            Ep::Recv(r) => r.stats(),
         }
     }
 
     pub fn poll_timeout(&self) -> Option<Time> {
         match self {
-            Ep::DlcpSend(e) => e.poll_timeout(),
-            Ep::DlcpRecv(e) => e.poll_timeout(),
-            Ep::LtpSend(e) => e.poll_timeout(),
-            Ep::LtpRecv(e) => e.poll_timeout(),
+            Ep::Send(s) => s.poll_timeout(),
+            Ep::Recv(r) => r.poll_timeout(),
         }
     }
 

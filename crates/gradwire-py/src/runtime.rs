@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gradwire_core::collective::RackMap;
-use gradwire_net::endpoint::TransportKind;
+use gradwire_net::endpoint::{parse_transport, TransportKind};
 use gradwire_net::inject::Impairment;
 use gradwire_net::rendezvous::{MAX_MSS, MIN_MSS};
 use gradwire_net::{
@@ -220,7 +220,10 @@ impl PyCommunicator {
 
 fn parse_kind(kind: &str, algorithm: &str, loss_bound: f64, root: u32) -> PyResult<CallKind> {
     Ok(match kind {
-        "allreduce" => CallKind::Allreduce { algorithm: algorithm.parse::<Algorithm>().map_err(to_py)?, loss_bound },
+        "allreduce" => CallKind::Allreduce {
+            algorithm: algorithm.parse::<Algorithm>().map_err(|e| to_py(NetError::Config(e)))?,
+            loss_bound,
+        },
         "broadcast" => CallKind::Broadcast { root },
         "ps_push" => CallKind::PsPush { loss_bound },
         "ps_pull" => CallKind::PsPull { loss_bound },
@@ -276,7 +279,7 @@ impl PyCommunicator {
             send_thread,
             ..EngineConfig::default()
         };
-        cfg.transport.kind = transport.parse::<TransportKind>().map_err(PyValueError::new_err)?;
+        cfg.transport.kind = parse_transport(transport).map_err(PyValueError::new_err)?;
         if !(retx_quiet_us.is_finite() && retx_quiet_us >= 0.0) {
             return Err(PyValueError::new_err(format!("retx_quiet_us must be >= 0, got {retx_quiet_us}")));
         }
@@ -431,7 +434,7 @@ fn algorithms() -> Vec<&'static str> {
 /// The transports the runtime runs, by name (Python's `runtime.TRANSPORTS`).
 #[pyfunction]
 fn transports() -> Vec<&'static str> {
-    TransportKind::ALL.iter().map(|k| k.name()).collect()
+    TransportKind::ALL.iter().filter(|k| k.places_payload()).map(|k| k.name()).collect()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

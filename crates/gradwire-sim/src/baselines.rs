@@ -2,9 +2,9 @@
 //! `pias_thresholds_from_workload`): what `transports.rs` adds around a TCP-based flow.
 
 use crate::scenario::{Scenario, TcpConnections, TransportKind};
-use crate::transports::EndpointPair;
 use gradwire_core::time::from_us;
 use gradwire_core::transport::tcp::handshake::{Accepting, Connecting, HandshakeConfig};
+use gradwire_core::transport::Pair as EndpointPair;
 use std::cell::RefCell;
 use std::collections::HashSet;
 
@@ -19,7 +19,7 @@ impl Handshakes {
     /// `Some` when the scenario's transport is TCP-based and opens connections.
     pub fn new(s: &Scenario) -> Option<Handshakes> {
         let tr = &s.transport;
-        let tcp_based = matches!(tr.kind, TransportKind::Newreno | TransportKind::Dctcp | TransportKind::Pias);
+        let tcp_based = matches!(tr.kind, TransportKind::NewReno | TransportKind::Dctcp | TransportKind::Pias);
         (tr.tcp_handshake && tcp_based).then(|| Handshakes {
             cfg: HandshakeConfig {
                 conn_timeout: from_us(tr.tcp_conn_timeout_us),

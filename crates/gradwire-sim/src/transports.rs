@@ -1,55 +1,22 @@
-//! Builds the endpoint pair of a flow for the scenario's transport. The only place the
-//! simulator names concrete transports; everything else sees `dyn Endpoint`.
+//! The scenario's `[transport]` as the core's transport [`Params`], and each flow as a
+//! core [`Transfer`]: the core's [`Builder`] makes the endpoints, so the simulator names no
+//! concrete transport.
 
-use crate::scenario::{DlcpRateState, Scenario, TransportKind};
+use crate::scenario::{DlcpRateState, Scenario, ScenarioError};
 use crate::workload::FlowSpec;
-use gradwire_core::cc::MinimalRate;
 use gradwire_core::tensor::layer_queue;
-use gradwire_core::time::NS;
-use gradwire_core::time::{from_us, Time};
-use gradwire_core::transport::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
-use gradwire_core::transport::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
-use gradwire_core::transport::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
-use gradwire_core::transport::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
-use gradwire_core::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
-use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
-use gradwire_core::Packet;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use gradwire_core::time::{from_us, Time, NS};
+use gradwire_core::transport::dlcp::{DlcpConfig, Importance};
+use gradwire_core::transport::ltp::LtpConfig;
+use gradwire_core::transport::tcp::TcpConfig;
+use gradwire_core::transport::{Builder, Carry, ConfigError, Pair, Params, Transfer};
 
-/// LTP's LT threshold state per (sender host, receiver host, transfer size): each
-/// point-to-point link keeps its own threshold across transfers (ltp.md §III-B1), and a
-/// measured duration is only reused for a transfer of the same size (one layer's tensor
-/// in the next iteration), as [`LtThreshold`] does. Shared by the factory and the LTP
-/// receivers it built; a `Mutex`, not a `RefCell`, so endpoints stay `Send`.
-type LtStates = Arc<Mutex<HashMap<(u32, u32, u64), LtThreshold>>>;
-
-/// DLCP rate state per (sender host, receiver host) with `dlcp_rate_state = "pair"`.
-type RateStates = Arc<Mutex<HashMap<(u32, u32), MinimalRate>>>;
-
-pub struct EndpointFactory {
-    kind: TransportKind,
-    tcp: TcpConfig,
-    dlcp: DlcpConfig,
-    pull_loss_bound: f64,
-    data_priorities: u8,
-    pias: PiasConfig,
-    pfabric_rto: Option<Time>,
-    base_rtt: Time,
-    ltp: LtpConfig,
-    lt_states: LtStates,
-    /// Some: DLCP rate state is carried per host pair.
-    dlcp_rates: Option<RateStates>,
-    /// Some: TCP-based flows open their connections first (`crate::baselines`).
-    handshakes: Option<crate::baselines::Handshakes>,
-}
-
-pub type EndpointPair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
-
-impl EndpointFactory {
-    pub fn new(s: &Scenario) -> EndpointFactory {
-        let tr = &s.transport;
-        let tcp = TcpConfig {
+/// The core's transport parameters a scenario describes.
+pub fn params(s: &Scenario) -> Params {
+    let tr = &s.transport;
+    Params {
+        kind: tr.kind,
+        tcp: TcpConfig {
             mss: tr.mss_bytes,
             header_bytes: tr.header_bytes,
             ack_bytes: tr.ack_bytes,
@@ -58,14 +25,15 @@ impl EndpointFactory {
             rto_max: from_us(tr.rto_max_us),
             rto_initial: from_us(tr.rto_initial_us.unwrap_or(tr.rto_min_us)),
             dupack_threshold: tr.dupack_threshold,
-            cc: match tr.kind {
-                TransportKind::Dctcp | TransportKind::Pias => CongestionControl::Dctcp { g: tr.dctcp_g },
-                TransportKind::Newreno if tr.newreno_ecn => CongestionControl::NewRenoEcn,
-                _ => CongestionControl::NewReno,
-            },
             priority: tr.priority,
-        };
-        let dlcp = DlcpConfig {
+            ..TcpConfig::default()
+        },
+        dctcp_g: tr.dctcp_g,
+        newreno_ecn: tr.newreno_ecn,
+        pias_thresholds: tr.pias_thresholds.clone(),
+        pfabric_rto: tr.pfabric_rto_us.map(from_us),
+        base_rtt: s.base_rtt_ns() * NS,
+        dlcp: DlcpConfig {
             mss: tr.mss_bytes,
             header_bytes: tr.header_bytes,
             ctrl_bytes: tr.ack_bytes,
@@ -80,8 +48,8 @@ impl EndpointFactory {
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             stop_behind_data: tr.dlcp_stop_behind_data,
             ..DlcpConfig::default()
-        };
-        let ltp = LtpConfig {
+        },
+        ltp: LtpConfig {
             mss: tr.mss_bytes,
             header_bytes: tr.header_bytes,
             ack_bytes: tr.ack_bytes,
@@ -91,183 +59,111 @@ impl EndpointFactory {
             initial_rtprop: s.base_rtt_ns() * NS,
             ctrl_rto: from_us(tr.ctrl_rto_us),
             ..LtpConfig::default()
-        };
-        let thresholds: &[u64] =
-            if tr.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &tr.pias_thresholds };
-        EndpointFactory {
-            kind: tr.kind,
-            pias: PiasConfig::new(tcp, thresholds),
-            pfabric_rto: tr.pfabric_rto_us.map(from_us),
-            base_rtt: s.base_rtt_ns() * NS,
-            ltp,
-            lt_states: LtStates::default(),
-            dlcp_rates: (tr.dlcp_rate_state == DlcpRateState::Pair).then(RateStates::default),
-            handshakes: crate::baselines::Handshakes::new(s),
-            tcp,
-            dlcp,
-            pull_loss_bound: tr.pull_loss_bound,
-            data_priorities: s.switch.queues - 1,
-        }
+        },
+        // LTP's thresholds always live per link (ltp.md §III-B1); DLCP's rate state per
+        // tensor unless the scenario asks for a deviation.
+        carry: Carry { dlcp_rate: tr.dlcp_rate_state == DlcpRateState::Pair, ltp_threshold: true },
     }
+}
 
-    /// The class a flow's sender gets at its host NIC (0 = served first): its data queue.
-    pub fn data_class(&self, spec: &FlowSpec) -> u8 {
-        match self.kind {
-            TransportKind::Dlcp => layer_queue(spec.layer, spec.layers.max(1), self.data_priorities),
-            TransportKind::Ltp => self.ltp.data_priority,
-            _ => self.tcp.priority,
-        }
+/// The scenario key a core parameter comes from.
+fn scenario_key(field: &str) -> &'static str {
+    match field.rsplit('.').next().unwrap_or(field) {
+        "mss" | "elem_bytes" => "transport.mss_bytes",
+        "loss_bound" => "transport.loss_bound",
+        "init_cwnd_packets" => "transport.init_cwnd_packets",
+        "dupack_threshold" => "transport.dupack_threshold",
+        "rto_min" => "transport.rto_min_us",
+        "rto_max" => "transport.rto_max_us",
+        "rto_initial" => "transport.rto_initial_us",
+        "dctcp_g" => "transport.dctcp_g",
+        "pias_thresholds" => "transport.pias_thresholds",
+        "pfabric_rto" => "transport.pfabric_rto_us",
+        "rate_period" => "transport.rate_period_us",
+        "delta" => "transport.rate_delta",
+        "additive_increase_frac" => "transport.rate_increase_frac",
+        "importance" => "transport.important_fraction",
+        "ctrl_rto" => "transport.ctrl_rto_us",
+        "lt_c" => "transport.ltp_c_ms",
+        "initial_rtprop" => "topology.link_delay_ns",
+        _ => "transport",
+    }
+}
+
+/// The core's verdict on the scenario's transport, under the scenario's keys.
+pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
+    let refuse = |e: ConfigError| ScenarioError::new(scenario_key(&e.field), e.message);
+    params(s).validate().map_err(refuse)?;
+    gradwire_core::transport::check_loss_bound("pull_loss_bound", s.transport.pull_loss_bound)
+        .map_err(|e| ScenarioError::new("transport.pull_loss_bound", e.message))
+}
+
+/// Builds every flow's endpoints from the core, under the scenario's transport.
+pub struct EndpointFactory {
+    builder: Builder,
+    loss_bound: f64,
+    pull_loss_bound: f64,
+    /// Data queues below the control queue (DLCP's layer priorities).
+    data_priorities: u8,
+    /// Some: TCP-based flows open their connections first (`crate::baselines`).
+    handshakes: Option<crate::baselines::Handshakes>,
+}
+
+impl EndpointFactory {
+    pub fn new(s: &Scenario) -> Result<EndpointFactory, ScenarioError> {
+        validate(s)?;
+        let builder = Builder::new(params(s)).map_err(|e| ScenarioError::new(scenario_key(&e.field), e.message))?;
+        Ok(EndpointFactory {
+            builder,
+            loss_bound: s.transport.loss_bound,
+            pull_loss_bound: s.transport.pull_loss_bound,
+            data_priorities: s.switch.queues - 1,
+            handshakes: crate::baselines::Handshakes::new(s),
+        })
     }
 
     /// PIAS's demotion thresholds, replacing the scenario's (`pias_thresholds_from_workload`).
-    pub fn set_pias_thresholds(&mut self, thresholds: &[u64]) {
-        self.pias = PiasConfig::new(self.pias.tcp, thresholds);
+    pub fn set_pias_thresholds(&mut self, thresholds: &[u64]) -> Result<(), ScenarioError> {
+        let params = Params { pias_thresholds: thresholds.to_vec(), ..self.builder.params().clone() };
+        self.builder = Builder::new(params).map_err(|e| ScenarioError::new("transport.pias_thresholds", e.message))?;
+        Ok(())
     }
 
-    /// Sender and receiver of flow `f`; `line_rate_bps` is the sender's NIC rate.
-    pub fn make(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> EndpointPair {
-        let pair = self.make_bare(f, spec, line_rate_bps, now);
+    /// The queue of a flow's data, and the class its sender gets at its host NIC (0 =
+    /// served first).
+    pub fn data_class(&self, spec: &FlowSpec) -> u8 {
+        let p = self.builder.params();
+        if p.kind.priority_by_layer() {
+            layer_queue(spec.layer, spec.layers.max(1), self.data_priorities)
+        } else {
+            p.data_priority()
+        }
+    }
+
+    /// Flow `f` as the core's transfer; `line_rate_bps` is the sender's NIC rate. PS pulls
+    /// carry aggregated gradients: the tighter `pull_loss_bound`, and LTP's reliable
+    /// broadcast (ltp.md §IV).
+    pub fn transfer(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64) -> Transfer {
+        Transfer {
+            flow: f,
+            src: spec.src,
+            dst: spec.dst,
+            bytes: spec.bytes,
+            loss_bound: if spec.pull { self.pull_loss_bound } else { self.loss_bound },
+            loss_tolerant: !spec.pull,
+            priority: self.data_class(spec),
+            elem_bytes: self.builder.params().dlcp.elem_bytes,
+            line_rate_bps,
+        }
+    }
+
+    /// Sender and receiver of flow `f`.
+    pub fn make(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> Pair {
+        let pair = self.builder.build(&self.transfer(f, spec, line_rate_bps), now);
         match &self.handshakes {
             None => pair,
             Some(h) => h.wrap(f, spec.src, spec.dst, spec.bytes, pair),
         }
-    }
-
-    fn make_bare(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> EndpointPair {
-        let (src, dst, bytes) = (spec.src, spec.dst, spec.bytes);
-        match self.kind {
-            TransportKind::Newreno | TransportKind::Dctcp => (
-                Box::new(TcpSender::new(self.tcp, f, src, dst, bytes, now)),
-                Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)),
-            ),
-            TransportKind::Dlcp => {
-                let cfg = DlcpConfig {
-                    line_rate_bps,
-                    loss_bound: if spec.pull { self.pull_loss_bound } else { self.dlcp.loss_bound },
-                    data_priority: layer_queue(spec.layer, spec.layers.max(1), self.data_priorities),
-                    ..self.dlcp
-                };
-                let receiver = Box::new(DlcpReceiver::new(cfg, f, dst, src, bytes));
-                match &self.dlcp_rates {
-                    None => (Box::new(DlcpSender::new(cfg, f, src, dst, bytes, now)), receiver),
-                    Some(states) => {
-                        let warm = states.lock().unwrap().get(&(src, dst)).copied();
-                        let inner = DlcpSender::with_rate(cfg, f, src, dst, bytes, now, warm);
-                        (Box::new(CarryRate { inner, key: (src, dst), states: states.clone() }), receiver)
-                    }
-                }
-            }
-            TransportKind::Ltp => {
-                // lossy gather (push), fully reliable broadcast (pull): ltp.md §IV
-                let cfg = LtpConfig { initial_btlbw_bps: line_rate_bps, loss_tolerant: !spec.pull, ..self.ltp.clone() };
-                let key = (src, dst, bytes);
-                let lt =
-                    self.lt_states.lock().unwrap().get(&key).cloned().unwrap_or_else(|| LtThreshold::from_config(&cfg));
-                (
-                    Box::new(LtpSender::new(cfg.clone(), f, src, dst, bytes, now)),
-                    Box::new(CarryLt {
-                        inner: LtpReceiver::with_lt_state(cfg, f, dst, src, bytes, lt),
-                        key,
-                        states: self.lt_states.clone(),
-                    }),
-                )
-            }
-            TransportKind::Pias => (
-                Box::new(PiasSender::new(self.pias, f, src, dst, bytes, now)),
-                Box::new(PiasSender::receiver(&self.pias, f, dst, src, bytes)),
-            ),
-            TransportKind::Pfabric => {
-                let mut cfg = PFabricConfig::for_link(line_rate_bps, self.base_rtt);
-                cfg.mss = self.tcp.mss;
-                cfg.header_bytes = self.tcp.header_bytes;
-                cfg.ack_bytes = self.tcp.ack_bytes;
-                cfg.rto = self.pfabric_rto.unwrap_or(cfg.rto);
-                (
-                    Box::new(PFabricSender::new(cfg, f, src, dst, bytes, now)),
-                    Box::new(PFabricReceiver::new(cfg, f, dst, src, bytes)),
-                )
-            }
-        }
-    }
-}
-
-/// An LTP receiver that hands its link's LT state back to the factory when its transfer
-/// closes, so the next transfer on the link starts from it.
-struct CarryLt {
-    inner: LtpReceiver,
-    key: (u32, u32, u64),
-    states: LtStates,
-}
-
-impl Endpoint for CarryLt {
-    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
-        self.inner.handle_packet(now, pkt)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        self.inner.handle_timeout(now)
-    }
-
-    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        self.inner.poll_transmit(now)
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        self.inner.poll_timeout()
-    }
-
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        let ev = self.inner.poll_event();
-        if matches!(ev, Some(EndpointEvent::Delivered { .. })) {
-            self.states.lock().unwrap().insert(self.key, self.inner.lt_state().clone());
-        }
-        ev
-    }
-
-    fn stats(&self) -> EndpointStats {
-        self.inner.stats()
-    }
-}
-
-/// A DLCP sender that leaves its rate state to its host pair after every rate decision,
-/// so the pair's next transfer starts from it (`dlcp_rate_state = "pair"`).
-struct CarryRate {
-    inner: DlcpSender,
-    key: (u32, u32),
-    states: RateStates,
-}
-
-impl Endpoint for CarryRate {
-    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
-        self.inner.handle_packet(now, pkt)
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        let before = *self.inner.rate_control();
-        self.inner.handle_timeout(now);
-        if *self.inner.rate_control() != before {
-            self.states.lock().unwrap().insert(self.key, *self.inner.rate_control());
-        }
-    }
-
-    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        self.inner.poll_transmit(now)
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        self.inner.poll_timeout()
-    }
-
-    fn poll_timeout_unpaced(&self) -> Option<Time> {
-        self.inner.poll_timeout_unpaced()
-    }
-
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.inner.poll_event()
-    }
-
-    fn stats(&self) -> EndpointStats {
-        self.inner.stats()
     }
 }
 
@@ -275,6 +171,8 @@ impl Endpoint for CarryRate {
 mod tests {
     use super::*;
     use crate::scenario::load;
+    use gradwire_core::transport::EndpointEvent;
+    use gradwire_core::Packet;
 
     fn spec(src: u32, dst: u32, bytes: u64) -> FlowSpec {
         FlowSpec {
@@ -294,7 +192,7 @@ mod tests {
 
     /// Run a pair over a lossless pipe with a fixed one-way delay until the receiver
     /// delivers; returns when.
-    fn run_pair((mut s, mut r): EndpointPair, delay: Time) -> Time {
+    fn run_pair((mut s, mut r): Pair, delay: Time) -> Time {
         let mut wire: std::collections::BTreeMap<(Time, u64), (bool, Packet)> = Default::default();
         let (mut now, mut n) = (0, 0u64);
         for _ in 0..1_000_000 {
@@ -331,15 +229,40 @@ mod tests {
     }
 
     #[test]
+    fn the_cores_checks_answer_under_the_scenario_keys() {
+        let text = "[transport]\nkind = \"dlcp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
+        let err = |ov: &str| load(text, &[ov.to_string()]).unwrap_err();
+        let e = err("transport.loss_bound=1.5");
+        assert_eq!((e.key.as_str(), e.message.as_str()), ("transport.loss_bound", "1.5 is outside [0, 1]"));
+        assert_eq!(err("transport.pull_loss_bound=-1").key, "transport.pull_loss_bound");
+        assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
+        assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
+        assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
+        assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
+        let e = err("transport.rto_min_us=-5");
+        assert_eq!(
+            (e.key.as_str(), e.message.as_str()),
+            ("transport.rto_min_us", "must be a positive number (got -5)")
+        );
+        // what every kind leaves unread is refused all the same: a sweep over kinds stays valid
+        assert_eq!(
+            load(text, &["transport.kind=dctcp".into(), "transport.rate_delta=0".into()]).unwrap_err().key,
+            "transport.rate_delta"
+        );
+        let e = err("transport.kind=tcp");
+        assert!(e.message.contains("unknown variant `tcp`") && e.message.contains("pfabric"), "{e}");
+    }
+
+    #[test]
     fn ltp_lt_state_is_carried_per_link_and_size() {
         let text = "[topology]\nleaves = 1\nspines = 1\nuplinks_per_leaf = 1\nhosts_per_leaf = 4\n\
                     [transport]\nkind = \"ltp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 100000\n";
         let s = &load(text, &[]).unwrap()[0].scenario;
-        let fac = EndpointFactory::new(s);
+        let fac = EndpointFactory::new(s).unwrap();
         let line = 100_000_000_000;
-        assert!(fac.lt_states.lock().unwrap().is_empty());
+        assert!(fac.builder.lt_thresholds().is_empty());
         let d = run_pair(fac.make(0, &spec(1, 0, 100_000), line, 0), 5 * NS * 1000);
-        let states = fac.lt_states.lock().unwrap().clone();
+        let states = fac.builder.lt_thresholds();
         assert_eq!(states.len(), 1);
         let lt = &states[&(1, 0, 100_000)];
         // the complete transfer's duration (from its first packet) is the link's threshold now
@@ -349,17 +272,17 @@ mod tests {
         // another link, another size: their own entries; the first one is left alone
         run_pair(fac.make(1, &spec(2, 0, 100_000), line, 0), 5 * NS * 1000);
         run_pair(fac.make(2, &spec(1, 0, 50_000), line, 0), 5 * NS * 1000);
-        let states = fac.lt_states.lock().unwrap().clone();
+        let states = fac.builder.lt_thresholds();
         assert_eq!(states.len(), 3);
         assert_eq!(states[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
         // the next transfer on the first link starts from the carried state, and a slower
         // run (longer delay) does not raise the shortest
         run_pair(fac.make(3, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
-        assert_eq!(fac.lt_states.lock().unwrap()[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
+        assert_eq!(fac.builder.lt_thresholds()[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
         // without the carried state the slow run starts from the formula again (and, past
         // that threshold with 90 % in, closes early: nothing complete to record)
-        fac.lt_states.lock().unwrap().clear();
+        fac.builder.forget();
         run_pair(fac.make(4, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
-        assert_eq!(fac.lt_states.lock().unwrap()[&(1, 0, 100_000)].shortest_complete(), None);
+        assert_eq!(fac.builder.lt_thresholds()[&(1, 0, 100_000)].shortest_complete(), None);
     }
 }

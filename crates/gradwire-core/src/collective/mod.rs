@@ -17,6 +17,7 @@
 //! server, colocated or dedicated servers) and [`rat`] (rat.md's topology-shaped trees over a
 //! [`RackMap`]). [`execute_in_memory`] is the reference executor on `f32` buffers.
 
+mod algorithm;
 mod broadcast;
 mod exec;
 mod gen;
@@ -32,6 +33,7 @@ mod table1;
 #[cfg(test)]
 pub(crate) mod testutil;
 
+pub use algorithm::{build, check_buffer, Algorithm, Layout};
 pub use broadcast::broadcast;
 pub use exec::{ExecError, RankExec};
 pub use gen::{split_even, CollectiveOptions};

@@ -5,13 +5,22 @@
 //! endpoint wants on the wire right now), `poll_event` (what the application learns) and
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
+pub(crate) mod build;
 mod ctrl;
 pub mod dlcp;
 pub mod ltp;
+mod pacer;
 pub mod pfabric;
 pub mod pias;
 mod received;
+mod roles;
+mod shared;
 pub mod tcp;
+
+pub use build::{Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
+pub use pacer::{Pacer, Pacing};
+pub use roles::{Receiver, Sender};
+pub use shared::{check_loss_bound, Carried};
 
 use crate::packet::Packet;
 use crate::time::Time;

@@ -48,9 +48,10 @@ impl Engine {
         for t in s.receives_of(self.rank) {
             job.post_receive(t);
             let spec = self.spec(&s, call, t, job.dtype);
-            let ep = Ep::receiver(&self.cfg.transport, &spec, now);
-            let peer = spec.src;
-            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer, finished: false, pace: 0 });
+            let mut receiver = self.transports.receiver(&spec).expect("the runtime's transports place payload");
+            receiver.post(now);
+            let ep = Ep::Recv(receiver);
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.src, finished: false });
         }
         self.job = Some(job);
         // Peers that started this call first: their descriptors are queued.
@@ -85,16 +86,20 @@ impl Engine {
         true
     }
 
-    pub(super) fn spec(&self, s: &Schedule, call: u16, t: TransferId, dtype: Dtype) -> TransferSpec {
+    /// Transfer `t` of the call as the core's transfer: lossy only within its bound, data
+    /// in queues 1..=7 (0 is control's).
+    pub(super) fn spec(&self, s: &Schedule, call: u16, t: TransferId, dtype: Dtype) -> Transfer {
         let tr = &s.transfers[t as usize];
-        TransferSpec {
+        Transfer {
             flow: flow_id(call, t),
             src: tr.src,
             dst: tr.dst,
             bytes: tr.bytes(),
             loss_bound: tr.loss_bound,
-            priority: tr.priority,
+            loss_tolerant: tr.loss_bound > 0.0,
+            priority: tr.priority.clamp(1, 7),
             elem_bytes: dtype.size(),
+            line_rate_bps: self.cfg.transport.line_rate_bps,
         }
     }
 
@@ -112,9 +117,12 @@ impl Engine {
             let importance = (spec.loss_bound > 0.0)
                 .then(|| job.send_f32(t).map(|g| importance_mask(g, (mss / 4).max(1))))
                 .flatten();
-            let ep = Ep::sender(&self.cfg.transport, &spec, importance, now);
-            let call = job.call;
-            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false, pace: 0 });
+            let mut sender = self.transports.sender(&spec, now).expect("the runtime's transports place payload");
+            if let Some(mask) = importance {
+                sender.set_importance_mask(mask);
+            }
+            let (ep, call) = (Ep::Send(sender), job.call);
+            self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false });
             self.job.as_mut().expect("job").report.transfers_sent += 1;
         }
     }
@@ -131,8 +139,8 @@ impl Engine {
         if slot.ep.is_receiver() {
             let bubbles = slot.ep.bubbles();
             job.apply(t, &bubbles);
-            if matches!(slot.ep, Ep::LtpRecv(_)) {
-                // LTP has no closing handshake for a complete transfer: say so on the
+            if slot.ep.needs_close_notice() {
+                // No closing handshake for a complete transfer (LTP): say so on the
                 // reliable link, or a sender that lost the last ACKs resends forever.
                 if let Some(l) = self.links[slot.peer as usize].as_mut() {
                     l.queue_received(self.session, flow);
@@ -170,7 +178,7 @@ impl Engine {
             return;
         }
         match self.slots.get(&flow) {
-            Some(s) if s.peer == peer && matches!(s.ep, Ep::LtpSend(_)) => {
+            Some(s) if s.peer == peer && !s.ep.is_receiver() => {
                 self.finish_transfer(flow);
                 self.slots.remove(&flow);
             }

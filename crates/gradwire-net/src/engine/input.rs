@@ -328,8 +328,7 @@ impl Engine {
         let transfer = slot.transfer;
         // The receiver declared the bound met (DLCP FINISH, LTP STOP): for this rank's
         // call the send is over, even if the closing handshake is still running.
-        let sender_released = !slot.ep.is_receiver()
-            && matches!(h.kind, PacketKind::Ctrl(CtrlOp::Finish) | PacketKind::Ctrl(CtrlOp::Stop));
+        let sender_released = slot.ep.released();
         if let Some(job) = self.job.as_mut().filter(|j| j.call == call) {
             job.progressed |= accepted;
             match (placed, payload) {

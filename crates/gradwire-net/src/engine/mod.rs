@@ -6,8 +6,9 @@
 //! sends it unblocks, finish the call), then sleep in `epoll` until the next deadline.
 //!
 //! This file holds the state and the loop; `calls.rs` a call's lifecycle, `input.rs` the
-//! reads and dispatch, `output.rs` the batching and pacing of what endpoints send,
-//! `early.rs` the datagrams of calls not posted yet, `trace.rs` `GRADWIRE_TRACE`.
+//! reads and dispatch, `output.rs` the batching of what endpoints send (they pace themselves;
+//! one NIC clock holds the senders together to the line rate), `early.rs` the datagrams of
+//! calls not posted yet, `trace.rs` `GRADWIRE_TRACE`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -19,10 +20,8 @@ use std::time::{Duration, Instant};
 use gradwire_core::collective::{Schedule, TransferId};
 use gradwire_core::packet::{CtrlOp, Ecn, Packet, PacketKind};
 use gradwire_core::tensor::importance_mask;
-use gradwire_core::time::{serialization, Time};
-use gradwire_core::transport::dlcp::DlcpSender;
-use gradwire_core::transport::Endpoint;
-use gradwire_core::transport::EndpointEvent;
+use gradwire_core::time::Time;
+use gradwire_core::transport::{Builder, EndpointEvent, Transfer};
 use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -30,7 +29,7 @@ use crate::algorithms::CallKind;
 use crate::auth::{tags_equal, JobKey, TAG_LEN};
 use crate::control::{LinkAuth, LinkDown, LinkFrame, PeerLink};
 use crate::descriptor::CallDesc;
-use crate::endpoint::{Ep, TransferSpec, TransportConfig};
+use crate::endpoint::{Ep, TransportConfig};
 use crate::error::NetError;
 use crate::inject::{Delayed, Impairment, Injector};
 use crate::job::{Dtype, Job, RawBuffer, Reply};
@@ -157,14 +156,14 @@ struct Slot {
     peer: u32,
     /// The transfer has been reported finished to the call.
     finished: bool,
-    /// DLCP sender: the clock it is polled at (see [`pace_dlcp`]).
-    pace: Time,
 }
 
 pub struct Engine {
     rank: u32,
     session: u64,
     cfg: EngineConfig,
+    /// Builds every transfer's endpoints (the core's, from `cfg.transport`).
+    transports: Builder,
     poll: Poll,
     udp: DataSocket,
     links: Vec<Option<PeerLink>>,
@@ -231,6 +230,8 @@ impl Engine {
         cmds: Receiver<Command>,
         counters: Arc<std::sync::Mutex<Counters>>,
     ) -> io::Result<(Self, Arc<Waker>)> {
+        let transports = Builder::new(cfg.transport.params())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("transport {e}")))?;
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut udp = udp;
@@ -274,6 +275,7 @@ impl Engine {
         let engine = Engine {
             rank,
             session,
+            transports,
             poll,
             udp,
             links: wrapped,
@@ -399,17 +401,14 @@ impl Engine {
 
     fn sleep_for(&self) -> Option<Duration> {
         let now = self.now();
-        // A DLCP sender's pacing slot waits for the NIC's share too (see `transmit`).
+        // A sender waits for the NIC's share too (see `transmit`): at most one packet's time.
         let nic_free = self.nic.free_at(self.cfg.transport.burst);
         let mut next: Option<Time> = self
             .slots
             .values()
-            .filter_map(|s| match &s.ep {
-                Ep::DlcpSend(e) => {
-                    let paced = e.poll_timeout().map(|t| t.max(nic_free));
-                    [e.poll_timeout_unpaced(), paced].into_iter().flatten().min()
-                }
-                ep => ep.poll_timeout(),
+            .filter_map(|s| {
+                let t = s.ep.poll_timeout()?;
+                Some(if s.ep.is_receiver() { t } else { t.max(nic_free) })
             })
             .min();
         if let Some(r) = self.inject.next_release() {

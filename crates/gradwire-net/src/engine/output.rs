@@ -1,71 +1,21 @@
-//! Writing: endpoints' packets into per-peer batches (data) or onto control links, paced
-//! DLCP senders, delayed (injected) datagrams.
+//! Writing: endpoints' packets, senders' through one NIC clock, into per-peer batches
+//! (data) or onto control links; delayed (injected) datagrams.
+
+use gradwire_core::time::serialization;
 
 use super::*;
 
-/// Polls a DLCP sender for the packets its pacer allows up to `now + burst`.
-///
-/// The sender schedules its next packet at `max(next slot, the time it is given) +
-/// serialization`. Given `now + burst` directly, a sender whose slot fell behind (a turn
-/// that came late: a busy receive, a preempted thread, an epoll sleep) would jump to
-/// `now + burst` and send a single packet per turn, so the loop's gaps would set the rate.
-/// Instead the engine walks a clock `pace` through the sender's slots: from where it
-/// stopped, but no further back than `now - catch_up` (the paced rate is kept on average
-/// across a gap of up to `catch_up`, in one burst), to `now + burst`.
-///
-/// Each sender paces itself at its own rate; their sum is held to the line rate by `nic`
-/// (a sender stops for this turn once the NIC's clock passes `now + burst`).
-fn pace_dlcp(
-    s: &mut DlcpSender,
-    pace: &mut Time,
-    nic: &mut Nic,
-    now: Time,
-    burst: Time,
-    catch_up: Time,
-    mut out: impl FnMut(Packet),
-) -> usize {
-    let limit = now + burst;
-    let mut at = (*pace).max(now.saturating_sub(catch_up));
-    let mut n = 0;
-    while n < TX_BUDGET && nic.at <= limit {
-        let rate = s.rate_bps();
-        match s.poll_transmit(at) {
-            Some(p) => {
-                n += 1;
-                let data = p.kind == PacketKind::Data;
-                let wire = p.wire_bytes;
-                out(p);
-                if data {
-                    // The sender's next slot is now `at + serialization`.
-                    at += serialization(wire, rate);
-                    nic.at += serialization(wire, nic.rate_bps);
-                    if at > limit {
-                        break;
-                    }
-                }
-            }
-            None => match s.poll_timeout() {
-                // The next slot lies ahead of `at` (left there by the last turn).
-                Some(t) if t > at && t <= limit => at = t,
-                _ => break,
-            },
-        }
-    }
-    *pace = at.min(limit);
-    n
-}
-
-/// The host's NIC as the DLCP senders see it: one clock for all of them at the line rate.
-/// Without it, two transfers to one peer (a ring step starting while the previous one
-/// still sends) each pace at line rate and offer twice what the link carries; DLCP's rate
-/// control halves only when more than half is lost (Δ = 2), so a bounded NIC queue drops
-/// the excess instead.
+/// The host's NIC as the senders see it: one clock for all of them at the line rate.
+/// Each sender paces itself at its own rate; without a shared clock two transfers to one
+/// peer (a ring step starting while the previous one still sends) each pace at line rate
+/// and offer twice what the link carries, and DLCP's rate control halves only when more
+/// than half is lost (Δ = 2), so a bounded NIC queue drops the excess instead.
 #[derive(Default)]
 pub(super) struct Nic {
     /// When the data sent so far has left, at `rate_bps`.
     at: Time,
     rate_bps: u64,
-    /// DLCP senders, oldest transfer first: the order the NIC's share goes in.
+    /// Senders, oldest transfer first: the order the NIC's share goes in.
     order: Vec<u32>,
 }
 
@@ -77,37 +27,43 @@ impl Nic {
 }
 
 impl Engine {
+    /// Every endpoint's packets that may leave now (paced senders run a burst ahead of
+    /// their slots, see `TransportConfig::burst`), up to [`TX_BUDGET`] each; senders in
+    /// transfer order until the [`Nic`]'s clock passes `now + burst`.
     pub(super) fn transmit(&mut self, now: Time) -> bool {
         let burst = self.cfg.transport.burst;
-        let catch_up = self.cfg.transport.max_catch_up;
         let mut out = std::mem::take(&mut self.txq);
         let mut more = false;
         let nic = &mut self.nic;
         nic.rate_bps = self.cfg.transport.line_rate_bps.max(1);
-        nic.at = nic.at.max(now.saturating_sub(catch_up));
+        nic.at = nic.at.max(now.saturating_sub(self.cfg.transport.max_catch_up));
         nic.order.clear();
-        nic.order.extend(self.slots.iter().filter(|(_, s)| matches!(s.ep, Ep::DlcpSend(_))).map(|(&f, _)| f));
+        nic.order.extend(self.slots.iter().filter(|(_, s)| !s.ep.is_receiver()).map(|(&f, _)| f));
         nic.order.sort_unstable();
+        let limit = now + burst;
         for i in 0..nic.order.len() {
             let flow = nic.order[i];
             let Some(slot) = self.slots.get_mut(&flow) else { continue };
-            let Ep::DlcpSend(s) = &mut slot.ep else { continue };
-            more |= pace_dlcp(s, &mut slot.pace, nic, now, burst, catch_up, |p| out.push((flow, p))) == TX_BUDGET;
-        }
-        for (&flow, slot) in self.slots.iter_mut() {
-            let n = match &mut slot.ep {
-                Ep::DlcpSend(_) => continue,
-                ep => {
-                    let ep = ep.endpoint();
-                    let mut n = 0;
-                    while n < TX_BUDGET {
-                        let Some(p) = ep.poll_transmit(now + burst) else { break };
-                        out.push((flow, p));
-                        n += 1;
-                    }
-                    n
+            let ep = slot.ep.endpoint();
+            let mut n = 0;
+            while n < TX_BUDGET && nic.at <= limit {
+                let Some(p) = ep.poll_transmit(now) else { break };
+                if p.kind == PacketKind::Data {
+                    nic.at += serialization(p.wire_bytes, nic.rate_bps);
                 }
-            };
+                out.push((flow, p));
+                n += 1;
+            }
+            more |= n == TX_BUDGET;
+        }
+        for (&flow, slot) in self.slots.iter_mut().filter(|(_, s)| s.ep.is_receiver()) {
+            let ep = slot.ep.endpoint();
+            let mut n = 0;
+            while n < TX_BUDGET {
+                let Some(p) = ep.poll_transmit(now) else { break };
+                out.push((flow, p));
+                n += 1;
+            }
             more |= n == TX_BUDGET;
         }
         let sent = !out.is_empty();

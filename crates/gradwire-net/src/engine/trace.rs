@@ -4,7 +4,6 @@
 use gradwire_core::time::Time;
 
 use super::Engine;
-use crate::endpoint::Ep;
 
 /// Time between two dumps of the engine's state.
 const PERIOD: Time = 10_000_000_000;
@@ -67,10 +66,7 @@ impl Engine {
             );
         }
         for (flow, s) in &self.slots {
-            let rate = match &s.ep {
-                Ep::DlcpSend(e) => e.rate_bps(),
-                _ => 0,
-            };
+            let rate = s.ep.pacing_rate_bps();
             eprintln!(
                 "t={:.3}ms rank {} flow {flow:#x} peer {} recv={} fin={} closed={} rate={:.2}G stats={:?} next={:?}",
                 now as f64 / 1e9,

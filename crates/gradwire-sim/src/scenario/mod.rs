@@ -5,6 +5,7 @@
 //! TOML tree before it is typed, so they get exactly the same checks as the file.
 
 mod error;
+mod names;
 mod preset;
 mod schema;
 mod validate;
@@ -242,7 +243,7 @@ mod tests {
         assert_eq!(runs[1].name, "scheme=spray-dctcp");
         assert_eq!(runs[1].params, vec![("scheme".to_string(), "spray-dctcp".to_string())]);
         assert_eq!(runs[1].scenario.routing.mode, RoutingMode::Spray);
-        assert_eq!(runs[0].scenario.transport.kind, TransportKind::Newreno);
+        assert_eq!(runs[0].scenario.transport.kind, TransportKind::NewReno);
         let e = load(&format!("{MIN}[sweep]\nscheme = [{{ \"transport.kind\" = \"dctcp\" }}]\n"), &[]).unwrap_err();
         assert_eq!(e.key, "sweep.scheme");
     }

@@ -248,27 +248,14 @@ pub struct RoutingCfg {
     pub mode: RoutingMode,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TransportKind {
-    Newreno,
-    Dctcp,
-    /// DLCP bounded-loss transport (dlcp.md §3.2.1); pair with `switch.policy = "dlcp"`
-    /// and `routing.mode = "spray"` for the full design.
-    Dlcp,
-    /// PIAS: DCTCP with sender-side multi-level feedback queue tagging (strict-priority switches).
-    Pias,
-    /// pFabric: line-rate start, remaining-size ranks; pair with `switch.policy = "pfabric"`
-    /// and `routing.mode = "spray"`.
-    Pfabric,
-    /// LTP loss-tolerant transport (ltp.md §III-IV): Early Close, BDP congestion control;
-    /// lossy pushes, fully reliable PS pulls.
-    Ltp,
-}
+/// The core's transport kinds; `transport.kind` takes their names (`newreno`, `dctcp`, `dlcp`,
+/// `pias`, `pfabric`, `ltp`).
+pub use gradwire_core::transport::Kind as TransportKind;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TransportCfg {
+    #[serde(with = "super::names::transport_kind")]
     pub kind: TransportKind,
     pub mss_bytes: u32,
     pub header_bytes: u32,
@@ -520,7 +507,8 @@ pub struct WorkloadCfg {
     pub compute: bool,
     /// collective: `ring`, `tree`, `rat` or `ps`.
     #[serde(default)]
-    pub algorithm: Option<crate::workload::collective::CollectiveAlgorithm>,
+    #[serde(with = "super::names::algorithm")]
+    pub algorithm: Option<gradwire_core::collective::Algorithm>,
     /// collective: bytes every rank allreduces.
     #[serde(default)]
     pub bytes: u64,

@@ -42,7 +42,6 @@ impl Scenario {
             return Err(ScenarioError::new("switch.queues", format!("must be 1..=8 (got {})", s.queues)));
         }
         let tr = &self.transport;
-        nonzero("transport.mss_bytes", tr.mss_bytes as u64)?;
         // the fabric carries a packet's wire size in 16 bits (`fabric::Hdr`), like IPv4
         for (key, v) in [
             ("transport.mss_bytes", tr.mss_bytes as u64 + tr.header_bytes as u64),
@@ -55,64 +54,44 @@ impl Scenario {
                 ));
             }
         }
-        nonzero("transport.init_cwnd_packets", tr.init_cwnd_packets as u64)?;
-        nonzero("transport.dupack_threshold", tr.dupack_threshold as u64)?;
-        positive("transport.rto_min_us", tr.rto_min_us)?;
-        positive("transport.rto_max_us", tr.rto_max_us)?;
-        if let Some(v) = tr.rto_initial_us {
-            positive("transport.rto_initial_us", v)?;
-        }
-        if !(tr.dctcp_g > 0.0 && tr.dctcp_g <= 1.0) {
-            return Err(ScenarioError::new("transport.dctcp_g", format!("must be in (0, 1] (got {})", tr.dctcp_g)));
-        }
-        if tr.newreno_ecn && tr.kind != TransportKind::Newreno {
+        if tr.newreno_ecn && tr.kind != TransportKind::NewReno {
             return Err(ScenarioError::new(
                 "transport.newreno_ecn",
                 format!("RFC 3168 ECN is a NewReno option (kind = \"newreno\", got {:?})", tr.kind),
             ));
         }
-        for (key, v) in [
-            ("transport.loss_bound", tr.loss_bound),
-            ("transport.pull_loss_bound", tr.pull_loss_bound),
-            ("transport.important_fraction", tr.important_fraction),
-        ] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(ScenarioError::new(key, format!("must be in [0, 1] (got {v})")));
+        // durations are written in µs / ms: positive numbers before they become picoseconds
+        // (a negative one would turn into 0); their ranges are the core's, below
+        let durations = [
+            ("transport.rto_min_us", Some(tr.rto_min_us)),
+            ("transport.rto_max_us", Some(tr.rto_max_us)),
+            ("transport.rto_initial_us", tr.rto_initial_us),
+            ("transport.rate_period_us", Some(tr.rate_period_us)),
+            ("transport.ctrl_rto_us", Some(tr.ctrl_rto_us)),
+            ("transport.ltp_c_ms", Some(tr.ltp_c_ms)),
+            ("transport.pfabric_rto_us", tr.pfabric_rto_us),
+        ];
+        for (key, v) in durations {
+            if let Some(v) = v {
+                positive(key, v)?;
             }
         }
-        positive("transport.rate_period_us", tr.rate_period_us)?;
-        positive("transport.rate_delta", tr.rate_delta)?;
-        positive("transport.ctrl_rto_us", tr.ctrl_rto_us)?;
+        // the transport's own ranges: the core's checks, under the scenario's keys
+        crate::transports::validate(self)?;
         if !(tr.dlcp_retx_quiet_us >= 0.0 && tr.dlcp_retx_quiet_us.is_finite()) {
             return Err(ScenarioError::new(
                 "transport.dlcp_retx_quiet_us",
                 format!("must be a non-negative number of µs (got {})", tr.dlcp_retx_quiet_us),
             ));
         }
-        if !(0.0..=1.0).contains(&tr.rate_increase_frac) {
-            return Err(ScenarioError::new(
-                "transport.rate_increase_frac",
-                format!("must be in [0, 1] (got {})", tr.rate_increase_frac),
-            ));
-        }
         if !(s.dlcp_d.is_finite() && s.dlcp_d >= 0.0) {
             return Err(ScenarioError::new("switch.dlcp_d", format!("must be >= 0 (got {})", s.dlcp_d)));
         }
-        if tr.pias_thresholds.len() > 7 {
+        if tr.kind.places_payload() && s.queues < 2 {
             return Err(ScenarioError::new(
-                "transport.pias_thresholds",
-                format!("at most 7 thresholds (got {})", tr.pias_thresholds.len()),
+                "switch.queues",
+                format!("{} needs at least 2 queues (control + data)", tr.kind),
             ));
-        }
-        if tr.pias_thresholds.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(ScenarioError::new("transport.pias_thresholds", "must be strictly increasing"));
-        }
-        positive("transport.ltp_c_ms", tr.ltp_c_ms)?;
-        if let Some(v) = tr.pfabric_rto_us {
-            positive("transport.pfabric_rto_us", v)?;
-        }
-        if matches!(tr.kind, TransportKind::Dlcp | TransportKind::Ltp) && s.queues < 2 {
-            return Err(ScenarioError::new("switch.queues", "DLCP needs at least 2 queues (control + data)"));
         }
         if tr.priority >= s.queues {
             return Err(ScenarioError::new(

@@ -155,10 +155,10 @@ impl Simulation {
             .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
 
-        let mut factory = EndpointFactory::new(&s);
+        let mut factory = EndpointFactory::new(&s)?;
         if s.transport.kind == crate::scenario::TransportKind::Pias && s.transport.pias_thresholds_from_workload {
             let sizes = workload.flows.iter().map(|f| f.bytes);
-            factory.set_pias_thresholds(&crate::baselines::pias_thresholds(sizes, s.switch.queues));
+            factory.set_pias_thresholds(&crate::baselines::pias_thresholds(sizes, s.switch.queues))?;
         }
         let nflows = workload.flows.len();
         let mut sim = Simulation {

@@ -11,18 +11,11 @@
 use super::Workload;
 use crate::scenario::{Scenario, ScenarioError, TopologyKind, WorkloadKind};
 use crate::topology::Topology;
-use gradwire_core::collective::{self, CollectiveOptions, Op, PsLayout, RackMap, Rank, Schedule, TransferId};
+use gradwire_core::collective::{
+    self, Algorithm, CollectiveOptions, Layout, Op, PsLayout, RackMap, Rank, Schedule, TransferId,
+};
 use gradwire_core::time::Time;
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CollectiveAlgorithm {
-    Ring,
-    Tree,
-    Rat,
-    Ps,
-}
+use gradwire_core::transport::ConfigError;
 
 /// Refuse schedules that would not fit in memory comfortably.
 const MAX_FLOWS: u64 = 4_000_000;
@@ -39,7 +32,7 @@ fn workers(s: &Scenario) -> u32 {
 
 fn dedicated_servers(s: &Scenario) -> u32 {
     let w = &s.workload;
-    if w.algorithm == Some(CollectiveAlgorithm::Ps) && !w.colocated {
+    if w.algorithm == Some(Algorithm::Ps) && !w.colocated {
         w.servers
     } else {
         0
@@ -82,13 +75,23 @@ pub fn schedule(s: &Scenario, topo: &Topology) -> Schedule {
         broadcast_loss_bound: s.transport.pull_loss_bound,
         priority: s.transport.priority.min(7),
     };
-    let n = world(s);
-    match w.algorithm.expect("validated") {
-        CollectiveAlgorithm::Ring => collective::ring(n, w.bytes, w.elem_bytes, &opts),
-        CollectiveAlgorithm::Tree => collective::tree(n, w.bytes, w.elem_bytes, w.tree_arity, w.pipeline_chunks, &opts),
-        CollectiveAlgorithm::Rat => collective::rat(&rack_map(s, topo), w.bytes, w.elem_bytes, &opts),
-        CollectiveAlgorithm::Ps => collective::ps(&ps_layout(s), n, w.bytes, w.elem_bytes, &opts),
-    }
+    let layout = Layout {
+        rack_map: (w.algorithm == Some(Algorithm::Rat)).then(|| rack_map(s, topo)),
+        ps: (w.algorithm == Some(Algorithm::Ps)).then(|| ps_layout(s)),
+        ..layout(s)
+    };
+    collective::build(w.algorithm.expect("validated"), &layout, w.bytes, w.elem_bytes, &opts).expect("validated")
+}
+
+/// The job without its rack map and PS layout (which need the topology, or checks first).
+fn layout(s: &Scenario) -> Layout {
+    let w = &s.workload;
+    Layout { tree_arity: w.tree_arity, pipeline_chunks: w.pipeline_chunks, ..Layout::new(world(s)) }
+}
+
+/// A core parameter's error under the scenario's key.
+fn refuse(e: ConfigError) -> ScenarioError {
+    ScenarioError::new(format!("workload.{}", e.field), e.message)
 }
 
 pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
@@ -100,20 +103,15 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
             "must be set for kind = \"collective\": \"ring\", \"tree\", \"rat\" or \"ps\"",
         ));
     };
-    if w.elem_bytes == 0 {
-        return Err(ScenarioError::new("workload.elem_bytes", "must be greater than 0 (got 0)"));
-    }
-    if w.bytes == 0 || !w.bytes.is_multiple_of(w.elem_bytes as u64) {
-        return Err(ScenarioError::new(
-            "workload.bytes",
-            format!("must be a positive multiple of elem_bytes = {} (got {})", w.elem_bytes, w.bytes),
-        ));
+    collective::check_buffer(w.bytes, w.elem_bytes).map_err(refuse)?;
+    if w.bytes == 0 {
+        return Err(ScenarioError::new("workload.bytes", "must be greater than 0 (got 0)"));
     }
     if w.iterations == 0 {
         return Err(ScenarioError::new("workload.iterations", "must be greater than 0 (got 0)"));
     }
     let hosts = s.host_count();
-    if algorithm == CollectiveAlgorithm::Ps && w.servers == 0 {
+    if algorithm == Algorithm::Ps && w.servers == 0 {
         return Err(ScenarioError::new("workload.servers", "must be greater than 0 for algorithm = \"ps\" (got 0)"));
     }
     if w.workers + dedicated_servers(s) > hosts {
@@ -128,17 +126,12 @@ pub(crate) fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     }
     let pairs = world(s) as u64 * (world(s) as u64 - 1);
     let flows = match algorithm {
-        CollectiveAlgorithm::Ring | CollectiveAlgorithm::Rat => 2 * pairs,
-        CollectiveAlgorithm::Tree => {
-            if w.tree_arity == 0 {
-                return Err(ScenarioError::new("workload.tree_arity", "must be greater than 0 (got 0)"));
-            }
-            if w.pipeline_chunks == 0 {
-                return Err(ScenarioError::new("workload.pipeline_chunks", "must be greater than 0 (got 0)"));
-            }
+        Algorithm::Ring | Algorithm::Rat => 2 * pairs,
+        Algorithm::Tree => {
+            layout(s).validate().map_err(refuse)?;
             2 * (world(s) as u64 - 1) * w.pipeline_chunks as u64
         }
-        CollectiveAlgorithm::Ps => {
+        Algorithm::Ps => {
             if w.colocated && w.servers > n {
                 return Err(ScenarioError::new(
                     "workload.servers",

@@ -45,6 +45,9 @@ pub use sender::DlcpSender;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
+use crate::transport::build::ConfigError;
+use crate::transport::pacer::Pacing;
+use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,6 +134,9 @@ pub struct DlcpConfig {
     /// queued before it rather than overtaking it (a deviation, off by default). Sprayed
     /// packets on other paths can still arrive after it.
     pub stop_behind_data: bool,
+    /// How far the sender's pacer may run ahead of its slots and catch up behind them
+    /// (none in the simulator; a software host sends in bursts).
+    pub pacing: Pacing,
 }
 
 impl Default for DlcpConfig {
@@ -153,38 +159,46 @@ impl Default for DlcpConfig {
             resend_at_line_rate: true,
             retx_quiet: 0,
             stop_behind_data: false,
+            pacing: Pacing::default(),
         }
     }
 }
 
 impl DlcpConfig {
-    /// Errors a scenario loader should report; the endpoints clamp instead of failing.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.elem_bytes == 0 || self.elem_bytes > self.mss {
-            return Err(format!("elem_bytes {} must be in 1..=mss ({})", self.elem_bytes, self.mss));
+    /// The first parameter a loader should refuse (the endpoints clamp instead of failing).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_segments(self.mss, self.elem_bytes)?;
+        check_loss_bound("loss_bound", self.loss_bound)?;
+        if self.line_rate_bps == 0 {
+            return Err(ConfigError::new("line_rate_bps", "must be positive (got 0)"));
         }
-        if !(0.0..=1.0).contains(&self.loss_bound) {
-            return Err(format!("loss_bound {} is outside [0, 1]", self.loss_bound));
+        check_positive("rate_period", self.rate_period)?;
+        check_positive("ctrl_rto", self.ctrl_rto)?;
+        if !(self.delta.is_finite() && self.delta > 0.0) {
+            return Err(ConfigError::new("delta", format!("must be positive (got {})", self.delta)));
         }
-        if self.line_rate_bps == 0 || self.rate_period == 0 || self.ctrl_rto == 0 {
-            return Err("line_rate_bps, rate_period and ctrl_rto must be positive".into());
+        if !(0.0..=1.0).contains(&self.additive_increase_frac) {
+            return Err(ConfigError::new(
+                "additive_increase_frac",
+                format!("must be in [0, 1] (got {})", self.additive_increase_frac),
+            ));
         }
-        if self.ctrl_priority > 7 || self.data_priority > 7 {
-            return Err("priorities must be in 0..=7".into());
+        if let Importance::Fraction { fraction, .. } = self.importance {
+            if !(0.0..=1.0).contains(&fraction) {
+                return Err(ConfigError::new("importance", format!("fraction must be in [0, 1] (got {fraction})")));
+            }
         }
+        check_priorities(self.ctrl_priority, self.data_priority)?;
         Ok(())
     }
 
     fn segmentation(&self, tensor: TensorId, size: u64) -> Segmentation {
-        let mss = self.mss.max(1);
-        Segmentation::new(tensor, size, self.elem_bytes.clamp(1, mss), mss)
-            .expect("a tensor of more than 2^32 segments")
+        shared::segmentation(tensor, size, self.mss, self.elem_bytes)
     }
 
     /// Bytes that may be missing when the transfer completes.
     fn allowed_missing(&self, size: u64) -> u64 {
-        let p = if self.loss_bound.is_nan() { 0.0 } else { self.loss_bound.clamp(0.0, 1.0) };
-        ((p * size as f64).floor() as u64).min(size)
+        shared::allowed_missing(self.loss_bound, size)
     }
 
     /// Bytes per `rate_period` as bit/s.

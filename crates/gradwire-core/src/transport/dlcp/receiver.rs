@@ -110,6 +110,19 @@ impl DlcpReceiver {
         &self.reasm
     }
 
+    /// The driver posted this receiver before any data can arrive (both ends run one
+    /// schedule): it takes the START it knows will come, so data is accepted at once. The
+    /// acknowledgement of this local START is dropped; the sender's own is acknowledged
+    /// when it arrives. (Data before START is discarded only for transfers a receiver has
+    /// never heard of.)
+    pub fn post(&mut self, now: Time) {
+        let size = self.reasm.segmentation().total_bytes();
+        let mut start = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), self.flow, self.remote, self.local, size, 0);
+        start.sent_at = now;
+        self.handle_packet(now, &start);
+        while self.poll_transmit(now).is_some() {}
+    }
+
     /// CONFIRM arrived: the bubbles are final and later data is discarded.
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed

@@ -7,8 +7,10 @@ use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
-use crate::time::{serialization, Time};
+use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::pacer::Pacer;
+use crate::transport::shared::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,8 +47,8 @@ pub struct DlcpSender {
     batch_complete: bool,
     /// STOPs sent so far; the next STOP carries this number.
     round: u64,
-    /// Earliest time the next data packet may leave (pacing).
-    next_slot: Time,
+    /// When the next data packet may leave.
+    pacer: Pacer,
     importance_mask: Option<Vec<bool>>,
 
     /// When the current rate period began: the last decision (or the start).
@@ -60,6 +62,9 @@ pub struct DlcpSender {
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
 
+    /// With [`super::super::Carry::dlcp_rate`]: the host pair's rate state, left after
+    /// every rate decision for the pair's next transfer.
+    carried_rate: Option<Carried<MinimalRate>>,
     stats: EndpointStats,
     retx_ignored: u64,
     done_pending: bool,
@@ -101,7 +106,7 @@ impl DlcpSender {
             accepted: HashSet::new(),
             batch_complete: false,
             round: 0,
-            next_slot: now,
+            pacer: Pacer::new(cfg.pacing, now),
             importance_mask: None,
             period_start: now,
             period_end: now.saturating_add(cfg.rate_period.max(1)),
@@ -109,6 +114,7 @@ impl DlcpSender {
             prev_send_bps: None,
             report: None,
             skip_decision: false,
+            carried_rate: None,
             stats: EndpointStats::default(),
             retx_ignored: 0,
             done_pending: false,
@@ -121,6 +127,14 @@ impl DlcpSender {
             s.send_stop(now);
         }
         s
+    }
+
+    /// Leaves the rate state in `cell` after every rate decision, for the next transfer
+    /// between the same hosts to start from (a deviation: dlcp.md keeps rate state per
+    /// tensor; see [`DlcpSender::with_rate`]).
+    pub fn leaving_rate_in(mut self, cell: Carried<MinimalRate>) -> Self {
+        self.carried_rate = Some(cell);
+        self
     }
 
     /// Importance per segment from real gradients ([`crate::tensor::importance_mask`]);
@@ -159,6 +173,11 @@ impl DlcpSender {
     /// RETX requests acknowledged but not acted on (stale round, duplicate, malformed).
     pub fn retx_ignored(&self) -> u64 {
         self.retx_ignored
+    }
+
+    /// FINISH arrived: the receiver has what it needs; only the closing handshake is left.
+    pub fn finish_received(&self) -> bool {
+        self.state != State::Sending
     }
 
     /// CONFIRM was acknowledged: the transfer is over and nothing more will be sent.
@@ -238,7 +257,7 @@ impl DlcpSender {
     }
 
     fn next_data(&mut self, now: Time) -> Option<Packet> {
-        if self.state != State::Sending || now < self.next_slot {
+        if self.state != State::Sending || !self.pacer.may_send(now) {
             return None;
         }
         let index = self.queue.pop_index()?;
@@ -250,7 +269,7 @@ impl DlcpSender {
             None => self.cfg.importance.of(self.flow, index),
         };
         p.sent_at = now;
-        self.next_slot = self.next_slot.max(now) + serialization(p.wire_bytes, self.cc.rate_bps());
+        self.pacer.on_sent(now, p.wire_bytes, self.cc.rate_bps());
         self.sent_in_period += p.wire_bytes as u64;
         if self.round > 0 {
             self.stats.retransmits += 1;
@@ -304,7 +323,11 @@ impl Endpoint for DlcpSender {
             self.stats.timeouts += 1;
         }
         if now >= self.period_end {
+            let before = self.cc;
             self.on_period(now);
+            if let Some(cell) = self.carried_rate.as_ref().filter(|_| self.cc != before) {
+                *cell.lock().expect("not poisoned") = Some(self.cc);
+            }
         }
     }
 
@@ -322,7 +345,7 @@ impl Endpoint for DlcpSender {
         if self.state == State::Done {
             return None;
         }
-        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.next_slot);
+        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.pacer.next_transmit());
         [self.ctrl.deadline(), slot, Some(self.period_end)].into_iter().flatten().min()
     }
 

@@ -57,6 +57,9 @@ pub use sender::LtpSender;
 use crate::cc::BdpConfig;
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
+use crate::transport::build::ConfigError;
+use crate::transport::pacer::Pacing;
+use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
 
 /// Which segments are critical: always delivered, and retransmitted ahead of normal data.
 #[derive(Clone, Debug, PartialEq)]
@@ -146,6 +149,9 @@ pub struct LtpConfig {
     pub min_rto: Time,
     /// The sender's BDP congestion control (gains, probing).
     pub cc: BdpConfig,
+    /// How far the sender's pacer may run ahead of its slots and catch up behind them
+    /// (none in the simulator; a software host sends in bursts).
+    pub pacing: Pacing,
 }
 
 impl Default for LtpConfig {
@@ -167,43 +173,39 @@ impl Default for LtpConfig {
             ctrl_rto: MS,
             min_rto: MS,
             cc: BdpConfig::default(),
+            pacing: Pacing::default(),
         }
     }
 }
 
 impl LtpConfig {
-    /// Errors a scenario loader should report; the endpoints clamp instead of failing.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.elem_bytes == 0 || self.elem_bytes > self.mss {
-            return Err(format!("elem_bytes {} must be in 1..=mss ({})", self.elem_bytes, self.mss));
-        }
-        if !(0.0..=1.0).contains(&self.loss_bound) {
-            return Err(format!("loss_bound {} is outside [0, 1]", self.loss_bound));
-        }
+    /// The first parameter a loader should refuse (the endpoints clamp instead of failing).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_segments(self.mss, self.elem_bytes)?;
+        check_loss_bound("loss_bound", self.loss_bound)?;
         if let Critical::Fraction { fraction, .. } = self.critical {
             if !(0.0..=1.0).contains(&fraction) {
-                return Err(format!("critical fraction {fraction} is outside [0, 1]"));
+                return Err(ConfigError::new("critical", format!("fraction must be in [0, 1] (got {fraction})")));
             }
         }
-        if self.initial_rtprop == 0 || self.initial_btlbw_bps == 0 || self.ctrl_rto == 0 || self.min_rto == 0 {
-            return Err("initial_rtprop, initial_btlbw_bps, ctrl_rto and min_rto must be positive".into());
+        if self.initial_btlbw_bps == 0 {
+            return Err(ConfigError::new("initial_btlbw_bps", "must be positive (got 0)"));
         }
-        if self.ctrl_priority > 7 || self.data_priority > 7 {
-            return Err("priorities must be in 0..=7".into());
-        }
+        check_positive("initial_rtprop", self.initial_rtprop)?;
+        check_positive("lt_c", self.lt_c)?;
+        check_positive("ctrl_rto", self.ctrl_rto)?;
+        check_positive("min_rto", self.min_rto)?;
+        check_priorities(self.ctrl_priority, self.data_priority)?;
         Ok(())
-    }
-
-    fn segmentation(&self, tensor: TensorId, size: u64) -> Segmentation {
-        let mss = self.mss.max(1);
-        Segmentation::new(tensor, size, self.elem_bytes.clamp(1, mss), mss)
-            .expect("a tensor of more than 2^32 segments")
     }
 
     /// Bytes that may be missing at an Early Close.
     fn allowed_missing(&self, size: u64) -> u64 {
-        let p = if self.loss_bound.is_nan() { 0.0 } else { self.loss_bound.clamp(0.0, 1.0) };
-        ((p * size as f64).floor() as u64).min(size)
+        shared::allowed_missing(self.loss_bound, size)
+    }
+
+    fn segmentation(&self, tensor: TensorId, size: u64) -> Segmentation {
+        shared::segmentation(tensor, size, self.mss, self.elem_bytes)
     }
 
     /// Bytes the whole transfer puts on the wire once (payload + per-packet headers).

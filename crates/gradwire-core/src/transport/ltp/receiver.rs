@@ -9,6 +9,7 @@ use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::shared::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct LtpReceiver {
     /// The Early Close rule has been evaluated at this time: thresholds up to it are done.
     checked_until: Time,
     late_discards: u64,
+    /// With [`super::super::Carry::ltp_threshold`]: the link's LT state, left when the
+    /// transfer is delivered for the link's next transfer.
+    carried_lt: Option<Carried<LtThreshold>>,
     stats: EndpointStats,
     event: Option<EndpointEvent>,
 }
@@ -95,6 +99,7 @@ impl LtpReceiver {
             acks: VecDeque::new(),
             checked_until: 0,
             late_discards: 0,
+            carried_lt: None,
             stats: EndpointStats::default(),
             event: None,
             flow,
@@ -106,6 +111,13 @@ impl LtpReceiver {
             r.close_now(0, false);
         }
         r
+    }
+
+    /// Leaves the LT state in `cell` once the transfer is delivered, for the next transfer
+    /// on the link to start from ([`LtpReceiver::with_lt_state`]).
+    pub fn leaving_lt_in(mut self, cell: Carried<LtThreshold>) -> Self {
+        self.carried_lt = Some(cell);
+        self
     }
 
     /// The configuration this receiver was built with.
@@ -344,7 +356,11 @@ impl Endpoint for LtpReceiver {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.event.take()
+        let ev = self.event.take();
+        if let Some(cell) = self.carried_lt.as_ref().filter(|_| matches!(ev, Some(EndpointEvent::Delivered { .. }))) {
+            *cell.lock().expect("not poisoned") = Some(self.lt.clone());
+        }
+        ev
     }
 
     fn stats(&self) -> EndpointStats {

@@ -7,8 +7,9 @@ use super::{pack_path, LtpConfig, PathModel};
 use crate::cc::{BdpCc, BdpPhase, SendState};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
-use crate::time::{serialization, Time};
+use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::pacer::Pacer;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 /// How many later-sent packets must be ACKed before an unACKed one is declared lost.
@@ -68,7 +69,7 @@ pub struct LtpSender {
     /// Send-order numbers of the (up to 3) latest-sent packets ACKed, descending.
     latest_acked: [Option<u64>; REORDER_THRESHOLD],
 
-    next_slot: Time,
+    pacer: Pacer,
     srtt: Time,
     rttvar: Time,
     min_rtt: Option<Time>,
@@ -132,7 +133,7 @@ impl LtpSender {
             in_flight_bytes: 0,
             next_tx: 0,
             latest_acked: [None; REORDER_THRESHOLD],
-            next_slot: now,
+            pacer: Pacer::new(cfg.pacing, now),
             srtt,
             rttvar: srtt / 2,
             min_rtt: None,
@@ -200,6 +201,11 @@ impl LtpSender {
     /// Control messages (CONFIRM) sent again after their timeout.
     pub fn ctrl_retransmits(&self) -> u64 {
         self.ctrl.retransmits
+    }
+
+    /// STOP arrived or everything is acknowledged: the receiver has what it needs.
+    pub fn stop_received(&self) -> bool {
+        self.state != State::Sending
     }
 
     /// Finished: everything acknowledged, or STOP received and CONFIRM acknowledged.
@@ -386,7 +392,7 @@ impl LtpSender {
     }
 
     fn next_data(&mut self, now: Time) -> Option<Packet> {
-        if self.state != State::Sending || now < self.next_slot || !self.cwnd_allows() {
+        if self.state != State::Sending || !self.pacer.may_send(now) || !self.cwnd_allows() {
             return None;
         }
         let index = self.pop_next()?;
@@ -405,7 +411,7 @@ impl LtpSender {
         self.in_flight.insert(tx, InFlight { seg: index, wire: p.wire_bytes, retx, rs });
         self.in_flight_tx[index as usize] = Some(tx);
         self.in_flight_bytes += p.wire_bytes as u64;
-        self.next_slot = self.next_slot.max(now) + serialization(p.wire_bytes, self.cc.pacing_bps());
+        self.pacer.on_sent(now, p.wire_bytes, self.cc.pacing_bps());
         if !self.has_queued() {
             self.cc.on_app_limited(self.in_flight_bytes);
         }
@@ -457,7 +463,7 @@ impl Endpoint for LtpSender {
         }
         let sending = self.state == State::Sending;
         // Blocked by cwnd: the next ACK (or the RTO) wakes the sender, not the clock.
-        let slot = (sending && self.has_queued() && self.cwnd_allows()).then_some(self.next_slot);
+        let slot = (sending && self.has_queued() && self.cwnd_allows()).then_some(self.pacer.next_transmit());
         [self.ctrl.deadline(), slot, self.rto_deadline()].into_iter().flatten().min()
     }
 

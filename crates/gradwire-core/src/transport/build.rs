@@ -1,0 +1,488 @@
+//! Building a transfer: one [`Kind`], one [`Params`], one [`Builder`] for every driver.
+//!
+//! A driver (the simulator, the socket runtime) describes its transport once as
+//! [`Params`], checks it with [`Params::validate`] (its loader forwards the error), and
+//! asks a [`Builder`] for the endpoints of each [`Transfer`]. This is the one place that
+//! names concrete transports; drivers see `dyn Endpoint`, [`Sender`] and [`Receiver`].
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Mutex;
+
+use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender};
+use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
+use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
+use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
+use super::roles::{Receiver, Sender};
+use super::shared::{check_positive, Carried};
+use super::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
+use super::Endpoint;
+use crate::cc::MinimalRate;
+use crate::packet::{FlowId, HostId};
+use crate::time::Time;
+
+/// `ALL`, `NAMES`, `name`, `from_name` and `Display` for an enum whose variants have names
+/// in configuration files (a transport kind, a collective algorithm).
+macro_rules! named {
+    ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// Every variant, in the order of `NAMES`.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            /// The names configuration files and APIs use.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+
+            /// The name configuration files use.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+
+            /// The variant called `name`, if any.
+            pub fn from_name(name: &str) -> Option<$ty> {
+                match name {
+                    $($name => Some($ty::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use named;
+
+/// Which transport carries the transfers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// TCP NewReno (a baseline).
+    NewReno,
+    /// DCTCP (a baseline).
+    Dctcp,
+    /// DLCP (dlcp.md §3.2.1): zero-RTT start, paced unreliable data, reliable control,
+    /// bounded-loss resend rounds; data in its layer's queue.
+    Dlcp,
+    /// PIAS: DCTCP with sender-side multi-level feedback queue tags (a baseline).
+    Pias,
+    /// pFabric: line-rate start, remaining-size ranks (a baseline).
+    PFabric,
+    /// LTP (ltp.md §III–IV): per-packet ACKs, BDP congestion control, Early Close.
+    Ltp,
+}
+
+named!(Kind { NewReno = "newreno", Dctcp = "dctcp", Dlcp = "dlcp", Pias = "pias", PFabric = "pfabric", Ltp = "ltp" });
+
+impl Kind {
+    /// The receiver places payload ([`Builder::sender`] and [`Builder::receiver`] build
+    /// it): DLCP and LTP. The baselines only count bytes.
+    pub fn places_payload(self) -> bool {
+        matches!(self, Kind::Dlcp | Kind::Ltp)
+    }
+
+    /// Data goes in its layer's queue (DLCP §3.2.2), not in one configured queue.
+    pub fn priority_by_layer(self) -> bool {
+        self == Kind::Dlcp
+    }
+}
+
+impl FromStr for Kind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Kind, String> {
+        Kind::from_name(s)
+            .ok_or_else(|| format!("unknown transport {s:?} (expected one of {})", Kind::NAMES.join(", ")))
+    }
+}
+
+/// A parameter a loader should refuse: which one (a [`Params`] path such as
+/// `dlcp.loss_bound`) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The parameter, as a path into [`Params`].
+    pub field: String,
+    /// What is wrong, with the value given.
+    pub message: String,
+}
+
+impl ConfigError {
+    /// An error about `field`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError { field: field.into(), message: message.into() }
+    }
+
+    /// The same error one level down in a larger configuration (`"dlcp"` + `loss_bound`).
+    pub fn within(self, prefix: &str) -> ConfigError {
+        ConfigError { field: format!("{prefix}.{}", self.field), message: self.message }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.field, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// State a transfer hands to the next one between the same hosts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carry {
+    /// DLCP's rate-control state, per (sender host, receiver host): a deviation, dlcp.md
+    /// starts every tensor at line rate.
+    pub dlcp_rate: bool,
+    /// LTP's LT threshold, per (sender host, receiver host, transfer size): each link keeps
+    /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
+    /// for a transfer of the same size (the same layer next iteration).
+    pub ltp_threshold: bool,
+}
+
+/// Everything but the transfer itself: the transport and its settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// Which transport.
+    pub kind: Kind,
+    /// NewReno, DCTCP and PIAS (`cc` follows `kind`); pFabric takes its sizes from it.
+    pub tcp: TcpConfig,
+    /// DCTCP's and PIAS's EWMA gain, `(0, 1]`.
+    pub dctcp_g: f64,
+    /// NewReno answers ECN marks as RFC 3168 does (ECT data, cwnd halved at most once per
+    /// window on ECE); NewReno only.
+    pub newreno_ecn: bool,
+    /// PIAS demotion thresholds, bytes, strictly increasing, at most 7 (empty: PIAS's
+    /// web-search set).
+    pub pias_thresholds: Vec<u64>,
+    /// pFabric's fixed RTO (`None`: 3 × `base_rtt`).
+    pub pfabric_rto: Option<Time>,
+    /// Propagation round trip of the widest path (pFabric's window and RTO).
+    pub base_rtt: Time,
+    /// DLCP; `loss_bound`, `data_priority`, `elem_bytes` and `line_rate_bps` come from each
+    /// [`Transfer`].
+    pub dlcp: DlcpConfig,
+    /// LTP; `loss_bound`, `loss_tolerant`, `data_priority`, `elem_bytes` and
+    /// `initial_btlbw_bps` come from each [`Transfer`].
+    pub ltp: LtpConfig,
+    /// What transfers between the same hosts hand on.
+    pub carry: Carry,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            kind: Kind::Dlcp,
+            tcp: TcpConfig::default(),
+            dctcp_g: 1.0 / 16.0,
+            newreno_ecn: false,
+            pias_thresholds: Vec::new(),
+            pfabric_rto: None,
+            base_rtt: 0,
+            dlcp: DlcpConfig::default(),
+            ltp: LtpConfig::default(),
+            carry: Carry::default(),
+        }
+    }
+}
+
+impl Params {
+    /// The first parameter out of range, whatever the kind (a configuration is refused
+    /// as a whole, not only the part its current kind reads).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let t = &self.tcp;
+        for (field, v) in [("tcp.mss", t.mss), ("tcp.init_cwnd_packets", t.init_cwnd_packets)] {
+            if v == 0 {
+                return Err(ConfigError::new(field, "must be positive (got 0)"));
+            }
+        }
+        if t.dupack_threshold == 0 {
+            return Err(ConfigError::new("tcp.dupack_threshold", "must be positive (got 0)"));
+        }
+        check_positive("tcp.rto_min", t.rto_min)?;
+        check_positive("tcp.rto_max", t.rto_max)?;
+        check_positive("tcp.rto_initial", t.rto_initial)?;
+        if !(self.dctcp_g > 0.0 && self.dctcp_g <= 1.0) {
+            return Err(ConfigError::new("dctcp_g", format!("must be in (0, 1] (got {})", self.dctcp_g)));
+        }
+        let th = &self.pias_thresholds;
+        if th.len() > WEB_SEARCH_THRESHOLDS.len() {
+            return Err(ConfigError::new("pias_thresholds", format!("at most 7 thresholds (got {})", th.len())));
+        }
+        if th.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ConfigError::new("pias_thresholds", "must be strictly increasing"));
+        }
+        if let Some(rto) = self.pfabric_rto {
+            check_positive("pfabric_rto", rto)?;
+        }
+        self.dlcp.validate().map_err(|e| e.within("dlcp"))?;
+        self.ltp.validate().map_err(|e| e.within("ltp"))
+    }
+
+    /// The queue of a transfer's data for kinds that do not pick it by layer.
+    pub fn data_priority(&self) -> u8 {
+        match self.kind {
+            Kind::Dlcp => self.dlcp.data_priority,
+            Kind::Ltp => self.ltp.data_priority,
+            _ => self.tcp.priority,
+        }
+    }
+}
+
+/// One transfer: `bytes` from host `src` to host `dst`, named `flow` on the wire.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transfer {
+    /// The flow id both ends stamp on their packets.
+    pub flow: FlowId,
+    /// Sending host.
+    pub src: HostId,
+    /// Receiving host.
+    pub dst: HostId,
+    /// Payload bytes.
+    pub bytes: u64,
+    /// Share that may be missing at completion, `[0, 1]` (DLCP, LTP).
+    pub loss_bound: f64,
+    /// LTP: the receiver may close early (Early Close); false for the reliable half of a
+    /// collective (ltp.md §IV: lossy gather, reliable broadcast).
+    pub loss_tolerant: bool,
+    /// Queue of the data (DLCP, LTP; the baselines use their configured queue).
+    pub priority: u8,
+    /// Element size, never split across packets (DLCP, LTP).
+    pub elem_bytes: u32,
+    /// The sender's NIC rate, bit/s: DLCP's start rate, LTP's first bottleneck estimate,
+    /// pFabric's window.
+    pub line_rate_bps: u64,
+}
+
+/// The two ends of a transfer, for a driver that runs both (the simulator).
+pub type Pair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
+
+/// One cell per link: the builder hands it to each of the link's endpoints in turn.
+type Links<K, T> = Mutex<HashMap<K, Carried<T>>>;
+
+fn cell<K: std::hash::Hash + Eq, T>(links: &Links<K, T>, key: K) -> Carried<T> {
+    links.lock().expect("not poisoned").entry(key).or_default().clone()
+}
+
+/// Builds the endpoints of transfers under one [`Params`], and keeps what transfers
+/// between the same hosts hand on ([`Carry`]).
+pub struct Builder {
+    params: Params,
+    /// `params.tcp` with the kind's congestion control.
+    tcp: TcpConfig,
+    pias: PiasConfig,
+    rates: Links<(HostId, HostId), MinimalRate>,
+    lt: Links<(HostId, HostId, u64), LtThreshold>,
+}
+
+impl Builder {
+    /// A builder for `params`, refused if [`Params::validate`] fails.
+    pub fn new(params: Params) -> Result<Builder, ConfigError> {
+        params.validate()?;
+        let cc = match params.kind {
+            Kind::Dctcp | Kind::Pias => CongestionControl::Dctcp { g: params.dctcp_g },
+            Kind::NewReno if params.newreno_ecn => CongestionControl::NewRenoEcn,
+            _ => CongestionControl::NewReno,
+        };
+        let tcp = TcpConfig { cc, ..params.tcp };
+        let thresholds: &[u64] =
+            if params.pias_thresholds.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &params.pias_thresholds };
+        Ok(Builder {
+            pias: PiasConfig::new(tcp, thresholds),
+            tcp,
+            params,
+            rates: Default::default(),
+            lt: Default::default(),
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// LTP's carried LT thresholds, per (sender host, receiver host, transfer size).
+    pub fn lt_thresholds(&self) -> HashMap<(HostId, HostId, u64), LtThreshold> {
+        let links = self.lt.lock().expect("not poisoned");
+        links.iter().filter_map(|(&k, c)| Some((k, c.lock().expect("not poisoned").clone()?))).collect()
+    }
+
+    /// Forgets every carried state.
+    pub fn forget(&self) {
+        self.lt.lock().expect("not poisoned").clear();
+        self.rates.lock().expect("not poisoned").clear();
+    }
+
+    fn dlcp(&self, t: &Transfer) -> DlcpConfig {
+        DlcpConfig {
+            line_rate_bps: t.line_rate_bps,
+            loss_bound: t.loss_bound,
+            data_priority: t.priority,
+            elem_bytes: t.elem_bytes,
+            ..self.params.dlcp
+        }
+    }
+
+    fn ltp(&self, t: &Transfer) -> LtpConfig {
+        LtpConfig {
+            initial_btlbw_bps: t.line_rate_bps,
+            loss_bound: t.loss_bound,
+            loss_tolerant: t.loss_tolerant,
+            data_priority: t.priority,
+            elem_bytes: t.elem_bytes,
+            ..self.params.ltp.clone()
+        }
+    }
+
+    fn pfabric(&self, t: &Transfer) -> PFabricConfig {
+        let mut cfg = PFabricConfig::for_link(t.line_rate_bps, self.params.base_rtt);
+        cfg.mss = self.tcp.mss;
+        cfg.header_bytes = self.tcp.header_bytes;
+        cfg.ack_bytes = self.tcp.ack_bytes;
+        cfg.rto = self.params.pfabric_rto.unwrap_or(cfg.rto);
+        cfg
+    }
+
+    /// The sending end of `t`, starting at `now`; `None` for a kind whose receiver does not
+    /// place payload ([`Kind::places_payload`]).
+    pub fn sender(&self, t: &Transfer, now: Time) -> Option<Box<dyn Sender>> {
+        Some(match self.params.kind {
+            Kind::Dlcp if self.params.carry.dlcp_rate => {
+                let rate = cell(&self.rates, (t.src, t.dst));
+                let warm = *rate.lock().expect("not poisoned");
+                let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
+                Box::new(s.leaving_rate_in(rate))
+            }
+            Kind::Dlcp => Box::new(DlcpSender::new(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now)),
+            Kind::Ltp => Box::new(LtpSender::new(self.ltp(t), t.flow, t.src, t.dst, t.bytes, now)),
+            _ => return None,
+        })
+    }
+
+    /// The receiving end of `t`; `None` for a kind whose receiver does not place payload.
+    pub fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
+        Some(match self.params.kind {
+            Kind::Dlcp => Box::new(DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes)),
+            Kind::Ltp if self.params.carry.ltp_threshold => {
+                let (cfg, lt) = (self.ltp(t), cell(&self.lt, (t.src, t.dst, t.bytes)));
+                let state = lt.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));
+                Box::new(LtpReceiver::with_lt_state(cfg, t.flow, t.dst, t.src, t.bytes, state).leaving_lt_in(lt))
+            }
+            Kind::Ltp => Box::new(LtpReceiver::new(self.ltp(t), t.flow, t.dst, t.src, t.bytes)),
+            _ => return None,
+        })
+    }
+
+    /// Sender and receiver of `t`, whatever the kind.
+    pub fn build(&self, t: &Transfer, now: Time) -> Pair {
+        let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
+        match self.params.kind {
+            Kind::NewReno | Kind::Dctcp => (
+                Box::new(TcpSender::new(self.tcp, f, src, dst, bytes, now)),
+                Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)),
+            ),
+            Kind::Pias => (
+                Box::new(PiasSender::new(self.pias, f, src, dst, bytes, now)),
+                Box::new(PiasSender::receiver(&self.pias, f, dst, src, bytes)),
+            ),
+            Kind::PFabric => {
+                let cfg = self.pfabric(t);
+                (
+                    Box::new(PFabricSender::new(cfg, f, src, dst, bytes, now)),
+                    Box::new(PFabricReceiver::new(cfg, f, dst, src, bytes)),
+                )
+            }
+            Kind::Dlcp | Kind::Ltp => {
+                let receiver = self.receiver(t).expect("places payload");
+                (self.sender(t, now).expect("places payload"), receiver)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::PacketKind;
+    use crate::time::{serialization, US};
+    use crate::transport::Pacing;
+
+    fn transfer(bytes: u64) -> Transfer {
+        Transfer {
+            flow: 3,
+            src: 0,
+            dst: 1,
+            bytes,
+            loss_bound: 0.0,
+            loss_tolerant: false,
+            priority: 1,
+            elem_bytes: 4,
+            line_rate_bps: 10_000_000_000,
+        }
+    }
+
+    #[test]
+    fn kinds_are_named_and_unknown_names_list_the_known_ones() {
+        for &k in Kind::ALL {
+            assert_eq!(k.name().parse::<Kind>(), Ok(k));
+        }
+        let e = "tcp".parse::<Kind>().unwrap_err();
+        assert!(e.contains("unknown transport") && e.contains("pfabric"), "{e}");
+    }
+
+    #[test]
+    fn validate_names_the_parameter() {
+        let mut p = Params::default();
+        assert_eq!(p.validate(), Ok(()));
+        p.dlcp.loss_bound = 1.5;
+        let e = p.validate().unwrap_err();
+        assert_eq!(e.field, "dlcp.loss_bound");
+        assert_eq!(e.to_string(), "dlcp.loss_bound 1.5 is outside [0, 1]");
+        let p = Params { pias_thresholds: vec![10, 5], ..Params::default() };
+        assert_eq!(p.validate().unwrap_err().field, "pias_thresholds");
+        let p = Params { ltp: LtpConfig { lt_c: 0, ..LtpConfig::default() }, ..Params::default() };
+        assert_eq!(Builder::new(p).err().map(|e| e.field), Some("ltp.lt_c".to_string()));
+    }
+
+    #[test]
+    fn only_transports_that_place_payload_have_sender_and_receiver() {
+        for &kind in Kind::ALL {
+            let b = Builder::new(Params { kind, ..Params::default() }).unwrap();
+            let t = transfer(10_000);
+            assert_eq!(b.sender(&t, 0).is_some(), kind.places_payload(), "{kind}");
+            assert_eq!(b.receiver(&t).is_some(), kind.places_payload(), "{kind}");
+            // every kind's pair: the sender starts at once, toward the receiver
+            let (mut s, _) = b.build(&t, 0);
+            let p = s.poll_transmit(0).expect("something to send at the start");
+            assert_eq!((p.flow, p.src, p.dst), (t.flow, t.src, t.dst), "{kind}");
+        }
+    }
+
+    #[test]
+    fn a_posted_dlcp_receiver_wants_data_before_the_senders_start() {
+        let b = Builder::new(Params::default()).unwrap();
+        let mut r = b.receiver(&transfer(10_000)).unwrap();
+        assert!(!r.wants(0, 1440), "DLCP discards data before START");
+        r.post(0);
+        assert!(r.wants(0, 1440));
+        assert_eq!(r.poll_transmit(0), None, "the local START's acknowledgement is dropped");
+    }
+
+    #[test]
+    fn a_paced_sender_sends_a_burst_at_now_and_says_when_the_next_may_leave() {
+        let burst = 20 * US;
+        let dlcp = DlcpConfig { pacing: Pacing { burst, catch_up: 0 }, ..DlcpConfig::default() };
+        let b = Builder::new(Params { dlcp, ..Params::default() }).unwrap();
+        let t = transfer(10_000_000);
+        let mut s = b.sender(&t, 0).unwrap();
+        let mut data = 0;
+        while let Some(p) = s.poll_transmit(0) {
+            data += (p.kind == PacketKind::Data) as u64;
+            assert_eq!(p.sent_at, 0, "`now` is now, not now + burst");
+        }
+        let slot = serialization(1440 + 60, t.line_rate_bps);
+        // the slots starting at 0, slot, 2 slot ... up to the burst
+        assert_eq!(data, burst / slot + 1);
+        assert_eq!(s.poll_timeout(), Some(data * slot), "the next slot: a whole burst may then leave");
+    }
+}
