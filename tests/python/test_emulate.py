@@ -168,13 +168,16 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
 
 def test_pcn_start_lowers_a_switch_ports_ecn_threshold(tmp_path):
     # hosts 1 and 2 send 40 ECT datagrams each to host 0: its port queues fewer than K = 50,
-    # so only the PCN threshold (5 packets) that host 1's START carries makes it mark
+    # so only the PCN threshold (5 packets) that host 1's START carries makes it mark. A
+    # queue forms only while both send (each one's uplink paces it to the port's rate): at
+    # 5 Mbit/s a sender's 40 packets span 66 ms, so two senders that a loaded machine starts
+    # tens of ms apart still overlap.
     path = scenario(
         tmp_path,
         """
         [topology]
         hosts_per_leaf = 3
-        host_link_gbps = 0.02
+        host_link_gbps = 0.005
         [switch]
         ecn_threshold_packets = 50
         buffer_bytes = 200000
@@ -184,9 +187,9 @@ def test_pcn_start_lowers_a_switch_ports_ecn_threshold(tmp_path):
     )
     start = ((1 << 5) | 1) << 2  # DSCP: START flag, threshold 1 x 5 packets
     with EmulatedNetwork(path, tmp_path / "run") as net:
-        rx = net.popen(0, [sys.executable, UDP, "recv", 7000, 81, 5], stdout=subprocess.PIPE, text=True)
+        rx = net.popen(0, [sys.executable, UDP, "recv", 7000, 81, 10], stdout=subprocess.PIPE, text=True)
         assert rx.stdout.readline().strip() == "ready"
-        at = f"@{time.time() + 3.0}"
+        at = f"@{time.time() + 5.0}"
         senders = [
             net.popen(1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{start}:1", f"{ECT0}:40"]),
             net.popen(2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{ECT0}:40"]),
