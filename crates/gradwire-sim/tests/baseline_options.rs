@@ -1,8 +1,7 @@
 //! Host NIC discipline and the baselines' realism options: each keeps packets conserved
 //! and runs deterministic, and leaving them at their defaults changes nothing.
 
-use gradwire_sim::output::flows_csv;
-use gradwire_sim::{load, Simulation};
+mod common;
 
 /// 8 hosts in 2 racks, ResNet18 PS, 4 workers / 2 servers, sprayed: per-tensor incasts.
 const SMALL: &str = r#"
@@ -29,11 +28,7 @@ iterations = 1
 "#;
 
 fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(SMALL, &ov).unwrap_or_else(|e| panic!("{e}"));
-    let mut s = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
-    s.run();
-    (flows_csv(&s), s.summary())
+    common::run(SMALL, overrides)
 }
 
 const OPTIONS: &[&[&str]] = &[
@@ -52,15 +47,7 @@ const OPTIONS: &[&[&str]] = &[
 
 #[test]
 fn every_option_conserves_packets_and_is_deterministic() {
-    let mut outputs = Vec::new();
-    for ov in OPTIONS {
-        let (a, sa) = run(ov);
-        let (b, _) = run(ov);
-        assert_eq!(a, b, "{ov:?}: not deterministic");
-        assert_eq!(sa.flows_finished, sa.flows, "{ov:?}");
-        assert!(sa.packets.conserved, "{ov:?}: {:?}", sa.packets);
-        outputs.push((a, sa));
-    }
+    let outputs = common::conserved_and_deterministic(SMALL, OPTIONS);
     // the default, spelled out, is the same run byte for byte
     let (spelled, _) = run(&["host.nic=round_robin"]);
     assert_eq!(spelled, outputs[0].0);

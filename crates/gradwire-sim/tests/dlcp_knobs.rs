@@ -1,8 +1,7 @@
 //! DLCP options where the paper is silent: every one keeps packets conserved and runs
 //! deterministic, and the defaults are the paper's behaviour byte for byte.
 
-use gradwire_sim::output::flows_csv;
-use gradwire_sim::{load, Simulation};
+mod common;
 
 /// 8 hosts in 2 racks, ResNet18 PS, 4 workers / 1 server: a 3-to-1 push incast per tensor.
 const SMALL: &str = r#"
@@ -29,11 +28,7 @@ iterations = 2
 "#;
 
 fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(SMALL, &ov).unwrap_or_else(|e| panic!("{e}"));
-    let mut s = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
-    s.run();
-    (flows_csv(&s), s.summary())
+    common::run(SMALL, overrides)
 }
 
 const OPTIONS: [&[&str]; 7] = [
@@ -48,15 +43,8 @@ const OPTIONS: [&[&str]; 7] = [
 
 #[test]
 fn every_option_conserves_packets_and_is_deterministic() {
-    let mut outputs = Vec::new();
-    for ov in OPTIONS {
-        let (a, sa) = run(ov);
-        let (b, _) = run(ov);
-        assert_eq!(a, b, "{ov:?}: not deterministic");
-        assert_eq!(sa.flows_finished, sa.flows, "{ov:?}");
-        assert!(sa.packets.conserved, "{ov:?}: {:?}", sa.packets);
-        outputs.push(a);
-    }
+    let outputs: Vec<String> =
+        common::conserved_and_deterministic(SMALL, &OPTIONS).into_iter().map(|(csv, _)| csv).collect();
     // the defaults, spelled out, are the paper's behaviour byte for byte
     let (spelled, _) = run(&["transport.dlcp_rate_state=tensor", "transport.dlcp_resend_at_line_rate=true"]);
     assert_eq!(spelled, outputs[0]);
