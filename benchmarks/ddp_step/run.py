@@ -9,7 +9,9 @@ the same batches as
 - ``gloo``: DDP over the Gloo group (DDP's own allreduce);
 - ``gradwire``: DDP over the gradwire world group (DDP's own allreduce, on the backend);
 - ``gradwire+hook``: the same with ``gradwire.torch.loss_tolerant_hook`` (bucket priority;
-  ``--loss-bound`` if given).
+  ``--loss-bound`` if given);
+- ``gradwire+sched``: the same with ``gradwire.torch.scheduled_hook`` (ByteScheduler's
+  partitions and credit, default ⟨4 MB, 8 MB⟩; ``--loss-bound`` if given).
 
 Systems alternate step by step. A step is forward + backward (DDP overlaps the bucket
 allreduces with it) + the optimizer; its time is the slowest rank's. Afterwards the
@@ -52,7 +54,7 @@ def worker(plan: dict) -> None:
     dist.init_process_group("gradwire")
     gloo = dist.new_group(backend="gloo")
     rank = dist.get_rank()
-    systems = ["gloo", "gradwire", "gradwire+hook"]
+    systems = ["gloo", "gradwire", "gradwire+hook", "gradwire+sched"]
     models, opts, states = {}, {}, {}
     data = None
     for name in systems:
@@ -61,6 +63,9 @@ def worker(plan: dict) -> None:
         if name == "gradwire+hook":
             states[name] = gt.LossTolerantState(loss_bound=plan["loss_bound"])
             m.register_comm_hook(states[name], gt.loss_tolerant_hook)
+        if name == "gradwire+sched":
+            states[name] = gt.ScheduledState(loss_bound=plan["loss_bound"])
+            m.register_comm_hook(states[name], gt.scheduled_hook)
         models[name], opts[name] = (
             m,
             torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9),

@@ -85,7 +85,7 @@ def test_the_ddp_step_benchmark_runs_and_checks_its_replicas(tmp_path):
     )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
-    assert [row["system"] for row in rows] == ["gloo", "gradwire", "gradwire+hook"]
+    assert [row["system"] for row in rows] == ["gloo", "gradwire", "gradwire+hook", "gradwire+sched"]
     assert all(row["matches_gloo"] for row in rows)
     assert all(row["replicas_identical"] for row in rows if row["system"] != "gloo")
     assert all(row["median_s"] > 0 for row in rows)

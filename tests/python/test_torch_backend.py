@@ -82,7 +82,7 @@ def test_ddp_on_gradwire_has_gloo_losses_step_for_step(tmp_path, world):
     torchrun(world, "torch_ddp_worker.py", json.dumps(plan))
     rs = ranks(tmp_path, world)
     for r in rs:
-        for name in ("gradwire", "hook"):
+        for name in ("gradwire", "hook", "sched", "tuned"):
             assert len(r[name]["losses"]) == 20
             # Summation order differs from Gloo's: equal to float rounding.
             torch.testing.assert_close(r[name]["losses"], r["gloo"]["losses"], rtol=1e-5, atol=1e-6)
@@ -103,6 +103,19 @@ def test_ddp_on_gradwire_has_gloo_losses_step_for_step(tmp_path, world):
     front = max(b for b, _ in order)
     back_after = [e for e in order[order.index((front, 0)) :] if e[0] < front]
     assert len(back_after) == 2, order
+    # ByteScheduler: the same calls in the same order on every rank; back-layer partitions
+    # the credit held back went after the front bucket's first partition.
+    orders = [[tuple(e) for e in r["sched"]["issue_order"]] for r in rs]
+    assert all(o == orders[0] for o in orders)
+    order = orders[0]
+    front = max(b for b, _ in order)
+    assert [e for e in order[order.index((front, 0)) :] if e[0] < front], order
+    # Online tuning: a grid of three tried in rounds of 3 steps, the same choice on every
+    # rank, and the fastest one kept once the grid is done.
+    for r in rs:
+        hist = r["tuned"]["history"]
+        assert [h[1:3] for h in hist[:3]] == [[8192, 8192], [4096, 4096], [8192, 16384]], hist
+        assert r["tuned"]["config"] == rs[0]["tuned"]["config"]
 
 
 def test_options_are_checked_and_read_from_the_environment(monkeypatch):

@@ -1,7 +1,8 @@
-"""One rank of the DDP-on-"gradwire" test: trains the embedded CNN three times from the same
-seed on the same batches (DDP over a Gloo group, DDP over the gradwire world group, and
-the latter with gradwire.torch.loss_tolerant_hook) and saves the per-step losses and the
-final parameters."""
+"""One rank of the DDP-on-"gradwire" test: trains the embedded CNN from the same seed on the
+same batches with DDP over a Gloo group, DDP over the gradwire world group, and the latter
+with gradwire.torch.loss_tolerant_hook, with gradwire.torch.scheduled_hook, and with the
+scheduled hook tuned online by a grid search; saves the per-step losses and the final
+parameters."""
 
 import json
 import os
@@ -38,7 +39,7 @@ def main() -> None:
     gloo = dist.new_group(backend="gloo")  # the reference only
     rank, world = dist.get_rank(), dist.get_world_size()
     out = {}
-    for name in ("gloo", "gradwire", "hook"):
+    for name in ("gloo", "gradwire", "hook", "sched", "tuned"):
         model, data = build("cnn", seed=0)
         ddp = DDP(
             model,
@@ -49,6 +50,15 @@ def main() -> None:
         if name == "hook":
             state = gt.LossTolerantState(chunk_bytes=8192, holdback_bytes=16384)
             ddp.register_comm_hook(state, gt.loss_tolerant_hook)
+        if name == "sched":
+            state = gt.ScheduledState(partition_bytes=8192, credit_bytes=16384)
+            ddp.register_comm_hook(state, gt.scheduled_hook)
+        if name == "tuned":
+            from gradwire.tune import Candidate, GridSearch
+
+            grid = GridSearch([Candidate(4096, 1), Candidate(8192, 2), Candidate(16384, 4)])
+            state = gt.ScheduledState(partition_bytes=8192, credit_bytes=8192, tuner=grid, tune_every=3)
+            ddp.register_comm_hook(state, gt.scheduled_hook)
         losses, params = train(ddp, data, rank, world, plan["steps"], plan["batch"])
         gathered = [torch.zeros_like(params) for _ in range(world)]
         dist.all_gather(gathered, params)
@@ -57,6 +67,8 @@ def main() -> None:
             "params": params.tolist(),
             "replicas_identical": all(torch.equal(g, params) for g in gathered),
             "issue_order": state.issue_order if state else None,
+            "history": getattr(state, "history", None),
+            "config": [state.partition_bytes, state.credit_bytes] if hasattr(state, "history") else None,
         }
     with open(os.path.join(plan["out"], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)

@@ -7,6 +7,7 @@
 //! so a progress bar can be drawn between them.
 
 mod bytesched;
+mod sched;
 mod runtime;
 
 /// mimalloc instead of glibc's malloc for everything Rust allocates here, as polars sets
@@ -228,6 +229,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRun>()?;
     m.add_class::<PySimulation>()?;
     m.add_class::<bytesched::PyBytesJob>()?;
+    m.add_class::<sched::PyScheduler>()?;
     runtime::register(m)?;
     Ok(())
 }

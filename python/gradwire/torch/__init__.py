@@ -20,6 +20,7 @@ import torch.distributed as _dist
 from gradwire.torch.backend import GradwireBackend, Stats, create
 from gradwire.torch.hook import LossTolerantState, loss_tolerant_hook
 from gradwire.torch.options import ENV, Options
+from gradwire.torch.scheduled import ScheduledState, scheduled_hook
 
 BACKEND = "gradwire"
 
@@ -54,9 +55,11 @@ __all__ = [
     "GradwireBackend",
     "LossTolerantState",
     "Options",
+    "ScheduledState",
     "Stats",
     "backend_of",
     "create",
     "loss_tolerant_hook",
+    "scheduled_hook",
     "register",
 ]
