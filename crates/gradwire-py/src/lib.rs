@@ -7,8 +7,8 @@
 //! so a progress bar can be drawn between them.
 
 mod bytesched;
-mod sched;
 mod runtime;
+mod sched;
 
 /// mimalloc instead of glibc's malloc for everything Rust allocates here, as polars sets
 /// its own allocator. A simulation allocates both endpoints of every flow (10^5 at 144
