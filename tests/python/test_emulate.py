@@ -167,11 +167,12 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
 
 
 def test_pcn_start_lowers_a_switch_ports_ecn_threshold(tmp_path):
-    # hosts 1 and 2 send 40 ECT datagrams each to host 0: its port queues fewer than K = 50,
-    # so only the PCN threshold (5 packets) that host 1's START carries makes it mark. A
-    # queue forms only while both send (each one's uplink paces it to the port's rate): at
-    # 5 Mbit/s a sender's 40 packets span 66 ms, so two senders that a loaded machine starts
-    # tens of ms apart still overlap.
+    # Host 2 streams 300 ECT datagrams to host 0 at the link's rate (0.5 s at 5 Mbit/s); 0.2 s
+    # in, host 1 sends a START and 40 more. A queue forms at host 0's port only while both
+    # send, and stays near 20 packets, below K = 50: only the PCN threshold (5 packets) that
+    # the START carries makes the port mark. The long stream keeps the two overlapping even
+    # when a loaded machine wakes a sender a few hundred ms late (with two 40-packet bursts,
+    # 66 ms each, a late wake serialized them and nothing queued).
     path = scenario(
         tmp_path,
         """
@@ -187,12 +188,14 @@ def test_pcn_start_lowers_a_switch_ports_ecn_threshold(tmp_path):
     )
     start = ((1 << 5) | 1) << 2  # DSCP: START flag, threshold 1 x 5 packets
     with EmulatedNetwork(path, tmp_path / "run") as net:
-        rx = net.popen(0, [sys.executable, UDP, "recv", 7000, 81, 10], stdout=subprocess.PIPE, text=True)
+        rx = net.popen(0, [sys.executable, UDP, "recv", 7000, 341, 10], stdout=subprocess.PIPE, text=True)
         assert rx.stdout.readline().strip() == "ready"
-        at = f"@{time.time() + 5.0}"
+        at = time.time() + 5.0
         senders = [
-            net.popen(1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{start}:1", f"{ECT0}:40"]),
-            net.popen(2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{ECT0}:40"]),
+            net.popen(2, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"@{at}", f"{ECT0}:300"]),
+            net.popen(
+                1, [sys.executable, UDP, "send", net.addr(0), 7000, 1000, f"@{at + 0.2}", f"{start}:1", f"{ECT0}:40"]
+            ),
         ]
         for s in senders:
             assert s.wait(timeout=60) == 0
