@@ -3,6 +3,57 @@
 
 use std::collections::BTreeMap;
 
+use crate::transport::EndpointEvent;
+
+/// A flow of known size being reassembled: what has arrived, and the one `Delivered`
+/// event once every byte is in (at once for a zero-byte flow).
+#[derive(Clone, Debug)]
+pub(crate) struct Reassembly {
+    size: u64,
+    received: ReceivedBytes,
+    complete: bool,
+    delivered_pending: bool,
+}
+
+impl Reassembly {
+    pub(crate) fn new(size: u64) -> Self {
+        let empty = size == 0;
+        Reassembly { size, received: ReceivedBytes::default(), complete: empty, delivered_pending: empty }
+    }
+
+    /// Record a data packet's `len` bytes at `seq`, clipped to the flow: bytes beyond `size`
+    /// or below the in-order point carry nothing new.
+    pub(crate) fn accept(&mut self, seq: u64, len: u64) {
+        let start = seq.max(self.received.in_order());
+        let end = seq.saturating_add(len).min(self.size);
+        if start < end {
+            self.received.insert(start, end);
+        }
+        if !self.complete && self.received.in_order() == self.size {
+            self.complete = true;
+            self.delivered_pending = true;
+        }
+    }
+
+    /// Bytes received in order so far: the cumulative ACK.
+    pub(crate) fn in_order(&self) -> u64 {
+        self.received.in_order()
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// `Delivered`, once, after the last byte has arrived.
+    pub(crate) fn poll_event(&mut self) -> Option<EndpointEvent> {
+        if !self.delivered_pending {
+            return None;
+        }
+        self.delivered_pending = false;
+        Some(EndpointEvent::Delivered { bytes: self.size })
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ReceivedBytes {
     /// Every byte below this has arrived.

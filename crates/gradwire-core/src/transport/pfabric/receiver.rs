@@ -1,6 +1,6 @@
 //! pFabric receiver: one ACK per data packet, cumulative ACK + the packet it answers.
 
-use crate::transport::received::ReceivedBytes;
+use crate::transport::received::Reassembly;
 use std::collections::VecDeque;
 
 use super::PFabricConfig;
@@ -14,36 +14,22 @@ pub struct PFabricReceiver {
     flow: FlowId,
     local: HostId,
     remote: HostId,
-    size: u64,
     /// What has arrived; its in-order point is the cumulative ACK.
-    received: ReceivedBytes,
+    flow_bytes: Reassembly,
     /// ACKs waiting for `poll_transmit`: (cumulative ACK, selective ACK).
     acks: VecDeque<(u64, u64)>,
-    complete: bool,
-    delivered_pending: bool,
 }
 
 impl PFabricReceiver {
     /// A receiver for a flow of `size_bytes` from `remote` to `local`. A flow of 0 bytes is
     /// complete at once: the first `poll_event` reports `Delivered`.
     pub fn new(cfg: PFabricConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
-        let empty = size_bytes == 0;
-        PFabricReceiver {
-            cfg,
-            flow,
-            local,
-            remote,
-            size: size_bytes,
-            received: ReceivedBytes::default(),
-            acks: VecDeque::new(),
-            complete: empty,
-            delivered_pending: empty,
-        }
+        PFabricReceiver { cfg, flow, local, remote, flow_bytes: Reassembly::new(size_bytes), acks: VecDeque::new() }
     }
 
     /// Bytes received in order so far.
     pub fn received_bytes(&self) -> u64 {
-        self.received.in_order()
+        self.flow_bytes.in_order()
     }
 }
 
@@ -52,19 +38,11 @@ impl Endpoint for PFabricReceiver {
         if pkt.flow != self.flow || pkt.kind != PacketKind::Data {
             return;
         }
-        let start = pkt.seq.max(self.received.in_order());
-        let end = pkt.seq.saturating_add(pkt.len as u64).min(self.size);
-        if start < end {
-            self.received.insert(start, end);
-        }
+        self.flow_bytes.accept(pkt.seq, pkt.len as u64);
         // Every data packet is answered, duplicates and probes too; a probe (no payload,
         // or nothing inside the flow) selectively acknowledges nothing.
-        let sack = if pkt.len > 0 && pkt.seq < self.size { pkt.seq } else { u64::MAX };
-        self.acks.push_back((self.received.in_order(), sack));
-        if !self.complete && self.received.in_order() == self.size {
-            self.complete = true;
-            self.delivered_pending = true;
-        }
+        let sack = if pkt.len > 0 && pkt.seq < self.flow_bytes.size() { pkt.seq } else { u64::MAX };
+        self.acks.push_back((self.flow_bytes.in_order(), sack));
     }
 
     fn handle_timeout(&mut self, _now: Time) {}
@@ -83,11 +61,7 @@ impl Endpoint for PFabricReceiver {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        if !self.delivered_pending {
-            return None;
-        }
-        self.delivered_pending = false;
-        Some(EndpointEvent::Delivered { bytes: self.size })
+        self.flow_bytes.poll_event()
     }
 
     fn stats(&self) -> EndpointStats {

@@ -1,6 +1,6 @@
 //! TCP receiver: reassembly and one cumulative ACK per data packet.
 
-use crate::transport::received::ReceivedBytes;
+use crate::transport::received::Reassembly;
 use std::collections::VecDeque;
 
 use super::TcpConfig;
@@ -21,36 +21,21 @@ pub struct TcpReceiver {
     flow: FlowId,
     local: HostId,
     remote: HostId,
-    size: u64,
     /// What has arrived; its in-order point is the cumulative ACK.
-    received: ReceivedBytes,
+    flow_bytes: Reassembly,
     acks: VecDeque<PendingAck>,
-    complete: bool,
-    delivered_pending: bool,
 }
 
 impl TcpReceiver {
     /// A receiver at `local` for flow `flow` of `size_bytes` bytes from `remote`; a
     /// zero-byte flow reports `Delivered` at once.
     pub fn new(cfg: TcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
-        let empty = size_bytes == 0;
-        TcpReceiver {
-            cfg,
-            flow,
-            local,
-            remote,
-            size: size_bytes,
-            received: ReceivedBytes::default(),
-            acks: VecDeque::new(),
-            // A zero-byte flow is complete before anything arrives.
-            complete: empty,
-            delivered_pending: empty,
-        }
+        TcpReceiver { cfg, flow, local, remote, flow_bytes: Reassembly::new(size_bytes), acks: VecDeque::new() }
     }
 
     /// Bytes received in order so far.
     pub fn received_bytes(&self) -> u64 {
-        self.received.in_order()
+        self.flow_bytes.in_order()
     }
 }
 
@@ -59,18 +44,9 @@ impl Endpoint for TcpReceiver {
         if pkt.flow != self.flow || pkt.kind != PacketKind::Data {
             return;
         }
-        // Clip to the flow: bytes beyond `size` or below the in-order point carry nothing new.
-        let start = pkt.seq.max(self.received.in_order());
-        let end = pkt.seq.saturating_add(pkt.len as u64).min(self.size);
-        if start < end {
-            self.received.insert(start, end);
-        }
+        self.flow_bytes.accept(pkt.seq, pkt.len as u64);
         // Duplicates are ACKed too: that is what drives the sender's dupACK count.
-        self.acks.push_back(PendingAck { cum_ack: self.received.in_order(), ece: pkt.ecn.ce });
-        if !self.complete && self.received.in_order() == self.size {
-            self.complete = true;
-            self.delivered_pending = true;
-        }
+        self.acks.push_back(PendingAck { cum_ack: self.flow_bytes.in_order(), ece: pkt.ecn.ce });
     }
 
     fn handle_timeout(&mut self, _now: Time) {}
@@ -89,11 +65,7 @@ impl Endpoint for TcpReceiver {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        if !self.delivered_pending {
-            return None;
-        }
-        self.delivered_pending = false;
-        Some(EndpointEvent::Delivered { bytes: self.size })
+        self.flow_bytes.poll_event()
     }
 
     fn stats(&self) -> EndpointStats {
