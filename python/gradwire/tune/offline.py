@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gradwire.tune.autobyte import AutoByte, Observation
+from gradwire.tune.autobyte import AutoByte, NetConfig, Observation
 from gradwire.tune.simjob import JobSpec, SimJob, measure, observation
 from gradwire.tune.space import Candidate, grid
 
@@ -120,9 +120,33 @@ def load_data(path: Path) -> list[tuple[Observation, Candidate, float]]:
     return out
 
 
+#: The network's choices and the fit the shipped weights use (docs/scheduling.md ablates them).
+CONFIG = NetConfig()
+EPOCHS = 60
+LR = 3e-3
+#: Observations per batch.
+BATCH_CONDITIONS = 4
+
+
+def fit_model(
+    samples: list[tuple[Observation, Candidate, float]],
+    config: NetConfig = CONFIG,
+    epochs: int = EPOCHS,
+    seed: int = 0,
+    losses: list | None = None,
+) -> AutoByte:
+    """Fit a fresh meta-network to ``samples`` as the shipped weights are fitted."""
+    per_obs = len(samples) / len({id(o) for o, _, _ in samples})
+    ab = AutoByte(seed=seed, config=config)
+    out = ab.fit(samples, epochs=epochs, lr=LR, batch=max(1, round(BATCH_CONDITIONS * per_obs)), seed=seed)
+    if losses is not None:
+        losses.extend(out)
+    return ab
+
+
 def train(
     out: Path = WEIGHTS,
-    epochs: int = 60,
+    epochs: int = EPOCHS,
     on_condition: Callable[[int, int], None] | None = None,
     conds: list[Condition] | None = None,
     candidates: list[Candidate] | None = None,
@@ -142,8 +166,8 @@ def train(
         if data is not None:
             save_data(data, samples)
     t_data = time.perf_counter() - t0
-    ab = AutoByte(seed=0)
-    losses = ab.fit(samples, epochs=epochs, lr=3e-3, batch=4 * len(candidates), seed=0)
+    losses: list[float] = []
+    ab = fit_model(samples, epochs=epochs, losses=losses)
     t_fit = time.perf_counter() - t0 - t_data
     ab.save(out)
     record = {
