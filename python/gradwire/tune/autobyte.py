@@ -85,6 +85,9 @@ class NetConfig:
     - ``log_target``: learn log(speed) instead of speed/scale, so that the L2 loss weighs a
       10 % error alike on a 15 samples/s and on a 3000 samples/s job (ranking only needs
       ratios within one condition).
+    - ``level_weight``: the L2 loss split into the error's mean over one observation's
+      candidates (the condition's level) and the rest (the shape over candidates, which is
+      all a ranking needs), the level weighted by this; 1.0 is the plain L2 loss.
     """
 
     embed: int = 16
@@ -92,6 +95,7 @@ class NetConfig:
     dense: int = 64
     slot_embed: int = 0
     log_target: bool = False
+    level_weight: float = 1.0
 
 
 class MetaNet(nn.Module):
@@ -190,16 +194,28 @@ def _one_thread():
 
 
 class AutoByte:
-    """The optimizer: the meta-network, its speed scale, and fitting on samples.
+    """The optimizer: the meta-network (or ``members`` of them, trained from different seeds
+    and averaged), its speed scale, and fitting on samples.
 
     Speeds are learned relative to ``scale`` (the training data's mean speed, or its
     geometric mean with a log target), so the network's output stays near 1 (or 0) whatever
     the model's samples/s."""
 
-    def __init__(self, net: MetaNet | None = None, scale: float = 1.0, seed: int = 0, config: NetConfig | None = None):
+    def __init__(
+        self,
+        net: MetaNet | None = None,
+        scale: float = 1.0,
+        seed: int = 0,
+        config: NetConfig | None = None,
+        members: int = 1,
+    ):
         torch.manual_seed(seed)
-        self.net = net or MetaNet(config)
+        self.nets = [net] if net is not None else [MetaNet(config) for _ in range(members)]
         self.scale = scale
+
+    @property
+    def net(self) -> MetaNet:
+        return self.nets[0]
 
     @property
     def config(self) -> NetConfig:
@@ -214,10 +230,12 @@ class AutoByte:
 
     @torch.no_grad()
     def predict(self, obs: Observation, candidates: list[Candidate]) -> dict[Candidate, float]:
-        """Predicted samples/s of every candidate, from one encoding of ``obs``."""
-        self.net.eval()
+        """Predicted samples/s of every candidate, from one encoding of ``obs`` per member
+        (the members' outputs are averaged: a geometric mean of speeds with a log target)."""
+        feats = candidate_features(candidates)
         with _one_thread():
-            v = self._to_speed(self.net(self.net.encode(obs), candidate_features(candidates)))
+            y = torch.stack([net.eval()(net.encode(obs), feats) for net in self.nets]).mean(dim=0)
+            v = self._to_speed(y)
         return dict(zip(candidates, v.tolist()))
 
     def fit(
@@ -228,10 +246,12 @@ class AutoByte:
         batch: int = 64,
         seed: int = 0,
         on_epoch: Callable[[int, AutoByte], bool] | None = None,
+        head_only: bool = False,
     ) -> list[float]:
         """Train (offline) or fine-tune (online adapting) on (observation, candidate, measured
-        samples/s) triples; returns the mean L2 loss of each epoch (in the target's units).
-        ``on_epoch(epoch, self)`` runs after each epoch; returning True stops early."""
+        samples/s) triples; returns the members' mean L2 loss of each epoch (in the target's
+        units). ``on_epoch(epoch, self)`` runs after each epoch; returning True stops early.
+        ``head_only`` trains the two dense layers and keeps the encoders (LSTM, embeddings)."""
         if not samples:
             raise ValueError("no samples to fit")
         if self.scale == 1.0:
@@ -241,12 +261,9 @@ class AutoByte:
             else:
                 self.scale = sum(speeds) / len(speeds)
         with _one_thread():
-            return self._fit(samples, epochs, lr, batch, seed, on_epoch)
+            return self._fit(samples, epochs, lr, batch, seed, on_epoch, head_only)
 
-    def _fit(self, samples, epochs, lr, batch, seed, on_epoch) -> list[float]:
-        gen = torch.Generator().manual_seed(seed)
-        opt = torch.optim.Adam(self.net.parameters(), lr=lr)
-        losses = []
+    def _fit(self, samples, epochs, lr, batch, seed, on_epoch, head_only) -> list[float]:
         # batches are whole observations (every candidate measured under one condition), so
         # that a batch encodes a few observations instead of one per sample: the LSTM pass
         # is the cost, and offline data has ~64 candidates per observation
@@ -256,44 +273,70 @@ class AutoByte:
         keys = list(groups)
         cand_all = candidate_features([c for _, c, _ in samples])
         target_all = self._target([s for _, _, s in samples])
+        gens, opts, decays = [], [], []
+        for m, net in enumerate(self.nets):
+            gens.append(torch.Generator().manual_seed(seed + m))
+            opts.append(torch.optim.Adam(net.head.parameters() if head_only else net.parameters(), lr=lr))
+            # the rate decays to 0 over the epochs (cosine): with a constant one the ranking
+            # of the last epoch swung by ±5 points of top-1 from one epoch to the next
+            decays.append(torch.optim.lr_scheduler.CosineAnnealingLR(opts[-1], T_max=max(1, epochs)))
+        losses = []
         for epoch in range(epochs):
-            self.net.train()
-            order = [j for g in torch.randperm(len(keys), generator=gen).tolist() for j in groups[keys[g]]]
             total = 0.0
-            for i in range(0, len(order), batch):
-                idx = order[i : i + batch]
-                runtime = self._encode_all([samples[j][0] for j in idx])
-                pick = torch.tensor(idx)
-                loss = torch.mean((self.net(runtime, cand_all[pick]) - target_all[pick]) ** 2)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                total += loss.item() * len(idx)
-            losses.append(total / len(samples))
-            self.net.eval()
+            for net, gen, opt, decay in zip(self.nets, gens, opts, decays):
+                net.train()
+                order = [j for g in torch.randperm(len(keys), generator=gen).tolist() for j in groups[keys[g]]]
+                for i in range(0, len(order), batch):
+                    idx = order[i : i + batch]
+                    runtime = _encode_all(net, [samples[j][0] for j in idx])
+                    pick = torch.tensor(idx)
+                    err = net(runtime, cand_all[pick]) - target_all[pick]
+                    loss = self._loss(err, [samples[j][0] for j in idx])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    total += loss.item() * len(idx)
+                decay.step()
+                net.eval()
+            losses.append(total / len(samples) / len(self.nets))
             if on_epoch is not None and on_epoch(epoch, self):
                 break
-        self.net.eval()
         return losses
 
-    def _encode_all(self, observations: list[Observation]) -> torch.Tensor:
-        """Encode each distinct observation once (every candidate of a measurement shares it)."""
+    def _loss(self, err: torch.Tensor, observations: list[Observation]) -> torch.Tensor:
+        """L2, with the per-observation mean error (the level) weighted by ``level_weight``:
+        mean(e²) = mean((e − ē)²) + mean(ē²), so a weight of 1 is the plain L2 loss."""
+        w = self.config.level_weight
+        if w == 1.0:
+            return torch.mean(err**2)
         slot: dict[int, int] = {}
-        distinct = []
-        for o in observations:
-            if id(o) not in slot:
-                slot[id(o)] = len(distinct)
-                distinct.append(o)
-        encoded = self.net.encode_batch(distinct)
-        return encoded[torch.tensor([slot[id(o)] for o in observations])]
+        group = torch.tensor([slot.setdefault(id(o), len(slot)) for o in observations])
+        counts = torch.bincount(group).to(err.dtype)
+        level = torch.zeros(len(slot)).index_add(0, group, err) / counts
+        return torch.mean((err - level[group]) ** 2) + w * torch.mean(level[group] ** 2)
 
     def save(self, path: Path) -> None:
-        torch.save({"state": self.net.state_dict(), "scale": self.scale, "config": asdict(self.config)}, path)
+        states = [net.state_dict() for net in self.nets]
+        torch.save({"states": states, "scale": self.scale, "config": asdict(self.config)}, path)
 
     @classmethod
     def load(cls, path: Path) -> AutoByte:
         blob = torch.load(path, weights_only=True)
-        ab = cls(scale=float(blob["scale"]), config=NetConfig(**blob.get("config", {})))
-        ab.net.load_state_dict(blob["state"])
-        ab.net.eval()
+        states = blob["states"] if "states" in blob else [blob["state"]]
+        ab = cls(scale=float(blob["scale"]), config=NetConfig(**blob.get("config", {})), members=len(states))
+        for net, state in zip(ab.nets, states):
+            net.load_state_dict(state)
+            net.eval()
         return ab
+
+
+def _encode_all(net: MetaNet, observations: list[Observation]) -> torch.Tensor:
+    """Encode each distinct observation once (every candidate of a measurement shares it)."""
+    slot: dict[int, int] = {}
+    distinct = []
+    for o in observations:
+        if id(o) not in slot:
+            slot[id(o)] = len(distinct)
+            distinct.append(o)
+    encoded = net.encode_batch(distinct)
+    return encoded[torch.tensor([slot[id(o)] for o in observations])]

@@ -121,24 +121,29 @@ def load_data(path: Path) -> list[tuple[Observation, Candidate, float]]:
 
 
 #: The network's choices and the fit the shipped weights use (docs/scheduling.md ablates them).
-CONFIG = NetConfig()
-EPOCHS = 60
-LR = 3e-3
+CONFIG = NetConfig(slot_embed=4, log_target=True, level_weight=0.1, dense=128)
+EPOCHS = 40
+LR = 1e-2
 #: Observations per batch.
-BATCH_CONDITIONS = 4
+BATCH_CONDITIONS = 8
+#: Networks trained from different seeds and averaged.
+MEMBERS = 3
 
 
 def fit_model(
     samples: list[tuple[Observation, Candidate, float]],
     config: NetConfig = CONFIG,
     epochs: int = EPOCHS,
+    members: int = MEMBERS,
     seed: int = 0,
     losses: list | None = None,
+    on_epoch: Callable[[int, AutoByte], bool] | None = None,
 ) -> AutoByte:
     """Fit a fresh meta-network to ``samples`` as the shipped weights are fitted."""
     per_obs = len(samples) / len({id(o) for o, _, _ in samples})
-    ab = AutoByte(seed=seed, config=config)
-    out = ab.fit(samples, epochs=epochs, lr=LR, batch=max(1, round(BATCH_CONDITIONS * per_obs)), seed=seed)
+    ab = AutoByte(seed=seed, config=config, members=members)
+    batch = max(1, round(BATCH_CONDITIONS * per_obs))
+    out = ab.fit(samples, epochs=epochs, lr=LR, batch=batch, seed=seed, on_epoch=on_epoch)
     if losses is not None:
         losses.extend(out)
     return ab
