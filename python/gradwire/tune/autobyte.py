@@ -82,6 +82,9 @@ class NetConfig:
     - ``slot_embed``: besides (log2 S_p, k), a learned embedding of the candidate's grid slot
       (its S_p and its k each), so the head can fit a speed that is not smooth over the
       grid (PS striping makes the 4 MB row 20–30 % slower than its neighbours); 0 = off.
+    - ``cell_embed``: a learned embedding of the candidate's grid cell (its S_p and k
+      together: a one-hot of the 64 cells), for shapes that do not factor into a row and a
+      column effect; 0 = off.
     - ``log_target``: learn log(speed) instead of speed/scale, so that the L2 loss weighs a
       10 % error alike on a 15 samples/s and on a 3000 samples/s job (ranking only needs
       ratios within one condition).
@@ -94,6 +97,7 @@ class NetConfig:
     hidden: int = 32
     dense: int = 64
     slot_embed: int = 0
+    cell_embed: int = 0
     log_target: bool = False
     level_weight: float = 1.0
 
@@ -112,7 +116,9 @@ class MetaNet(nn.Module):
         if cfg.slot_embed:
             self.partition_embed = nn.Embedding(len(PARTITION_SLOTS) + 1, cfg.slot_embed)
             self.credit_embed = nn.Embedding(len(CREDIT_SLOTS) + 1, cfg.slot_embed)
-        cand = 2 + 2 * cfg.slot_embed
+        if cfg.cell_embed:
+            self.cell_embed = nn.Embedding(len(PARTITION_SLOTS) * len(CREDIT_SLOTS) + 1, cfg.cell_embed)
+        cand = 2 + 2 * cfg.slot_embed + cfg.cell_embed
         self.head = nn.Sequential(nn.Linear(runtime + cand, cfg.dense), nn.ReLU(), nn.Linear(cfg.dense, 1))
 
     def encode(self, obs: Observation) -> torch.Tensor:
@@ -140,6 +146,10 @@ class MetaNet(nn.Module):
         feats = [runtime, candidates[:, :2]]
         if self.config.slot_embed:
             feats += [self.partition_embed(candidates[:, 2].long()), self.credit_embed(candidates[:, 3].long())]
+        if self.config.cell_embed:
+            p, k = candidates[:, 2].long(), candidates[:, 3].long()
+            on_grid = (p > 0) & (k > 0)
+            feats.append(self.cell_embed(torch.where(on_grid, (p - 1) * len(CREDIT_SLOTS) + k, 0)))
         return self.head(torch.cat(feats, dim=1)).squeeze(1)
 
 

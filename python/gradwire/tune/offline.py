@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gradwire.tune.autobyte import AutoByte, NetConfig, Observation
+from gradwire.tune.evaluate import by_condition, ranking
 from gradwire.tune.simjob import JobSpec, SimJob, measure, observation
 from gradwire.tune.space import Candidate, grid
 
@@ -127,7 +128,7 @@ LR = 1e-2
 #: Observations per batch.
 BATCH_CONDITIONS = 8
 #: Networks trained from different seeds and averaged.
-MEMBERS = 3
+MEMBERS = 1
 
 
 def fit_model(
@@ -164,7 +165,8 @@ def train(
     conds = conds if conds is not None else conditions()
     candidates = candidates or grid()
     t0 = time.perf_counter()
-    if data is not None and data.exists():
+    read = data is not None and data.exists()
+    if read:
         samples = load_data(data)
     else:
         samples = generate(conds, candidates, on_condition, processes)
@@ -175,6 +177,7 @@ def train(
     ab = fit_model(samples, epochs=epochs, losses=losses)
     t_fit = time.perf_counter() - t0 - t_data
     ab.save(out)
+    in_sample = ranking(ab, by_condition(samples)).summary()
     record = {
         "samples": len(samples),
         "conditions": len(conds),
@@ -185,11 +188,18 @@ def train(
         "sharing": [list(s) for s in SHARING],
         "stragglers": list(STRAGGLERS),
         "workers": 8,
+        "network": asdict(CONFIG),
+        "members": MEMBERS,
         "epochs": epochs,
+        "lr": LR,
+        "batch_conditions": BATCH_CONDITIONS,
         "first_loss": losses[0],
         "final_loss": losses[-1],
+        "in_sample_top1_within_5pct": in_sample["top1_within_5pct"],
+        "in_sample_mean_regret": in_sample["mean_regret"],
+        "data": f"read from {data.name}" if read else "generated",
         "processes": processes,
-        "generate_s": round(t_data, 1),
+        "data_s": round(t_data, 1),
         "fit_s": round(t_fit, 1),
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")

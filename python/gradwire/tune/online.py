@@ -93,13 +93,15 @@ def run_autobyte(
     group: int = GROUP,
     adapt_epochs: int = 30,
     adapt_lr: float = 3e-3,
-    adapt: str = "all",
+    adapt: str = "head",
 ) -> Trace:
     """AutoByte online from ``start``; ``model`` is copied, so the caller's stays as it was.
 
     ``adapt`` is what fine-tuning trains when a prediction misses by > 10 % (§III-B says
-    "transfer learning" and no more): ``"all"`` the whole network, ``"head"`` the two dense
-    layers only, ``"none"`` nothing (the offline network alone)."""
+    "transfer learning" and no more): ``"head"`` the two dense layers, keeping the encoders
+    (LSTM, embeddings) that every condition's prediction shares, as transfer learning
+    usually does; ``"all"`` the whole network; ``"none"`` nothing (the offline network
+    alone). docs/scheduling.md ablates the three."""
     if adapt not in ADAPT:
         raise ValueError(f"adapt must be one of {ADAPT}, got {adapt!r}")
     model = copy.deepcopy(model)
