@@ -1,6 +1,7 @@
 """CPU time of one AutoByte prediction over every candidate ⟨S_p, S_c⟩ (issue target: < 5 ms
 on one core). The meta-network's weights do not change its cost, so an untrained network
-is timed; what matters is the candidate count and the model's layer count.
+of the shipped shape (offline.CONFIG, offline.MEMBERS networks averaged) is timed; what
+matters is the candidate count and the model's layer count.
 
     python benchmarks/autobyte_predict/run.py
 """
@@ -10,13 +11,13 @@ from __future__ import annotations
 import statistics
 import time
 
-from gradwire.tune import grid
+from gradwire.tune import grid, offline
 from gradwire.tune.autobyte import AutoByte, Observation
 from gradwire.tune.space import MB
 
 
 def main() -> None:
-    ab = AutoByte(seed=0)
+    ab = AutoByte(seed=0, config=offline.CONFIG, members=offline.MEMBERS)
     rows = []
     for layers, workers in (
         (54, 8),

@@ -92,6 +92,22 @@ def test_the_shipped_weights_load_and_are_small():
     assert all(v > 0 for v in pred.values())
 
 
+def test_online_adaptation_choices():
+    """Fine-tuning runs when a prediction misses by > 10 %, unless adapt="none"."""
+    from gradwire.tune.autobyte import AutoByte, NetConfig
+    from gradwire.tune.online import run_autobyte
+
+    cands = grid(4 * MB, 8 * MB, 2)
+    ab = AutoByte(seed=0, config=NetConfig(log_target=True, slot_embed=2), scale=1.0)  # untrained: far off
+    start = Candidate(4 * MB, 1)
+    none = run_autobyte(SPEC, cands, start, 30, ab, adapt="none")
+    assert none.adaptations == []
+    head = run_autobyte(SPEC, cands, start, 30, ab, adapt="head")
+    assert head.adaptations
+    with pytest.raises(ValueError):
+        run_autobyte(SPEC, cands, start, 10, ab, adapt="everything")
+
+
 @pytest.mark.parametrize("name", ["autobyte-fig5", "autobyte-fig6", "autobyte-fig7", "autobyte-fig8"])
 def test_reproduce_quick(tmp_path, name):
     from gradwire.cli import app

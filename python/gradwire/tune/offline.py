@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gradwire.tune.autobyte import AutoByte, Observation
+from gradwire.tune.autobyte import AutoByte, NetConfig, Observation
+from gradwire.tune.evaluate import by_condition, ranking
 from gradwire.tune.simjob import JobSpec, SimJob, measure, observation
 from gradwire.tune.space import Candidate, grid
 
@@ -120,9 +121,38 @@ def load_data(path: Path) -> list[tuple[Observation, Candidate, float]]:
     return out
 
 
+#: The network's choices and the fit the shipped weights use (docs/scheduling.md ablates them).
+CONFIG = NetConfig(slot_embed=4, log_target=True, level_weight=0.1, dense=128)
+EPOCHS = 40
+LR = 1e-2
+#: Observations per batch.
+BATCH_CONDITIONS = 8
+#: Networks trained from different seeds and averaged.
+MEMBERS = 1
+
+
+def fit_model(
+    samples: list[tuple[Observation, Candidate, float]],
+    config: NetConfig = CONFIG,
+    epochs: int = EPOCHS,
+    members: int = MEMBERS,
+    seed: int = 0,
+    losses: list | None = None,
+    on_epoch: Callable[[int, AutoByte], bool] | None = None,
+) -> AutoByte:
+    """Fit a fresh meta-network to ``samples`` as the shipped weights are fitted."""
+    per_obs = len(samples) / len({id(o) for o, _, _ in samples})
+    ab = AutoByte(seed=seed, config=config, members=members)
+    batch = max(1, round(BATCH_CONDITIONS * per_obs))
+    out = ab.fit(samples, epochs=epochs, lr=LR, batch=batch, seed=seed, on_epoch=on_epoch)
+    if losses is not None:
+        losses.extend(out)
+    return ab
+
+
 def train(
     out: Path = WEIGHTS,
-    epochs: int = 60,
+    epochs: int = EPOCHS,
     on_condition: Callable[[int, int], None] | None = None,
     conds: list[Condition] | None = None,
     candidates: list[Candidate] | None = None,
@@ -135,17 +165,19 @@ def train(
     conds = conds if conds is not None else conditions()
     candidates = candidates or grid()
     t0 = time.perf_counter()
-    if data is not None and data.exists():
+    read = data is not None and data.exists()
+    if read:
         samples = load_data(data)
     else:
         samples = generate(conds, candidates, on_condition, processes)
         if data is not None:
             save_data(data, samples)
     t_data = time.perf_counter() - t0
-    ab = AutoByte(seed=0)
-    losses = ab.fit(samples, epochs=epochs, lr=3e-3, batch=4 * len(candidates), seed=0)
+    losses: list[float] = []
+    ab = fit_model(samples, epochs=epochs, losses=losses)
     t_fit = time.perf_counter() - t0 - t_data
     ab.save(out)
+    in_sample = ranking(ab, by_condition(samples)).summary()
     record = {
         "samples": len(samples),
         "conditions": len(conds),
@@ -156,11 +188,18 @@ def train(
         "sharing": [list(s) for s in SHARING],
         "stragglers": list(STRAGGLERS),
         "workers": 8,
+        "network": asdict(CONFIG),
+        "members": MEMBERS,
         "epochs": epochs,
+        "lr": LR,
+        "batch_conditions": BATCH_CONDITIONS,
         "first_loss": losses[0],
         "final_loss": losses[-1],
+        "in_sample_top1_within_5pct": in_sample["top1_within_5pct"],
+        "in_sample_mean_regret": in_sample["mean_regret"],
+        "data": f"read from {data.name}" if read else "generated",
         "processes": processes,
-        "generate_s": round(t_data, 1),
+        "data_s": round(t_data, 1),
         "fit_s": round(t_fit, 1),
     }
     out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")

@@ -22,6 +22,8 @@ from gradwire.tune.tuners import BayesOpt, GridSearch
 
 #: Iterations per prediction and per averaged measurement (the paper's group of 10).
 GROUP = 10
+#: What online adapting may fine-tune (see :func:`run_autobyte`).
+ADAPT = ("all", "head", "none")
 
 
 @dataclass
@@ -91,8 +93,17 @@ def run_autobyte(
     group: int = GROUP,
     adapt_epochs: int = 30,
     adapt_lr: float = 3e-3,
+    adapt: str = "head",
 ) -> Trace:
-    """AutoByte online from ``start``; ``model`` is copied, so the caller's stays as it was."""
+    """AutoByte online from ``start``; ``model`` is copied, so the caller's stays as it was.
+
+    ``adapt`` is what fine-tuning trains when a prediction misses by > 10 % (§III-B says
+    "transfer learning" and no more): ``"head"`` the two dense layers, keeping the encoders
+    (LSTM, embeddings) that every condition's prediction shares, as transfer learning
+    usually does; ``"all"`` the whole network; ``"none"`` nothing (the offline network
+    alone). docs/scheduling.md ablates the three."""
+    if adapt not in ADAPT:
+        raise ValueError(f"adapt must be one of {ADAPT}, got {adapt!r}")
     model = copy.deepcopy(model)
     trigger = trigger or Trigger()
     job = SimJob(spec, start)
@@ -110,8 +121,8 @@ def run_autobyte(
         obs = observation(spec, settled)
         measured = sum(s["samples_per_s"] for s in settled) / len(settled)
         online.append((obs, current, measured))
-        if predicted is not None and trigger.needs_adaptation(predicted, measured):
-            model.fit(online, epochs=adapt_epochs, lr=adapt_lr, batch=len(online))
+        if adapt != "none" and predicted is not None and trigger.needs_adaptation(predicted, measured):
+            model.fit(online, epochs=adapt_epochs, lr=adapt_lr, batch=len(online), head_only=adapt == "head")
             trace.adaptations.append(done)
         if done >= iterations:
             break
