@@ -1,7 +1,9 @@
 //! The running emulator: build the hosts, forward until told to stop, always tear down.
 
 use crate::netns;
-use crate::offload::{partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN};
+use crate::offload::{
+    partial_csum_hdr, split_tso, split_uso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_UDP_L4, VNET_HDR_LEN,
+};
 use crate::scenario::EmuScenario;
 use crate::switch::{host_addr, Stats, Switch, HEADROOM};
 use crate::tun::Tun;
@@ -225,6 +227,13 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         GSO_NONE => ingest(pkt, v),
                         GSO_TCPV4 => {
                             if !split_tso(pkt, v.gso_size as usize, &mut scratch, |seg| {
+                                ingest(seg, partial_csum_hdr(seg))
+                            }) {
+                                tc.unsupported_gso += 1;
+                            }
+                        }
+                        GSO_UDP_L4 => {
+                            if !split_uso(pkt, v.gso_size as usize, &mut scratch, |seg| {
                                 ingest(seg, partial_csum_hdr(seg))
                             }) {
                                 tc.unsupported_gso += 1;

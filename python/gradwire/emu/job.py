@@ -313,6 +313,7 @@ def _delta(before: dict, after: dict) -> dict:
         "random_loss": after["drops"]["random_loss"] - before["drops"]["random_loss"],
         "nic_drops": drops(after, True) - drops(before, True),
         "switch_drops": drops(after, False) - drops(before, False),
+        "switch_cpu_s": round(after["cpu_seconds"] - before["cpu_seconds"], 3),
     }
 
 
@@ -399,6 +400,9 @@ def run_allreduce(
                     "bytes": job["bytes"],
                     "iteration": it,
                     "time_s": max(r["times_s"][it] for r in results),
+                    # CPU time of all ranks together in this iteration (allreduce only)
+                    "ranks_cpu_s": round(sum(r["cpu_s"][it] for r in results if "cpu_s" in r), 3),
+                    "exact": all(r["exact"][it] for r in results if "exact" in r),
                     "lost_bytes": sum(r["lost_bytes"] for r in results),
                     "retransmits": sum(r["retransmits"] for r in results),
                     **counts,
