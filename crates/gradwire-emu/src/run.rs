@@ -200,6 +200,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
         let mut got = 0;
         for (h, tun) in tuns.iter().enumerate() {
             let host = h as u32;
+            let read_at = clock();
             let mut empty = false;
             for _ in 0..BATCH {
                 if offload {
@@ -220,7 +221,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         }
                         vh.write(&mut slot[..VNET_HDR_LEN]);
                         slot[HEADROOM..HEADROOM + seg.len()].copy_from_slice(seg);
-                        sw.ingress(host, id, seg.len());
+                        sw.ingress(host, id, seg.len(), read_at);
                         got += 1;
                     };
                     match v.gso_type & !GSO_ECN {
@@ -247,7 +248,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         Some(len) => {
                             tc.read_calls += 1;
                             got += 1;
-                            sw.ingress(host, id, len);
+                            sw.ingress(host, id, len, read_at);
                         }
                         None => {
                             sw.release_slot(id);
