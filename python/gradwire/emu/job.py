@@ -400,9 +400,12 @@ def run_allreduce(
                     "bytes": job["bytes"],
                     "iteration": it,
                     "time_s": max(r["times_s"][it] for r in results),
-                    # CPU time of all ranks together in this iteration (allreduce only)
-                    "ranks_cpu_s": round(sum(r["cpu_s"][it] for r in results if "cpu_s" in r), 3),
-                    "exact": all(r["exact"][it] for r in results if "exact" in r),
+                    # CPU time of all ranks together in this iteration, and whether every
+                    # rank got the exact sum (allreduce jobs only: None for the others)
+                    "ranks_cpu_s": (
+                        round(sum(r["cpu_s"][it] for r in results), 3) if all("cpu_s" in r for r in results) else None
+                    ),
+                    "exact": all(r["exact"][it] for r in results) if all("exact" in r for r in results) else None,
                     "lost_bytes": sum(r["lost_bytes"] for r in results),
                     "retransmits": sum(r["retransmits"] for r in results),
                     **counts,
