@@ -1,8 +1,9 @@
 //! Segmentation offload on the TUN devices (IFF_VNET_HDR): the hosts' kernels hand the
-//! switch TCP super-packets of up to 64 KB (TSO) and take merged ones back (as GRO would
-//! build them), so a syscall and a pass through each kernel's stack carry many packets.
-//! The switch still queues, marks, drops and shapes every 1500-byte packet on its own:
-//! [`split_tso`] cuts a super-packet into the packets the kernel would have sent, and
+//! switch TCP super-packets of up to 64 KB (TSO) and UDP ones (USO: a `UDP_SEGMENT` send,
+//! the gradwire runtime's) and take merged ones back (as GRO would build them), so a
+//! syscall and a pass through each kernel's stack carry many packets. The switch still
+//! queues, marks, drops and shapes every 1500-byte packet on its own: [`split_tso`] and
+//! [`split_uso`] cut a super-packet into the packets the kernel would have sent, and
 //! [`Coalescer`] merges only packets that arrive back to back, in order, with identical
 //! headers (ECN bits included), exactly what GRO would merge.
 //!
@@ -15,6 +16,10 @@ pub const VNET_HDR_LEN: usize = 10;
 pub const F_NEEDS_CSUM: u8 = 1;
 pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
+pub const GSO_UDP_L4: u8 = 5;
+/// Most datagrams in one merged UDP super-packet (the kernel's `UDP_MAX_SEGMENTS` is 64
+/// on older kernels, 128 on newer).
+const MAX_UDP_SEGMENTS: usize = 64;
 /// Set with a TCP type when the super-packet carries CWR (TUN_F_TSO_ECN).
 pub const GSO_ECN: u8 = 0x80;
 /// Largest super-packet the merger builds (IPv4 total length is 16 bits).
@@ -63,6 +68,59 @@ fn tcp_headers(pkt: &[u8]) -> Option<(usize, usize)> {
     let ihl = (pkt[0] & 0x0f) as usize * 4;
     let doff = (*pkt.get(ihl + 12)? >> 4) as usize * 4;
     (ihl >= 20 && doff >= 20 && ihl + doff <= pkt.len()).then_some((ihl, ihl + doff))
+}
+
+/// The IP header length of an unfragmented IPv4/UDP packet.
+fn udp_ihl(pkt: &[u8]) -> Option<usize> {
+    if pkt.len() < 28 || pkt[0] >> 4 != 4 || pkt[9] != 17 || u16::from_be_bytes([pkt[6], pkt[7]]) & 0x3fff != 0 {
+        return None;
+    }
+    let ihl = (pkt[0] & 0x0f) as usize * 4;
+    (ihl >= 20 && ihl + 8 <= pkt.len()).then_some(ihl)
+}
+
+/// A partial UDP checksum (the pseudo-header's sum, which covers the UDP length) moved from
+/// UDP length `old` to `new`, in one's complement as the kernel's `__udp_gso_segment` does.
+fn adjust_partial_csum(check: u16, old: u16, new: u16) -> u16 {
+    let add = |a: u16, b: u16| {
+        let s = a as u32 + b as u32;
+        ((s & 0xffff) + (s >> 16)) as u16
+    };
+    add(add(check, !old), new)
+}
+
+/// Set a UDP packet's length field (and its partial checksum with it).
+fn set_udp_len(pkt: &mut [u8], ihl: usize, len: usize) {
+    let old = u16::from_be_bytes([pkt[ihl + 4], pkt[ihl + 5]]);
+    let check = u16::from_be_bytes([pkt[ihl + 6], pkt[ihl + 7]]);
+    let new = len as u16;
+    pkt[ihl + 4..ihl + 6].copy_from_slice(&new.to_be_bytes());
+    pkt[ihl + 6..ihl + 8].copy_from_slice(&adjust_partial_csum(check, old, new).to_be_bytes());
+}
+
+/// Cut a UDP super-packet (partial checksum) into datagrams of `gso_size` payload bytes,
+/// the last one shorter; `emit(datagram)` gets each, its checksum still partial. Returns
+/// false (and emits nothing) if `pkt` is not unfragmented IPv4/UDP.
+pub fn split_uso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) -> bool {
+    let Some(ihl) = udp_ihl(pkt) else {
+        return false;
+    };
+    if gso_size == 0 {
+        return false;
+    }
+    let hl = ihl + 8;
+    let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
+    for (i, chunk) in pkt[hl..].chunks(gso_size).enumerate() {
+        scratch.clear();
+        scratch.extend_from_slice(&pkt[..hl]);
+        scratch.extend_from_slice(chunk);
+        let total = scratch.len();
+        scratch[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
+        set_ip_len_and_checksum(scratch, total);
+        set_udp_len(scratch, ihl, 8 + chunk.len());
+        emit(scratch);
+    }
+    true
 }
 
 /// Cut a TCP super-packet into `gso_size` segments; `emit(segment)` gets each one with the
@@ -145,8 +203,32 @@ impl Coalescer {
             if j == i + 1 {
                 vnet.write(&mut vh);
                 write(&[IoSlice::new(&vh), IoSlice::new(first)]);
+            } else if let Some(ihl) = udp_ihl(first) {
+                let hl = ihl + 8;
+                let seg = len - hl;
+                let total: usize = hl + self.pkts[i..j].iter().map(|&(_, l, _)| l - hl).sum::<usize>();
+                self.merged_header.clear();
+                self.merged_header.extend_from_slice(&first[..hl]);
+                set_ip_len_and_checksum(&mut self.merged_header, total);
+                set_udp_len(&mut self.merged_header, ihl, total - ihl);
+                let h = VnetHdr {
+                    flags: F_NEEDS_CSUM,
+                    gso_type: GSO_UDP_L4,
+                    hdr_len: hl as u16,
+                    gso_size: seg as u16,
+                    csum_start: ihl as u16,
+                    csum_offset: 6,
+                };
+                h.write(&mut vh);
+                let mut iov = Vec::with_capacity(2 + j - i);
+                iov.push(IoSlice::new(&vh));
+                iov.push(IoSlice::new(&self.merged_header));
+                for &(s, l, _) in &self.pkts[i..j] {
+                    iov.push(IoSlice::new(&self.arena[s + hl..s + l]));
+                }
+                write(&iov);
             } else {
-                let (ihl, hl) = tcp_headers(first).expect("runs are TCP");
+                let (ihl, hl) = tcp_headers(first).expect("runs are TCP or UDP");
                 let seg = len - hl;
                 let total: usize = hl + self.pkts[i..j].iter().map(|&(_, l, _)| l - hl).sum::<usize>();
                 self.merged_header.clear();
@@ -184,8 +266,11 @@ impl Coalescer {
     /// headers but for IP id/length/checksum and TCP sequence/PSH/checksum, equal sizes
     /// except the last, no SYN/FIN/RST/URG/CWR.
     fn run_end(&self, i: usize) -> usize {
-        let (s0, l0, _) = self.pkts[i];
+        let (s0, l0, v0) = self.pkts[i];
         let first = &self.arena[s0..s0 + l0];
+        if let Some(ihl) = udp_ihl(first) {
+            return self.udp_run_end(i, ihl, v0);
+        }
         let Some((ihl, hl)) = tcp_headers(first) else {
             return i + 1;
         };
@@ -219,6 +304,44 @@ impl Coalescer {
             j += 1;
             // a short segment or a PSH ends the run
             if l - hl < seg || p[ihl + 13] & 0x08 != 0 {
+                break;
+            }
+        }
+        j
+    }
+}
+
+impl Coalescer {
+    /// End of the mergeable UDP run starting at `i` (what UDP GRO merges): the same flow,
+    /// identical headers but for IP id/length/checksum and UDP length/checksum, partial
+    /// checksums, equal payload sizes except a shorter last one, at most
+    /// [`MAX_UDP_SEGMENTS`].
+    fn udp_run_end(&self, i: usize, ihl: usize, v0: VnetHdr) -> usize {
+        let (s0, l0, _) = self.pkts[i];
+        let first = &self.arena[s0..s0 + l0];
+        let hl = ihl + 8;
+        let seg = l0 - hl;
+        if seg == 0 || v0.flags & F_NEEDS_CSUM == 0 {
+            return i + 1;
+        }
+        let mut total = l0;
+        let mut j = i + 1;
+        while j < self.pkts.len() && j - i < MAX_UDP_SEGMENTS {
+            let (s, l, v) = self.pkts[j];
+            let p = &self.arena[s..s + l];
+            if udp_ihl(p) != Some(ihl) || l - hl > seg || l == hl || total + (l - hl) > MAX_MERGED {
+                break;
+            }
+            let same = p[..2] == first[..2]
+                && p[6..10] == first[6..10]
+                && p[12..ihl + 4] == first[12..ihl + 4]
+                && v.flags & F_NEEDS_CSUM != 0;
+            if !same {
+                break;
+            }
+            total += l - hl;
+            j += 1;
+            if l - hl < seg {
                 break;
             }
         }
@@ -305,6 +428,85 @@ mod tests {
         let payload: Vec<u8> = [&writes[0].1[52..], &writes[1].1[52..], &writes[2].1[52..]].concat();
         assert_eq!(payload, sup[52..].to_vec());
         assert!(c.is_empty());
+    }
+
+    fn udp_super(payload: usize, tos: u8) -> Vec<u8> {
+        let mut p = vec![0u8; 28 + payload];
+        p[0] = 0x45;
+        p[1] = tos;
+        p[6] = 0x40; // DF
+        p[8] = 64;
+        p[9] = 17;
+        p[12..16].copy_from_slice(&[10, 77, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 77, 0, 2]);
+        p[20..22].copy_from_slice(&40000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5001u16.to_be_bytes());
+        for (i, b) in p[28..].iter_mut().enumerate() {
+            *b = (i * 7) as u8;
+        }
+        let total = p.len();
+        set_ip_len_and_checksum(&mut p, total);
+        p[24..26].copy_from_slice(&((total - 20) as u16).to_be_bytes());
+        let check = partial_udp_csum(&p);
+        p[26..28].copy_from_slice(&check.to_be_bytes());
+        p
+    }
+
+    /// The partial checksum the kernel leaves in a UDP header: the pseudo-header's sum.
+    fn partial_udp_csum(p: &[u8]) -> u16 {
+        let words = [&p[12..20], &[0, 17][..], &p[24..26]].concat();
+        let mut s: u32 = words.chunks(2).map(|w| u16::from_be_bytes([w[0], w[1]]) as u32).sum();
+        while s > 0xffff {
+            s = (s & 0xffff) + (s >> 16);
+        }
+        s as u16
+    }
+
+    #[test]
+    fn uso_split_and_merge_round_trip_with_partial_checksums() {
+        let sup = udp_super(3 * 1440 + 500, 0b10);
+        let mut segs = Vec::new();
+        assert!(split_uso(&sup, 1440, &mut Vec::new(), |s| segs.push(s.to_vec())));
+        assert_eq!(segs.iter().map(|s| s.len() - 28).collect::<Vec<_>>(), vec![1440, 1440, 1440, 500]);
+        for s in &segs {
+            assert_eq!(crate::ipv4::parse(s).unwrap().total_len as usize, s.len());
+            assert_eq!(crate::ipv4::header_checksum(&s[..20]), 0);
+            assert_eq!(u16::from_be_bytes([s[24], s[25]]) as usize, s.len() - 20);
+            assert_eq!(u16::from_be_bytes([s[26], s[27]]), partial_udp_csum(s), "partial checksum of the new length");
+        }
+        // a TCP super-packet's splitter refuses it, and the reverse
+        assert!(!split_tso(&sup, 1440, &mut Vec::new(), |_| {}));
+        assert!(!split_uso(&tcp_super(3000, 0, 0x10), 1440, &mut Vec::new(), |_| {}));
+        // CE on the third datagram: [0, 1] merge, [2] alone, [3] alone (a run of one)
+        segs[2][1] |= 0b11;
+        let mut c = Coalescer::default();
+        for s in &segs {
+            c.push(partial_csum_hdr(s), s);
+        }
+        let mut writes: Vec<(VnetHdr, Vec<u8>)> = Vec::new();
+        assert_eq!(
+            c.flush(|iov| writes.push((VnetHdr::parse(&iov[0]), iov[1..].iter().flat_map(|s| s.to_vec()).collect()))),
+            4
+        );
+        assert_eq!(writes.len(), 3);
+        let (v, merged) = &writes[0];
+        assert_eq!((v.gso_type, v.gso_size, v.hdr_len, v.csum_offset), (GSO_UDP_L4, 1440, 28, 6));
+        assert_eq!(merged.len(), 28 + 2 * 1440);
+        assert_eq!(crate::ipv4::header_checksum(&merged[..20]), 0);
+        assert_eq!(u16::from_be_bytes([merged[24], merged[25]]) as usize, merged.len() - 20);
+        assert_eq!(u16::from_be_bytes([merged[26], merged[27]]), partial_udp_csum(merged));
+        let payload: Vec<u8> = writes.iter().flat_map(|w| w.1[28..].to_vec()).collect();
+        assert_eq!(payload, sup[28..].to_vec());
+        // unmerged: all four, in order, with the whole super-packet's payload
+        let mut c = Coalescer::default();
+        segs[2][1] = sup[1];
+        for s in &segs {
+            c.push(partial_csum_hdr(s), s);
+        }
+        let mut one = Vec::new();
+        c.flush(|iov| one.push(iov[1..].iter().flat_map(|s| s.to_vec()).collect::<Vec<u8>>()));
+        assert_eq!(one.len(), 1, "equal sizes and a shorter last one make one super-packet");
+        assert_eq!(one[0], sup);
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The running emulator: build the hosts, forward until told to stop, always tear down.
 
 use crate::netns;
-use crate::offload::{partial_csum_hdr, split_tso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, VNET_HDR_LEN};
+use crate::offload::{
+    partial_csum_hdr, split_tso, split_uso, Coalescer, VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_UDP_L4, VNET_HDR_LEN,
+};
 use crate::scenario::EmuScenario;
 use crate::switch::{host_addr, Stats, Switch, HEADROOM};
 use crate::tun::Tun;
-use gradwire_core::time::{Time, MS, NS};
+use gradwire_core::time::{MS, NS};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -119,6 +121,12 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
         eprintln!("gradwire-emu: removed stale namespace {ns} (its run is gone)");
     }
     let mut sw = Switch::new(s);
+    if let Ok(spec) = std::env::var("GRADWIRE_EMU_TRACE") {
+        let (port, file) = spec
+            .split_once(':')
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "GRADWIRE_EMU_TRACE is PORT:FILE"))?;
+        sw.trace_port(port, std::path::Path::new(file))?;
+    }
     let mut built = Built(Vec::new());
     let mut tuns = Vec::new();
     let mut hosts = Vec::new();
@@ -173,12 +181,13 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
     let mut big = vec![0u8; VNET_HDR_LEN + 65_536];
     let mut scratch = Vec::new();
     let mut merge: Vec<Coalescer> = tuns.iter().map(|_| Coalescer::default()).collect();
-    // When each TUN device was last found empty. A packet read from it was written by the
-    // host's kernel since then; it enters the host's NIC port at that time, the earliest it
-    // can have been sent. Stamped with the time of the read instead, every stretch the
-    // switch spends off the CPU (tens of ms on a loaded machine) would be lost to the
-    // link: its shaper would start serializing the backlog only when read.
-    let mut empty_at: Vec<Time> = vec![0; tuns.len()];
+    // A packet read from a TUN device enters its host's NIC port at the time the device was
+    // last found empty (`Switch::host_idle`): the host's kernel wrote it since then, so
+    // that is the earliest it can have been sent. Stamped with the time of the read
+    // instead, every stretch the switch spends off the CPU (tens of ms on a loaded
+    // machine) would be lost to the link. Each round reads every device first and then
+    // runs the fabric only as far as `Switch::horizon`, so no packet is stamped before an
+    // event that already ran.
     while !STOP.load(Ordering::SeqCst) {
         let now = clock();
         if end.is_some_and(|e| now >= e) {
@@ -188,35 +197,15 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             write_stats(&sw, &tc)?;
             next_stats = now + 200 * MS;
         }
-        if offload {
-            sw.advance(now, |h, head, pkt| merge[h as usize].push(VnetHdr::parse(head), pkt));
-            for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| !m.is_empty()) {
-                let mut calls = 0;
-                let mut errors = 0;
-                let n = m.flush(|iov| {
-                    calls += 1;
-                    errors += tuns[h].send_parts(iov).is_err() as u64;
-                });
-                tc.writes += n;
-                tc.write_calls += calls;
-                tc.write_errors += errors;
-            }
-        } else {
-            sw.advance(now, |h, _, pkt| {
-                tc.write_calls += 1;
-                match tuns[h as usize].send(pkt) {
-                    Ok(()) => tc.writes += 1,
-                    Err(_) => tc.write_errors += 1,
-                }
-            });
-        }
         let mut got = 0;
         for (h, tun) in tuns.iter().enumerate() {
+            let host = h as u32;
+            let read_at = clock();
+            let mut empty = false;
             for _ in 0..BATCH {
-                let at = empty_at[h];
                 if offload {
                     let Some(n) = tun.recv(&mut big)? else {
-                        empty_at[h] = clock();
+                        empty = true;
                         break;
                     };
                     tc.read_calls += 1;
@@ -232,13 +221,20 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         }
                         vh.write(&mut slot[..VNET_HDR_LEN]);
                         slot[HEADROOM..HEADROOM + seg.len()].copy_from_slice(seg);
-                        sw.ingress(h as u32, id, seg.len(), at);
+                        sw.ingress(host, id, seg.len(), read_at);
                         got += 1;
                     };
                     match v.gso_type & !GSO_ECN {
                         GSO_NONE => ingest(pkt, v),
                         GSO_TCPV4 => {
                             if !split_tso(pkt, v.gso_size as usize, &mut scratch, |seg| {
+                                ingest(seg, partial_csum_hdr(seg))
+                            }) {
+                                tc.unsupported_gso += 1;
+                            }
+                        }
+                        GSO_UDP_L4 => {
+                            if !split_uso(pkt, v.gso_size as usize, &mut scratch, |seg| {
                                 ingest(seg, partial_csum_hdr(seg))
                             }) {
                                 tc.unsupported_gso += 1;
@@ -252,18 +248,46 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                         Some(len) => {
                             tc.read_calls += 1;
                             got += 1;
-                            sw.ingress(h as u32, id, len, at);
+                            sw.ingress(host, id, len, read_at);
                         }
                         None => {
-                            empty_at[h] = clock();
                             sw.release_slot(id);
+                            empty = true;
                             break;
                         }
                     }
                 }
             }
+            if empty {
+                sw.host_idle(host, clock());
+            } else {
+                sw.host_backlogged(host, clock());
+            }
         }
         tc.reads += got;
+        let horizon = sw.horizon(clock());
+        if offload {
+            sw.advance(horizon, |h, head, pkt| merge[h as usize].push(VnetHdr::parse(head), pkt));
+            for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| !m.is_empty()) {
+                let mut calls = 0;
+                let mut errors = 0;
+                let n = m.flush(|iov| {
+                    calls += 1;
+                    errors += tuns[h].send_parts(iov).is_err() as u64;
+                });
+                tc.writes += n;
+                tc.write_calls += calls;
+                tc.write_errors += errors;
+            }
+        } else {
+            sw.advance(horizon, |h, _, pkt| {
+                tc.write_calls += 1;
+                match tuns[h as usize].send(pkt) {
+                    Ok(()) => tc.writes += 1,
+                    Err(_) => tc.write_errors += 1,
+                }
+            });
+        }
         if got > 0 {
             continue;
         }

@@ -10,7 +10,7 @@
 use crate::ipv4::{self, ParseError};
 use gradwire_core::packet::Packet;
 use gradwire_core::switch::{worker_fallback, Admit, BufferPool, DropReason, PcnMark, PcnRegister};
-use gradwire_core::time::{serialization, Time, NS, US};
+use gradwire_core::time::{serialization, Time, MS, NS, US};
 use gradwire_sim::fabric::{Fabric, Hdr};
 use gradwire_sim::output::PacketCounts;
 use gradwire_sim::routing::{PortId, Routes};
@@ -32,6 +32,11 @@ pub const SUBNET: [u8; 3] = [10, 77, 0];
 /// Bytes before the packet in every buffer: the driver keeps per-packet metadata there
 /// (the TUN device's virtio-net header), which the switch carries along untouched.
 pub const HEADROOM: usize = 16;
+
+/// How long the switch may read a host's TUN device without finding it empty (a sender
+/// faster than the switch reads) before deliveries go on without it: that host's
+/// packets then enter its NIC port at most this long before they are read.
+pub const MAX_LAG: Time = 2 * MS;
 
 pub fn host_addr(host: u32) -> [u8; 4] {
     [SUBNET[0], SUBNET[1], SUBNET[2], (host + 1) as u8]
@@ -92,6 +97,25 @@ impl Pcn {
     }
 }
 
+/// Packets read from a host's TUN device stamped before the fabric's clock (see
+/// [`Switch::horizon`]): they enter their NIC port at the clock instead, later than the
+/// host wrote them. Only a device read for [`MAX_LAG`] without being found empty lets the
+/// clock pass a host's idle time.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StaleIngress {
+    pub packets: u64,
+    /// The worst, in microseconds behind the clock.
+    pub max_us: u64,
+}
+
+/// Every packet offered to one port, as CSV (`GRADWIRE_EMU_TRACE=PORT:FILE`): the offer's
+/// time and the fabric's clock (ns), the source host, bytes, queue bytes before the offer,
+/// and whether it was queued.
+struct Trace {
+    port: PortId,
+    out: std::io::BufWriter<std::fs::File>,
+}
+
 /// What PCN's registers did, summed over the switch ports.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PcnTotals {
@@ -130,6 +154,15 @@ pub struct Switch {
     pub drops: [u64; DropReason::ALL.len()],
     pub ignored: Ignored,
     mtu: usize,
+    /// Every event up to this time has run.
+    clock: Time,
+    /// When each host's TUN device was last found empty: what it sends next, it wrote
+    /// later, and enters the host's NIC port at this time (the earliest it can have).
+    idle: Vec<Time>,
+    /// Since when each host's device has been read without being found empty.
+    backlogged: Vec<Option<Time>>,
+    stale: StaleIngress,
+    trace: Option<Trace>,
 }
 
 impl Switch {
@@ -152,6 +185,7 @@ impl Switch {
             let pool = fabric.ports[p as usize].pool as usize;
             fabric.pools[pool] = BufferPool::unbounded();
         }
+        let hosts = topo.hosts as usize;
         Switch {
             pcn: Pcn::new(s, &topo, &fabric),
             nic_limit: s.sim.host.nic_queue_bytes,
@@ -171,7 +205,23 @@ impl Switch {
             drops: [0; DropReason::ALL.len()],
             ignored: Ignored::default(),
             mtu: s.mtu() as usize,
+            clock: 0,
+            idle: vec![0; hosts],
+            backlogged: vec![None; hosts],
+            stale: StaleIngress::default(),
+            trace: None,
         }
+    }
+
+    /// Trace every packet offered to the port `name` into `path` (see [`Trace`]).
+    pub fn trace_port(&mut self, name: &str, path: &std::path::Path) -> std::io::Result<()> {
+        let port = self.fabric.ports.iter().position(|p| p.name == name).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no port {name:?} to trace"))
+        })? as PortId;
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        std::io::Write::write_all(&mut out, b"t_ns,clock_ns,src,bytes,queue_bytes,queued\n")?;
+        self.trace = Some(Trace { port, out });
+        Ok(())
     }
 
     pub fn hosts(&self) -> u32 {
@@ -201,8 +251,40 @@ impl Switch {
         self.free.push(id);
     }
 
-    /// Host `host` sent the `len`-byte packet at `HEADROOM..` of slot `id` at `now`.
-    pub fn ingress(&mut self, host: u32, id: u32, len: usize, now: Time) {
+    /// Host `host`'s TUN device was found empty at `t`.
+    pub fn host_idle(&mut self, host: u32, t: Time) {
+        let idle = &mut self.idle[host as usize];
+        *idle = (*idle).max(t);
+        self.backlogged[host as usize] = None;
+    }
+
+    /// Host `host`'s TUN device still held packets at `t` when the switch stopped reading
+    /// it for this round. After [`MAX_LAG`] of that its idle time follows `t - MAX_LAG`.
+    pub fn host_backlogged(&mut self, host: u32, t: Time) {
+        let since = *self.backlogged[host as usize].get_or_insert(t);
+        if t > since + MAX_LAG {
+            let idle = &mut self.idle[host as usize];
+            *idle = (*idle).max(t - MAX_LAG);
+        }
+    }
+
+    /// How far [`Switch::advance`] may run at wall time `now`: to the earliest time a host's
+    /// TUN device was last found empty (see [`Switch::host_backlogged`]). A packet
+    /// still unread enters its NIC port at its host's idle time, so no event before then
+    /// may run yet: a port that ran ahead (on another host's packets) would queue a late
+    /// read backlog behind traffic that followed it. That is how one sender per port
+    /// filled the ring's ports: its backlog, read after a late wake and stamped 10–20 ms
+    /// in the past, queued behind the acknowledgments a third host had sent since.
+    pub fn horizon(&self, now: Time) -> Time {
+        self.idle.iter().copied().min().unwrap_or(now).min(now)
+    }
+
+    /// Host `host` sent the `len`-byte packet at `HEADROOM..` of slot `id`, read at
+    /// `read_at`: it enters the host's NIC port when the host's TUN device was last found
+    /// empty, or at the fabric's clock if that has passed.
+    pub fn ingress(&mut self, host: u32, id: u32, len: usize, read_at: Time) {
+        let written = self.idle[host as usize];
+        let now = written.max(self.clock);
         let info = match ipv4::parse(&self.slots[id as usize][HEADROOM..HEADROOM + len]) {
             Ok(info) => info,
             Err(e) => {
@@ -227,10 +309,23 @@ impl Switch {
             ect: info.ect(),
             rank: 0,
         };
+        if written < self.clock {
+            self.stale.packets += 1;
+            self.stale.max_us = self.stale.max_us.max((self.clock - written) / US);
+        }
         let nic = self.nic[host as usize];
         if info.proto != 6 && self.nic_limit > 0 {
+            // The NIC's backlog when the host wrote the packet, at the latest (when it was
+            // read): the packet is stamped at the device's idle time, and a backlog read
+            // after a late wake all carries that one stamp although the host wrote it over
+            // the whole wait while its NIC drained. Counted at the stamp, a sender within
+            // the line rate would overflow the queue after every late wake of the switch.
             let port = &mut self.fabric.ports[nic as usize];
-            if port.queue.bytes() + hdr.wire_bytes as u64 > self.nic_limit {
+            let queued = port.tx_time(port.queue.bytes().min(u32::MAX as u64) as u32);
+            let drained_at = port.busy_until.max(now) + queued;
+            let behind = drained_at.saturating_sub(read_at.max(now));
+            let limit = port.tx_time(self.nic_limit.min(u32::MAX as u64) as u32);
+            if behind + port.tx_time(hdr.wire_bytes as u32) > limit {
                 port.queue.count_drop(DropReason::BufferFull);
                 return self.drop(id, DropReason::BufferFull);
             }
@@ -267,8 +362,15 @@ impl Switch {
         pkt.ecn.ect = hdr.ect;
         let port = &mut self.fabric.ports[p as usize];
         let pool = &mut self.fabric.pools[port.pool as usize];
+        let before = port.queue.bytes();
         let verdict = port.queue.enqueue(hdr, &pkt, pool);
         let busy = port.wake_pending;
+        if let Some(tr) = self.trace.as_mut().filter(|tr| tr.port == p) {
+            let src = (self.slots[hdr.id as usize][HEADROOM + 15] as u32).wrapping_sub(1);
+            let queued = matches!(verdict, Admit::Queued { .. });
+            let line = format!("{},{},{src},{},{before},{}\n", t / NS, self.clock / NS, hdr.wire_bytes, queued as u8);
+            let _ = std::io::Write::write_all(&mut tr.out, line.as_bytes());
+        }
         match verdict {
             Admit::Dropped(reason) => self.drop(hdr.id, reason),
             Admit::Queued { marked } => {
@@ -303,7 +405,8 @@ impl Switch {
         self.events.peek().map(|Reverse((t, _))| *t)
     }
 
-    /// Run every event due by `now`; `deliver(host, headroom, packet)` writes to a host's TUN.
+    /// Run every event due by `now` (the driver passes [`Switch::horizon`]);
+    /// `deliver(host, headroom, packet)` writes to a host's TUN.
     pub fn advance(&mut self, now: Time, mut deliver: impl FnMut(u32, &[u8], &[u8])) {
         while let Some(&Reverse((t, ev))) = self.events.peek() {
             if t > now {
@@ -318,6 +421,7 @@ impl Switch {
                 Event::Arrive(p) => self.arrive(p, t, &mut deliver),
             }
         }
+        self.clock = self.clock.max(now);
     }
 
     fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, &[u8], &[u8])) {
@@ -371,6 +475,7 @@ impl Switch {
             t
         });
         Stats {
+            stale_ingress: self.stale.clone(),
             pcn,
             drops: drops_of(&self.drops),
             ecn_marks: self.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
@@ -423,6 +528,7 @@ pub struct PortStats {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Stats {
+    pub stale_ingress: StaleIngress,
     /// With `emulate.pcn`: what the switch ports' PCN registers did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcn: Option<PcnTotals>,
@@ -444,11 +550,17 @@ mod tests {
         Switch::new(&scenario::load(toml).unwrap())
     }
 
-    /// Offer `pkt` from `host` at `t`.
-    fn send(sw: &mut Switch, host: u32, pkt: &[u8], t: Time) {
+    /// `host` wrote `pkt` to its TUN device; the switch reads it at `t`.
+    fn read(sw: &mut Switch, host: u32, pkt: &[u8], t: Time) {
         let id = sw.take_slot();
         sw.slot_mut(id)[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
         sw.ingress(host, id, pkt.len(), t);
+    }
+
+    /// Offer `pkt` from `host` at `t`.
+    fn send(sw: &mut Switch, host: u32, pkt: &[u8], t: Time) {
+        sw.host_idle(host, t);
+        read(sw, host, pkt, t);
     }
 
     /// Run to completion; every delivery as (time, host, packet).
@@ -536,40 +648,97 @@ mod tests {
         assert_eq!((st.port_bursts, st.ports_lowered), (1, 0));
     }
 
-    #[test]
-    fn packets_stamped_when_the_tun_was_last_empty_keep_a_sender_within_the_line_rate() {
-        // the driver's pattern (`run.rs`): reads of up to 64 packets, each entering the NIC
-        // port at the time its TUN device was last found empty, some wakes 10 ms late
-        let mut sw = switch("[topology]\nhosts_per_leaf = 2\n[switch]\nbuffer_bytes = 512000\n");
-        // the host writes a packet every 12.6 us (0.95 Gbit/s); the switch looks every 50 us,
-        // and once every 5 ms sleeps 10 ms
-        let gap = 12_632 * NS;
-        let mut written = 0u64;
-        let mut empty_at = 0;
-        let mut now = 0;
-        let mut k = 0;
-        while now < 200 * MS {
-            k += 1;
-            now += if k % 100 == 0 { 10 * MS } else { 50 * US };
-            sw.advance(now, |_, _, _| {});
-            let due = now / gap;
-            let mut n = 0;
-            while written < due && n < 64 {
-                let id = sw.take_slot();
-                let pkt = test_packet(host_addr(0), host_addr(1), 0b10, 1500);
-                sw.slot_mut(id)[HEADROOM..HEADROOM + 1500].copy_from_slice(&pkt);
-                sw.ingress(0, id, 1500, empty_at);
-                written += 1;
-                n += 1;
+    /// The driver's pattern (`run.rs`): rounds that read up to 64 packets from each host
+    /// (1 us a packet), noting each device found empty or still backlogged, then
+    /// `advance(horizon)`. After a round that read nothing the switch sleeps 50 us, and
+    /// every 100th sleep 10 ms (a late wake on a loaded machine). `writers`: host `h`
+    /// writes `packet` every `gap`.
+    fn drive(sw: &mut Switch, writers: &[(u32, Vec<u8>, Time)], until: Time) {
+        let mut taken = vec![0u64; writers.len()];
+        let (mut now, mut sleeps) = (0, 0);
+        while now < until {
+            let mut got = 0;
+            for h in 0..sw.hosts() {
+                let mut n = 0;
+                loop {
+                    // the host's oldest unread packet, if written by now
+                    let next = (writers.iter().enumerate())
+                        .filter(|(i, w)| w.0 == h && (taken[*i] + 1) * w.2 <= now)
+                        .min_by_key(|(i, w)| (taken[*i] + 1) * w.2);
+                    let Some((i, w)) = next else {
+                        sw.host_idle(h, now);
+                        break;
+                    };
+                    if n == 64 {
+                        sw.host_backlogged(h, now);
+                        break;
+                    }
+                    read(sw, h, &w.1, now);
+                    taken[i] += 1;
+                    n += 1;
+                    now += US;
+                }
+                got += n;
             }
-            if written >= due {
-                empty_at = now;
+            sw.advance(sw.horizon(now), |_, _, _| {});
+            if got == 0 {
+                sleeps += 1;
+                now += if sleeps % 100 == 0 { 10 * MS } else { 50 * US };
             }
         }
+    }
+
+    fn port<'a>(st: &'a Stats, name: &str) -> &'a PortStats {
+        st.ports.iter().find(|p| p.name == name).unwrap()
+    }
+
+    #[test]
+    fn packets_stamped_when_the_tun_was_last_empty_keep_a_sender_within_the_line_rate() {
+        // a 300 KB NIC queue: a 10 ms wake's backlog (1.2 MB) all carries one stamp, yet
+        // the host wrote it while its NIC drained, so nothing overflows
+        let mut sw = switch(
+            "[topology]\nhosts_per_leaf = 2\n[switch]\nbuffer_bytes = 512000\n[host]\nnic_queue_bytes = 300000\n",
+        );
+        // 0.95 Gbit/s of 1500-byte packets
+        let data = test_packet(host_addr(0), host_addr(1), 0b10, 1500);
+        drive(&mut sw, &[(0, data, 12_632 * NS)], 200 * MS);
         let st = sw.stats();
-        let leaf = st.ports.iter().find(|p| p.name == "leaf0->host1").unwrap();
-        let nic = st.ports.iter().find(|p| p.name == "host0->leaf0").unwrap();
+        let (leaf, nic) = (port(&st, "leaf0->host1"), port(&st, "host0->leaf0"));
         assert!(leaf.max_bytes <= 3000, "leaf {} nic {}", leaf.max_bytes, nic.max_bytes);
+        assert!(nic.max_bytes > 300_000, "the 10 ms wakes leave a backlog: {}", nic.max_bytes);
+        assert_eq!(nic.drops["buffer_full"], 0);
+    }
+
+    #[test]
+    fn a_late_read_backlog_does_not_queue_behind_a_third_hosts_later_packets() {
+        // the ring's port into host 1: host 0's data at 0.95 Gbit/s, and host 2's small
+        // control packets (its reports to host 1, a sender too) every 100 us. When the
+        // fabric ran to the wall clock before reading, host 2's packets (read at once)
+        // moved the port to the present and host 0's backlog after a 10 ms wake (read over
+        // several rounds, stamped 10 ms back) queued behind them: 512 KB and drops.
+        let mut sw = switch("[topology]\nhosts_per_leaf = 3\n[switch]\nbuffer_bytes = 512000\n");
+        let data = test_packet(host_addr(0), host_addr(1), 0b10, 1500);
+        let report = test_packet(host_addr(2), host_addr(1), tos(0, false), 64);
+        drive(&mut sw, &[(0, data, 12_632 * NS), (2, report, 100 * US)], 200 * MS);
+        let st = sw.stats();
+        let leaf = port(&st, "leaf0->host1");
+        // while host 0's NIC drains a 10 ms backlog at the line rate, host 2's packets add
+        // a few KB
+        assert!(leaf.max_bytes <= 15_000, "leaf0->host1 held {} B", leaf.max_bytes);
+        assert_eq!(leaf.drops["buffer_full"], 0);
+        assert_eq!(st.stale_ingress.packets, 0, "{:?}", st.stale_ingress);
+    }
+
+    #[test]
+    fn a_device_never_found_empty_holds_the_fabric_back_at_most_max_lag() {
+        let mut sw = switch("[topology]\nhosts_per_leaf = 2\n");
+        sw.host_idle(1, 10 * MS);
+        for t in (0..=10).map(|i| i * MS) {
+            sw.host_backlogged(0, t);
+        }
+        assert_eq!(sw.horizon(10 * MS), 10 * MS - MAX_LAG);
+        sw.host_idle(0, 10 * MS);
+        assert_eq!(sw.horizon(10 * MS), 10 * MS);
     }
 
     #[test]

@@ -15,6 +15,8 @@ const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUN_F_CSUM: libc::c_uint = 0x01;
 const TUN_F_TSO4: libc::c_uint = 0x02;
 const TUN_F_TSO_ECN: libc::c_uint = 0x08;
+const TUN_F_USO4: libc::c_uint = 0x20;
+const TUN_F_USO6: libc::c_uint = 0x40;
 
 #[repr(C)]
 struct IfReq {
@@ -57,9 +59,13 @@ impl Tun {
             return Err(io::Error::new(e.kind(), format!("TUNSETIFF {name}: {e}")));
         }
         if offload {
-            let features = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN;
+            let tso = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO_ECN;
             // SAFETY: TUNSETOFFLOAD takes the feature bits by value.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, features as libc::c_ulong) } < 0 {
+            let set = |features: libc::c_uint| unsafe {
+                libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, features as libc::c_ulong) >= 0
+            };
+            // UDP segmentation (kernel >= 6.2 knows it; both families or neither), else TCP only
+            if !set(tso | TUN_F_USO4 | TUN_F_USO6) && !set(tso) {
                 let e = io::Error::last_os_error();
                 return Err(io::Error::new(e.kind(), format!("TUNSETOFFLOAD {name}: {e}")));
             }

@@ -313,6 +313,7 @@ def _delta(before: dict, after: dict) -> dict:
         "random_loss": after["drops"]["random_loss"] - before["drops"]["random_loss"],
         "nic_drops": drops(after, True) - drops(before, True),
         "switch_drops": drops(after, False) - drops(before, False),
+        "switch_cpu_s": round(after["cpu_seconds"] - before["cpu_seconds"], 3),
     }
 
 
@@ -399,6 +400,12 @@ def run_allreduce(
                     "bytes": job["bytes"],
                     "iteration": it,
                     "time_s": max(r["times_s"][it] for r in results),
+                    # CPU time of all ranks together in this iteration, and whether every
+                    # rank got the exact sum (allreduce jobs only: None for the others)
+                    "ranks_cpu_s": (
+                        round(sum(r["cpu_s"][it] for r in results), 3) if all("cpu_s" in r for r in results) else None
+                    ),
+                    "exact": all(r["exact"][it] for r in results) if all("exact" in r for r in results) else None,
                     "lost_bytes": sum(r["lost_bytes"] for r in results),
                     "retransmits": sum(r["retransmits"] for r in results),
                     **counts,
