@@ -47,6 +47,7 @@ pub fn params(s: &Scenario) -> Params {
             resend_at_line_rate: tr.dlcp_resend_at_line_rate,
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             stop_behind_data: tr.dlcp_stop_behind_data,
+            start_rate_frac: tr.dlcp_start_rate_frac,
             ..DlcpConfig::default()
         },
         ltp: LtpConfig {
@@ -83,6 +84,7 @@ fn scenario_key(field: &str) -> &'static str {
         "delta" => "transport.rate_delta",
         "additive_increase_frac" => "transport.rate_increase_frac",
         "importance" => "transport.important_fraction",
+        "start_rate_frac" => "transport.dlcp_start_rate_frac",
         "ctrl_rto" => "transport.ctrl_rto_us",
         "lt_c" => "transport.ltp_c_ms",
         "initial_rtprop" => "topology.link_delay_ns",
@@ -254,6 +256,7 @@ mod tests {
         assert_eq!(err("transport.pull_loss_bound=-1").key, "transport.pull_loss_bound");
         assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
         assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
+        assert_eq!(err("transport.dlcp_start_rate_frac=0").key, "transport.dlcp_start_rate_frac");
         assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
         assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
         let e = err("transport.rto_min_us=-5");

@@ -31,7 +31,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(SMALL, overrides)
 }
 
-const OPTIONS: [&[&str]; 8] = [
+const OPTIONS: [&[&str]; 9] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -40,6 +40,7 @@ const OPTIONS: [&[&str]; 8] = [
     &["host.nic=fifo"],
     &["transport.dlcp_stop_behind_data=true"],
     &["transport.importance=median_profile"],
+    &["transport.dlcp_start_rate_frac=0.25"],
 ];
 
 #[test]
@@ -51,6 +52,7 @@ fn every_option_conserves_packets_and_is_deterministic() {
         "transport.dlcp_rate_state=tensor",
         "transport.dlcp_resend_at_line_rate=true",
         "transport.importance=fixed",
+        "transport.dlcp_start_rate_frac=1.0",
     ]);
     assert_eq!(spelled, outputs[0]);
     // and each option changes the run

@@ -309,6 +309,10 @@ pub struct TransportCfg {
     /// before requesting what is missing (0: at once, as dlcp.md; a deviation otherwise).
     #[serde(skip_serializing_if = "is_zero")]
     pub dlcp_retx_quiet_us: f64,
+    /// DLCP: a transfer without a carried rate starts at this share of line rate, in
+    /// (0, 1] (1: line rate, as dlcp.md; a deviation below 1).
+    #[serde(skip_serializing_if = "is_one")]
+    pub dlcp_start_rate_frac: f64,
     /// DLCP: STOP rides the transfer's data queue (ECN-capable) instead of the control
     /// queue, so it does not overtake data queued before it (a deviation).
     #[serde(skip_serializing_if = "is_false")]
@@ -401,6 +405,10 @@ fn is_zero(v: &f64) -> bool {
     *v == 0.0
 }
 
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
+}
+
 fn is_true(b: &bool) -> bool {
     *b
 }
@@ -435,6 +443,7 @@ impl Default for TransportCfg {
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,
             dlcp_stop_behind_data: false,
+            dlcp_start_rate_frac: 1.0,
             tcp_handshake: false,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
             tcp_connections: TcpConnections::PerFlow,
