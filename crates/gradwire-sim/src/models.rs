@@ -48,6 +48,43 @@ macro_rules! profiles {
 
 profiles!("alexnet", "inception_v3", "resnet18", "resnet50", "transformer", "vgg16");
 
+/// (name, JSON) of every embedded importance profile: per layer, the share of segments
+/// dlcp.md's median rule tags important in real gradients
+/// (`tools/dnn_profiles/grad_importance.py`).
+const IMPORTANCE: &[(&str, &str)] = &[
+    ("inception_v3", include_str!("../../../python/gradwire/models/importance/inception_v3.json")),
+    ("resnet18", include_str!("../../../python/gradwire/models/importance/resnet18.json")),
+    ("resnet50", include_str!("../../../python/gradwire/models/importance/resnet50.json")),
+];
+
+#[derive(Deserialize)]
+struct ImportanceLayer {
+    index: u32,
+    important_share: f64,
+}
+
+#[derive(Deserialize)]
+struct ImportanceProfile {
+    layers: Vec<ImportanceLayer>,
+}
+
+/// Per layer (forward order, as [`ModelProfile::layers`]), the share of a layer's
+/// segments the median rule tags important; refused under `key` for a model without one.
+pub fn important_shares(name: &str, key: &str) -> Result<Vec<f64>, ScenarioError> {
+    let known = || IMPORTANCE.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    let json = IMPORTANCE.iter().find(|(n, _)| *n == name).map(|(_, j)| *j).ok_or_else(|| {
+        ScenarioError::new(key, format!("no gradient-magnitude profile for model `{name}` (known: {})", known()))
+    })?;
+    let p: ImportanceProfile = serde_json::from_str(json)
+        .map_err(|e| ScenarioError::new(key, format!("importance profile `{name}` is corrupt: {e}")))?;
+    let layers = load(name)?.layers.len();
+    let in_order = p.layers.iter().enumerate().all(|(i, l)| l.index as usize == i);
+    if p.layers.len() != layers || !in_order || p.layers.iter().any(|l| !(0.0..=1.0).contains(&l.important_share)) {
+        return Err(ScenarioError::new(key, format!("importance profile `{name}` does not match its {layers} layers")));
+    }
+    Ok(p.layers.iter().map(|l| l.important_share).collect())
+}
+
 pub fn names() -> Vec<&'static str> {
     PROFILES.iter().map(|(n, _)| *n).collect()
 }
@@ -75,5 +112,22 @@ mod tests {
             assert!(last <= first, "{name}");
         }
         assert!(load("resnet51").unwrap_err().message.contains("resnet50"));
+    }
+
+    #[test]
+    fn importance_profiles_match_their_models_and_are_not_a_flat_half() {
+        for (name, _) in IMPORTANCE {
+            let shares = important_shares(name, "k").unwrap();
+            let p = load(name).unwrap();
+            let by_bytes =
+                shares.iter().zip(&p.layers).map(|(s, l)| s * l.bytes as f64).sum::<f64>() / p.total_bytes as f64;
+            // the median rule compares a packet's *mean* |g| with the median |g|: more than
+            // half of a layer's packets pass it, and the share varies from layer to layer
+            assert!(by_bytes > 0.5 && by_bytes < 1.0, "{name}: {by_bytes}");
+            assert!(shares.iter().any(|&s| s < 0.5) && shares.iter().any(|&s| s > 0.9), "{name}");
+        }
+        let e = important_shares("vgg16", "transport.importance").unwrap_err();
+        assert_eq!(e.key, "transport.importance");
+        assert!(e.message.contains("resnet50"), "{e}");
     }
 }

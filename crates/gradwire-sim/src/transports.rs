@@ -2,7 +2,7 @@
 //! core [`Transfer`]: the core's [`Builder`] makes the endpoints, so the simulator names no
 //! concrete transport.
 
-use crate::scenario::{DlcpRateState, Scenario, ScenarioError};
+use crate::scenario::{DlcpImportance, DlcpRateState, Scenario, ScenarioError, WorkloadKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time, NS};
@@ -47,6 +47,7 @@ pub fn params(s: &Scenario) -> Params {
             resend_at_line_rate: tr.dlcp_resend_at_line_rate,
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             stop_behind_data: tr.dlcp_stop_behind_data,
+            start_rate_frac: tr.dlcp_start_rate_frac,
             ..DlcpConfig::default()
         },
         ltp: LtpConfig {
@@ -83,6 +84,7 @@ fn scenario_key(field: &str) -> &'static str {
         "delta" => "transport.rate_delta",
         "additive_increase_frac" => "transport.rate_increase_frac",
         "importance" => "transport.important_fraction",
+        "start_rate_frac" => "transport.dlcp_start_rate_frac",
         "ctrl_rto" => "transport.ctrl_rto_us",
         "lt_c" => "transport.ltp_c_ms",
         "initial_rtprop" => "topology.link_delay_ns",
@@ -94,6 +96,7 @@ fn scenario_key(field: &str) -> &'static str {
 pub fn validate(s: &Scenario) -> Result<(), ScenarioError> {
     let refuse = |e: ConfigError| ScenarioError::new(scenario_key(&e.field), e.message);
     params(s).validate().map_err(refuse)?;
+    important_shares(s)?;
     gradwire_core::transport::check_loss_bound("pull_loss_bound", s.transport.pull_loss_bound)
         .map_err(|e| ScenarioError::new("transport.pull_loss_bound", e.message))
 }
@@ -107,6 +110,20 @@ pub struct EndpointFactory {
     data_priorities: u8,
     /// Some: TCP-based flows open their connections first (`crate::baselines`).
     handshakes: Option<crate::baselines::Handshakes>,
+    /// Some (`transport.importance = "median_profile"`): DLCP's important share per layer.
+    important_shares: Option<Vec<f64>>,
+}
+
+/// The per-layer important shares `transport.importance` asks for (None: `fixed`).
+fn important_shares(s: &Scenario) -> Result<Option<Vec<f64>>, ScenarioError> {
+    const KEY: &str = "transport.importance";
+    match s.transport.importance {
+        DlcpImportance::Fixed => Ok(None),
+        DlcpImportance::MedianProfile if s.workload.kind != WorkloadKind::Dnn => {
+            Err(ScenarioError::new(KEY, "`median_profile` needs a DNN workload (workload.kind = \"dnn\")"))
+        }
+        DlcpImportance::MedianProfile => crate::models::important_shares(&s.workload.model, KEY).map(Some),
+    }
 }
 
 impl EndpointFactory {
@@ -119,6 +136,7 @@ impl EndpointFactory {
             pull_loss_bound: s.transport.pull_loss_bound,
             data_priorities: s.switch.queues - 1,
             handshakes: crate::baselines::Handshakes::new(s),
+            important_shares: important_shares(s)?,
         })
     }
 
@@ -154,6 +172,7 @@ impl EndpointFactory {
             priority: self.data_class(spec),
             elem_bytes: self.builder.params().dlcp.elem_bytes,
             line_rate_bps,
+            important_fraction: self.important_shares.as_ref().and_then(|v| v.get(spec.layer as usize).copied()),
         }
     }
 
@@ -237,6 +256,7 @@ mod tests {
         assert_eq!(err("transport.pull_loss_bound=-1").key, "transport.pull_loss_bound");
         assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
         assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
+        assert_eq!(err("transport.dlcp_start_rate_frac=0").key, "transport.dlcp_start_rate_frac");
         assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
         assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
         let e = err("transport.rto_min_us=-5");
@@ -251,6 +271,28 @@ mod tests {
         );
         let e = err("transport.kind=tcp");
         assert!(e.message.contains("unknown variant `tcp`") && e.message.contains("pfabric"), "{e}");
+    }
+
+    #[test]
+    fn median_profile_importance_gives_each_layer_its_measured_share() {
+        let text = "[transport]\nkind = \"dlcp\"\n[workload]\nkind = \"dnn\"\nmodel = \"resnet50\"\nworkers = 4\nservers = 1\n";
+        let median = ["transport.importance=median_profile".to_string()];
+        let s = &load(text, &median).unwrap()[0].scenario;
+        let shares = crate::models::important_shares("resnet50", "k").unwrap();
+        let f = EndpointFactory::new(s).unwrap();
+        for layer in [0, 5, 106] {
+            let spec = FlowSpec { layer, layers: 107, ..spec(0, 1, 1000) };
+            assert_eq!(f.transfer(0, &spec, 1).important_fraction, Some(shares[layer as usize]));
+        }
+        assert!(shares.iter().any(|&x| x != shares[0]), "the shares differ per layer");
+        // `fixed` (the default) leaves it to `important_fraction`
+        let s = &load(text, &[]).unwrap()[0].scenario;
+        assert_eq!(EndpointFactory::new(s).unwrap().transfer(0, &spec(0, 1, 1000), 1).important_fraction, None);
+        // a workload without layers, a model without a profile: refused under the key
+        let incast = "[transport]\nkind = \"dlcp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
+        assert_eq!(load(incast, &median).unwrap_err().key, "transport.importance");
+        let e = load(text, &[median[0].clone(), "workload.model=vgg16".into()]).unwrap_err();
+        assert!(e.key == "transport.importance" && e.message.contains("no gradient-magnitude profile"), "{e}");
     }
 
     #[test]

@@ -31,7 +31,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(SMALL, overrides)
 }
 
-const OPTIONS: [&[&str]; 7] = [
+const OPTIONS: [&[&str]; 9] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -39,6 +39,8 @@ const OPTIONS: [&[&str]; 7] = [
     &["switch.queue0_reserve_bytes=15000", "switch.buffer_bytes=30000"],
     &["host.nic=fifo"],
     &["transport.dlcp_stop_behind_data=true"],
+    &["transport.importance=median_profile"],
+    &["transport.dlcp_start_rate_frac=0.25"],
 ];
 
 #[test]
@@ -46,7 +48,12 @@ fn every_option_conserves_packets_and_is_deterministic() {
     let outputs: Vec<String> =
         common::conserved_and_deterministic(SMALL, &OPTIONS).into_iter().map(|(csv, _)| csv).collect();
     // the defaults, spelled out, are the paper's behaviour byte for byte
-    let (spelled, _) = run(&["transport.dlcp_rate_state=tensor", "transport.dlcp_resend_at_line_rate=true"]);
+    let (spelled, _) = run(&[
+        "transport.dlcp_rate_state=tensor",
+        "transport.dlcp_resend_at_line_rate=true",
+        "transport.importance=fixed",
+        "transport.dlcp_start_rate_frac=1.0",
+    ]);
     assert_eq!(spelled, outputs[0]);
     // and each option changes the run
     assert!(outputs[1..].iter().all(|o| *o != outputs[0]));

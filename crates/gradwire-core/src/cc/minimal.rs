@@ -45,6 +45,17 @@ impl MinimalRate {
         }
     }
 
+    /// Start at `rate_bps` (clamped to `[min_rate_bps, line_rate_bps]`) instead of line
+    /// rate; below line rate in [`RatePhase::CongestionAvoidance`], so the rate also grows
+    /// additively from there (a deviation: dlcp.md starts at line rate).
+    pub fn starting_at(mut self, rate_bps: u64) -> Self {
+        self.rate_bps = rate_bps.clamp(self.min_rate_bps, self.line_rate_bps);
+        if self.rate_bps < self.line_rate_bps {
+            self.phase = RatePhase::CongestionAvoidance;
+        }
+        self
+    }
+
     /// Current sending rate, bit/s, in `[min_rate_bps, line_rate_bps]`.
     pub fn rate_bps(&self) -> u64 {
         self.rate_bps

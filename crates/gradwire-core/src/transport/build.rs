@@ -10,7 +10,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender};
+use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
@@ -252,6 +252,10 @@ pub struct Transfer {
     /// The sender's NIC rate, bit/s: DLCP's start rate, LTP's first bottleneck estimate,
     /// pFabric's window.
     pub line_rate_bps: u64,
+    /// DLCP: the share of this transfer's segments tagged important (`Some`: a seeded
+    /// choice at this share, e.g. the median rule's measured share for the transfer's
+    /// layer); `None`: the configuration's [`Importance`](super::dlcp::Importance).
+    pub important_fraction: Option<f64>,
 }
 
 /// The two ends of a transfer, for a driver that runs both (the simulator).
@@ -314,11 +318,17 @@ impl Builder {
     }
 
     fn dlcp(&self, t: &Transfer) -> DlcpConfig {
+        let importance = match (t.important_fraction, self.params.dlcp.importance) {
+            (None, configured) => configured,
+            (Some(fraction), Importance::Fraction { seed, .. }) => Importance::Fraction { fraction, seed },
+            (Some(fraction), _) => Importance::Fraction { fraction, seed: 0 },
+        };
         DlcpConfig {
             line_rate_bps: t.line_rate_bps,
             loss_bound: t.loss_bound,
             data_priority: t.priority,
             elem_bytes: t.elem_bytes,
+            importance,
             ..self.params.dlcp
         }
     }
@@ -418,6 +428,7 @@ mod tests {
             priority: 1,
             elem_bytes: 4,
             line_rate_bps: 10_000_000_000,
+            important_fraction: None,
         }
     }
 
@@ -466,6 +477,40 @@ mod tests {
         r.post(0);
         assert!(r.wants(0, 1440));
         assert_eq!(r.poll_transmit(0), None, "the local START's acknowledgement is dropped");
+    }
+
+    #[test]
+    fn a_transfers_important_fraction_overrides_the_configured_importance() {
+        // the share of ECN-capable data packets a sender of 1 000 segments emits
+        let share = |importance, important_fraction| {
+            let dlcp = DlcpConfig { importance, ..DlcpConfig::default() };
+            let b = Builder::new(Params { dlcp, ..Params::default() }).unwrap();
+            let t = Transfer { important_fraction, ..transfer(1440 * 1000) };
+            let mut s = b.sender(&t, 0).unwrap();
+            let (mut data, mut ect, mut now) = (0u32, 0u32, 0);
+            while data < 1000 {
+                match s.poll_transmit(now) {
+                    Some(p) if p.kind == PacketKind::Data => {
+                        data += 1;
+                        ect += p.ecn.ect as u32;
+                    }
+                    Some(_) => {}
+                    None => {
+                        now = s.poll_timeout().unwrap();
+                        s.handle_timeout(now);
+                    }
+                }
+            }
+            ect as f64 / data as f64
+        };
+        let half = Importance::Fraction { fraction: 0.5, seed: 7 };
+        assert_eq!(share(Importance::All, None), 1.0);
+        assert_eq!(share(Importance::All, Some(0.0)), 0.0);
+        assert_eq!(share(half, Some(1.0)), 1.0);
+        let s = share(half, Some(0.8));
+        assert!((0.75..0.85).contains(&s), "{s}");
+        let s = share(half, None);
+        assert!((0.45..0.55).contains(&s), "{s}");
     }
 
     #[test]

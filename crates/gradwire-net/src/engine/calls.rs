@@ -100,6 +100,7 @@ impl Engine {
             priority: tr.priority.clamp(1, 7),
             elem_bytes: dtype.size(),
             line_rate_bps: self.cfg.transport.line_rate_bps,
+            important_fraction: None,
         }
     }
 

@@ -278,8 +278,13 @@ pub struct TransportCfg {
     pub loss_bound: f64,
     /// DLCP: loss bound of PS pulls (aggregated, hence more important: tighter).
     pub pull_loss_bound: f64,
-    /// DLCP: share of segments tagged important (ECN-capable); 0.5 mimics the median rule.
+    /// DLCP: share of segments tagged important (ECN-capable) with `importance = "fixed"`.
     pub important_fraction: f64,
+    /// DLCP: which segments are important: `fixed` (`important_fraction` of every
+    /// transfer) or `median_profile` (per layer, the share dlcp.md's median rule tags in
+    /// real gradients of the DNN workload's model: `importance/<model>.json`).
+    #[serde(skip_serializing_if = "DlcpImportance::is_fixed")]
+    pub importance: DlcpImportance,
     /// DLCP minimal rate control: period, halving factor delta, additive increase.
     pub rate_period_us: f64,
     pub rate_delta: f64,
@@ -304,6 +309,10 @@ pub struct TransportCfg {
     /// before requesting what is missing (0: at once, as dlcp.md; a deviation otherwise).
     #[serde(skip_serializing_if = "is_zero")]
     pub dlcp_retx_quiet_us: f64,
+    /// DLCP: a transfer without a carried rate starts at this share of line rate, in
+    /// (0, 1] (1: line rate, as dlcp.md; a deviation below 1).
+    #[serde(skip_serializing_if = "is_one")]
+    pub dlcp_start_rate_frac: f64,
     /// DLCP: STOP rides the transfer's data queue (ECN-capable) instead of the control
     /// queue, so it does not overtake data queued before it (a deviation).
     #[serde(skip_serializing_if = "is_false")]
@@ -367,6 +376,25 @@ pub enum DlcpRateState {
     Pair,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DlcpImportance {
+    /// `transport.important_fraction` of every transfer's segments, chosen by a seeded hash.
+    #[default]
+    Fixed,
+    /// Per layer, the share of segments dlcp.md's median rule (mean |g| of a packet >= the
+    /// tensor's median |g|) tags important in gradients of a real training run of the
+    /// workload's model (`tools/dnn_profiles/grad_importance.py`); still a seeded choice
+    /// of which segments.
+    MedianProfile,
+}
+
+impl DlcpImportance {
+    pub fn is_fixed(&self) -> bool {
+        *self == DlcpImportance::Fixed
+    }
+}
+
 impl DlcpRateState {
     pub fn is_tensor(&self) -> bool {
         *self == DlcpRateState::Tensor
@@ -375,6 +403,10 @@ impl DlcpRateState {
 
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
 }
 
 fn is_true(b: &bool) -> bool {
@@ -399,6 +431,7 @@ impl Default for TransportCfg {
             loss_bound: 0.1,
             pull_loss_bound: 0.01,
             important_fraction: 0.5,
+            importance: DlcpImportance::Fixed,
             rate_period_us: 200.0,
             rate_delta: 2.0,
             rate_increase_frac: 0.05,
@@ -410,6 +443,7 @@ impl Default for TransportCfg {
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,
             dlcp_stop_behind_data: false,
+            dlcp_start_rate_frac: 1.0,
             tcp_handshake: false,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
             tcp_connections: TcpConnections::PerFlow,

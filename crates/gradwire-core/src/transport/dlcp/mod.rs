@@ -134,6 +134,12 @@ pub struct DlcpConfig {
     /// queued before it rather than overtaking it (a deviation, off by default). Sprayed
     /// packets on other paths can still arrive after it.
     pub stop_behind_data: bool,
+    /// Rate a transfer without a carried rate state starts at, as a share of line rate,
+    /// in `(0, 1]` (1, the default: line rate, as §3.2.1). Below 1 the transfer starts in
+    /// congestion avoidance and grows additively (a deviation, e.g. the fair share of an
+    /// N-to-1 incast, 1/N, so a tensor does not send line rate × period before its first
+    /// feedback).
+    pub start_rate_frac: f64,
     /// How far the sender's pacer may run ahead of its slots and catch up behind them
     /// (none in the simulator; a software host sends in bursts).
     pub pacing: Pacing,
@@ -159,6 +165,7 @@ impl Default for DlcpConfig {
             resend_at_line_rate: true,
             retx_quiet: 0,
             stop_behind_data: false,
+            start_rate_frac: 1.0,
             pacing: Pacing::default(),
         }
     }
@@ -181,6 +188,12 @@ impl DlcpConfig {
             return Err(ConfigError::new(
                 "additive_increase_frac",
                 format!("must be in [0, 1] (got {})", self.additive_increase_frac),
+            ));
+        }
+        if !(self.start_rate_frac > 0.0 && self.start_rate_frac <= 1.0) {
+            return Err(ConfigError::new(
+                "start_rate_frac",
+                format!("must be in (0, 1] (got {})", self.start_rate_frac),
             ));
         }
         if let Importance::Fraction { fraction, .. } = self.importance {

@@ -100,7 +100,12 @@ impl DlcpSender {
             state: State::Sending,
             ctrl: CtrlChannel::new(flow, src, dst, cfg.ctrl_bytes, cfg.ctrl_priority, cfg.ctrl_rto),
             cc: rate.unwrap_or_else(|| {
-                MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate)
+                let cc = MinimalRate::new(cfg.line_rate_bps, cfg.delta, cfg.additive_increase_frac, min_rate);
+                if cfg.start_rate_frac < 1.0 {
+                    cc.starting_at((cfg.line_rate_bps as f64 * cfg.start_rate_frac) as u64)
+                } else {
+                    cc
+                }
             }),
             queue: RunQueue::default(),
             accepted: HashSet::new(),

@@ -507,6 +507,37 @@ fn a_carried_rate_paces_the_first_round() {
 }
 
 #[test]
+fn a_start_rate_below_line_rate_paces_the_first_round_and_then_grows() {
+    let c = DlcpConfig { start_rate_frac: 0.25, ..cfg(0.0) };
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
+    let quarter = c.line_rate_bps / 4;
+    assert_eq!(s.rate_bps(), quarter);
+    let mut data = Vec::new();
+    let mut t = 0;
+    while data.len() < 3 {
+        while let Some(p) = s.poll_transmit(t) {
+            if p.kind == PacketKind::Data {
+                data.push(t);
+            }
+        }
+        t = s.poll_timeout().unwrap();
+    }
+    assert_eq!(data[2] - data[1], serialization(1500, quarter));
+    // in congestion avoidance: a period whose report shows no loss adds 5 % of line rate
+    let report = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, quarter, 64);
+    s.handle_packet(c.rate_period / 2, &report);
+    s.handle_timeout(c.rate_period);
+    assert_eq!(s.rate_bps(), quarter + c.line_rate_bps / 20);
+    // the paper's start: line rate, where a loss-free period changes nothing
+    assert_eq!(DlcpSender::new(cfg(0.0), FLOW, SRC, DST, 100_000, 0).rate_bps(), c.line_rate_bps);
+    // a carried state wins over the start rate
+    let carried = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, Some(halved(&c)));
+    assert_eq!(carried.rate_bps(), c.line_rate_bps / 2);
+    assert!(DlcpConfig { start_rate_frac: 0.0, ..cfg(0.0) }.validate().is_err());
+    assert!(DlcpConfig { start_rate_frac: 1.5, ..cfg(0.0) }.validate().is_err());
+}
+
+#[test]
 fn a_resend_round_restarts_at_line_rate_unless_configured_to_keep_the_rate() {
     for keep in [false, true] {
         let c = DlcpConfig { resend_at_line_rate: !keep, ..cfg(0.0) };
