@@ -63,7 +63,11 @@ pub fn params(s: &Scenario) -> Params {
         },
         // LTP's thresholds always live per link (ltp.md §III-B1); DLCP's rate state per
         // tensor unless the scenario asks for a deviation.
-        carry: Carry { dlcp_rate: tr.dlcp_rate_state == DlcpRateState::Pair, ltp_threshold: true },
+        carry: Carry {
+            dlcp_rate: tr.dlcp_rate_state != DlcpRateState::Tensor,
+            dlcp_rate_shared: tr.dlcp_rate_state == DlcpRateState::PairShared,
+            ltp_threshold: true,
+        },
     }
 }
 

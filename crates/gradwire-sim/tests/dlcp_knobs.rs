@@ -31,7 +31,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(SMALL, overrides)
 }
 
-const OPTIONS: [&[&str]; 9] = [
+const OPTIONS: [&[&str]; 10] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -41,6 +41,7 @@ const OPTIONS: [&[&str]; 9] = [
     &["transport.dlcp_stop_behind_data=true"],
     &["transport.importance=median_profile"],
     &["transport.dlcp_start_rate_frac=0.25"],
+    &["transport.dlcp_rate_state=pair_shared"],
 ];
 
 #[test]

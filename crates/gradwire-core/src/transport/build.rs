@@ -8,7 +8,8 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
 
 use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
@@ -134,6 +135,10 @@ pub struct Carry {
     /// DLCP's rate-control state, per (sender host, receiver host): a deviation, dlcp.md
     /// starts every tensor at line rate.
     pub dlcp_rate: bool,
+    /// With `dlcp_rate`: the transfers of a host pair that have data to send split the
+    /// pair's rate evenly instead of each sending at it (a deviation: the pair, not the
+    /// tensor, is then the unit of rate control).
+    pub dlcp_rate_shared: bool,
     /// LTP's LT threshold, per (sender host, receiver host, transfer size): each link keeps
     /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
     /// for a transfer of the same size (the same layer next iteration).
@@ -276,6 +281,8 @@ pub struct Builder {
     tcp: TcpConfig,
     pias: PiasConfig,
     rates: Links<(HostId, HostId), MinimalRate>,
+    /// Per host pair, its DLCP senders with data to send (`Carry::dlcp_rate_shared`).
+    sending: Mutex<HashMap<(HostId, HostId), Arc<AtomicU32>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
 }
 
@@ -296,6 +303,7 @@ impl Builder {
             tcp,
             params,
             rates: Default::default(),
+            sending: Default::default(),
             lt: Default::default(),
         })
     }
@@ -315,6 +323,7 @@ impl Builder {
     pub fn forget(&self) {
         self.lt.lock().expect("not poisoned").clear();
         self.rates.lock().expect("not poisoned").clear();
+        self.sending.lock().expect("not poisoned").clear();
     }
 
     fn dlcp(&self, t: &Transfer) -> DlcpConfig {
@@ -361,7 +370,13 @@ impl Builder {
                 let rate = cell(&self.rates, (t.src, t.dst));
                 let warm = *rate.lock().expect("not poisoned");
                 let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
-                Box::new(s.leaving_rate_in(rate))
+                let s = s.leaving_rate_in(rate);
+                if self.params.carry.dlcp_rate_shared {
+                    let sending = self.sending.lock().expect("not poisoned").entry((t.src, t.dst)).or_default().clone();
+                    Box::new(s.sharing_rate_with(sending))
+                } else {
+                    Box::new(s)
+                }
             }
             Kind::Dlcp => Box::new(DlcpSender::new(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now)),
             Kind::Ltp => Box::new(LtpSender::new(self.ltp(t), t.flow, t.src, t.dst, t.bytes, now)),

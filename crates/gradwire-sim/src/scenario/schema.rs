@@ -374,6 +374,9 @@ pub enum DlcpRateState {
     /// Per (sender host, receiver host): a transfer starts from the rate state the last
     /// one between the same hosts left.
     Pair,
+    /// As `Pair`, and the pair's transfers with data to send split its rate evenly rather
+    /// than each sending at it: the pair is the unit of rate control.
+    PairShared,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

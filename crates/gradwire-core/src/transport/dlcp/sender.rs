@@ -1,6 +1,8 @@
 //! DLCP sender: zero-RTT start, paced unreliable data, resend rounds on request.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use super::runs::RunQueue;
 use super::{DlcpConfig, RetxReq};
@@ -65,6 +67,10 @@ pub struct DlcpSender {
     /// With [`super::super::Carry::dlcp_rate`]: the host pair's rate state, left after
     /// every rate decision for the pair's next transfer.
     carried_rate: Option<Carried<MinimalRate>>,
+    /// With [`DlcpSender::sharing_rate_with`]: the host pair's senders that have data to
+    /// send, this one counted while its queue is not empty; each paces at the rate / count.
+    pair_sending: Option<Arc<AtomicU32>>,
+    counted: bool,
     stats: EndpointStats,
     retx_ignored: u64,
     done_pending: bool,
@@ -120,6 +126,8 @@ impl DlcpSender {
             report: None,
             skip_decision: false,
             carried_rate: None,
+            pair_sending: None,
+            counted: false,
             stats: EndpointStats::default(),
             retx_ignored: 0,
             done_pending: false,
@@ -140,6 +148,35 @@ impl DlcpSender {
     pub fn leaving_rate_in(mut self, cell: Carried<MinimalRate>) -> Self {
         self.carried_rate = Some(cell);
         self
+    }
+
+    /// Splits the rate with the host pair's other senders that have data to send: `sending`
+    /// counts them (this one while its queue is not empty) and each paces at its rate
+    /// divided by the count (a deviation; see [`super::super::Carry::dlcp_rate_shared`]).
+    pub fn sharing_rate_with(mut self, sending: Arc<AtomicU32>) -> Self {
+        self.pair_sending = Some(sending);
+        self.update_sending();
+        self
+    }
+
+    /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
+    fn update_sending(&mut self) {
+        let Some(sending) = &self.pair_sending else { return };
+        let now = self.state == State::Sending && !self.queue.is_empty();
+        if now != self.counted {
+            if now {
+                sending.fetch_add(1, Ordering::Relaxed);
+            } else {
+                sending.fetch_sub(1, Ordering::Relaxed);
+            }
+            self.counted = now;
+        }
+    }
+
+    /// The rate this sender paces at: its rate control's, or its share of it.
+    fn pacing_rate_bps(&self) -> u64 {
+        let n = self.pair_sending.as_ref().map_or(1, |s| s.load(Ordering::Relaxed).max(1));
+        (self.cc.rate_bps() / n as u64).max(1)
     }
 
     /// Importance per segment from real gradients ([`crate::tensor::importance_mask`]);
@@ -224,6 +261,7 @@ impl DlcpSender {
         self.accepted.insert(arg);
         self.queue.extend(runs);
         self.batch_complete |= req.last;
+        self.update_sending();
     }
 
     fn on_finish(&mut self, now: Time) {
@@ -232,6 +270,7 @@ impl DlcpSender {
         }
         self.state = State::Confirming;
         self.queue.clear();
+        self.update_sending();
         self.ctrl.cancel(CtrlOp::Start);
         self.ctrl.cancel(CtrlOp::Stop);
         self.ctrl.send(now, CtrlOp::Confirm, 0);
@@ -274,11 +313,12 @@ impl DlcpSender {
             None => self.cfg.importance.of(self.flow, index),
         };
         p.sent_at = now;
-        self.pacer.on_sent(now, p.wire_bytes, self.cc.rate_bps());
+        self.pacer.on_sent(now, p.wire_bytes, self.pacing_rate_bps());
         self.sent_in_period += p.wire_bytes as u64;
         if self.round > 0 {
             self.stats.retransmits += 1;
         }
+        self.update_sending();
         if self.queue.is_empty() && (self.round == 0 || self.batch_complete) {
             // Out of data: tell the receiver right behind the last packet. In a resend
             // round, only once the whole request has arrived.
@@ -367,5 +407,13 @@ impl Endpoint for DlcpSender {
 
     fn stats(&self) -> EndpointStats {
         self.stats
+    }
+}
+
+impl Drop for DlcpSender {
+    fn drop(&mut self) {
+        self.queue.clear();
+        self.state = State::Done;
+        self.update_sending();
     }
 }

@@ -507,6 +507,41 @@ fn a_carried_rate_paces_the_first_round() {
 }
 
 #[test]
+fn senders_sharing_a_pair_rate_split_it_while_both_have_data() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let c = cfg(0.0);
+    let sending = std::sync::Arc::new(AtomicU32::new(0));
+    // the gap between a sender's 2nd and 3rd data packets, polled alone from `t0`
+    fn gap(s: &mut DlcpSender, t0: Time) -> Time {
+        let (mut data, mut t) = (Vec::new(), t0);
+        while data.len() < 3 {
+            while let Some(p) = s.poll_transmit(t) {
+                if p.kind == PacketKind::Data {
+                    data.push(t);
+                }
+            }
+            t = s.poll_timeout().unwrap();
+        }
+        data[2] - data[1]
+    }
+    let mut a = DlcpSender::new(c, FLOW, SRC, DST, 1_000_000, 0).sharing_rate_with(sending.clone());
+    assert_eq!(sending.load(Ordering::Relaxed), 1);
+    assert_eq!(gap(&mut a, 0), serialization(1500, c.line_rate_bps), "alone: the whole rate");
+    let mut b = DlcpSender::new(c, FLOW + 1, SRC, DST, 1_000_000, 0).sharing_rate_with(sending.clone());
+    assert_eq!(sending.load(Ordering::Relaxed), 2);
+    assert_eq!(gap(&mut b, 0), serialization(1500, c.line_rate_bps / 2), "two with data: half each");
+    // a sender out of data (here: one segment, sent) leaves the count; so does a dropped one
+    let mut one = DlcpSender::new(c, FLOW + 2, SRC, DST, 1000, 0).sharing_rate_with(sending.clone());
+    assert_eq!(sending.load(Ordering::Relaxed), 3);
+    while one.poll_transmit(0).is_some() {}
+    assert_eq!(sending.load(Ordering::Relaxed), 2);
+    drop(b);
+    assert_eq!(sending.load(Ordering::Relaxed), 1);
+    drop(a);
+    assert_eq!(sending.load(Ordering::Relaxed), 0);
+}
+
+#[test]
 fn a_start_rate_below_line_rate_paces_the_first_round_and_then_grows() {
     let c = DlcpConfig { start_rate_frac: 0.25, ..cfg(0.0) };
     let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
