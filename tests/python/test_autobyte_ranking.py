@@ -163,7 +163,7 @@ def test_level_weight_one_is_plain_l2_and_lower_weights_only_the_level():
 def test_ensemble_round_trips_with_its_config(tmp_path):
     from gradwire.tune.autobyte import AutoByte, NetConfig
 
-    cfg = NetConfig(log_target=True, slot_embed=2, dense=16)
+    cfg = NetConfig(log_target=True, slot_embed=2, cell_embed=2, dense=16)
     ab = AutoByte(seed=3, config=cfg, members=2)
     conds = jagged_conditions()[:2]
     ab.fit([s for c in conds for s in c.samples()], epochs=2, batch=16)
@@ -171,6 +171,9 @@ def test_ensemble_round_trips_with_its_config(tmp_path):
     again = AutoByte.load(tmp_path / "e.pt")
     assert again.config == cfg and len(again.nets) == 2
     assert again.predict(conds[0].obs, JAGGED) == pytest.approx(ab.predict(conds[0].obs, JAGGED))
+    # a candidate off the paper's grid takes the "other" slot and cell
+    off = [Candidate(3 * MB, 9), Candidate(64 * MB, 1)]
+    assert all(v > 0 for v in again.predict(conds[0].obs, off).values())
 
 
 def test_head_only_fine_tuning_keeps_the_encoders():

@@ -11,11 +11,12 @@ Inputs (Table II), per observation:
   reads their mean, min and max (any number of workers).
 - static features: workers, layers, and learned embeddings of the model and of the
   architecture (``"ps"`` or ``"ring"``).
-- the candidate: log2 S_p and the credit multiple k.
+- the candidate: log2 S_p and the credit multiple k, and (:class:`NetConfig`) learned
+  embeddings of its place on the paper's grid.
 
-Two dense layers map the concatenation to a speed (samples/s); the loss is L2. The runtime
-features are encoded once per observation and shared by every candidate, so scoring the
-whole grid costs one LSTM pass plus one small batched MLP.
+Two dense layers map the concatenation to a speed (samples/s, or its log); the loss is L2.
+The runtime features are encoded once per observation and shared by every candidate, so
+scoring the whole grid costs one LSTM pass plus one small batched MLP.
 """
 
 from __future__ import annotations
