@@ -85,7 +85,7 @@ def test_autobyte_train_writes_weights_that_load(tmp_path):
 def test_the_shipped_weights_load_and_are_small():
     from gradwire.tune import offline
 
-    assert offline.WEIGHTS.stat().st_size < 200_000
+    assert offline.WEIGHTS.stat().st_size < 1_000_000  # "small": three networks of ~95 KB
     ab = offline.load_default()
     g = grid()
     pred = ab.predict(observation(SPEC, SimJob(SPEC, None).run(2)), g)

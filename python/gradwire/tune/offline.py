@@ -128,7 +128,7 @@ LR = 1e-2
 #: Observations per batch.
 BATCH_CONDITIONS = 8
 #: Networks trained from different seeds and averaged.
-MEMBERS = 1
+MEMBERS = 3
 
 
 def fit_model(
