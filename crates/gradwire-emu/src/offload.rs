@@ -203,48 +203,33 @@ impl Coalescer {
             if j == i + 1 {
                 vnet.write(&mut vh);
                 write(&[IoSlice::new(&vh), IoSlice::new(first)]);
-            } else if let Some(ihl) = udp_ihl(first) {
-                let hl = ihl + 8;
-                let seg = len - hl;
-                let total: usize = hl + self.pkts[i..j].iter().map(|&(_, l, _)| l - hl).sum::<usize>();
-                self.merged_header.clear();
-                self.merged_header.extend_from_slice(&first[..hl]);
-                set_ip_len_and_checksum(&mut self.merged_header, total);
-                set_udp_len(&mut self.merged_header, ihl, total - ihl);
-                let h = VnetHdr {
-                    flags: F_NEEDS_CSUM,
-                    gso_type: GSO_UDP_L4,
-                    hdr_len: hl as u16,
-                    gso_size: seg as u16,
-                    csum_start: ihl as u16,
-                    csum_offset: 6,
-                };
-                h.write(&mut vh);
-                let mut iov = Vec::with_capacity(2 + j - i);
-                iov.push(IoSlice::new(&vh));
-                iov.push(IoSlice::new(&self.merged_header));
-                for &(s, l, _) in &self.pkts[i..j] {
-                    iov.push(IoSlice::new(&self.arena[s + hl..s + l]));
-                }
-                write(&iov);
             } else {
-                let (ihl, hl) = tcp_headers(first).expect("runs are TCP or UDP");
-                let seg = len - hl;
+                let (ihl, hl, gso_type, csum_offset) = match udp_ihl(first) {
+                    Some(ihl) => (ihl, ihl + 8, GSO_UDP_L4, 6),
+                    None => {
+                        let (ihl, hl) = tcp_headers(first).expect("runs are TCP or UDP");
+                        // no GSO_ECN: that flag is about CWR, which never starts a merged run
+                        (ihl, hl, GSO_TCPV4, 16)
+                    }
+                };
                 let total: usize = hl + self.pkts[i..j].iter().map(|&(_, l, _)| l - hl).sum::<usize>();
                 self.merged_header.clear();
                 self.merged_header.extend_from_slice(&first[..hl]);
                 set_ip_len_and_checksum(&mut self.merged_header, total);
-                // the merged packet carries the last segment's PSH/FIN, as GRO's does
-                let (ls, _, _) = self.pkts[j - 1];
-                self.merged_header[ihl + 13] |= self.arena[ls + ihl + 13] & 0x09;
+                if gso_type == GSO_UDP_L4 {
+                    set_udp_len(&mut self.merged_header, ihl, total - ihl);
+                } else {
+                    // the merged packet carries the last segment's PSH/FIN, as GRO's does
+                    let (ls, _, _) = self.pkts[j - 1];
+                    self.merged_header[ihl + 13] |= self.arena[ls + ihl + 13] & 0x09;
+                }
                 let h = VnetHdr {
                     flags: F_NEEDS_CSUM,
-                    // no GSO_ECN: that flag is about CWR, which never starts a merged run
-                    gso_type: GSO_TCPV4,
+                    gso_type,
                     hdr_len: hl as u16,
-                    gso_size: seg as u16,
+                    gso_size: (len - hl) as u16,
                     csum_start: ihl as u16,
-                    csum_offset: 16,
+                    csum_offset,
                 };
                 h.write(&mut vh);
                 let mut iov = Vec::with_capacity(2 + j - i);
