@@ -485,13 +485,9 @@ fn halved(c: &DlcpConfig) -> crate::cc::MinimalRate {
     cc
 }
 
-#[test]
-fn a_carried_rate_paces_the_first_round() {
-    let c = cfg(0.0);
-    let mut s = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, Some(halved(&c)));
-    assert_eq!(s.rate_bps(), c.line_rate_bps / 2);
-    let mut data = Vec::new();
-    let mut t = 0;
+/// The gap between a sender's 2nd and 3rd data packets, polled alone from `t0`: its pace.
+fn data_gap(s: &mut DlcpSender, t0: Time) -> Time {
+    let (mut data, mut t) = (Vec::new(), t0);
     while data.len() < 3 {
         while let Some(p) = s.poll_transmit(t) {
             if p.kind == PacketKind::Data {
@@ -500,7 +496,15 @@ fn a_carried_rate_paces_the_first_round() {
         }
         t = s.poll_timeout().unwrap();
     }
-    assert_eq!(data[2] - data[1], serialization(1500, c.line_rate_bps / 2));
+    data[2] - data[1]
+}
+
+#[test]
+fn a_carried_rate_paces_the_first_round() {
+    let c = cfg(0.0);
+    let mut s = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, Some(halved(&c)));
+    assert_eq!(s.rate_bps(), c.line_rate_bps / 2);
+    assert_eq!(data_gap(&mut s, 0), serialization(1500, c.line_rate_bps / 2));
     // without a carried state: line rate
     let fresh = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, None);
     assert_eq!(fresh.rate_bps(), c.line_rate_bps);
@@ -511,25 +515,12 @@ fn senders_sharing_a_pair_rate_split_it_while_both_have_data() {
     use std::sync::atomic::{AtomicU32, Ordering};
     let c = cfg(0.0);
     let sending = std::sync::Arc::new(AtomicU32::new(0));
-    // the gap between a sender's 2nd and 3rd data packets, polled alone from `t0`
-    fn gap(s: &mut DlcpSender, t0: Time) -> Time {
-        let (mut data, mut t) = (Vec::new(), t0);
-        while data.len() < 3 {
-            while let Some(p) = s.poll_transmit(t) {
-                if p.kind == PacketKind::Data {
-                    data.push(t);
-                }
-            }
-            t = s.poll_timeout().unwrap();
-        }
-        data[2] - data[1]
-    }
     let mut a = DlcpSender::new(c, FLOW, SRC, DST, 1_000_000, 0).sharing_rate_with(sending.clone());
     assert_eq!(sending.load(Ordering::Relaxed), 1);
-    assert_eq!(gap(&mut a, 0), serialization(1500, c.line_rate_bps), "alone: the whole rate");
+    assert_eq!(data_gap(&mut a, 0), serialization(1500, c.line_rate_bps), "alone: the whole rate");
     let mut b = DlcpSender::new(c, FLOW + 1, SRC, DST, 1_000_000, 0).sharing_rate_with(sending.clone());
     assert_eq!(sending.load(Ordering::Relaxed), 2);
-    assert_eq!(gap(&mut b, 0), serialization(1500, c.line_rate_bps / 2), "two with data: half each");
+    assert_eq!(data_gap(&mut b, 0), serialization(1500, c.line_rate_bps / 2), "two with data: half each");
     // a sender out of data (here: one segment, sent) leaves the count; so does a dropped one
     let mut one = DlcpSender::new(c, FLOW + 2, SRC, DST, 1000, 0).sharing_rate_with(sending.clone());
     assert_eq!(sending.load(Ordering::Relaxed), 3);
@@ -547,17 +538,7 @@ fn a_start_rate_below_line_rate_paces_the_first_round_and_then_grows() {
     let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
     let quarter = c.line_rate_bps / 4;
     assert_eq!(s.rate_bps(), quarter);
-    let mut data = Vec::new();
-    let mut t = 0;
-    while data.len() < 3 {
-        while let Some(p) = s.poll_transmit(t) {
-            if p.kind == PacketKind::Data {
-                data.push(t);
-            }
-        }
-        t = s.poll_timeout().unwrap();
-    }
-    assert_eq!(data[2] - data[1], serialization(1500, quarter));
+    assert_eq!(data_gap(&mut s, 0), serialization(1500, quarter));
     // in congestion avoidance: a period whose report shows no loss adds 5 % of line rate
     let report = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, quarter, 64);
     s.handle_packet(c.rate_period / 2, &report);
