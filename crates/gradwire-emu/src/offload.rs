@@ -98,44 +98,20 @@ fn set_udp_len(pkt: &mut [u8], ihl: usize, len: usize) {
     pkt[ihl + 6..ihl + 8].copy_from_slice(&adjust_partial_csum(check, old, new).to_be_bytes());
 }
 
-/// Cut a UDP super-packet (partial checksum) into datagrams of `gso_size` payload bytes,
-/// the last one shorter; `emit(datagram)` gets each, its checksum still partial. Returns
-/// false (and emits nothing) if `pkt` is not unfragmented IPv4/UDP.
-pub fn split_uso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) -> bool {
-    let Some(ihl) = udp_ihl(pkt) else {
-        return false;
-    };
-    if gso_size == 0 {
-        return false;
-    }
-    let hl = ihl + 8;
-    let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
-    for (i, chunk) in pkt[hl..].chunks(gso_size).enumerate() {
-        scratch.clear();
-        scratch.extend_from_slice(&pkt[..hl]);
-        scratch.extend_from_slice(chunk);
-        let total = scratch.len();
-        scratch[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-        set_ip_len_and_checksum(scratch, total);
-        set_udp_len(scratch, ihl, 8 + chunk.len());
-        emit(scratch);
-    }
-    true
-}
-
-/// Cut a TCP super-packet into `gso_size` segments; `emit(segment)` gets each one with the
-/// checksum still partial. Returns false (and emits nothing) if `pkt` is not IPv4/TCP.
-pub fn split_tso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) -> bool {
-    let Some((ihl, hl)) = tcp_headers(pkt) else {
-        return false;
-    };
-    if gso_size == 0 {
-        return false;
-    }
+/// Cut `pkt`, whose headers are its first `hl` bytes, into packets of `gso_size` payload
+/// bytes (the last one shorter): each gets the headers, the next IP id, its IP length and
+/// header checksum, then `fix(packet, index, count)` for the transport header, and goes to
+/// `emit` with its checksum still partial.
+fn split(
+    pkt: &[u8],
+    hl: usize,
+    gso_size: usize,
+    scratch: &mut Vec<u8>,
+    mut fix: impl FnMut(&mut Vec<u8>, usize, usize),
+    mut emit: impl FnMut(&[u8]),
+) {
     let payload = &pkt[hl..];
-    let seq0 = u32::from_be_bytes([pkt[ihl + 4], pkt[ihl + 5], pkt[ihl + 6], pkt[ihl + 7]]);
     let id0 = u16::from_be_bytes([pkt[4], pkt[5]]);
-    let flags = pkt[ihl + 13];
     let n = payload.len().div_ceil(gso_size).max(1);
     for (i, chunk) in payload.chunks(gso_size).enumerate() {
         scratch.clear();
@@ -144,8 +120,49 @@ pub fn split_tso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, mut emit: i
         let total = scratch.len();
         scratch[4..6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
         set_ip_len_and_checksum(scratch, total);
+        fix(scratch, i, n);
+        emit(scratch);
+    }
+}
+
+/// Cut a UDP super-packet (partial checksum) into datagrams of `gso_size` payload bytes,
+/// the last one shorter; `emit(datagram)` gets each, its checksum still partial. Returns
+/// false (and emits nothing) if `pkt` is not unfragmented IPv4/UDP.
+pub fn split_uso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, emit: impl FnMut(&[u8])) -> bool {
+    let Some(ihl) = udp_ihl(pkt) else {
+        return false;
+    };
+    if gso_size == 0 {
+        return false;
+    }
+    split(
+        pkt,
+        ihl + 8,
+        gso_size,
+        scratch,
+        |d, _, _| {
+            let udp_len = d.len() - ihl;
+            set_udp_len(d, ihl, udp_len)
+        },
+        emit,
+    );
+    true
+}
+
+/// Cut a TCP super-packet into `gso_size` segments; `emit(segment)` gets each one with the
+/// checksum still partial. Returns false (and emits nothing) if `pkt` is not IPv4/TCP.
+pub fn split_tso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, emit: impl FnMut(&[u8])) -> bool {
+    let Some((ihl, hl)) = tcp_headers(pkt) else {
+        return false;
+    };
+    if gso_size == 0 {
+        return false;
+    }
+    let seq0 = u32::from_be_bytes([pkt[ihl + 4], pkt[ihl + 5], pkt[ihl + 6], pkt[ihl + 7]]);
+    let flags = pkt[ihl + 13];
+    let fix = |seg: &mut Vec<u8>, i: usize, n: usize| {
         let seq = seq0.wrapping_add((i * gso_size) as u32);
-        scratch[ihl + 4..ihl + 8].copy_from_slice(&seq.to_be_bytes());
+        seg[ihl + 4..ihl + 8].copy_from_slice(&seq.to_be_bytes());
         // FIN and PSH belong to the last segment, CWR to the first
         let mut f = flags;
         if i + 1 < n {
@@ -154,9 +171,9 @@ pub fn split_tso(pkt: &[u8], gso_size: usize, scratch: &mut Vec<u8>, mut emit: i
         if i > 0 {
             f &= !0x80;
         }
-        scratch[ihl + 13] = f;
-        emit(scratch);
-    }
+        seg[ihl + 13] = f;
+    };
+    split(pkt, hl, gso_size, scratch, fix, emit);
     true
 }
 
