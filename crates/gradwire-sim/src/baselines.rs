@@ -4,7 +4,7 @@
 use crate::scenario::{Scenario, TcpConnections, TransportKind};
 use gradwire_core::time::from_us;
 use gradwire_core::transport::tcp::handshake::{Accepting, Connecting, HandshakeConfig};
-use gradwire_core::transport::Pair as EndpointPair;
+use gradwire_core::transport::Pair;
 use std::cell::RefCell;
 use std::collections::HashSet;
 
@@ -32,7 +32,7 @@ impl Handshakes {
     }
 
     /// Flow `f`'s pair, behind a handshake if its connection must be opened.
-    pub fn wrap(&self, f: u32, src: u32, dst: u32, bytes: u64, (s, r): EndpointPair) -> EndpointPair {
+    pub fn wrap(&self, f: u32, src: u32, dst: u32, bytes: u64, (s, r): Pair) -> Pair {
         if let Some(done) = &self.connected {
             if !done.borrow_mut().insert((src, dst)) {
                 return (s, r);
