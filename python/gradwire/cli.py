@@ -532,13 +532,12 @@ def train(
 
         from gradwire.train.cli import configs_from
         from gradwire.train.cli import train as run_train
+        from gradwire.train.job import Settings
     except ImportError as e:
         raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
     try:
         configs = configs_from(backend or [], loss, bound)
-        run_train(
-            _out(),
-            configs,
+        settings = Settings(
             model=model,
             workers=workers,
             out=out,
@@ -549,8 +548,8 @@ def train(
             target=target,
             mss=mss,
             timeout=timeout,
-            repeats=repeats,
         )
+        run_train(_out(), configs, settings, repeats)
     except (ValueError, RuntimeError) as e:
         raise _fail(str(e), 1 if isinstance(e, RuntimeError) else EXIT_BAD_INPUT) from None
 

@@ -78,6 +78,8 @@ def _plot(df, k: float, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gradwire.figure import save
+
     fig, axes = plt.subplots(1, 2, figsize=(9.2, 3.4))
     for ax, key, label in (
         (axes[0], "start_queue_pkts", "queue at burst start (packets)"),
@@ -91,7 +93,4 @@ def _plot(df, k: float, path: Path) -> Path:
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize="small")
     fig.suptitle("PCN Fig. 9b/c: the bottleneck queue per burst", fontsize="medium")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from gradwire.figure import save  # noqa: E402
 from gradwire.results import collect, run_dirs  # noqa: E402
 from gradwire.runner import read_manifest  # noqa: E402
 
@@ -54,11 +55,7 @@ def plot_fct_cdf(results_dir: Path) -> Path:
     ax.set_ylim(0, 1.02)
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(f"FCT CDF: {scenario_label(results_dir)}", fontsize="medium")
-    fig.tight_layout()
-    path = Path(results_dir) / FCT_CDF
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, Path(results_dir) / FCT_CDF)
 
 
 def plot_fct_bars(results_dir: Path, df: pd.DataFrame | None = None) -> Path:
@@ -79,11 +76,7 @@ def plot_fct_bars(results_dir: Path, df: pd.DataFrame | None = None) -> Path:
     ax.set_title(f"FCT per run: {scenario_label(results_dir)}", fontsize="medium")
     ax.legend()
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = Path(results_dir) / FCT_BARS
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, Path(results_dir) / FCT_BARS)
 
 
 def plot_queues(results_dir: Path) -> Path | None:
@@ -101,11 +94,7 @@ def plot_queues(results_dir: Path) -> Path | None:
         ax.legend(fontsize="x-small", loc="upper right")
     axes[-1, 0].set_xlabel("time (µs)")
     fig.suptitle(f"Queue lengths: {scenario_label(results_dir)}", fontsize="medium")
-    fig.tight_layout()
-    path = Path(results_dir) / QUEUES
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, Path(results_dir) / QUEUES)
 
 
 def plot_all(results_dir: Path, df: pd.DataFrame | None = None) -> list[Path]:

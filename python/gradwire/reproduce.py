@@ -826,6 +826,8 @@ def plot(p: Plan, df, path: Path) -> Path:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from gradwire.figure import save
+
     repro = p.repro
     panels = list(_panels(df))
     nr, nc = len(panels), len(repro.metrics)
@@ -854,10 +856,7 @@ def plot(p: Plan, df, path: Path) -> Path:
             if r == 0 and c == 0:
                 ax.legend(fontsize="small")
     fig.suptitle(repro.title + (" (quick)" if p.quick else ""), fontsize="medium")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: float, n_procs: int) -> dict:

@@ -327,6 +327,8 @@ def plot(summary: dict[str, Any], path: Any) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gradwire.figure import save
+
     panels = [
         ("Observation 1", ["overall"]),
         ("by layer", ["front", "middle", "back"]),
@@ -353,6 +355,4 @@ def plot(summary: dict[str, Any], path: Any) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     axes[0][0].set_ylabel(f"epochs to {summary.get('target', 0):.0%} accuracy")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

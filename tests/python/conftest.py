@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,22 @@ def gradwire_cmd() -> list[str]:
     if found and Path(found).parent == Path(sys.executable).parent:
         return [found]
     return [sys.executable, "-m", "gradwire"]
+
+
+def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[str]:
+    """The output of every process in `procs`, all given `timeout` seconds together; on a
+    hang, kills them all and fails naming the first rank still running."""
+    deadline = time.monotonic() + timeout
+    logs = []
+    for r, p in enumerate(procs):
+        try:
+            log, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"rank {r} still running after {timeout} s (hang)") from None
+        logs.append(log)
+    return logs
 
 
 def run_cli(args, cwd=None, timeout=120) -> subprocess.CompletedProcess:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import wait_all
 from netns import NetnsCluster, netns_available, netns_unavailable_reason
 from runtime_worker import data
 
@@ -53,16 +54,7 @@ def run_job(
             procs.append(netns.exec(r, argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         else:
             procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    deadline = time.monotonic() + timeout
-    logs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise AssertionError(f"job did not finish within {timeout} s") from None
-        logs.append(out)
+    logs = wait_all(procs, timeout)
     results = []
     for r in range(world):
         f = tmp / f"rank{r}.json"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import wait_all
 
 from gradwire.launch import free_port
 
@@ -55,15 +56,8 @@ def run_ranks(
                 text=True,
             )
         )
-    deadline = time.monotonic() + timeout
     out = []
-    for r, p in enumerate(procs):
-        try:
-            log, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise AssertionError(f"rank {r} still running after {timeout} s (hang)") from None
+    for r, (p, log) in enumerate(zip(procs, wait_all(procs, timeout))):
         lines = [ln for ln in log.splitlines() if ln.startswith("RESULT ")]
         out.append(
             {

@@ -271,6 +271,20 @@ def count_layers(model, example_input):
     return layers, total
 
 
+def provenance(schema_version: int, name: str, source: str, generator: str) -> dict:
+    """The fields every file these tools write starts with: its schema version, the model
+    and where its definition comes from, the torch version and the tool that wrote it."""
+    import torch
+
+    return {
+        "schema_version": schema_version,
+        "model": name,
+        "source": source,
+        "torch_version": torch.__version__,
+        "generator": generator,
+    }
+
+
 def build_profile(
     name: str,
     batch_size: int = BATCH_SIZE,
@@ -314,11 +328,7 @@ def build_profile(
 
     total_fwd = sum(lay["fwd_flops"] for lay in layers)
     return {
-        "schema_version": SCHEMA_VERSION,
-        "model": name,
-        "source": source,
-        "torch_version": torch.__version__,
-        "generator": "tools/dnn_profiles/generate.py",
+        **provenance(SCHEMA_VERSION, name, source, "tools/dnn_profiles/generate.py"),
         "batch_size": batch_size,
         "input": input_desc,
         "device": device,

@@ -105,7 +105,7 @@ def layer_params(model, profile: dict) -> list[list]:
 def measure(name: str, steps: int, record_every: int, batch: int, lr: float, seed: int) -> dict:
     import torch
     import torchvision
-    from generate import build_model
+    from generate import build_model, provenance
 
     torch.manual_seed(seed)
     model, _, _, source = build_model(name)
@@ -147,11 +147,7 @@ def measure(name: str, steps: int, record_every: int, batch: int, lr: float, see
     ]
     total = sum(lay["bytes"] for lay in layers)
     return {
-        "schema_version": SCHEMA_VERSION,
-        "model": name,
-        "source": source,
-        "torch_version": torch.__version__,
-        "generator": "tools/dnn_profiles/grad_importance.py",
+        **provenance(SCHEMA_VERSION, name, source, "tools/dnn_profiles/grad_importance.py"),
         "rule": "dlcp.md §3.2.2: a packet is important iff the mean |g| of its elements >= the "
         "tensor's median |g| (lower median of an evenly spaced 0.1 % sample, at least one element)",
         "elems_per_segment": ELEMS_PER_SEGMENT,

@@ -222,12 +222,18 @@ mod tests {
         }
     }
 
+    /// A datagram: `h` encoded, then `payload`.
+    fn datagram(h: &Header, payload: &[u8]) -> Vec<u8> {
+        let mut buf = [0u8; HEADER_LEN];
+        h.encode(&mut buf);
+        let mut dgram = buf.to_vec();
+        dgram.extend_from_slice(payload);
+        dgram
+    }
+
     #[test]
     fn round_trip() {
-        let mut buf = [0u8; HEADER_LEN];
-        sample().encode(&mut buf);
-        let mut dgram = buf.to_vec();
-        dgram.extend_from_slice(b"hello");
+        let dgram = datagram(&sample(), b"hello");
         let (h, p) = Header::decode(&dgram).unwrap();
         assert_eq!(h, sample());
         assert_eq!(p, b"hello");
@@ -235,10 +241,7 @@ mod tests {
 
     #[test]
     fn rejects_lies_about_length() {
-        let mut buf = [0u8; HEADER_LEN];
-        sample().encode(&mut buf);
-        let mut dgram = buf.to_vec();
-        dgram.extend_from_slice(b"hi");
+        let dgram = datagram(&sample(), b"hi");
         assert_eq!(Header::decode(&dgram), Err(WireError::LengthMismatch { claimed: 5, actual: 2 }));
         assert_eq!(Header::decode(&dgram[..10]), Err(WireError::TooShort { got: 10 }));
     }
@@ -278,10 +281,7 @@ mod tests {
                                  payload in proptest::collection::vec(any::<u8>(), 0..64)) {
             let h = Header { kind: PacketKind::Ack, ect, ce, ece, priority: prio, session, flow,
                              payload_len: payload.len() as u32, seq };
-            let mut buf = [0u8; HEADER_LEN];
-            h.encode(&mut buf);
-            let mut d = buf.to_vec();
-            d.extend_from_slice(&payload);
+            let d = datagram(&h, &payload);
             let (got, p) = Header::decode(&d).unwrap();
             prop_assert_eq!(got, h);
             prop_assert_eq!(p, &payload[..]);

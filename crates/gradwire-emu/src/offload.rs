@@ -355,16 +355,23 @@ impl Coalescer {
 mod tests {
     use super::*;
 
-    fn tcp_super(payload: usize, tos: u8, flags: u8) -> Vec<u8> {
-        let mut p = vec![0u8; 20 + 32 + payload];
+    /// `len` bytes of IPv4 (TTL 64, protocol `proto`) from 10.77.0.1 port 40000 to
+    /// 10.77.0.2 port 5001; the caller fills in the rest and the lengths and checksums.
+    fn ipv4_ports(len: usize, tos: u8, proto: u8) -> Vec<u8> {
+        let mut p = vec![0u8; len];
         p[0] = 0x45;
         p[1] = tos;
         p[8] = 64;
-        p[9] = 6;
+        p[9] = proto;
         p[12..16].copy_from_slice(&[10, 77, 0, 1]);
         p[16..20].copy_from_slice(&[10, 77, 0, 2]);
         p[20..22].copy_from_slice(&40000u16.to_be_bytes());
         p[22..24].copy_from_slice(&5001u16.to_be_bytes());
+        p
+    }
+
+    fn tcp_super(payload: usize, tos: u8, flags: u8) -> Vec<u8> {
+        let mut p = ipv4_ports(20 + 32 + payload, tos, 6);
         p[24..28].copy_from_slice(&1000u32.to_be_bytes());
         p[32] = 8 << 4; // 32-byte TCP header (timestamps)
         p[33] = flags;
@@ -433,16 +440,8 @@ mod tests {
     }
 
     fn udp_super(payload: usize, tos: u8) -> Vec<u8> {
-        let mut p = vec![0u8; 28 + payload];
-        p[0] = 0x45;
-        p[1] = tos;
+        let mut p = ipv4_ports(28 + payload, tos, 17);
         p[6] = 0x40; // DF
-        p[8] = 64;
-        p[9] = 17;
-        p[12..16].copy_from_slice(&[10, 77, 0, 1]);
-        p[16..20].copy_from_slice(&[10, 77, 0, 2]);
-        p[20..22].copy_from_slice(&40000u16.to_be_bytes());
-        p[22..24].copy_from_slice(&5001u16.to_be_bytes());
         for (i, b) in p[28..].iter_mut().enumerate() {
             *b = (i * 7) as u8;
         }

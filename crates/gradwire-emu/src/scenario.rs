@@ -6,7 +6,7 @@
 //! Keys the file leaves out take emulator defaults (below) rather than the simulator's,
 //! whose 144-host 100G network would not fit in namespaces on one machine.
 
-use gradwire_sim::scenario::{from_table, Scenario, ScenarioError, SwitchPolicy, TopologyKind};
+use gradwire_sim::scenario::{apply_override, from_table, Scenario, ScenarioError, SwitchPolicy, TopologyKind};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -78,36 +78,13 @@ pub fn load_with(text: &str, overrides: &[String]) -> Result<EmuScenario, Scenar
     let mut root: toml::Table =
         toml::from_str(text).map_err(|e| ScenarioError::new("", format!("not valid TOML: {e}")))?;
     for ov in overrides {
-        set_override(&mut root, ov)?;
+        apply_override(&mut root, ov)?;
     }
     typed(root)
 }
 
 pub fn load(text: &str) -> Result<EmuScenario, ScenarioError> {
     load_with(text, &[])
-}
-
-fn set_override(root: &mut toml::Table, ov: &str) -> Result<(), ScenarioError> {
-    let Some((key, raw)) = ov.split_once('=') else {
-        return Err(ScenarioError::new("", format!("override `{ov}` is not key=value")));
-    };
-    let (key, raw) = (key.trim(), raw.trim());
-    // a TOML literal if it is one (numbers, booleans, quoted strings), else a bare string
-    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
-    let parts: Vec<&str> = key.split('.').collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err(ScenarioError::new(key, "is not a valid dotted key"));
-    }
-    let mut table = root;
-    for part in &parts[..parts.len() - 1] {
-        let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        table = entry.as_table_mut().ok_or_else(|| ScenarioError::new(key, format!("`{part}` is not a table")))?;
-    }
-    table.insert(parts[parts.len() - 1].to_string(), value);
-    Ok(())
 }
 
 fn typed(mut root: toml::Table) -> Result<EmuScenario, ScenarioError> {

@@ -374,12 +374,17 @@ mod tests {
         assert!(!j.direct[0] && !j.direct[1] && j.scratch[0].is_some() && j.scratch[1].is_some());
     }
 
+    /// Rank 0 sends bytes 8..24 of a 32-byte f32 buffer to rank 1, which may lose half of
+    /// them and applies `op`.
+    fn half_lossy(op: Op) -> Schedule {
+        let a = Transfer { src: 0, dst: 1, range: 8..24, op, after: vec![], loss_bound: 0.5, priority: 1 };
+        Schedule { name: "x".into(), world: 2, bytes: 32, elem_bytes: 4, transfers: vec![a] }
+    }
+
     #[test]
     fn a_direct_reduce_adds_in_place_keeps_its_bubbles_and_ignores_late_data() {
-        let a = Transfer { src: 0, dst: 1, range: 8..24, op: Op::Reduce, after: vec![], loss_bound: 0.5, priority: 1 };
-        let s = Schedule { name: "x".into(), world: 2, bytes: 32, elem_bytes: 4, transfers: vec![a] };
         let mut buf = vec![9f32; 8];
-        let mut j = job(s, 1, &mut buf);
+        let mut j = job(half_lossy(Op::Reduce), 1, &mut buf);
         assert!(j.direct[0]);
         // The payload sits at an odd address, as after a datagram header.
         let mut wire = vec![0u8; 1];
@@ -418,10 +423,8 @@ mod tests {
 
     #[test]
     fn a_direct_receive_zeroes_its_bubbles_and_ignores_late_data() {
-        let a = Transfer { src: 0, dst: 1, range: 8..24, op: Op::Copy, after: vec![], loss_bound: 0.5, priority: 1 };
-        let s = Schedule { name: "x".into(), world: 2, bytes: 32, elem_bytes: 4, transfers: vec![a] };
         let mut buf = vec![9f32; 8];
-        let mut j = job(s, 1, &mut buf);
+        let mut j = job(half_lossy(Op::Copy), 1, &mut buf);
         assert!(j.direct[0]);
         j.place(0, 0..4, &1f32.to_ne_bytes());
         j.apply(0, &[4..16]);

@@ -54,17 +54,11 @@ impl DataSender {
     /// shorter), all to `dst` with TOS `tos`. `WouldBlock` means the kernel buffer is full:
     /// the datagrams are dropped, as a full NIC queue would drop them.
     pub fn send_batch(&self, dst: SocketAddr, tos: u8, segment: usize, contents: &[u8]) -> io::Result<()> {
-        let addr = SockaddrStorage::from(dst);
-        let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
-        let fd = self.sock.as_raw_fd();
         if self.gso && contents.len() > segment {
-            let seg = segment as u16;
-            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
-            sendmsg(fd, &[IoSlice::new(contents)], &cmsgs, MsgFlags::empty(), Some(&addr))?;
-            return Ok(());
+            return self.send_one(dst, tos, Some(segment), &[IoSlice::new(contents)]);
         }
         for d in contents.chunks(segment.max(1)) {
-            sendmsg(fd, &[IoSlice::new(d)], &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+            self.send_one(dst, tos, None, &[IoSlice::new(d)])?;
         }
         Ok(())
     }
@@ -81,17 +75,30 @@ impl DataSender {
         per: usize,
         iov: &[IoSlice<'_>],
     ) -> io::Result<()> {
+        if self.gso && iov.len() > per {
+            return self.send_one(dst, tos, Some(segment), iov);
+        }
+        for d in iov.chunks(per) {
+            self.send_one(dst, tos, None, d)?;
+        }
+        Ok(())
+    }
+
+    /// One `sendmsg` of the gather list `iov` to `dst` with TOS `tos`: one datagram, or
+    /// with `gso_segment` datagrams of that many bytes cut by the kernel (UDP GSO).
+    fn send_one(&self, dst: SocketAddr, tos: u8, gso_segment: Option<usize>, iov: &[IoSlice<'_>]) -> io::Result<()> {
         let addr = SockaddrStorage::from(dst);
         let tos_cmsg = ControlMessage::Ipv4Tos(&tos);
         let fd = self.sock.as_raw_fd();
-        if self.gso && iov.len() > per {
-            let seg = segment as u16;
-            let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
-            sendmsg(fd, iov, &cmsgs, MsgFlags::empty(), Some(&addr))?;
-            return Ok(());
-        }
-        for d in iov.chunks(per) {
-            sendmsg(fd, d, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+        match gso_segment {
+            Some(segment) => {
+                let seg = segment as u16;
+                let cmsgs = [tos_cmsg, ControlMessage::UdpGsoSegments(&seg)];
+                sendmsg(fd, iov, &cmsgs, MsgFlags::empty(), Some(&addr))?;
+            }
+            None => {
+                sendmsg(fd, iov, &[tos_cmsg], MsgFlags::empty(), Some(&addr))?;
+            }
         }
         Ok(())
     }

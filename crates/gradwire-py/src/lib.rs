@@ -166,16 +166,8 @@ impl PySimulation {
     }
 
     /// `now_ns, stop_ns, flows_done, flows_total, events, finished`.
-    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let p = self.sim.progress();
-        let d = PyDict::new(py);
-        d.set_item("now_ns", p.now_ns)?;
-        d.set_item("stop_ns", p.stop_ns)?;
-        d.set_item("flows_done", p.flows_done)?;
-        d.set_item("flows_total", p.flows_total)?;
-        d.set_item("events", p.events)?;
-        d.set_item("finished", p.finished)?;
-        Ok(d)
+    fn progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py_json(py, &self.sim.progress())
     }
 
     /// The run's summary (the same dict as `summary.json`).

@@ -3,32 +3,11 @@
 
 mod common;
 
-/// 8 hosts in 2 racks, ResNet18 PS, 4 workers / 2 servers, sprayed: per-tensor incasts.
-const SMALL: &str = r#"
-[topology]
-leaves = 2
-hosts_per_leaf = 4
-spines = 2
-uplinks_per_leaf = 2
-link_delay_ns = 1000
-[switch]
-buffer_bytes = 100000
-ecn_threshold_packets = 20
-[routing]
-mode = "spray"
-[transport]
-kind = "dctcp"
-rto_min_us = 1000.0
-[workload]
-kind = "dnn"
-model = "resnet18"
-workers = 4
-servers = 2
-iterations = 1
-"#;
+/// The two-rack ResNet18 PS job, sprayed, on DCTCP with a 1 ms RTOmin.
+const SETUP: &[&str] = &["routing.mode=spray", "transport.kind=dctcp", "transport.rto_min_us=1000.0"];
 
 fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
-    common::run(SMALL, overrides)
+    common::run(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat())
 }
 
 const OPTIONS: &[&[&str]] = &[
@@ -47,7 +26,7 @@ const OPTIONS: &[&[&str]] = &[
 
 #[test]
 fn every_option_conserves_packets_and_is_deterministic() {
-    let outputs = common::conserved_and_deterministic(SMALL, OPTIONS);
+    let outputs = common::conserved_and_deterministic(run, OPTIONS);
     // the default, spelled out, is the same run byte for byte
     let (spelled, _) = run(&["host.nic=round_robin"]);
     assert_eq!(spelled, outputs[0].0);

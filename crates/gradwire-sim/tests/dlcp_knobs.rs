@@ -3,32 +3,13 @@
 
 mod common;
 
-/// 8 hosts in 2 racks, ResNet18 PS, 4 workers / 1 server: a 3-to-1 push incast per tensor.
-const SMALL: &str = r#"
-[topology]
-leaves = 2
-hosts_per_leaf = 4
-spines = 2
-uplinks_per_leaf = 2
-link_delay_ns = 1000
-[switch]
-buffer_bytes = 100000
-ecn_threshold_packets = 20
-policy = "dlcp"
-[routing]
-mode = "spray"
-[transport]
-kind = "dlcp"
-[workload]
-kind = "dnn"
-model = "resnet18"
-workers = 4
-servers = 1
-iterations = 2
-"#;
+/// The two-rack ResNet18 PS job with one server (a 3-to-1 push incast per tensor) for two
+/// iterations, sprayed, on DLCP with DLCP's switch policy.
+const SETUP: &[&str] =
+    &["workload.servers=1", "workload.iterations=2", "routing.mode=spray", "transport.kind=dlcp", "switch.policy=dlcp"];
 
 fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
-    common::run(SMALL, overrides)
+    common::run(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat())
 }
 
 const OPTIONS: [&[&str]; 10] = [
@@ -47,7 +28,7 @@ const OPTIONS: [&[&str]; 10] = [
 #[test]
 fn every_option_conserves_packets_and_is_deterministic() {
     let outputs: Vec<String> =
-        common::conserved_and_deterministic(SMALL, &OPTIONS).into_iter().map(|(csv, _)| csv).collect();
+        common::conserved_and_deterministic(run, &OPTIONS).into_iter().map(|(csv, _)| csv).collect();
     // the defaults, spelled out, are the paper's behaviour byte for byte
     let (spelled, _) = run(&[
         "transport.dlcp_rate_state=tensor",

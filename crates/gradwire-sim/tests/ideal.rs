@@ -2,30 +2,13 @@
 //! mean and p99 FCT, and its iteration ends, lie above the fluid SRPT-with-loss-bound run,
 //! and fair sharing lies below every fair-sharing scheme's p99.
 
-use gradwire_sim::{load, Simulation, Summary};
+mod common;
 
-/// 8 hosts in 2 racks (2:1 oversubscribed), ResNet18 PS, 4 workers / 2 servers, 2 iterations.
-const SMALL: &str = r#"
-name = "ideal-floor"
-[topology]
-leaves = 2
-hosts_per_leaf = 4
-spines = 2
-uplinks_per_leaf = 2
-link_delay_ns = 1000
-[switch]
-buffer_bytes = 100000
-ecn_threshold_packets = 20
-[transport]
-rto_min_us = 1000.0
-mss_bytes = 8960
-[workload]
-kind = "dnn"
-model = "resnet18"
-workers = 4
-servers = 2
-iterations = 2
-"#;
+use gradwire_sim::{Simulation, Summary};
+
+/// The two-rack ResNet18 PS job for two iterations, 1 ms RTOmin, jumbo segments.
+const SETUP: &[&str] =
+    &["name=ideal-floor", "workload.iterations=2", "transport.rto_min_us=1000.0", "transport.mss_bytes=8960"];
 
 const SCHEMES: [&[&str]; 4] = [
     &["transport.kind=dctcp"],
@@ -35,10 +18,7 @@ const SCHEMES: [&[&str]; 4] = [
 ];
 
 fn run(overrides: &[&str]) -> (Summary, Simulation) {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(SMALL, &ov).unwrap_or_else(|e| panic!("{e}"));
-    let mut s = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
-    s.run();
+    let s = common::finished(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat());
     (s.summary(), s)
 }
 

@@ -1,28 +1,21 @@
 //! Node pauses and paused links: a paused sender sends nothing for exactly its pause,
 //! draws are a function of the seed, and nothing is lost.
 
+mod common;
+
 use gradwire_sim::output::flows_csv;
 use gradwire_sim::{load, Simulation};
 
-/// Two racks of 4 hosts, 100G, 1 us links.
-const NET: &str = r#"
-[topology]
-spines = 2
-leaves = 2
-hosts_per_leaf = 4
-uplinks_per_leaf = 2
-link_delay_ns = 1000
-[transport]
-rto_min_us = 1000.0
-"#;
+/// The two 100G racks with a 1 ms RTOmin.
+fn net() -> String {
+    format!("{}[transport]\nrto_min_us = 1000.0\n", common::TWO_RACKS)
+}
 
 /// One 10 MB flow from host 0 to host 1 (same rack): about 0.85 ms at 100G.
 const ONE_FLOW: &str = "[workload]\nkind = \"flows\"\nflows = [{ src = 0, dst = 1, bytes = 10000000 }]\n";
 
 fn build(extra: &str, overrides: &[&str]) -> Simulation {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(&format!("{NET}{extra}"), &ov).unwrap_or_else(|e| panic!("{e}"));
-    Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"))
+    common::build(&format!("{}{extra}", net()), overrides)
 }
 
 /// Run one event at a time; the simulated times (ns) at which `port` started sending a packet.
@@ -146,7 +139,7 @@ fn a_paused_link_holds_its_queue_and_resumes() {
 
 #[test]
 fn bad_pause_keys_are_named() {
-    let key = |extra: &str| load(&format!("{NET}{ONE_FLOW}{extra}"), &[]).expect_err("invalid").key;
+    let key = |extra: &str| load(&format!("{}{ONE_FLOW}{extra}", net()), &[]).expect_err("invalid").key;
     assert_eq!(key("[pauses]\nhosts = 9\n"), "pauses.hosts");
     assert_eq!(key("[pauses]\nhosts = 1\nperiod_us = 0.0\n"), "pauses.period_us");
     assert_eq!(key("[pauses]\nhosts = 1\nperiod_us = 10.0\nduration_us = 20.0\n"), "pauses.duration_us");

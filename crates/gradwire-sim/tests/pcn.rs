@@ -1,25 +1,14 @@
 //! PCN in the simulator: every announced burst restores the ports it lowered, a worker
 //! whose ACK never comes still sends, and PCN shortens the queue a burst meets.
 
-use gradwire_sim::{load, Simulation};
+mod common;
+
+use gradwire_sim::load;
 
 /// pcn-ddlgen shrunk: 2 leaves x 4 hosts at 10G; workers 0 and 1 push 300 KB bursts to
 /// the PS (host 4) beside long flows 2->6 and 7->3.
-const NET: &str = r#"
-stop_ms = 40.0
-[topology]
-spines = 1
-leaves = 2
-hosts_per_leaf = 4
-host_link_gbps = 10.0
-uplinks_per_leaf = 1
-uplink_gbps = 10.0
-link_delay_ns = 9613
-[switch]
-buffer_bytes = 10000000
-ecn_threshold_packets = 40
-drop_threshold_packets = 60
-queues = 1
+fn net() -> String {
+    let bursts = r#"
 [transport]
 rto_min_us = 1000.0
 [pcn]
@@ -35,13 +24,11 @@ idle_us = 2000.0
 start_us = 5000.0
 flows = [{ src = 2, dst = 6, bytes = 100000000000 }, { src = 7, dst = 3, bytes = 100000000000 }]
 "#;
+    format!("stop_ms = 40.0\n{}{bursts}", common::ten_gig_racks(4, 40, 60))
+}
 
 fn run(overrides: &[&str]) -> gradwire_sim::Summary {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(NET, &ov).unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
-    sim.run();
-    sim.summary()
+    common::finished(&net(), overrides).summary()
 }
 
 #[test]
@@ -88,7 +75,7 @@ fn pcn_off_sends_no_start_and_writes_no_pcn_summary() {
 
 #[test]
 fn bad_pcn_keys_are_named() {
-    let key = |ov: &str| load(NET, &[ov.to_string()]).expect_err("invalid").key;
+    let key = |ov: &str| load(&net(), &[ov.to_string()]).expect_err("invalid").key;
     assert_eq!(key("pcn.threshold=12"), "pcn.threshold");
     assert_eq!(key("pcn.threshold=80"), "pcn.threshold");
     assert_eq!(key("pcn.k=0.0"), "pcn.k");
@@ -100,10 +87,7 @@ fn bad_pcn_keys_are_named() {
 
 /// Burst start times of a run (ns), one per iteration (worker 0's bursts).
 fn burst_starts(overrides: &[&str]) -> Vec<u64> {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(NET, &ov).unwrap();
-    let mut sim = Simulation::new(&runs[0].scenario).unwrap();
-    sim.run();
+    let sim = common::finished(&net(), overrides);
     let csv = gradwire_sim::output::flows_csv(&sim);
     csv.lines()
         .skip(1)

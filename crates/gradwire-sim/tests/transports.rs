@@ -1,8 +1,10 @@
 //! Transports against each other in the same simulated world. Bounds are ratios between
 //! transports run on the same scenario, never absolute times.
 
+mod common;
+
+use gradwire_sim::load;
 use gradwire_sim::output::Summary;
-use gradwire_sim::{load, Simulation};
 
 /// incast-dctcp.toml: the DLCP leaf-spine (100G hosts, 4:1 oversubscribed, 512 KB per
 /// port, 85 us base RTT across racks) with a 32-to-1 incast of 1 MB flows.
@@ -39,11 +41,7 @@ start_us = 0.0
 "#;
 
 fn run(overrides: &[&str]) -> Summary {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(INCAST, &ov).unwrap_or_else(|e| panic!("{e}"));
-    let mut s = Simulation::new(&runs[0].scenario).unwrap_or_else(|e| panic!("{e}"));
-    s.run();
-    let sum = s.summary();
+    let sum = common::finished(INCAST, overrides).summary();
     assert_eq!(sum.flows_finished, 32, "{overrides:?}: {sum:?}");
     assert!(sum.packets.conserved, "{overrides:?}: {:?}", sum.packets);
     sum
@@ -86,21 +84,8 @@ fn ltp_under_random_loss_closes_early() {
 
 /// Two long NewReno flows share leaf0's 10G uplink (77 us base RTT): ECN marks from 20
 /// packets, drops at 200.
-const TWO_LONG: &str = r#"
-stop_ms = 20.0
-[topology]
-spines = 1
-leaves = 2
-hosts_per_leaf = 2
-host_link_gbps = 10.0
-uplinks_per_leaf = 1
-uplink_gbps = 10.0
-link_delay_ns = 9613
-[switch]
-buffer_bytes = 10000000
-ecn_threshold_packets = 20
-drop_threshold_packets = 200
-queues = 1
+fn two_long_net() -> String {
+    let flows = r#"
 [transport]
 kind = "newreno"
 rto_min_us = 1000.0
@@ -108,13 +93,11 @@ rto_min_us = 1000.0
 kind = "flows"
 flows = [{ src = 0, dst = 2, bytes = 100000000000 }, { src = 1, dst = 3, bytes = 100000000000 }]
 "#;
+    format!("stop_ms = 20.0\n{}{flows}", common::ten_gig_racks(2, 20, 200))
+}
 
 fn two_long(overrides: &[&str]) -> Summary {
-    let ov: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
-    let runs = load(TWO_LONG, &ov).unwrap_or_else(|e| panic!("{e}"));
-    let mut sim = Simulation::new(&runs[0].scenario).unwrap();
-    sim.run();
-    sim.summary()
+    common::finished(&two_long_net(), overrides).summary()
 }
 
 #[test]
@@ -130,6 +113,7 @@ fn newreno_ecn_backs_off_on_marks_where_plain_newreno_fills_the_buffer() {
     assert_eq!((ecn.retransmits, ecn.timeouts), (0, 0));
     assert!(plain.packets.conserved && ecn.packets.conserved);
     // a NewReno option: asking for it with another transport is an error naming the key
-    let err = load(TWO_LONG, &["transport.kind=\"dctcp\"".into(), "transport.newreno_ecn=true".into()]).unwrap_err();
+    let err =
+        load(&two_long_net(), &["transport.kind=\"dctcp\"".into(), "transport.newreno_ecn=true".into()]).unwrap_err();
     assert_eq!(err.key, "transport.newreno_ecn");
 }

@@ -60,6 +60,8 @@ def plot(out_dir: Path, summary: pd.DataFrame) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gradwire.figure import save
+
     runs = list(dict.fromkeys(summary["run"]))
     labels = list(dict.fromkeys(summary["label"]))
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(runs) * max(1, len(labels)) / 2), 4.5))
@@ -86,8 +88,4 @@ def plot(out_dir: Path, summary: pd.DataFrame) -> Path | None:
     ax.set_title(Path(out_dir).name)
     ax.legend(fontsize="small")
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    path = Path(out_dir) / TIMES_PNG
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, Path(out_dir) / TIMES_PNG)

@@ -31,6 +31,12 @@ def _print(**kw) -> None:
     print(json.dumps(kw), flush=True)
 
 
+def _print_job(rank: int, backend: str, nbytes: int, times: list, lost: int, retx: int, **extra) -> None:
+    """A job's result line: its per-iteration times, what else the job measures (`extra`),
+    and the bytes lost and retransmissions over the run."""
+    _print(rank=rank, backend=backend, bytes=nbytes, times_s=times, **extra, lost_bytes=lost, retransmits=retx)
+
+
 def tcp_sink(port: int, conns: int) -> None:
     srv = socket.socket()
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -58,20 +64,23 @@ def tcp_sink(port: int, conns: int) -> None:
         t.join()
 
 
-def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) -> None:
-    s = socket.socket()
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+def _connect(addr: str, port: int, cc: str) -> socket.socket:
+    """A TCP connection to `addr:port` with congestion control `cc`, retried for 30 s
+    while the peer is not listening yet."""
     for _ in range(600):
+        s = socket.socket()
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         try:
             s.connect((addr, port))
-            break
-        except (ConnectionRefusedError, OSError):
-            time.sleep(0.05)
+            return s
+        except OSError:
             s.close()
-            s = socket.socket()
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
-    else:
-        raise SystemExit(f"could not connect to {addr}:{port}")
+            time.sleep(0.05)
+    raise SystemExit(f"could not connect to {addr}:{port}")
+
+
+def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) -> None:
+    s = _connect(addr, port, cc)
     buf = bytes(CHUNK)
     time.sleep(max(0.0, start_at - time.time()))
     t0 = time.perf_counter()
@@ -152,17 +161,17 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
             lost += rep.bytes_lost
             retx += rep.retransmits
         gradwire.destroy()
-    _print(
-        rank=rank,
-        backend=backend,
-        bytes=nbytes,
-        times_s=times,
+    _print_job(
+        rank,
+        backend,
+        nbytes,
+        times,
+        lost,
+        retx,
         # the process's CPU time (all threads: the runtime's engine, Gloo's) per iteration
         cpu_s=cpu,
         # the result is the exact sum everywhere (lossy transfers within their bound: not always)
         exact=exact,
-        lost_bytes=lost,
-        retransmits=retx,
     )
 
 
@@ -205,17 +214,7 @@ def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
                 t.join()
             times.append(time.perf_counter() - t0)
         return times
-    s = socket.socket()
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
-    for _ in range(600):
-        try:
-            s.connect((addr, port))
-            break
-        except OSError:
-            time.sleep(0.05)
-            s.close()
-            s = socket.socket()
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+    s = _connect(addr, port, cc)
     for _ in range(iters):
         t0 = time.perf_counter()
         s.sendall(data)
@@ -246,14 +245,7 @@ def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
             lost += push.bytes_lost + pull.bytes_lost
             retx += push.retransmits + pull.retransmits
         gradwire.destroy()
-    _print(
-        rank=rank,
-        backend=backend,
-        bytes=nbytes,
-        times_s=times,
-        lost_bytes=lost,
-        retransmits=retx,
-    )
+    _print_job(rank, backend, nbytes, times, lost, retx)
 
 
 def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
@@ -297,14 +289,7 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     lost = state.bytes_lost if state else 0
     if state is not None:
         gradwire.destroy()
-    _print(
-        rank=rank,
-        backend=backend,
-        bytes=layers * 4 * width * (width + 1),
-        times_s=times[1:],
-        lost_bytes=lost,
-        retransmits=0,
-    )
+    _print_job(rank, backend, layers * 4 * width * (width + 1), times[1:], lost, 0)
 
 
 _JOBS = {"ddp": ddp, "ps": ps, "allreduce": allreduce}

@@ -18,7 +18,7 @@ import concurrent.futures
 import os
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -152,16 +152,30 @@ class GradwireBackend(_C10dBackend):
 
         return work, back
 
-    def _gather_all(self, parts: Sequence[torch.Tensor], mine: torch.Tensor) -> tuple[list, Callable[[], None]]:
-        """parts[r] becomes rank r's `mine` on every rank: one broadcast per rank."""
-        parts[self.rank()].copy_(mine)
+    def _bcast_all(self, pairs: Iterable[tuple[torch.Tensor, int]]) -> tuple[list, Callable[[], None]]:
+        """Broadcasts each `(tensor, root)`: the calls to wait for, then what copies every
+        result into place."""
         calls, backs = [], []
-        for r, p in enumerate(parts):
-            w, b = self._bcast_bytes(p, r)
+        for t, root in pairs:
+            w, b = self._bcast_bytes(t, root)
             if w is not None:
                 calls.append(w)
             backs.append(b)
         return calls, lambda: [b() for b in backs]
+
+    def _gather_all(self, parts: Sequence[torch.Tensor], mine: torch.Tensor) -> tuple[list, Callable[[], None]]:
+        """parts[r] becomes rank r's `mine` on every rank: one broadcast per rank."""
+        parts[self.rank()].copy_(mine)
+        return self._bcast_all((p, r) for r, p in enumerate(parts))
+
+    def _reduce_all(self, tensors: list[torch.Tensor], opts: Any, what: str) -> Any:
+        """Every rank ends with the reduction of each of `tensors`, in place."""
+        calls, fins = [], []
+        for t in tensors:
+            c, f = self._reduce_into(_cpu(t, what), opts.reduceOp)
+            calls += c
+            fins.append(f)
+        return self._work(calls, lambda: ([f() for f in fins], tensors)[1])
 
     def _reduce_into(self, t: torch.Tensor, op: Any) -> tuple[list, Callable[[], None]]:
         """Allreduce `t` in place with `op`: float SUM/AVG on the runtime's allreduce (with
@@ -199,20 +213,11 @@ class GradwireBackend(_C10dBackend):
     # -- collectives ------------------------------------------------------------------------
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> Any:
-        calls, fins = [], []
-        for t in tensors:
-            c, f = self._reduce_into(_cpu(t, "allreduce"), opts.reduceOp)
-            calls += c
-            fins.append(f)
-        return self._work(calls, lambda: ([f() for f in fins], tensors)[1])
+        return self._reduce_all(tensors, opts, "allreduce")
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> Any:
-        calls, backs = [], []
-        for t in tensors:
-            w, b = self._bcast_bytes(_cpu(t, "broadcast"), opts.rootRank)
-            calls += [w] if w is not None else []
-            backs.append(b)
-        return self._work(calls, lambda: ([b() for b in backs], tensors)[1])
+        calls, back = self._bcast_all((_cpu(t, "broadcast"), opts.rootRank) for t in tensors)
+        return self._work(calls, lambda: (back(), tensors)[1])
 
     def allgather(
         self,
@@ -236,12 +241,7 @@ class GradwireBackend(_C10dBackend):
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any) -> Any:
         # Every rank ends with the reduction (c10d leaves non-root tensors unspecified).
-        calls, fins = [], []
-        for t in tensors:
-            c, f = self._reduce_into(_cpu(t, "reduce"), opts.reduceOp)
-            calls += c
-            fins.append(f)
-        return self._work(calls, lambda: ([f() for f in fins], tensors)[1])
+        return self._reduce_all(tensors, opts, "reduce")
 
     def gather(
         self,
@@ -264,14 +264,11 @@ class GradwireBackend(_C10dBackend):
         out = _cpu(output_tensors[0], "scatter")
         root = opts.rootRank
         parts = input_tensors[0] if self.rank() == root else [torch.empty_like(out) for _ in range(self.size())]
-        calls, backs = [], []
-        for p in parts:  # every part from the root; each rank keeps its own
-            w, b = self._bcast_bytes(p, root)
-            calls += [w] if w is not None else []
-            backs.append(b)
+        # every part from the root; each rank keeps its own
+        calls, back = self._bcast_all((p, root) for p in parts)
 
         def finish() -> list:
-            [b() for b in backs]
+            back()
             out.copy_(parts[self.rank()])
             return output_tensors
 

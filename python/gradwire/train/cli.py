@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import statistics
-from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
@@ -16,7 +15,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from gradwire.train.job import DEFAULT_CONFIGS, MODEL_DEFAULTS, Config, plot, run_config
+from gradwire.train.job import DEFAULT_CONFIGS, MODEL_DEFAULTS, Config, Settings, plot, run_config
 
 
 def configs_from(backends: list[str], inject_loss: float, loss_bound: float) -> list[Config]:
@@ -33,39 +32,19 @@ def configs_from(backends: list[str], inject_loss: float, loss_bound: float) -> 
     return out
 
 
-def train(
-    console: Console,
-    configs: list[Config],
-    *,
-    model: str,
-    workers: int,
-    out: Path,
-    seed: int,
-    epochs: int | None,
-    lr: float | None,
-    batch: int | None,
-    target: float | None,
-    mss: int | None,
-    timeout: float,
-    repeats: int = 1,
-) -> list[dict]:
+def train(console: Console, configs: list[Config], settings: Settings, repeats: int = 1) -> list[dict]:
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
-    if model not in MODEL_DEFAULTS:
-        raise ValueError(f"unknown model {model!r}: expected one of {', '.join(MODEL_DEFAULTS)}")
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, got {workers}")
-    d = MODEL_DEFAULTS[model]
-    epochs, lr, batch, target = (
-        epochs or d["epochs"],
-        lr or d["lr"],
-        batch or d["batch"],
-        target or d["target"],
-    )
-    out.mkdir(parents=True, exist_ok=True)
+    if settings.model not in MODEL_DEFAULTS:
+        raise ValueError(f"unknown model {settings.model!r}: expected one of {', '.join(MODEL_DEFAULTS)}")
+    if settings.workers < 1:
+        raise ValueError(f"workers must be at least 1, got {settings.workers}")
+    s = settings.resolved()
+    s.out.mkdir(parents=True, exist_ok=True)
     console.print(
-        f"[bold]{model}[/], {workers} workers, {epochs} epochs, batch {batch} per worker, target accuracy "
-        f"{target:.0%}; results in {out}" + (f"; {repeats} rounds, configurations alternating" if repeats > 1 else "")
+        f"[bold]{s.model}[/], {s.workers} workers, {s.epochs} epochs, batch {s.batch} per worker, target accuracy "
+        f"{s.target:.0%}; results in {s.out}"
+        + (f"; {repeats} rounds, configurations alternating" if repeats > 1 else "")
     )
     runs: dict[str, list[dict]] = {cfg.label: [] for cfg in configs}
     cols = [
@@ -85,33 +64,19 @@ def train(
                 def update(step: int, total: int, acc: float, task=task) -> None:
                     progress.update(task, completed=step, total=total, acc=f"accuracy {acc:.1%}")
 
-                run = run_config(
-                    cfg,
-                    workers=workers,
-                    model=model,
-                    out=out,
-                    seed=seed,
-                    epochs=epochs,
-                    lr=lr,
-                    batch=batch,
-                    target=target,
-                    mss=mss,
-                    timeout=timeout,
-                    on_progress=update,
-                    tag="" if repeats == 1 else f"-r{rnd + 1}",
-                )
+                run = run_config(cfg, s, on_progress=update, tag="" if repeats == 1 else f"-r{rnd + 1}")
                 runs[cfg.label].append(run)
     results = [summarize(rs) for rs in runs.values()]
-    console.print(table(results, target))
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    png = out / "accuracy_vs_time.png"
+    console.print(table(results, s.target))
+    (s.out / "results.json").write_text(json.dumps(results, indent=1))
+    png = s.out / "accuracy_vs_time.png"
     plot(
         results,
         png,
-        target,
-        f"{model}, {workers} workers: test accuracy vs training time",
+        s.target,
+        f"{s.model}, {s.workers} workers: test accuracy vs training time",
     )
-    console.print(f"wrote {out / 'results.json'} and {png}")
+    console.print(f"wrote {s.out / 'results.json'} and {png}")
     return results
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gradwire import launch
@@ -52,41 +52,55 @@ class Config:
 DEFAULT_CONFIGS = [Config("gloo"), Config("gradwire"), Config("gradwire", 0.01, 0.01)]
 
 
-def run_config(
-    cfg: Config,
-    *,
-    workers: int,
-    model: str,
-    out: Path,
-    seed: int,
-    epochs: int,
-    lr: float,
-    batch: int,
-    target: float,
-    mss: int | None,
-    timeout: float,
-    on_progress=None,
-    tag: str = "",
-) -> dict:
-    """Launches the workers; returns rank 0's result. `on_progress(step, total, accuracy)`."""
+@dataclass(frozen=True)
+class Settings:
+    """What every configuration of one `gradwire train` run shares; `None` epochs, lr,
+    batch or target take the model's default ([`resolved`](Settings.resolved))."""
+
+    model: str
+    workers: int
+    out: Path
+    seed: int
+    epochs: int | None
+    lr: float | None
+    batch: int | None
+    target: float | None
+    mss: int | None
+    timeout: float
+
+    def resolved(self) -> Settings:
+        """These settings with the model's defaults in place of what is left `None`."""
+        d = MODEL_DEFAULTS[self.model]
+        return replace(
+            self,
+            epochs=self.epochs or d["epochs"],
+            lr=self.lr or d["lr"],
+            batch=self.batch or d["batch"],
+            target=self.target or d["target"],
+        )
+
+
+def run_config(cfg: Config, s: Settings, *, on_progress=None, tag: str = "") -> dict:
+    """Launches the workers with resolved settings `s`; returns rank 0's result.
+    `on_progress(step, total, accuracy)`."""
     cfg.check()
     slug = cfg.label.replace(" ", "_").replace("%", "pct") + tag
-    res_path = out / f"{slug}.json"
+    res_path = s.out / f"{slug}.json"
     plan = {
         "backend": cfg.backend,
         "inject_loss": cfg.inject_loss,
         "loss_bound": cfg.loss_bound,
-        "model": model,
-        "seed": seed,
-        "epochs": epochs,
-        "lr": lr,
-        "batch": batch,
-        "target": target,
-        "mss": mss,
+        "model": s.model,
+        "seed": s.seed,
+        "epochs": s.epochs,
+        "lr": s.lr,
+        "batch": s.batch,
+        "target": s.target,
+        "mss": s.mss,
         "out": str(res_path),
     }
-    cmd = launch.command([sys.executable, "-m", "gradwire.train.worker", json.dumps(plan)], workers)
-    log_path = out / f"{slug}.log"
+    cmd = launch.command([sys.executable, "-m", "gradwire.train.worker", json.dumps(plan)], s.workers)
+    log_path = s.out / f"{slug}.log"
     with open(log_path, "w") as log:
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for line in p.stdout:
@@ -95,10 +109,10 @@ def run_config(
                 d = json.loads(line.split("@progress ", 1)[1])
                 on_progress(d["step"], d["total"], d["accuracy"])
         try:
-            p.wait(timeout=timeout)
+            p.wait(timeout=s.timeout)
         except subprocess.TimeoutExpired:
             p.kill()
-            raise RuntimeError(f"{cfg.label}: no result within {timeout:.0f} s (log: {log_path})") from None
+            raise RuntimeError(f"{cfg.label}: no result within {s.timeout:.0f} s (log: {log_path})") from None
     if p.returncode != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-15:])
         raise RuntimeError(f"{cfg.label}: the workers failed (exit {p.returncode}); last lines of {log_path}:\n{tail}")
@@ -112,6 +126,8 @@ def plot(results: list[dict], path: Path, target: float, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from gradwire.figure import save
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for r in results:
@@ -127,6 +143,4 @@ def plot(results: list[dict], path: Path, target: float, title: str) -> None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

@@ -1,8 +1,6 @@
 //! Which generator builds a collective: one [`Algorithm`], one [`Layout`], one [`build`]
 //! for every driver, with the checks their loaders forward.
 
-use std::str::FromStr;
-
 use super::{ps, rat, ring, tree, CollectiveOptions, PsLayout, RackMap, Schedule};
 use crate::transport::build::named;
 use crate::transport::{check_loss_bound, ConfigError};
@@ -20,17 +18,7 @@ pub enum Algorithm {
     Ps,
 }
 
-named!(Algorithm { Ring = "ring", Tree = "tree", Rat = "rat", Ps = "ps" });
-
-impl FromStr for Algorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Algorithm, String> {
-        Algorithm::from_name(s).ok_or_else(|| {
-            let names: Vec<String> = Algorithm::NAMES.iter().map(|n| format!("{n:?}")).collect();
-            format!("unknown algorithm {s:?}: expected one of {}", names.join(", "))
-        })
-    }
-}
+named!(Algorithm "algorithm" { Ring = "ring", Tree = "tree", Rat = "rat", Ps = "ps" });
 
 /// The job a schedule is built for: ranks and the knobs of the generators.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,15 +113,6 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_round_trip_and_unknown_names_list_the_known_ones() {
-        for &a in Algorithm::ALL {
-            assert_eq!(a.name().parse::<Algorithm>(), Ok(a));
-        }
-        let e = "butterfly".parse::<Algorithm>().unwrap_err();
-        assert!(e.contains("unknown algorithm") && e.contains("\"rat\""), "{e}");
-    }
 
     #[test]
     fn build_refuses_what_the_generators_would_panic_on() {

@@ -230,6 +230,14 @@ mod tests {
         PFabricPort::new(PFabricPortConfig { capacity_bytes: cap })
     }
 
+    /// A 3000-byte port filled by item 1 (rank 100) and item 2 (rank 900), 1500 bytes each.
+    fn full_port(pool: &mut BufferPool) -> PFabricPort<u32> {
+        let mut p = port(3000);
+        p.enqueue(1, 1500, 100, 1, pool);
+        p.enqueue(2, 1500, 900, 2, pool);
+        p
+    }
+
     fn drain_order(p: &mut PFabricPort<u32>, pool: &mut BufferPool) -> Vec<u32> {
         std::iter::from_fn(|| p.dequeue(pool)).collect()
     }
@@ -268,9 +276,7 @@ mod tests {
     #[test]
     fn full_buffer_evicts_the_largest_rank() {
         let mut pool = BufferPool::unbounded();
-        let mut p = port(3000);
-        p.enqueue(1, 1500, 100, 1, &mut pool);
-        p.enqueue(2, 1500, 900, 2, &mut pool);
+        let mut p = full_port(&mut pool);
         // full: the arrival (rank 500) beats the queued rank 900, which is pushed out
         assert_eq!(p.enqueue(3, 1500, 500, 3, &mut pool), Admit::Queued { marked: false });
         assert_eq!(p.pop_evicted(), Some(2));
@@ -283,9 +289,7 @@ mod tests {
     #[test]
     fn full_buffer_drops_the_arrival_when_it_ranks_largest() {
         let mut pool = BufferPool::unbounded();
-        let mut p = port(3000);
-        p.enqueue(1, 1500, 100, 1, &mut pool);
-        p.enqueue(2, 1500, 900, 2, &mut pool);
+        let mut p = full_port(&mut pool);
         assert_eq!(p.enqueue(3, 1500, 1000, 3, &mut pool), Admit::Dropped(DropReason::BufferFull));
         // equal rank: what is queued stays
         assert_eq!(p.enqueue(4, 1500, 900, 4, &mut pool), Admit::Dropped(DropReason::BufferFull));

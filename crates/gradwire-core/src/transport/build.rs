@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
@@ -23,10 +22,11 @@ use crate::cc::MinimalRate;
 use crate::packet::{FlowId, HostId};
 use crate::time::Time;
 
-/// `ALL`, `NAMES`, `name`, `from_name` and `Display` for an enum whose variants have names
-/// in configuration files (a transport kind, a collective algorithm).
+/// `ALL`, `NAMES`, `name`, `from_name`, `Display` and `FromStr` (whose error names the
+/// `$what` and lists the known names) for an enum whose variants have names in
+/// configuration files (a transport kind, a collective algorithm).
 macro_rules! named {
-    ($ty:ident { $($variant:ident = $name:literal),+ $(,)? }) => {
+    ($ty:ident $what:literal { $($variant:ident = $name:literal),+ $(,)? }) => {
         impl $ty {
             /// Every variant, in the order of `NAMES`.
             pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
@@ -54,6 +54,16 @@ macro_rules! named {
                 f.write_str(self.name())
             }
         }
+
+        impl std::str::FromStr for $ty {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$ty, String> {
+                $ty::from_name(s).ok_or_else(|| {
+                    let names: Vec<String> = $ty::NAMES.iter().map(|n| format!("{n:?}")).collect();
+                    format!("unknown {} {s:?}: expected one of {}", $what, names.join(", "))
+                })
+            }
+        }
     };
 }
 pub(crate) use named;
@@ -76,7 +86,7 @@ pub enum Kind {
     Ltp,
 }
 
-named!(Kind { NewReno = "newreno", Dctcp = "dctcp", Dlcp = "dlcp", Pias = "pias", PFabric = "pfabric", Ltp = "ltp" });
+named!(Kind "transport" { NewReno = "newreno", Dctcp = "dctcp", Dlcp = "dlcp", Pias = "pias", PFabric = "pfabric", Ltp = "ltp" });
 
 impl Kind {
     /// The receiver places payload ([`Builder::sender`] and [`Builder::receiver`] build
@@ -88,14 +98,6 @@ impl Kind {
     /// Data goes in its layer's queue (DLCP §3.2.2), not in one configured queue.
     pub fn priority_by_layer(self) -> bool {
         self == Kind::Dlcp
-    }
-}
-
-impl FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Kind, String> {
-        Kind::from_name(s)
-            .ok_or_else(|| format!("unknown transport {s:?} (expected one of {})", Kind::NAMES.join(", ")))
     }
 }
 
@@ -431,6 +433,7 @@ mod tests {
     use crate::packet::PacketKind;
     use crate::time::{serialization, US};
     use crate::transport::Pacing;
+    use std::str::FromStr;
 
     fn transfer(bytes: u64) -> Transfer {
         Transfer {
@@ -447,13 +450,24 @@ mod tests {
         }
     }
 
-    #[test]
-    fn kinds_are_named_and_unknown_names_list_the_known_ones() {
-        for &k in Kind::ALL {
-            assert_eq!(k.name().parse::<Kind>(), Ok(k));
+    /// Every variant's name parses back to it; an unknown name is refused with `what` and
+    /// the known names.
+    fn names_round_trip<T>(all: &[T], unknown: &str, what: &str)
+    where
+        T: Copy + std::fmt::Debug + std::fmt::Display + PartialEq + FromStr<Err = String>,
+    {
+        for &v in all {
+            assert_eq!(v.to_string().parse::<T>(), Ok(v));
         }
-        let e = "tcp".parse::<Kind>().unwrap_err();
-        assert!(e.contains("unknown transport") && e.contains("pfabric"), "{e}");
+        let e = unknown.parse::<T>().unwrap_err();
+        assert!(e.starts_with(&format!("unknown {what} \"{unknown}\": expected one of ")), "{e}");
+        assert!(all.iter().all(|v| e.contains(&format!("\"{v}\""))), "{e}");
+    }
+
+    #[test]
+    fn named_enums_round_trip_and_unknown_names_list_the_known_ones() {
+        names_round_trip(Kind::ALL, "tcp", "transport");
+        names_round_trip(crate::collective::Algorithm::ALL, "butterfly", "algorithm");
     }
 
     #[test]

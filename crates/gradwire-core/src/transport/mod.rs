@@ -5,6 +5,7 @@
 //! endpoint wants on the wire right now), `poll_event` (what the application learns) and
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
+mod acking;
 pub(crate) mod build;
 mod ctrl;
 pub mod dlcp;
@@ -17,6 +18,7 @@ mod roles;
 mod shared;
 pub mod tcp;
 
+pub use acking::{AckExtra, AckingReceiver};
 pub use build::{Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
 pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
@@ -48,6 +50,14 @@ pub struct EndpointStats {
     pub retransmits: u64,
     /// Retransmission timers that fired (data RTO or an unacknowledged control message).
     pub timeouts: u64,
+}
+
+impl EndpointStats {
+    /// Counts a data packet handed out, and whether it is a retransmission.
+    pub fn count_data(&mut self, retransmission: bool) {
+        self.packets_sent += 1;
+        self.retransmits += u64::from(retransmission);
+    }
 }
 
 /// One end of one flow: a sender or a receiver, as a sans-IO state machine.

@@ -29,8 +29,7 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError>
     let mut root: toml::Table =
         toml::from_str(text).map_err(|e| ScenarioError::new("", format!("not valid TOML: {e}")))?;
     for ov in overrides {
-        let (key, value) = parse_override(ov)?;
-        set_path(&mut root, &key, value)?;
+        apply_override(&mut root, ov)?;
     }
     let sweep = match root.remove("sweep") {
         None => Vec::new(),
@@ -88,6 +87,13 @@ pub fn from_table(mut tree: toml::Table) -> Result<Scenario, ScenarioError> {
     })?;
     scenario.validate()?;
     Ok(scenario)
+}
+
+/// Set one `key=value` override (a dotted key; a TOML value, or else a bare string) in a
+/// scenario's TOML tree, making the tables on its path.
+pub fn apply_override(root: &mut toml::Table, ov: &str) -> Result<(), ScenarioError> {
+    let (key, value) = parse_override(ov)?;
+    set_path(root, &key, value)
 }
 
 fn parse_override(ov: &str) -> Result<(String, toml::Value), ScenarioError> {

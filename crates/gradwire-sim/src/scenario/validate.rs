@@ -237,18 +237,22 @@ impl Scenario {
                 Err(ScenarioError::new(key, format!("host {h} is out of range: the topology has {n} hosts (0..{n})")))
             }
         };
+        // One of `workload.flows`: two distinct hosts, a start time.
+        let flow = |i: usize, f: &FlowCfg| {
+            host(&format!("workload.flows.{i}.src"), f.src)?;
+            host(&format!("workload.flows.{i}.dst"), f.dst)?;
+            if f.src == f.dst {
+                return Err(ScenarioError::new(format!("workload.flows.{i}.dst"), "equals src"));
+            }
+            nonnegative(&format!("workload.flows.{i}.start_us"), f.start_us)
+        };
         match w.kind {
             WorkloadKind::Flows => {
                 if w.flows.is_empty() {
                     return Err(ScenarioError::new("workload.flows", "is empty: list at least one flow"));
                 }
                 for (i, f) in w.flows.iter().enumerate() {
-                    host(&format!("workload.flows.{i}.src"), f.src)?;
-                    host(&format!("workload.flows.{i}.dst"), f.dst)?;
-                    if f.src == f.dst {
-                        return Err(ScenarioError::new(format!("workload.flows.{i}.dst"), "equals src"));
-                    }
-                    nonnegative(&format!("workload.flows.{i}.start_us"), f.start_us)?;
+                    flow(i, f)?;
                     for &a in &f.after {
                         if a as usize >= i {
                             return Err(ScenarioError::new(
@@ -305,18 +309,7 @@ impl Scenario {
                 }
                 let hosts_needed =
                     if w.colocated || w.pattern == DnnPattern::Ring { w.workers } else { w.workers + w.servers };
-                if hosts_needed > n {
-                    return Err(ScenarioError::new(
-                        "workload.workers",
-                        format!("{hosts_needed} hosts needed but the topology has {n}"),
-                    ));
-                }
-                if w.colocated && w.servers > w.workers {
-                    return Err(ScenarioError::new(
-                        "workload.servers",
-                        format!("colocated servers ({}) cannot outnumber workers ({})", w.servers, w.workers),
-                    ));
-                }
+                ps_hosts_fit(w, hosts_needed, n)?;
             }
             WorkloadKind::Collective => crate::workload::collective::validate(self)?,
             WorkloadKind::Ddlgen => {
@@ -336,12 +329,7 @@ impl Scenario {
                     }
                 }
                 for (i, f) in w.flows.iter().enumerate() {
-                    host(&format!("workload.flows.{i}.src"), f.src)?;
-                    host(&format!("workload.flows.{i}.dst"), f.dst)?;
-                    if f.src == f.dst {
-                        return Err(ScenarioError::new(format!("workload.flows.{i}.dst"), "equals src"));
-                    }
-                    nonnegative(&format!("workload.flows.{i}.start_us"), f.start_us)?;
+                    flow(i, f)?;
                 }
             }
             WorkloadKind::Ps => {
@@ -349,22 +337,29 @@ impl Scenario {
                 nonzero("workload.servers", w.servers as u64)?;
                 nonzero("workload.push_bytes", w.push_bytes)?;
                 let hosts_needed = if w.colocated { w.workers } else { w.workers + w.servers };
-                if hosts_needed > n {
-                    return Err(ScenarioError::new(
-                        "workload.workers",
-                        format!("{hosts_needed} hosts needed but the topology has {n}"),
-                    ));
-                }
-                if w.colocated && w.servers > w.workers {
-                    return Err(ScenarioError::new(
-                        "workload.servers",
-                        format!("colocated servers ({}) cannot outnumber workers ({})", w.servers, w.workers),
-                    ));
-                }
+                ps_hosts_fit(w, hosts_needed, n)?;
             }
         }
         Ok(())
     }
+}
+
+/// A job needing `hosts_needed` hosts fits the topology's `n`, and colocated servers each
+/// share a host with a worker.
+fn ps_hosts_fit(w: &WorkloadCfg, hosts_needed: u32, n: u32) -> Result<(), ScenarioError> {
+    if hosts_needed > n {
+        return Err(ScenarioError::new(
+            "workload.workers",
+            format!("{hosts_needed} hosts needed but the topology has {n}"),
+        ));
+    }
+    if w.colocated && w.servers > w.workers {
+        return Err(ScenarioError::new(
+            "workload.servers",
+            format!("colocated servers ({}) cannot outnumber workers ({})", w.servers, w.workers),
+        ));
+    }
+    Ok(())
 }
 
 fn positive(key: &str, v: f64) -> Result<(), ScenarioError> {

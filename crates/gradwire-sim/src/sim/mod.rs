@@ -42,7 +42,7 @@ pub struct FlowState {
 }
 
 /// How far a run has got; cheap to call between `step`s.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Progress {
     pub now_ns: u64,
     pub stop_ns: u64,

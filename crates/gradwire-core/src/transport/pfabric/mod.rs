@@ -33,7 +33,7 @@ mod sender;
 #[cfg(test)]
 mod tests;
 
-pub use receiver::PFabricReceiver;
+pub use receiver::{PFabricReceiver, Sack};
 pub use sender::PFabricSender;
 
 use crate::time::{Time, SEC, US};

@@ -300,10 +300,7 @@ impl Endpoint for PFabricSender {
         self.inflight += len;
         self.cursor = idx + 1;
         self.high_tx = self.high_tx.max(seq + len);
-        self.stats.packets_sent += 1;
-        if retransmission {
-            self.stats.retransmits += 1;
-        }
+        self.stats.count_data(retransmission);
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now.saturating_add(self.cfg.rto));
         }
@@ -315,11 +312,7 @@ impl Endpoint for PFabricSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        if !self.done_pending {
-            return None;
-        }
-        self.done_pending = false;
-        Some(EndpointEvent::SenderDone)
+        std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
     }
 
     fn stats(&self) -> EndpointStats {

@@ -27,7 +27,7 @@ mod sender;
 #[cfg(test)]
 mod tests;
 
-pub use receiver::TcpReceiver;
+pub use receiver::{EceEcho, TcpReceiver};
 pub use sender::TcpSender;
 
 use crate::time::{Time, MS};

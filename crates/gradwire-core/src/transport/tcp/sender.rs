@@ -437,10 +437,7 @@ impl Endpoint for TcpSender {
         }
         self.high_tx = self.high_tx.max(seq + len);
         self.record_send(now, seq, retransmission);
-        self.stats.packets_sent += 1;
-        if retransmission {
-            self.stats.retransmits += 1;
-        }
+        self.stats.count_data(retransmission);
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
         }
@@ -452,11 +449,7 @@ impl Endpoint for TcpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        if !self.done_pending {
-            return None;
-        }
-        self.done_pending = false;
-        Some(EndpointEvent::SenderDone)
+        std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
     }
 
     fn stats(&self) -> EndpointStats {
