@@ -16,6 +16,21 @@ pub enum Pattern {
     Ring,
 }
 
+/// PS: when a worker's partition gives its credit back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PsCredit {
+    /// When the worker's own push of it has arrived at the server(s), plus the round trip.
+    #[default]
+    Push,
+    /// When the server(s) hold every worker's push of it, plus the round trip: MXNet's
+    /// `dist_sync` kvstore answers a push only once all workers' pushes of that key are
+    /// aggregated, and ByteScheduler's MXNet plugin returns the credit on that answer
+    /// (`KVStoreTask`: "called after push instead of pull"). A partition then holds its
+    /// credit while the other workers catch up with it.
+    Aggregated,
+}
+
 /// ⟨S_p, S_c⟩ in bytes, or no scheduling at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,6 +128,9 @@ pub struct JobCfg {
     /// go whole to one server chosen by hashing their key.
     #[serde(default = "d_split")]
     pub ps_split_bytes: u64,
+    /// PS: when a partition's credit returns (default: its own push arrived).
+    #[serde(default)]
+    pub ps_credit: PsCredit,
     #[serde(default = "d_sched")]
     pub sched: SchedCfg,
     /// Samples per worker per iteration; default: the profile's batch size.

@@ -151,6 +151,24 @@ fn tiny_partitions_and_a_one_partition_credit_do_not_pay() {
     assert!(stop_and_wait < 0.8 * good, "{stop_and_wait} vs {good}");
 }
 
+/// With MXNet's `dist_sync` credit (returned once every worker's push is aggregated) a
+/// partition holds its credit while the other workers catch up: never faster than the
+/// default, and a one-partition credit deadlocks as soon as two workers' windows hold
+/// different partitions, which the job reports instead of hanging.
+#[test]
+fn an_aggregated_credit_waits_for_every_worker_and_can_deadlock() {
+    let mut c = cfg("resnet50", Pattern::Ps);
+    c.workers = 4;
+    c.sched = SchedCfg::new(14_000_000, 1);
+    let own = speed(&c, 3);
+    c.ps_credit = PsCredit::Aggregated;
+    let all = speed(&c, 3);
+    assert!(all < own, "{all} vs {own}");
+    c.sched = SchedCfg::new(2_000_000, 1);
+    let err = Job::new(c).unwrap().run(3).unwrap_err();
+    assert!(err.contains("stalled"), "{err}");
+}
+
 #[test]
 fn bad_configurations_are_refused_with_their_key() {
     let mut c = cfg("resnet50", Pattern::Ps);

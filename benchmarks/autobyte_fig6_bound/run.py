@@ -1,0 +1,95 @@
+"""How much any tuner can gain over BO's static choice in Fig. 6 (ResNet50, PS, 8 workers,
+host bandwidth 10 ↔ 3 Gbit/s in equal phases), per calibration of the per-partition costs.
+
+For each calibration: the grid optimum at 10 and at 3 Gbit/s (fresh jobs, as
+``grid_optimum``), the 10 Gbit/s optimum (what BO, tuned at 10 Gbit/s, converges to) and
+its speed at 3 Gbit/s, the gain of the 3 Gbit/s optimum over it in the 3 Gbit/s phases, and
+two bounds on a tuner's mean-speed gain (the per-iteration mean of Fig. 6, equal phases): the per-phase optimum over the 10 Gbit/s optimum kept throughout
+(BO at its best), and over the best static configuration for both phases. Prints markdown.
+
+    python benchmarks/autobyte_fig6_bound/run.py [--jobs 2] [--calibrations NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor
+
+from gradwire.tune.simjob import JobSpec, measure
+from gradwire.tune.space import MB, Candidate, grid
+
+#: name → the bytesched keys it sets (the rest at their defaults)
+CALIBRATIONS: dict[str, dict] = {
+    "default (200 µs overhead, 100 µs latency)": {},
+    "overhead 400 µs (Fig. 3(b) bound)": {"partition_overhead_us": 400.0},
+    "overhead 1 ms": {"partition_overhead_us": 1000.0},
+    "overhead 2 ms": {"partition_overhead_us": 2000.0},
+    "overhead 4 ms": {"partition_overhead_us": 4000.0},
+    "overhead 6.4 ms": {"partition_overhead_us": 6400.0},
+    "latency 1 ms": {"partition_latency_us": 1000.0},
+    "latency 3 ms": {"partition_latency_us": 3000.0},
+    "latency 6.4 ms": {"partition_latency_us": 6400.0},
+    "overhead 2 ms, latency 3 ms": {"partition_overhead_us": 2000.0, "partition_latency_us": 3000.0},
+    "every partition above 1 MB striped": {"ps_split_bytes": 1_000_000},
+    "aggregated credit": {"ps_credit": "aggregated"},
+    "aggregated credit, latency 1 ms": {"ps_credit": "aggregated", "partition_latency_us": 1000.0},
+    "aggregated credit, latency 3 ms": {"ps_credit": "aggregated", "partition_latency_us": 3000.0},
+    "aggregated credit, overhead 400 µs": {"ps_credit": "aggregated", "partition_overhead_us": 400.0},
+}
+
+
+def _speeds(args: tuple[dict, float]) -> dict[Candidate, float]:
+    extra, gbps = args
+    spec = JobSpec("resnet50", "ps", 8, gbps, extra)
+    return {c: _measure_or_stall(spec, c) for c in grid()}
+
+
+def _measure_or_stall(spec: JobSpec, c: Candidate) -> float:
+    """A configuration whose job stalls (windows deadlocked) counts as 0 samples/s."""
+    try:
+        return measure(spec, c)
+    except RuntimeError as e:
+        if "stalled" not in str(e):
+            raise
+        return 0.0
+
+
+def bound_row(name: str, s10: dict[Candidate, float], s3: dict[Candidate, float]) -> str:
+    o10 = max(s10, key=s10.get)
+    o3 = max(s3, key=s3.get)
+    static = max(s10, key=lambda c: s10[c] + s3[c])
+    per_phase = s10[o10] + s3[o3]
+    vs_bo = 100 * (per_phase / (s10[o10] + s3[o10]) - 1)
+    vs_static = 100 * (per_phase / (s10[static] + s3[static]) - 1)
+    paper = Candidate(8 * MB, 3), Candidate(4 * MB, 2)
+    stalls = sum(v == 0.0 for v in s10.values()) + sum(v == 0.0 for v in s3.values())
+    return (
+        f"| {name}{f' ({stalls} of 128 stall)' if stalls else ''} | {o10} {s10[o10]:.0f} | {o3} {s3[o3]:.0f} | {s3[o10]:.0f} | {static} | "
+        f"{100 * s10[paper[0]] / s10[o10]:.1f} / {100 * s3[paper[1]] / s3[o3]:.1f} % | "
+        f"{100 * (s3[o3] / s3[o10] - 1):+.1f} % | {vs_bo:+.1f} % | {vs_static:+.1f} % |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--calibrations", default=None, help="comma-separated names' prefixes; default: all")
+    a = ap.parse_args()
+    cals = CALIBRATIONS
+    if a.calibrations:
+        wanted = a.calibrations.split(",")
+        cals = {k: v for k, v in cals.items() if any(k.startswith(w) for w in wanted)}
+    print(
+        "| calibration | optimum at 10G (samples/s) | optimum at 3G | 10G optimum at 3G | best static | "
+        "paper's ⟨8,3⟩ at 10G / ⟨4,2⟩ at 3G, of the optimum | 3G phases: optimum over the 10G one | "
+        "bound vs BO (10G optimum kept) | bound vs best static |"
+    )
+    print("|---|---|---|---:|---|---:|---:|---:|---:|")
+    with ProcessPoolExecutor(a.jobs) as pool:
+        for name, extra in cals.items():
+            s10, s3 = pool.map(_speeds, [(extra, 10.0), (extra, 3.0)])
+            print(bound_row(name, s10, s3), flush=True)
+
+
+if __name__ == "__main__":
+    main()
