@@ -45,6 +45,10 @@ CALIBRATIONS: dict[str, dict] = {
     },
     "overhead 2 ms, latency 3 ms": {"partition_overhead_us": 2000.0, "partition_latency_us": 3000.0},
     "every partition above 1 MB striped": {"ps_split_bytes": 1_000_000},
+    # a fork of ByteScheduler's MXNet plugin stripes every partition over all servers
+    "every partition striped": {"ps_split_bytes": 1},
+    "every partition striped, latency 12 ms": {"ps_split_bytes": 1, "partition_latency_us": 12000.0},
+    "every partition striped, aggregated credit": {"ps_split_bytes": 1, "ps_credit": "aggregated"},
     "aggregated credit": {"ps_credit": "aggregated"},
     "aggregated credit, latency 1 ms": {"ps_credit": "aggregated", "partition_latency_us": 1000.0},
     "aggregated credit, latency 3 ms": {"ps_credit": "aggregated", "partition_latency_us": 3000.0},

@@ -25,9 +25,10 @@ pub enum PsCredit {
     Push,
     /// When the server(s) hold every worker's push of it, plus the round trip: MXNet's
     /// `dist_sync` kvstore answers a push only once all workers' pushes of that key are
-    /// aggregated, and ByteScheduler's MXNet plugin returns the credit on that answer
-    /// (`KVStoreTask`: "called after push instead of pull"). A partition then holds its
-    /// credit while the other workers catch up with it.
+    /// aggregated, and ByteScheduler's MXNet plugin waits for that answer (a fork returns
+    /// the credit on it; bytedance/byteps holds it until the pull is done too). A partition
+    /// then holds its credit while the other workers catch up with it, and windows that hold
+    /// different partitions deadlock (the job reports "stalled").
     Aggregated,
 }
 
