@@ -146,5 +146,5 @@ def test_an_aggregated_ps_credit_is_a_scenario_key():
     assert measure(spec, Candidate(14 * MB, 1)) > 0
     with pytest.raises(RuntimeError, match="stalled"):
         measure(spec, Candidate(2 * MB, 1))
-    with pytest.raises(Exception, match="ps_credit"):
+    with pytest.raises(ValueError, match="ps_credit: unknown variant"):
         SimJob(JobSpec("resnet50", "ps", 4, 10.0, {"ps_credit": "sometimes"}), None)
