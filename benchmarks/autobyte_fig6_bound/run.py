@@ -44,6 +44,11 @@ CALIBRATIONS: dict[str, dict] = {
         "partition_latency_us": 12000.0,
     },
     "overhead 2 ms, latency 3 ms": {"partition_overhead_us": 2000.0, "partition_latency_us": 3000.0},
+    # the PS server's own per-push work, serial per server; Fig. 3(b) bounds it as it does
+    # the worker's overhead (a server takes pushes at B/S_p: 0.4 ms for 1 MB at 20 Gbit/s)
+    "server 400 µs per push (Fig. 3(b)'s bound)": {"ps_server_overhead_us": 400.0},
+    "server 2 ms per push": {"ps_server_overhead_us": 2000.0},
+    "server 6.4 ms per push (Fig. 6's 8 MB at 10G)": {"ps_server_overhead_us": 6400.0},
     "every partition above 1 MB striped": {"ps_split_bytes": 1_000_000},
     # a fork of ByteScheduler's MXNet plugin stripes every partition over all servers
     "every partition striped": {"ps_split_bytes": 1},

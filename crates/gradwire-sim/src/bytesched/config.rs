@@ -129,6 +129,12 @@ pub struct JobCfg {
     /// go whole to one server chosen by hashing their key.
     #[serde(default = "d_split")]
     pub ps_split_bytes: u64,
+    /// PS: each server's one thread spends this long on every push piece it receives
+    /// (ps-lite's request handling and the merge) before it counts towards the aggregate;
+    /// serial per server, pieces in arrival order. Default 0: docs/reproductions.md (Fig. 6)
+    /// ablates it.
+    #[serde(default)]
+    pub ps_server_overhead_us: f64,
     /// PS: when a partition's credit returns (default: its own push arrived).
     #[serde(default)]
     pub ps_credit: PsCredit,
@@ -202,6 +208,9 @@ impl JobCfg {
         }
         if !(self.partition_latency_us.is_finite() && self.partition_latency_us >= 0.0) {
             return Err(format!("partition_latency_us: must be ≥ 0, got {}", self.partition_latency_us));
+        }
+        if !(self.ps_server_overhead_us.is_finite() && self.ps_server_overhead_us >= 0.0) {
+            return Err(format!("ps_server_overhead_us: must be ≥ 0, got {}", self.ps_server_overhead_us));
         }
         if self.ps_split_bytes == 0 {
             return Err("ps_split_bytes: must be at least 1".into());

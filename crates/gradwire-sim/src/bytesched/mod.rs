@@ -103,6 +103,8 @@ enum Ev {
     Acked(u32, PartitionId),
     /// A ring all-reduce moves on to its next step.
     RingStep(u64),
+    /// A PS server has processed a push (`ps_server_overhead_us`).
+    Served(Tag),
 }
 
 struct Timed {
@@ -164,6 +166,8 @@ pub struct Job {
     ps_parts: HashMap<(u32, u64, u64), (PartitionId, u32)>,
     /// PS: (tensor, offset, server) → pushes received.
     pushes_in: HashMap<(u64, u64, u32), u32>,
+    /// PS: when each server's thread is free again.
+    server_free: Vec<f64>,
     /// Ring: tensor → workers that have its gradient.
     ring_ready: HashMap<u64, u32>,
     rings: HashMap<u64, RingOp>,
@@ -213,6 +217,7 @@ impl Job {
                 .collect(),
             ps_parts: HashMap::new(),
             pushes_in: HashMap::new(),
+            server_free: vec![0.0; n as usize],
             ring_ready: HashMap::new(),
             rings: HashMap::new(),
             next_ring: 0,
@@ -324,6 +329,7 @@ impl Job {
                     self.pump(w as usize);
                 }
                 Ev::RingStep(id) => self.ring_step(id),
+                Ev::Served(tag) => self.served(tag),
             }
         }
         true
@@ -552,25 +558,13 @@ impl Job {
                 if self.cfg.ps_credit == PsCredit::Push {
                     self.piece_acked(worker, tensor, offset);
                 }
-                let key = (tensor, offset, server);
-                let got = self.pushes_in.entry(key).or_insert(0);
-                *got += 1;
-                if *got < self.n {
-                    return;
-                }
-                self.pushes_in.remove(&key);
-                if self.cfg.ps_credit == PsCredit::Aggregated {
-                    for v in 0..self.n {
-                        self.piece_acked(v, tensor, offset);
-                    }
-                }
-                for v in 0..self.n {
-                    let pull = Tag::Pull { worker: v, server, tensor, offset, bytes };
-                    if v == server {
-                        self.flow_done(pull);
-                    } else {
-                        self.net.add(pull, [Some(self.net.up(server)), Some(self.net.down(v))], bytes as f64);
-                    }
+                if self.cfg.ps_server_overhead_us > 0.0 {
+                    // the server's one thread handles pushes in arrival order
+                    let start = self.server_free[server as usize].max(self.now);
+                    self.server_free[server as usize] = start + self.cfg.ps_server_overhead_us * 1e-6;
+                    self.at(self.server_free[server as usize] - self.now, Ev::Served(tag));
+                } else {
+                    self.served(tag);
                 }
             }
             Tag::Pull { worker, tensor, bytes, .. } => {
@@ -587,6 +581,32 @@ impl Job {
                 }
             }
             Tag::Background { .. } => unreachable!("background flows never finish"),
+        }
+    }
+
+    /// The server has processed a push: once every worker's is in, the aggregate goes back.
+    fn served(&mut self, tag: Tag) {
+        if let Tag::Push { server, tensor, offset, bytes, .. } = tag {
+            let key = (tensor, offset, server);
+            let got = self.pushes_in.entry(key).or_insert(0);
+            *got += 1;
+            if *got < self.n {
+                return;
+            }
+            self.pushes_in.remove(&key);
+            if self.cfg.ps_credit == PsCredit::Aggregated {
+                for v in 0..self.n {
+                    self.piece_acked(v, tensor, offset);
+                }
+            }
+            for v in 0..self.n {
+                let pull = Tag::Pull { worker: v, server, tensor, offset, bytes };
+                if v == server {
+                    self.flow_done(pull);
+                } else {
+                    self.net.add(pull, [Some(self.net.up(server)), Some(self.net.down(v))], bytes as f64);
+                }
+            }
         }
     }
 
