@@ -24,7 +24,8 @@ WARMUP = 1
 @dataclass
 class JobSpec:
     """The simulated job; ``extra`` holds the condition keys of ``bytesched`` (rate_changes,
-    background, slowdowns, partition_overhead_us, ps_split_bytes, batch_size)."""
+    background, slowdowns, partition_overhead_us, partition_latency_us, ps_split_bytes,
+    ps_credit, ps_server_overhead_us, batch_size)."""
 
     model: str = "resnet50"
     pattern: str = "ps"

@@ -16,6 +16,22 @@ pub enum Pattern {
     Ring,
 }
 
+/// PS: when a worker's partition gives its credit back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PsCredit {
+    /// When the worker's own push of it has arrived at the server(s), plus the round trip.
+    #[default]
+    Push,
+    /// When the server(s) hold every worker's push of it, plus the round trip: MXNet's
+    /// `dist_sync` kvstore answers a push only once all workers' pushes of that key are
+    /// aggregated, and ByteScheduler's MXNet plugin waits for that answer (a fork returns
+    /// the credit on it; bytedance/byteps holds it until the pull is done too). A partition
+    /// then holds its credit while the other workers catch up with it, and windows that hold
+    /// different partitions deadlock (the job reports "stalled").
+    Aggregated,
+}
+
 /// ⟨S_p, S_c⟩ in bytes, or no scheduling at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -113,6 +129,15 @@ pub struct JobCfg {
     /// go whole to one server chosen by hashing their key.
     #[serde(default = "d_split")]
     pub ps_split_bytes: u64,
+    /// PS: each server's one thread spends this long on every push piece it receives
+    /// (ps-lite's request handling and the merge) before it counts towards the aggregate;
+    /// serial per server, pieces in arrival order. Default 0: docs/reproductions.md (Fig. 6)
+    /// ablates it.
+    #[serde(default)]
+    pub ps_server_overhead_us: f64,
+    /// PS: when a partition's credit returns (default: its own push arrived).
+    #[serde(default)]
+    pub ps_credit: PsCredit,
     #[serde(default = "d_sched")]
     pub sched: SchedCfg,
     /// Samples per worker per iteration; default: the profile's batch size.
@@ -183,6 +208,9 @@ impl JobCfg {
         }
         if !(self.partition_latency_us.is_finite() && self.partition_latency_us >= 0.0) {
             return Err(format!("partition_latency_us: must be ≥ 0, got {}", self.partition_latency_us));
+        }
+        if !(self.ps_server_overhead_us.is_finite() && self.ps_server_overhead_us >= 0.0) {
+            return Err(format!("ps_server_overhead_us: must be ≥ 0, got {}", self.ps_server_overhead_us));
         }
         if self.ps_split_bytes == 0 {
             return Err("ps_split_bytes: must be at least 1".into());

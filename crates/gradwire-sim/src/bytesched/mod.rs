@@ -13,9 +13,11 @@
 //!
 //! - PS (one server per worker host): pushed to its server (striped over all servers above
 //!   `ps_split_bytes`), aggregated once every worker's push of it is in, pulled back. Its
-//!   credit is for the push only. (Holding the credit until the
-//!   pull deadlocks: workers whose windows hold different partitions each wait for the
-//!   others' pushes of their own, which the others' full windows never start.)
+//!   credit is for the push only: by default its own push's arrival, or, with
+//!   `ps_credit: aggregated` (MXNet's `dist_sync` semantics), every worker's push of it.
+//!   (Holding the credit until the pull deadlocks: workers whose windows hold different
+//!   partitions each wait for the others' pushes of their own, which the others' full
+//!   windows never start; `aggregated` can too, only when windows diverge that far.)
 //! - Ring: one scheduler for the job (all-reduce needs every worker), a partition is posted
 //!   once every worker has its gradient, then all-reduced in 2(N-1) lock-step ring steps of
 //!   1/N of it each; its credit returns when the last step completes.
@@ -31,7 +33,7 @@ pub mod fluid;
 mod tests;
 
 pub use config::{
-    BackgroundJob, JobCfg, Pattern, RateChange, SchedCfg, Slowdown, DEFAULT_LATENCY_US, DEFAULT_OVERHEAD_US,
+    BackgroundJob, JobCfg, Pattern, PsCredit, RateChange, SchedCfg, Slowdown, DEFAULT_LATENCY_US, DEFAULT_OVERHEAD_US,
 };
 
 use crate::models::{self, ModelProfile};
@@ -101,6 +103,8 @@ enum Ev {
     Acked(u32, PartitionId),
     /// A ring all-reduce moves on to its next step.
     RingStep(u64),
+    /// A PS server has processed a push (`ps_server_overhead_us`).
+    Served(Tag),
 }
 
 struct Timed {
@@ -158,10 +162,12 @@ pub struct Job {
     net: Network,
     workers: Vec<Worker>,
     scheds: Vec<Sched>,
-    /// PS: (worker, tensor, offset) → (partition, pieces still to push).
+    /// PS: (worker, tensor, offset) → (partition, pieces not yet acknowledged).
     ps_parts: HashMap<(u32, u64, u64), (PartitionId, u32)>,
     /// PS: (tensor, offset, server) → pushes received.
     pushes_in: HashMap<(u64, u64, u32), u32>,
+    /// PS: when each server's thread is free again.
+    server_free: Vec<f64>,
     /// Ring: tensor → workers that have its gradient.
     ring_ready: HashMap<u64, u32>,
     rings: HashMap<u64, RingOp>,
@@ -211,6 +217,7 @@ impl Job {
                 .collect(),
             ps_parts: HashMap::new(),
             pushes_in: HashMap::new(),
+            server_free: vec![0.0; n as usize],
             ring_ready: HashMap::new(),
             rings: HashMap::new(),
             next_ring: 0,
@@ -322,6 +329,7 @@ impl Job {
                     self.pump(w as usize);
                 }
                 Ev::RingStep(id) => self.ring_step(id),
+                Ev::Served(tag) => self.served(tag),
             }
         }
         true
@@ -547,27 +555,16 @@ impl Job {
         match tag {
             Tag::Push { worker, server, tensor, offset, bytes } => {
                 self.moved.pushed[worker as usize] += bytes;
-                let part = (worker, tensor, offset);
-                let entry = self.ps_parts.get_mut(&part).expect("a push of a started partition");
-                entry.1 -= 1;
-                if entry.1 == 0 {
-                    let (id, _) = self.ps_parts.remove(&part).expect("present");
-                    self.at(self.cfg.partition_latency_us * 1e-6, Ev::Acked(worker, id));
+                if self.cfg.ps_credit == PsCredit::Push {
+                    self.piece_acked(worker, tensor, offset);
                 }
-                let key = (tensor, offset, server);
-                let got = self.pushes_in.entry(key).or_insert(0);
-                *got += 1;
-                if *got < self.n {
-                    return;
-                }
-                self.pushes_in.remove(&key);
-                for v in 0..self.n {
-                    let pull = Tag::Pull { worker: v, server, tensor, offset, bytes };
-                    if v == server {
-                        self.flow_done(pull);
-                    } else {
-                        self.net.add(pull, [Some(self.net.up(server)), Some(self.net.down(v))], bytes as f64);
-                    }
+                if self.cfg.ps_server_overhead_us > 0.0 {
+                    // the server's one thread handles pushes in arrival order
+                    let start = self.server_free[server as usize].max(self.now);
+                    self.server_free[server as usize] = start + self.cfg.ps_server_overhead_us * 1e-6;
+                    self.at(self.server_free[server as usize] - self.now, Ev::Served(tag));
+                } else {
+                    self.served(tag);
                 }
             }
             Tag::Pull { worker, tensor, bytes, .. } => {
@@ -584,6 +581,44 @@ impl Job {
                 }
             }
             Tag::Background { .. } => unreachable!("background flows never finish"),
+        }
+    }
+
+    /// The server has processed a push: once every worker's is in, the aggregate goes back.
+    fn served(&mut self, tag: Tag) {
+        if let Tag::Push { server, tensor, offset, bytes, .. } = tag {
+            let key = (tensor, offset, server);
+            let got = self.pushes_in.entry(key).or_insert(0);
+            *got += 1;
+            if *got < self.n {
+                return;
+            }
+            self.pushes_in.remove(&key);
+            if self.cfg.ps_credit == PsCredit::Aggregated {
+                for v in 0..self.n {
+                    self.piece_acked(v, tensor, offset);
+                }
+            }
+            for v in 0..self.n {
+                let pull = Tag::Pull { worker: v, server, tensor, offset, bytes };
+                if v == server {
+                    self.flow_done(pull);
+                } else {
+                    self.net.add(pull, [Some(self.net.up(server)), Some(self.net.down(v))], bytes as f64);
+                }
+            }
+        }
+    }
+
+    /// One piece of worker `w`'s partition at (`tensor`, `offset`) is acknowledged: after
+    /// the last piece, the credit returns a round trip later.
+    fn piece_acked(&mut self, w: u32, tensor: u64, offset: u64) {
+        let part = (w, tensor, offset);
+        let entry = self.ps_parts.get_mut(&part).expect("a push of a started partition");
+        entry.1 -= 1;
+        if entry.1 == 0 {
+            let (id, _) = self.ps_parts.remove(&part).expect("present");
+            self.at(self.cfg.partition_latency_us * 1e-6, Ev::Acked(w, id));
         }
     }
 

@@ -32,7 +32,8 @@ fn a_job_is_deterministic() {
 }
 
 /// Every byte of every iteration is pushed and pulled (or all-reduced) exactly once while
-/// ⟨S_p, S_c⟩ changes every iteration, rates change and another job comes and goes.
+/// ⟨S_p, S_c⟩ changes every iteration, rates change, another job comes and goes and the PS
+/// servers queue the pushes they process.
 #[test]
 fn changing_the_configuration_between_iterations_loses_no_partition() {
     let configs = [
@@ -55,6 +56,7 @@ fn changing_the_configuration_between_iterations_loses_no_partition() {
             workers: None,
         });
         c.slowdowns.push(Slowdown { worker: 2, from_iteration: 1, to_iteration: Some(4), factor: 1.5 });
+        c.ps_server_overhead_us = 300.0;
         let mut job = Job::new(c).unwrap();
         for (k, s) in configs.iter().enumerate() {
             job.set_sched(*s).unwrap();
@@ -149,6 +151,40 @@ fn tiny_partitions_and_a_one_partition_credit_do_not_pay() {
     let (tiny, good, stop_and_wait) = (at(100_000, 8), at(2_000_000, 8), at(2_000_000, 1));
     assert!(tiny < 0.8 * good, "{tiny} vs {good}");
     assert!(stop_and_wait < 0.8 * good, "{stop_and_wait} vs {good}");
+}
+
+/// With MXNet's `dist_sync` credit (returned once every worker's push is aggregated) a
+/// partition holds its credit while the other workers catch up: never faster than the
+/// default, and a one-partition credit deadlocks as soon as two workers' windows hold
+/// different partitions, which the job reports instead of hanging.
+#[test]
+fn an_aggregated_credit_waits_for_every_worker_and_can_deadlock() {
+    let mut c = cfg("resnet50", Pattern::Ps);
+    c.workers = 4;
+    c.sched = SchedCfg::new(14_000_000, 1);
+    let own = speed(&c, 3);
+    c.ps_credit = PsCredit::Aggregated;
+    let all = speed(&c, 3);
+    assert!(all < own, "{all} vs {own}");
+    c.sched = SchedCfg::new(2_000_000, 1);
+    let err = Job::new(c).unwrap().run(3).unwrap_err();
+    assert!(err.contains("stalled"), "{err}");
+}
+
+/// A PS server that spends time on every push delays each aggregate, so more, smaller
+/// partitions pay more: ⟨2 MB⟩ loses more of its speed than ⟨16 MB⟩ does.
+#[test]
+fn a_busy_server_costs_small_partitions_more() {
+    let mut c = cfg("resnet50", Pattern::Ps);
+    c.workers = 4;
+    let mut at = |server_us: f64, p: u64, k: u64| {
+        c.ps_server_overhead_us = server_us;
+        c.sched = SchedCfg::new(p, k);
+        speed(&c, 3)
+    };
+    let small = at(2000.0, 2_000_000, 6) / at(0.0, 2_000_000, 6);
+    let large = at(2000.0, 16_000_000, 2) / at(0.0, 16_000_000, 2);
+    assert!(small < 0.9 && small < large - 0.05, "{small} vs {large}");
 }
 
 #[test]
