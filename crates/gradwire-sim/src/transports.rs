@@ -2,11 +2,11 @@
 //! core [`Transfer`]: the core's [`Builder`] makes the endpoints, so the simulator names no
 //! concrete transport.
 
-use crate::scenario::{DlcpImportance, DlcpRateState, Scenario, ScenarioError, WorkloadKind};
+use crate::scenario::{DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, WorkloadKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time, NS};
-use gradwire_core::transport::dlcp::{DlcpConfig, Importance};
+use gradwire_core::transport::dlcp::{DlcpConfig, Importance, RateHint};
 use gradwire_core::transport::ltp::LtpConfig;
 use gradwire_core::transport::tcp::TcpConfig;
 use gradwire_core::transport::{Builder, Carry, ConfigError, Pair, Params, Transfer};
@@ -48,6 +48,10 @@ pub fn params(s: &Scenario) -> Params {
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             stop_behind_data: tr.dlcp_stop_behind_data,
             start_rate_frac: tr.dlcp_start_rate_frac,
+            rate_hint: match tr.dlcp_rate_hint {
+                DlcpRateHint::None => RateHint::None,
+                DlcpRateHint::ReceiverShare => RateHint::ReceiverShare,
+            },
             ..DlcpConfig::default()
         },
         ltp: LtpConfig {

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
+use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, RateHint};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
@@ -283,6 +283,8 @@ pub struct Builder {
     rates: Links<(HostId, HostId), MinimalRate>,
     /// Per host pair, its DLCP senders with data to send (`Carry::dlcp_rate_shared`).
     sending: Mutex<HashMap<(HostId, HostId), Arc<AtomicU32>>>,
+    /// Per receiving host, the hosts sending DLCP data into it (`RateHint::ReceiverShare`).
+    loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
 }
 
@@ -304,6 +306,7 @@ impl Builder {
             params,
             rates: Default::default(),
             sending: Default::default(),
+            loads: Default::default(),
             lt: Default::default(),
         })
     }
@@ -324,6 +327,7 @@ impl Builder {
         self.lt.lock().expect("not poisoned").clear();
         self.rates.lock().expect("not poisoned").clear();
         self.sending.lock().expect("not poisoned").clear();
+        self.loads.lock().expect("not poisoned").clear();
     }
 
     fn dlcp(&self, t: &Transfer) -> DlcpConfig {
@@ -387,7 +391,18 @@ impl Builder {
     /// The receiving end of `t`; `None` for a kind whose receiver does not place payload.
     pub fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
         Some(match self.params.kind {
-            Kind::Dlcp => Box::new(DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes)),
+            Kind::Dlcp => {
+                let r = DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes);
+                if self.params.dlcp.rate_hint == RateHint::ReceiverShare {
+                    // The host's link rate: host links are equal in every network gradwire
+                    // drives, so the transfer's (its sender's) line rate is the receiver's.
+                    let mut loads = self.loads.lock().expect("not poisoned");
+                    let load = loads.entry(t.dst).or_insert_with(|| Arc::new(HostLoad::new(t.line_rate_bps)));
+                    Box::new(r.sharing_host_load(load.clone()))
+                } else {
+                    Box::new(r)
+                }
+            }
             Kind::Ltp if self.params.carry.ltp_threshold => {
                 let (cfg, lt) = (self.ltp(t), cell(&self.lt, (t.src, t.dst, t.bytes)));
                 let state = lt.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));

@@ -37,11 +37,13 @@
 mod receiver;
 mod runs;
 mod sender;
+mod share;
 #[cfg(test)]
 mod tests;
 
 pub use receiver::DlcpReceiver;
 pub use sender::DlcpSender;
+pub use share::{HostLoad, RateHint};
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
@@ -140,6 +142,11 @@ pub struct DlcpConfig {
     /// N-to-1 incast, 1/N, so a tensor does not send line rate × period before its first
     /// feedback).
     pub start_rate_frac: f64,
+    /// What a receive-rate report carries besides the rate ([`RateHint::None`], the
+    /// default, as dlcp.md). [`RateHint::ReceiverShare`] (a deviation): also the receiving
+    /// host's fair share, at or below which the sender holds its rate; the host's
+    /// receivers share a [`HostLoad`] ([`DlcpReceiver::sharing_host_load`]).
+    pub rate_hint: RateHint,
     /// How far the sender's pacer may run ahead of its slots and catch up behind them
     /// (none in the simulator; a software host sends in bursts).
     pub pacing: Pacing,
@@ -166,6 +173,7 @@ impl Default for DlcpConfig {
             retx_quiet: 0,
             stop_behind_data: false,
             start_rate_frac: 1.0,
+            rate_hint: RateHint::None,
             pacing: Pacing::default(),
         }
     }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::runs::RunQueue;
+use super::share::RateReport;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
@@ -61,6 +62,9 @@ pub struct DlcpSender {
     prev_send_bps: Option<u64>,
     /// Latest receive rate reported during the current period.
     report: Option<u64>,
+    /// The receiving host's latest fair share ([`super::RateHint::ReceiverShare`]): the
+    /// rate control stays at or below it (`u64::MAX`: none reported).
+    share_bps: u64,
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
 
@@ -124,6 +128,7 @@ impl DlcpSender {
             sent_in_period: 0,
             prev_send_bps: None,
             report: None,
+            share_bps: u64::MAX,
             skip_decision: false,
             carried_rate: None,
             pair_sending: None,
@@ -254,6 +259,7 @@ impl DlcpSender {
             // judging the new line-rate burst by them would halve it at once: skip one.
             if self.cfg.resend_at_line_rate {
                 self.cc.on_retransmit_request();
+                self.cc.cap(self.share_bps);
                 self.report = None;
                 self.skip_decision = true;
             }
@@ -262,6 +268,27 @@ impl DlcpSender {
         self.queue.extend(runs);
         self.batch_complete |= req.last;
         self.update_sending();
+    }
+
+    fn on_rate_report(&mut self, arg: u64) {
+        let r = RateReport::unpack(arg, self.cfg.rate_hint);
+        self.report = Some(r.recv_bps);
+        if let Some(share) = r.share_bps {
+            // The share is a limit, not a measurement to judge: it holds at once.
+            self.share_bps = share;
+            let before = self.cc;
+            self.cc.cap(share);
+            if self.cc != before {
+                self.store_rate();
+            }
+        }
+    }
+
+    /// Leaves the rate state for the host pair's next transfer ([`Self::leaving_rate_in`]).
+    fn store_rate(&self) {
+        if let Some(cell) = &self.carried_rate {
+            *cell.lock().expect("not poisoned") = Some(self.cc);
+        }
     }
 
     fn on_finish(&mut self, now: Time) {
@@ -291,6 +318,7 @@ impl DlcpSender {
         self.prev_send_bps = Some(period_bps);
         if let Some(recv_bps) = self.report.take().filter(|_| !self.skip_decision) {
             self.cc.on_period(send_bps, recv_bps);
+            self.cc.cap(self.share_bps);
         }
         self.skip_decision = false;
         self.sent_in_period = 0;
@@ -344,7 +372,7 @@ impl Endpoint for DlcpSender {
                 // Anything from the receiver proves START arrived.
                 self.ctrl.cancel(CtrlOp::Start);
                 match op {
-                    CtrlOp::Rate => self.report = Some(pkt.seq),
+                    CtrlOp::Rate => self.on_rate_report(pkt.seq),
                     CtrlOp::Retx => {
                         self.ctrl.ack(op, pkt.seq);
                         self.on_retx(pkt.seq);
@@ -370,8 +398,8 @@ impl Endpoint for DlcpSender {
         if now >= self.period_end {
             let before = self.cc;
             self.on_period(now);
-            if let Some(cell) = self.carried_rate.as_ref().filter(|_| self.cc != before) {
-                *cell.lock().expect("not poisoned") = Some(self.cc);
+            if self.cc != before {
+                self.store_rate();
             }
         }
     }
