@@ -52,6 +52,7 @@ pub fn params(s: &Scenario) -> Params {
                 DlcpRateHint::None => RateHint::None,
                 DlcpRateHint::ReceiverShare => RateHint::ReceiverShare,
             },
+            share_headroom: tr.dlcp_share_headroom,
             ..DlcpConfig::default()
         },
         ltp: LtpConfig {
@@ -93,6 +94,7 @@ fn scenario_key(field: &str) -> &'static str {
         "additive_increase_frac" => "transport.rate_increase_frac",
         "importance" => "transport.important_fraction",
         "start_rate_frac" => "transport.dlcp_start_rate_frac",
+        "share_headroom" => "transport.dlcp_share_headroom",
         "ctrl_rto" => "transport.ctrl_rto_us",
         "lt_c" => "transport.ltp_c_ms",
         "initial_rtprop" => "topology.link_delay_ns",
@@ -265,6 +267,14 @@ mod tests {
         assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
         assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
         assert_eq!(err("transport.dlcp_start_rate_frac=0").key, "transport.dlcp_start_rate_frac");
+        let e = err("transport.dlcp_share_headroom=0");
+        assert_eq!(
+            (e.key.as_str(), e.message.as_str()),
+            ("transport.dlcp_share_headroom", "must be a positive number (got 0)")
+        );
+        let e = err("transport.dlcp_rate_hint=sender");
+        assert_eq!(e.key, "transport.dlcp_rate_hint");
+        assert!(e.message.contains("unknown variant `sender`") && e.message.contains("receiver_share"), "{e}");
         assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
         assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
         let e = err("transport.rto_min_us=-5");

@@ -31,7 +31,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(SMALL, overrides)
 }
 
-const OPTIONS: [&[&str]; 10] = [
+const OPTIONS: [&[&str]; 12] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -42,6 +42,12 @@ const OPTIONS: [&[&str]; 10] = [
     &["transport.importance=median_profile"],
     &["transport.dlcp_start_rate_frac=0.25"],
     &["transport.dlcp_rate_state=pair_shared"],
+    &["transport.dlcp_rate_hint=receiver_share"],
+    &[
+        "transport.dlcp_rate_hint=receiver_share",
+        "transport.dlcp_rate_state=pair_shared",
+        "transport.dlcp_share_headroom=1",
+    ],
 ];
 
 #[test]
@@ -54,6 +60,9 @@ fn every_option_conserves_packets_and_is_deterministic() {
         "transport.dlcp_resend_at_line_rate=true",
         "transport.importance=fixed",
         "transport.dlcp_start_rate_frac=1.0",
+        "transport.dlcp_rate_hint=none",
+        // read only with the hint
+        "transport.dlcp_share_headroom=3",
     ]);
     assert_eq!(spelled, outputs[0]);
     // and each option changes the run

@@ -322,6 +322,10 @@ pub struct TransportCfg {
     /// sending into it, at or below which each sender holds its rate).
     #[serde(skip_serializing_if = "DlcpRateHint::is_none")]
     pub dlcp_rate_hint: DlcpRateHint,
+    /// DLCP with `dlcp_rate_hint = "receiver_share"`: a sender's cap is this many times the
+    /// reported share (> 0).
+    #[serde(skip_serializing_if = "is_default_share_headroom")]
+    pub dlcp_share_headroom: f64,
     /// newreno/dctcp/pias: open each connection with a SYN / SYN-ACK before data.
     #[serde(skip_serializing_if = "is_false")]
     pub tcp_handshake: bool,
@@ -342,6 +346,13 @@ pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
 
 fn is_default_conn_timeout(v: &f64) -> bool {
     *v == NS3_CONN_TIMEOUT_US
+}
+
+/// The sender's cap under `dlcp_rate_hint = "receiver_share"`, in reported shares.
+pub const DEFAULT_SHARE_HEADROOM: f64 = 1.5;
+
+fn is_default_share_headroom(v: &f64) -> bool {
+    *v == DEFAULT_SHARE_HEADROOM
 }
 
 fn is_zero_u64(v: &u64) -> bool {
@@ -469,6 +480,7 @@ impl Default for TransportCfg {
             dlcp_retx_quiet_us: 0.0,
             dlcp_stop_behind_data: false,
             dlcp_rate_hint: DlcpRateHint::None,
+            dlcp_share_headroom: DEFAULT_SHARE_HEADROOM,
             dlcp_start_rate_frac: 1.0,
             tcp_handshake: false,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,

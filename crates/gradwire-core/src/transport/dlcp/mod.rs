@@ -147,6 +147,9 @@ pub struct DlcpConfig {
     /// host's fair share, at or below which the sender holds its rate; the host's
     /// receivers share a [`HostLoad`] ([`DlcpReceiver::sharing_host_load`]).
     pub rate_hint: RateHint,
+    /// With [`RateHint::ReceiverShare`]: the sender's cap is this many times the reported
+    /// share (> 0).
+    pub share_headroom: f64,
     /// How far the sender's pacer may run ahead of its slots and catch up behind them
     /// (none in the simulator; a software host sends in bursts).
     pub pacing: Pacing,
@@ -174,6 +177,7 @@ impl Default for DlcpConfig {
             stop_behind_data: false,
             start_rate_frac: 1.0,
             rate_hint: RateHint::None,
+            share_headroom: 1.5,
             pacing: Pacing::default(),
         }
     }
@@ -202,6 +206,12 @@ impl DlcpConfig {
             return Err(ConfigError::new(
                 "start_rate_frac",
                 format!("must be in (0, 1] (got {})", self.start_rate_frac),
+            ));
+        }
+        if !(self.share_headroom.is_finite() && self.share_headroom > 0.0) {
+            return Err(ConfigError::new(
+                "share_headroom",
+                format!("must be a positive number (got {})", self.share_headroom),
             ));
         }
         if let Importance::Fraction { fraction, .. } = self.importance {

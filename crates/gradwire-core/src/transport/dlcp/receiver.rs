@@ -97,7 +97,7 @@ impl DlcpReceiver {
     /// The RATE argument for a period that received at `recv_bps`.
     fn rate_report(&self, now: Time, recv_bps: u64) -> u64 {
         let Some(load) = &self.host_load else { return recv_bps };
-        let share = load.report(self.remote, self.recv_in_period, now, self.cfg.rate_period);
+        let share = load.report(self.remote, self.recv_in_period > 0, now, self.cfg.rate_period);
         RateReport { recv_bps, share_bps: Some(share) }.pack(self.cfg.rate_hint)
     }
 
@@ -303,8 +303,8 @@ impl DlcpReceiver {
             return;
         }
         if let Some(load) = &self.host_load {
-            // this period's data still counts toward the host's arrivals
-            load.report(self.remote, std::mem::take(&mut self.recv_in_period), now, self.cfg.rate_period);
+            // its last data still counts its sender in
+            load.report(self.remote, self.recv_in_period > 0, now, self.cfg.rate_period);
         }
         let delivered = self.reasm.received_bytes();
         self.state = State::Finishing;

@@ -62,8 +62,9 @@ pub struct DlcpSender {
     prev_send_bps: Option<u64>,
     /// Latest receive rate reported during the current period.
     report: Option<u64>,
-    /// The receiving host's latest fair share ([`super::RateHint::ReceiverShare`]): the
-    /// rate control stays at or below it (`u64::MAX`: none reported).
+    /// `share_headroom` times the receiving host's latest fair share
+    /// ([`super::RateHint::ReceiverShare`]): the rate control stays at or below it
+    /// (`u64::MAX`: none reported).
     share_bps: u64,
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
@@ -275,9 +276,9 @@ impl DlcpSender {
         self.report = Some(r.recv_bps);
         if let Some(share) = r.share_bps {
             // The share is a limit, not a measurement to judge: it holds at once.
-            self.share_bps = share;
+            self.share_bps = (share as f64 * self.cfg.share_headroom).min(u64::MAX as f64) as u64;
             let before = self.cc;
-            self.cc.cap(share);
+            self.cc.cap(self.share_bps);
             if self.cc != before {
                 self.store_rate();
             }

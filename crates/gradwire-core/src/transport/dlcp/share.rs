@@ -5,7 +5,11 @@
 //! state sits at the loss threshold. The receiving host is the one place that knows how
 //! many hosts send into its link: its receivers note each remote host whose data arrived
 //! in their period ([`HostLoad`]), and every RATE report also carries the host's fair
-//! share, its link rate over that count. The sender holds its rate at or below the share.
+//! share, its link rate over that count. The sender holds its rate at or below
+//! `share_headroom` times the share: with a headroom above 1 the receiver's queue can still
+//! form, which is where DLCP's strict layer priority acts (a rate held at exactly the fair
+//! share keeps the queue empty and turns priority into even sharing), and the link is not
+//! left idle by hosts counted in the window that send little.
 
 use std::sync::Mutex;
 
@@ -19,80 +23,40 @@ pub enum RateHint {
     #[default]
     None,
     /// Also the receiving host's fair share: its link rate over the number of hosts whose
-    /// data reached it in the last period and a half; the sender caps its rate there.
+    /// data reached it in the last period and a half; the sender holds its rate at or
+    /// below `share_headroom` times that share.
     ReceiverShare,
 }
 
 /// The remote hosts with data arriving at one receiving host, shared by its DLCP receivers.
-///
-/// The share is an allowance `Λ` of the host's link split evenly over the remote hosts
-/// seen sending: `Λ / N`. `Λ` starts at the link rate (the share is then the fair share of
-/// a saturated link) and follows the host's measured arrival rate `A` once per period,
-/// within `[link, N·link]`: below `η` of the link (η = 0.95), `Λ += (η·link − A) / 2`, so
-/// a link left idle by senders limited elsewhere (another bottleneck, data not ready yet)
-/// raises the others' share; at `η` or more the excess `Λ − link` halves, back toward the
-/// fair share (a full link does not show how far the senders overshoot it). A burst of
-/// new senders divides `Λ` among more hosts at once.
 #[derive(Debug)]
 pub struct HostLoad {
     link_bps: u64,
-    state: Mutex<LoadState>,
-}
-
-#[derive(Debug)]
-struct LoadState {
     /// Each remote host, and when a receiver here last found its data in a period.
-    seen: Vec<(HostId, Time)>,
-    allowance_bps: f64,
-    /// Wire bytes the receivers reported since `measured_from`.
-    bytes: u64,
-    measured_from: Time,
+    seen: Mutex<Vec<(HostId, Time)>>,
 }
 
 impl HostLoad {
-    /// Target utilization of the host's link: the allowance shrinks above it.
-    const UTILIZATION: f64 = 0.95;
-
     /// The load of a host whose link carries `link_bps` bit/s.
     pub fn new(link_bps: u64) -> Self {
-        let link_bps = link_bps.max(1);
-        let state = LoadState { seen: Vec::new(), allowance_bps: link_bps as f64, bytes: 0, measured_from: 0 };
-        HostLoad { link_bps, state: Mutex::new(state) }
+        HostLoad { link_bps: link_bps.max(1), seen: Mutex::new(Vec::new()) }
     }
 
-    /// A receiver here ends a period of length `period` at `now`, in which `bytes` wire
-    /// bytes of `remote`'s data arrived. Returns the host's share in bit/s: the allowance
-    /// over the remote hosts seen within a period and a half before `now` (at least one).
-    pub fn report(&self, remote: HostId, bytes: u64, now: Time, period: Time) -> u64 {
-        let mut st = self.state.lock().expect("not poisoned");
-        let period = period.max(1);
-        if bytes > 0 {
-            match st.seen.iter_mut().find(|(h, _)| *h == remote) {
+    /// A receiver here ends a period of length `period` at `now`; `remote`'s data arrived
+    /// in it if `active`. Returns the host's fair share in bit/s: its link rate over the
+    /// remote hosts seen within a period and a half before `now` (at least one), so a host
+    /// whose every period brings data is never missed between two receivers' reports.
+    pub fn report(&self, remote: HostId, active: bool, now: Time, period: Time) -> u64 {
+        let mut seen = self.seen.lock().expect("not poisoned");
+        if active {
+            match seen.iter_mut().find(|(h, _)| *h == remote) {
                 Some((_, at)) => *at = now,
-                None => st.seen.push((remote, now)),
+                None => seen.push((remote, now)),
             }
         }
-        let window = period + period / 2;
-        st.seen.retain(|&(_, at)| at.saturating_add(window) >= now);
-        let n = st.seen.len().max(1) as f64;
-        let link = self.link_bps as f64;
-        st.bytes += bytes;
-        let elapsed = now.saturating_sub(st.measured_from);
-        if elapsed > 2 * period {
-            // idle in between: measure afresh rather than read the gap as a free link
-            (st.bytes, st.measured_from) = (bytes, now.saturating_sub(period));
-        } else if elapsed >= period {
-            let arrival = st.bytes as f64 * 8.0 * crate::time::SEC as f64 / elapsed as f64;
-            let allowance = if arrival < Self::UTILIZATION * link {
-                st.allowance_bps + (Self::UTILIZATION * link - arrival) / 2.0
-            } else {
-                // a full link hides how far the senders overshoot it: halve the excess
-                link + (st.allowance_bps - link) / 2.0
-            };
-            st.allowance_bps = allowance.clamp(link, n * link);
-            (st.bytes, st.measured_from) = (0, now);
-        }
-        (st.allowance_bps.min(n * link) / n) as u64
+        let window = period.max(1) + period / 2;
+        seen.retain(|&(_, at)| at.saturating_add(window) >= now);
+        self.link_bps / seen.len().max(1) as u64
     }
 }
 
@@ -141,50 +105,21 @@ mod tests {
     use crate::time::US;
 
     #[test]
-    fn the_share_is_the_link_over_the_hosts_seen_while_the_link_is_busy() {
-        let link = 100_000_000_000u64;
-        let p = 100 * US;
-        // a period's worth of bytes at `gbps`
-        let bytes = |gbps: u64| gbps * 1_000_000_000 / 8 * p / crate::time::SEC;
+    fn the_share_is_the_link_over_the_hosts_seen_sending() {
+        let (link, p) = (100_000_000_000u64, 100 * US);
         let load = HostLoad::new(link);
-        assert_eq!(load.report(1, 0, 0, p), link, "nobody seen: the whole link");
+        assert_eq!(load.report(1, false, 0, p), link, "nobody seen: the whole link");
         for k in 1..=8u32 {
-            // k hosts, each noted by some receiver here, the link full; host 1 twice
-            let share = (1..=k).map(|h| load.report(h, bytes(100) / k as u64, 10 * US, p)).last().unwrap();
+            // k hosts, each noted by some receiver here
+            let share = (1..=k).map(|h| load.report(h, true, 10 * US, p)).last().unwrap();
             assert_eq!(share, link / k as u64, "{k} senders");
-            assert_eq!(load.report(1, 1, 10 * US, p), share, "a host with two transfers counts once");
+            assert_eq!(load.report(1, true, 10 * US, p), share, "a host with two transfers counts once");
         }
-        // host 1 stays; the others go quiet and leave the count after a period and a half
-        assert_eq!(load.report(1, bytes(100), 100 * US, p), link / 8);
-        assert_eq!(load.report(1, bytes(100), 161 * US, p), link);
-        assert_eq!(load.report(1, 0, 1000 * US, p), link);
-    }
-
-    #[test]
-    fn a_link_left_idle_raises_the_share_and_a_full_one_brings_it_back() {
-        let link = 100_000_000_000u64;
-        let p = 100 * US;
-        let bytes = |gbps: u64| gbps * 1_000_000_000 / 8 * p / crate::time::SEC;
-        let load = HostLoad::new(link);
-        // 4 senders, together at 20 Gbit/s: the share grows beyond link / 4
-        let mut share = 0;
-        for i in 1..=6u64 {
-            for h in 0..4 {
-                share = load.report(h, bytes(5), i * p, p);
-            }
-        }
-        assert!(share > link / 2, "idle link: share {share}");
-        assert!(share <= link, "never above the link");
-        // now they fill it: back to the fair share
-        for i in 7..=40u64 {
-            for h in 0..4 {
-                share = load.report(h, bytes(25), i * p, p);
-            }
-        }
-        assert!(share.abs_diff(link / 4) < link / 1000, "full link: share {share}");
-        // four more hosts join: the allowance is divided among eight at once
-        let share = (4..8).map(|h| load.report(h, bytes(25), 41 * p, p)).last().unwrap();
-        assert!(share.abs_diff(link / 8) < link / 1000, "eight senders: share {share}");
+        // host 1 stays active; the others go quiet and leave the count after 1.5 periods
+        assert_eq!(load.report(1, true, 100 * US, p), link / 8);
+        assert_eq!(load.report(1, true, 160 * US, p), link / 8);
+        assert_eq!(load.report(1, true, 161 * US, p), link);
+        assert_eq!(load.report(1, false, 400 * US, p), link);
     }
 
     #[test]
