@@ -31,7 +31,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(SMALL, overrides)
 }
 
-const OPTIONS: [&[&str]; 12] = [
+const OPTIONS: [&[&str]; 13] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -42,6 +42,7 @@ const OPTIONS: [&[&str]; 12] = [
     &["transport.importance=median_profile"],
     &["transport.dlcp_start_rate_frac=0.25"],
     &["transport.dlcp_rate_state=pair_shared"],
+    &["transport.dlcp_rate_state=pair_priority"],
     &["transport.dlcp_rate_hint=receiver_share"],
     &[
         "transport.dlcp_rate_hint=receiver_share",

@@ -139,6 +139,10 @@ pub struct Carry {
     /// pair's rate evenly instead of each sending at it (a deviation: the pair, not the
     /// tensor, is then the unit of rate control).
     pub dlcp_rate_shared: bool,
+    /// With `dlcp_rate_shared`: a transfer splits the pair's rate only with the pair's
+    /// transfers at its data priority or a higher one (a deviation: the most important
+    /// tensor of a pair paces at the pair's whole rate).
+    pub dlcp_rate_by_priority: bool,
     /// LTP's LT threshold, per (sender host, receiver host, transfer size): each link keeps
     /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
     /// for a transfer of the same size (the same layer next iteration).
@@ -281,8 +285,9 @@ pub struct Builder {
     tcp: TcpConfig,
     pias: PiasConfig,
     rates: Links<(HostId, HostId), MinimalRate>,
-    /// Per host pair, its DLCP senders with data to send (`Carry::dlcp_rate_shared`).
-    sending: Mutex<HashMap<(HostId, HostId), Arc<AtomicU32>>>,
+    /// Per host pair (and data priority, with `Carry::dlcp_rate_by_priority`; else 0), its
+    /// DLCP senders with data to send (`Carry::dlcp_rate_shared`).
+    sending: Mutex<HashMap<(HostId, HostId, u8), Arc<AtomicU32>>>,
     /// Per receiving host, the hosts sending DLCP data into it (`RateHint::ReceiverShare`).
     loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
@@ -376,8 +381,14 @@ impl Builder {
                 let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
                 let s = s.leaving_rate_in(rate);
                 if self.params.carry.dlcp_rate_shared {
-                    let sending = self.sending.lock().expect("not poisoned").entry((t.src, t.dst)).or_default().clone();
-                    Box::new(s.sharing_rate_with(sending))
+                    let mut counts = self.sending.lock().expect("not poisoned");
+                    let mut count = |p: u8| counts.entry((t.src, t.dst, p)).or_default().clone();
+                    if self.params.carry.dlcp_rate_by_priority {
+                        let ahead = (0..t.priority).map(&mut count).collect();
+                        Box::new(s.sharing_rate_with(count(t.priority)).sharing_rate_ahead_of(ahead))
+                    } else {
+                        Box::new(s.sharing_rate_with(count(0)))
+                    }
                 } else {
                     Box::new(s)
                 }

@@ -393,6 +393,10 @@ pub enum DlcpRateState {
     /// As `Pair`, and the pair's transfers with data to send split its rate evenly rather
     /// than each sending at it: the pair is the unit of rate control.
     PairShared,
+    /// As `PairShared`, but a transfer splits the rate only with the pair's transfers at
+    /// its layer priority or a higher one: the pair's most important tensor sends at the
+    /// whole rate, and the host NIC's strict priority orders the rest.
+    PairPriority,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -75,6 +75,9 @@ pub struct DlcpSender {
     /// With [`DlcpSender::sharing_rate_with`]: the host pair's senders that have data to
     /// send, this one counted while its queue is not empty; each paces at the rate / count.
     pair_sending: Option<Arc<AtomicU32>>,
+    /// With [`DlcpSender::sharing_rate_ahead_of`]: the pair's counts of senders at higher
+    /// priorities, which this one also splits the rate with.
+    pair_ahead: Vec<Arc<AtomicU32>>,
     counted: bool,
     stats: EndpointStats,
     retx_ignored: u64,
@@ -133,6 +136,7 @@ impl DlcpSender {
             skip_decision: false,
             carried_rate: None,
             pair_sending: None,
+            pair_ahead: Vec::new(),
             counted: false,
             stats: EndpointStats::default(),
             retx_ignored: 0,
@@ -165,6 +169,16 @@ impl DlcpSender {
         self
     }
 
+    /// With [`DlcpSender::sharing_rate_with`] (its own priority's count): also splits the
+    /// rate with the senders counted in `ahead`, the pair's counts at higher priorities, and
+    /// not with those below it, so the pair's most important tensor paces at its whole
+    /// rate and the host NIC's strict priority orders the rest (a deviation; see
+    /// [`super::super::Carry::dlcp_rate_by_priority`]).
+    pub fn sharing_rate_ahead_of(mut self, ahead: Vec<Arc<AtomicU32>>) -> Self {
+        self.pair_ahead = ahead;
+        self
+    }
+
     /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
     fn update_sending(&mut self) {
         let Some(sending) = &self.pair_sending else { return };
@@ -181,7 +195,10 @@ impl DlcpSender {
 
     /// The rate this sender paces at: its rate control's, or its share of it.
     fn pacing_rate_bps(&self) -> u64 {
-        let n = self.pair_sending.as_ref().map_or(1, |s| s.load(Ordering::Relaxed).max(1));
+        let n = self.pair_sending.as_ref().map_or(1, |s| {
+            let ahead: u32 = self.pair_ahead.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+            (s.load(Ordering::Relaxed) + ahead).max(1)
+        });
         (self.cc.rate_bps() / n as u64).max(1)
     }
 

@@ -533,6 +533,29 @@ fn senders_sharing_a_pair_rate_split_it_while_both_have_data() {
 }
 
 #[test]
+fn split_by_priority_the_pairs_most_important_sender_paces_at_the_whole_rate() {
+    use std::sync::atomic::AtomicU32;
+    use std::sync::Arc;
+    // the pair's counts per data priority; a sender is counted in its own and splits with
+    // the ones ahead of it
+    let counts: Vec<Arc<AtomicU32>> = (0..8).map(|_| Arc::new(AtomicU32::new(0))).collect();
+    let sender = |flow, priority: u8| {
+        let c = DlcpConfig { data_priority: priority, ..cfg(0.0) };
+        DlcpSender::new(c, flow, SRC, DST, 1_000_000, 0)
+            .sharing_rate_with(counts[priority as usize].clone())
+            .sharing_rate_ahead_of(counts[..priority as usize].to_vec())
+    };
+    let line = cfg(0.0).line_rate_bps;
+    let mut back = sender(FLOW, 6);
+    let mut back2 = sender(FLOW + 1, 6);
+    let mut front = sender(FLOW + 2, 2);
+    assert_eq!(data_gap(&mut front, 0), serialization(1500, line), "nothing ahead: the whole rate");
+    assert_eq!(data_gap(&mut back, 0), serialization(1500, line / 3), "two at its priority, one ahead");
+    drop(front);
+    assert_eq!(data_gap(&mut back2, 0), serialization(1500, line / 2));
+}
+
+#[test]
 fn a_start_rate_below_line_rate_paces_the_first_round_and_then_grows() {
     let c = DlcpConfig { start_rate_frac: 0.25, ..cfg(0.0) };
     let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
