@@ -77,7 +77,7 @@ pub struct DlcpSender {
     pair_sending: Option<Arc<AtomicU32>>,
     /// With [`DlcpSender::sharing_rate_ahead_of`]: the pair's counts of senders at higher
     /// priorities, which this one also splits the rate with.
-    pair_ahead: Vec<Arc<AtomicU32>>,
+    pair_ahead: Box<[Arc<AtomicU32>]>,
     counted: bool,
     stats: EndpointStats,
     retx_ignored: u64,
@@ -136,7 +136,7 @@ impl DlcpSender {
             skip_decision: false,
             carried_rate: None,
             pair_sending: None,
-            pair_ahead: Vec::new(),
+            pair_ahead: Box::default(),
             counted: false,
             stats: EndpointStats::default(),
             retx_ignored: 0,
@@ -175,7 +175,7 @@ impl DlcpSender {
     /// rate and the host NIC's strict priority orders the rest (a deviation; see
     /// [`super::super::Carry::dlcp_rate_by_priority`]).
     pub fn sharing_rate_ahead_of(mut self, ahead: Vec<Arc<AtomicU32>>) -> Self {
-        self.pair_ahead = ahead;
+        self.pair_ahead = ahead.into_boxed_slice();
         self
     }
 
@@ -336,7 +336,9 @@ impl DlcpSender {
         self.prev_send_bps = Some(period_bps);
         if let Some(recv_bps) = self.report.take().filter(|_| !self.skip_decision) {
             self.cc.on_period(send_bps, recv_bps);
-            self.cc.cap(self.share_bps);
+            if self.share_bps != u64::MAX {
+                self.cc.cap(self.share_bps);
+            }
         }
         self.skip_decision = false;
         self.sent_in_period = 0;
