@@ -19,6 +19,9 @@
 //! CONFIRM acknowledged: `SenderDone`
 //! ```
 //!
+//! With [`RateHint::ReceiverShare`] (a deviation) a RATE also carries the receiving host's
+//! fair share, and the sender holds its rate at or below `share_headroom` times it.
+//!
 //! The bound is met when at most `floor(loss_bound * size)` bytes are missing, so
 //! `loss_bound = 0` is a fully reliable transfer. DLCP's looser bound on push than on
 //! pull (§3.2.1) is just a different `loss_bound` in the config of each transfer.
