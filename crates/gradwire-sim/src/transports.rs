@@ -2,11 +2,11 @@
 //! core [`Transfer`]: the core's [`Builder`] makes the endpoints, so the simulator names no
 //! concrete transport.
 
-use crate::scenario::{DlcpImportance, DlcpRateState, Scenario, ScenarioError, WorkloadKind};
+use crate::scenario::{DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, WorkloadKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time, NS};
-use gradwire_core::transport::dlcp::{DlcpConfig, Importance};
+use gradwire_core::transport::dlcp::{DlcpConfig, Importance, RateHint};
 use gradwire_core::transport::ltp::LtpConfig;
 use gradwire_core::transport::tcp::TcpConfig;
 use gradwire_core::transport::{Builder, Carry, ConfigError, Pair, Params, Transfer};
@@ -48,6 +48,11 @@ pub fn params(s: &Scenario) -> Params {
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             stop_behind_data: tr.dlcp_stop_behind_data,
             start_rate_frac: tr.dlcp_start_rate_frac,
+            rate_hint: match tr.dlcp_rate_hint {
+                DlcpRateHint::None => RateHint::None,
+                DlcpRateHint::ReceiverShare => RateHint::ReceiverShare,
+            },
+            share_headroom: tr.dlcp_share_headroom,
             ..DlcpConfig::default()
         },
         ltp: LtpConfig {
@@ -65,7 +70,8 @@ pub fn params(s: &Scenario) -> Params {
         // tensor unless the scenario asks for a deviation.
         carry: Carry {
             dlcp_rate: tr.dlcp_rate_state != DlcpRateState::Tensor,
-            dlcp_rate_shared: tr.dlcp_rate_state == DlcpRateState::PairShared,
+            dlcp_rate_shared: matches!(tr.dlcp_rate_state, DlcpRateState::PairShared | DlcpRateState::PairPriority),
+            dlcp_rate_by_priority: tr.dlcp_rate_state == DlcpRateState::PairPriority,
             ltp_threshold: true,
         },
     }
@@ -89,6 +95,7 @@ fn scenario_key(field: &str) -> &'static str {
         "additive_increase_frac" => "transport.rate_increase_frac",
         "importance" => "transport.important_fraction",
         "start_rate_frac" => "transport.dlcp_start_rate_frac",
+        "share_headroom" => "transport.dlcp_share_headroom",
         "ctrl_rto" => "transport.ctrl_rto_us",
         "lt_c" => "transport.ltp_c_ms",
         "initial_rtprop" => "topology.link_delay_ns",
@@ -261,6 +268,14 @@ mod tests {
         assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
         assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
         assert_eq!(err("transport.dlcp_start_rate_frac=0").key, "transport.dlcp_start_rate_frac");
+        let e = err("transport.dlcp_share_headroom=0");
+        assert_eq!(
+            (e.key.as_str(), e.message.as_str()),
+            ("transport.dlcp_share_headroom", "must be a positive number (got 0)")
+        );
+        let e = err("transport.dlcp_rate_hint=sender");
+        assert_eq!(e.key, "transport.dlcp_rate_hint");
+        assert!(e.message.contains("unknown variant `sender`") && e.message.contains("receiver_share"), "{e}");
         assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
         assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
         let e = err("transport.rto_min_us=-5");

@@ -12,7 +12,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat())
 }
 
-const OPTIONS: [&[&str]; 10] = [
+const OPTIONS: [&[&str]; 13] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -23,6 +23,13 @@ const OPTIONS: [&[&str]; 10] = [
     &["transport.importance=median_profile"],
     &["transport.dlcp_start_rate_frac=0.25"],
     &["transport.dlcp_rate_state=pair_shared"],
+    &["transport.dlcp_rate_state=pair_priority"],
+    &["transport.dlcp_rate_hint=receiver_share"],
+    &[
+        "transport.dlcp_rate_hint=receiver_share",
+        "transport.dlcp_rate_state=pair_shared",
+        "transport.dlcp_share_headroom=1",
+    ],
 ];
 
 #[test]
@@ -35,6 +42,9 @@ fn every_option_conserves_packets_and_is_deterministic() {
         "transport.dlcp_resend_at_line_rate=true",
         "transport.importance=fixed",
         "transport.dlcp_start_rate_frac=1.0",
+        "transport.dlcp_rate_hint=none",
+        // read only with the hint
+        "transport.dlcp_share_headroom=3",
     ]);
     assert_eq!(spelled, outputs[0]);
     // and each option changes the run

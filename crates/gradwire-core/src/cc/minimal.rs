@@ -77,6 +77,17 @@ impl MinimalRate {
         }
     }
 
+    /// Hold the rate at or below `max_bps` (clamped to `[min_rate_bps, line_rate_bps]`),
+    /// e.g. a receiver's fair share; a capped rate is in congestion avoidance, so it
+    /// grows additively again once the cap rises.
+    pub fn cap(&mut self, max_bps: u64) {
+        let max = max_bps.clamp(self.min_rate_bps, self.line_rate_bps);
+        if self.rate_bps > max {
+            self.rate_bps = max;
+            self.phase = RatePhase::CongestionAvoidance;
+        }
+    }
+
     /// The receiver asked for a retransmission: resend at line rate.
     pub fn on_retransmit_request(&mut self) {
         self.phase = RatePhase::LineRateStart;
@@ -110,5 +121,21 @@ mod tests {
         assert_eq!(c.rate_bps(), 1_000); // floored
         c.on_retransmit_request();
         assert_eq!((c.rate_bps(), c.phase()), (100_000, RatePhase::LineRateStart));
+    }
+
+    #[test]
+    fn a_cap_holds_the_rate_and_leaves_it_free_to_grow_when_raised() {
+        let mut c = MinimalRate::new(100_000, 2.0, 0.05, 1_000);
+        c.cap(200_000); // above line rate: nothing to do
+        assert_eq!((c.rate_bps(), c.phase()), (100_000, RatePhase::LineRateStart));
+        c.cap(25_000);
+        assert_eq!((c.rate_bps(), c.phase()), (25_000, RatePhase::CongestionAvoidance));
+        c.on_period(25_000, 25_000);
+        c.cap(25_000); // the increase is capped too
+        assert_eq!(c.rate_bps(), 25_000);
+        c.on_period(25_000, 25_000); // cap raised: grows additively from there
+        assert_eq!(c.rate_bps(), 30_000);
+        c.cap(0);
+        assert_eq!(c.rate_bps(), 1_000, "never below the floor");
     }
 }

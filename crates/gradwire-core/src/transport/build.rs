@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, Importance};
+use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, RateHint};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
@@ -141,6 +141,10 @@ pub struct Carry {
     /// pair's rate evenly instead of each sending at it (a deviation: the pair, not the
     /// tensor, is then the unit of rate control).
     pub dlcp_rate_shared: bool,
+    /// With `dlcp_rate_shared`: a transfer splits the pair's rate only with the pair's
+    /// transfers at its data priority or a higher one (a deviation: the most important
+    /// tensor of a pair paces at the pair's whole rate).
+    pub dlcp_rate_by_priority: bool,
     /// LTP's LT threshold, per (sender host, receiver host, transfer size): each link keeps
     /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
     /// for a transfer of the same size (the same layer next iteration).
@@ -283,8 +287,11 @@ pub struct Builder {
     tcp: TcpConfig,
     pias: PiasConfig,
     rates: Links<(HostId, HostId), MinimalRate>,
-    /// Per host pair, its DLCP senders with data to send (`Carry::dlcp_rate_shared`).
-    sending: Mutex<HashMap<(HostId, HostId), Arc<AtomicU32>>>,
+    /// Per host pair (and data priority, with `Carry::dlcp_rate_by_priority`; else 0), its
+    /// DLCP senders with data to send (`Carry::dlcp_rate_shared`).
+    sending: Mutex<HashMap<(HostId, HostId, u8), Arc<AtomicU32>>>,
+    /// Per receiving host, the hosts sending DLCP data into it (`RateHint::ReceiverShare`).
+    loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
 }
 
@@ -306,6 +313,7 @@ impl Builder {
             params,
             rates: Default::default(),
             sending: Default::default(),
+            loads: Default::default(),
             lt: Default::default(),
         })
     }
@@ -326,6 +334,7 @@ impl Builder {
         self.lt.lock().expect("not poisoned").clear();
         self.rates.lock().expect("not poisoned").clear();
         self.sending.lock().expect("not poisoned").clear();
+        self.loads.lock().expect("not poisoned").clear();
     }
 
     fn dlcp(&self, t: &Transfer) -> DlcpConfig {
@@ -374,8 +383,14 @@ impl Builder {
                 let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
                 let s = s.leaving_rate_in(rate);
                 if self.params.carry.dlcp_rate_shared {
-                    let sending = self.sending.lock().expect("not poisoned").entry((t.src, t.dst)).or_default().clone();
-                    Box::new(s.sharing_rate_with(sending))
+                    let mut counts = self.sending.lock().expect("not poisoned");
+                    let mut count = |p: u8| counts.entry((t.src, t.dst, p)).or_default().clone();
+                    if self.params.carry.dlcp_rate_by_priority {
+                        let ahead = (0..t.priority).map(&mut count).collect();
+                        Box::new(s.sharing_rate_with(count(t.priority)).sharing_rate_ahead_of(ahead))
+                    } else {
+                        Box::new(s.sharing_rate_with(count(0)))
+                    }
                 } else {
                     Box::new(s)
                 }
@@ -389,7 +404,18 @@ impl Builder {
     /// The receiving end of `t`; `None` for a kind whose receiver does not place payload.
     pub fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
         Some(match self.params.kind {
-            Kind::Dlcp => Box::new(DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes)),
+            Kind::Dlcp => {
+                let r = DlcpReceiver::new(self.dlcp(t), t.flow, t.dst, t.src, t.bytes);
+                if self.params.dlcp.rate_hint == RateHint::ReceiverShare {
+                    // The host's link rate: host links are equal in every network gradwire
+                    // drives, so the transfer's (its sender's) line rate is the receiver's.
+                    let mut loads = self.loads.lock().expect("not poisoned");
+                    let load = loads.entry(t.dst).or_insert_with(|| Arc::new(HostLoad::new(t.line_rate_bps)));
+                    Box::new(r.sharing_host_load(load.clone()))
+                } else {
+                    Box::new(r)
+                }
+            }
             Kind::Ltp if self.params.carry.ltp_threshold => {
                 let (cfg, lt) = (self.ltp(t), cell(&self.lt, (t.src, t.dst, t.bytes)));
                 let state = lt.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));

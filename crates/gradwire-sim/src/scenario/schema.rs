@@ -317,6 +317,15 @@ pub struct TransportCfg {
     /// queue, so it does not overtake data queued before it (a deviation).
     #[serde(skip_serializing_if = "is_false")]
     pub dlcp_stop_behind_data: bool,
+    /// DLCP: what a receive-rate report carries besides the rate (`none`, as dlcp.md;
+    /// `receiver_share`, a deviation: the receiving host's link rate over the hosts
+    /// sending into it, at or below which each sender holds its rate).
+    #[serde(skip_serializing_if = "DlcpRateHint::is_none")]
+    pub dlcp_rate_hint: DlcpRateHint,
+    /// DLCP with `dlcp_rate_hint = "receiver_share"`: a sender's cap is this many times the
+    /// reported share (> 0).
+    #[serde(skip_serializing_if = "is_default_share_headroom")]
+    pub dlcp_share_headroom: f64,
     /// newreno/dctcp/pias: open each connection with a SYN / SYN-ACK before data.
     #[serde(skip_serializing_if = "is_false")]
     pub tcp_handshake: bool,
@@ -337,6 +346,13 @@ pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
 
 fn is_default_conn_timeout(v: &f64) -> bool {
     *v == NS3_CONN_TIMEOUT_US
+}
+
+/// The sender's cap under `dlcp_rate_hint = "receiver_share"`, in reported shares.
+pub const DEFAULT_SHARE_HEADROOM: f64 = 1.5;
+
+fn is_default_share_headroom(v: &f64) -> bool {
+    *v == DEFAULT_SHARE_HEADROOM
 }
 
 fn is_zero_u64(v: &u64) -> bool {
@@ -377,6 +393,27 @@ pub enum DlcpRateState {
     /// As `Pair`, and the pair's transfers with data to send split its rate evenly rather
     /// than each sending at it: the pair is the unit of rate control.
     PairShared,
+    /// As `PairShared`, but a transfer splits the rate only with the pair's transfers at
+    /// its layer priority or a higher one: the pair's most important tensor sends at the
+    /// whole rate, and the host NIC's strict priority orders the rest.
+    PairPriority,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DlcpRateHint {
+    /// The receive rate only (dlcp.md).
+    #[default]
+    None,
+    /// Also the receiving host's fair share: its link rate over the hosts whose data
+    /// reached it in the last period and a half; the sender caps its rate there.
+    ReceiverShare,
+}
+
+impl DlcpRateHint {
+    pub fn is_none(&self) -> bool {
+        *self == DlcpRateHint::None
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -446,6 +483,8 @@ impl Default for TransportCfg {
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,
             dlcp_stop_behind_data: false,
+            dlcp_rate_hint: DlcpRateHint::None,
+            dlcp_share_headroom: DEFAULT_SHARE_HEADROOM,
             dlcp_start_rate_frac: 1.0,
             tcp_handshake: false,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,

@@ -19,6 +19,9 @@
 //! CONFIRM acknowledged: `SenderDone`
 //! ```
 //!
+//! With [`RateHint::ReceiverShare`] (a deviation) a RATE also carries the receiving host's
+//! fair share, and the sender holds its rate at or below `share_headroom` times it.
+//!
 //! The bound is met when at most `floor(loss_bound * size)` bytes are missing, so
 //! `loss_bound = 0` is a fully reliable transfer. DLCP's looser bound on push than on
 //! pull (§3.2.1) is just a different `loss_bound` in the config of each transfer.
@@ -37,11 +40,13 @@
 mod receiver;
 mod runs;
 mod sender;
+mod share;
 #[cfg(test)]
 mod tests;
 
 pub use receiver::DlcpReceiver;
 pub use sender::DlcpSender;
+pub use share::{HostLoad, RateHint};
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
@@ -140,6 +145,14 @@ pub struct DlcpConfig {
     /// N-to-1 incast, 1/N, so a tensor does not send line rate × period before its first
     /// feedback).
     pub start_rate_frac: f64,
+    /// What a receive-rate report carries besides the rate ([`RateHint::None`], the
+    /// default, as dlcp.md). [`RateHint::ReceiverShare`] (a deviation): also the receiving
+    /// host's fair share, at or below which the sender holds its rate; the host's
+    /// receivers share a [`HostLoad`] ([`DlcpReceiver::sharing_host_load`]).
+    pub rate_hint: RateHint,
+    /// With [`RateHint::ReceiverShare`]: the sender's cap is this many times the reported
+    /// share (> 0).
+    pub share_headroom: f64,
     /// How far the sender's pacer may run ahead of its slots and catch up behind them
     /// (none in the simulator; a software host sends in bursts).
     pub pacing: Pacing,
@@ -166,6 +179,8 @@ impl Default for DlcpConfig {
             retx_quiet: 0,
             stop_behind_data: false,
             start_rate_frac: 1.0,
+            rate_hint: RateHint::None,
+            share_headroom: 1.5,
             pacing: Pacing::default(),
         }
     }
@@ -194,6 +209,12 @@ impl DlcpConfig {
             return Err(ConfigError::new(
                 "start_rate_frac",
                 format!("must be in (0, 1] (got {})", self.start_rate_frac),
+            ));
+        }
+        if !(self.share_headroom.is_finite() && self.share_headroom > 0.0) {
+            return Err(ConfigError::new(
+                "share_headroom",
+                format!("must be a positive number (got {})", self.share_headroom),
             ));
         }
         if let Importance::Fraction { fraction, .. } = self.importance {

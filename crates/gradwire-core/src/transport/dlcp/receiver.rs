@@ -2,7 +2,9 @@
 //! packet, requests what is missing after each STOP, finishes at `1 - loss_bound`.
 
 use std::ops::Range;
+use std::sync::Arc;
 
+use super::share::{HostLoad, RateHint, RateReport};
 use super::{DlcpConfig, RetxReq};
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
@@ -46,6 +48,8 @@ pub struct DlcpReceiver {
     delivered_at_finish: Option<u64>,
     period_end: Time,
     recv_in_period: u64,
+    /// With [`RateHint::ReceiverShare`]: the senders into this host, for its fair share.
+    host_load: Option<Arc<HostLoad>>,
     early_discards: u64,
     late_discards: u64,
     bad_starts: u64,
@@ -71,12 +75,30 @@ impl DlcpReceiver {
             delivered_at_finish: None,
             period_end: Time::MAX,
             recv_in_period: 0,
+            // alone unless the driver gives the host's shared one
+            host_load: (cfg.rate_hint == RateHint::ReceiverShare).then(|| Arc::new(HostLoad::new(cfg.line_rate_bps))),
             early_discards: 0,
             late_discards: 0,
             bad_starts: 0,
             stats: EndpointStats::default(),
             event: None,
         }
+    }
+
+    /// With [`RateHint::ReceiverShare`]: counts its sender in `load`, the receiving host's
+    /// record shared by all its DLCP receivers, and reports the host's fair share from it.
+    pub fn sharing_host_load(mut self, load: Arc<HostLoad>) -> Self {
+        if self.cfg.rate_hint == RateHint::ReceiverShare {
+            self.host_load = Some(load);
+        }
+        self
+    }
+
+    /// The RATE argument for a period that received at `recv_bps`.
+    fn rate_report(&self, now: Time, recv_bps: u64) -> u64 {
+        let Some(load) = &self.host_load else { return recv_bps };
+        let share = load.report(self.remote, self.recv_in_period > 0, now, self.cfg.rate_period);
+        RateReport { recv_bps, share_bps: Some(share) }.pack(self.cfg.rate_hint)
     }
 
     /// Bytes received so far (in-flight data after FINISH included).
@@ -280,6 +302,10 @@ impl DlcpReceiver {
         if self.state != State::Receiving || self.reasm.missing_bytes() > self.allowed_missing {
             return;
         }
+        if let Some(load) = &self.host_load {
+            // its last data still counts its sender in
+            load.report(self.remote, self.recv_in_period > 0, now, self.cfg.rate_period);
+        }
         let delivered = self.reasm.received_bytes();
         self.state = State::Finishing;
         self.delivered_at_finish = Some(delivered);
@@ -311,7 +337,8 @@ impl Endpoint for DlcpReceiver {
             // Unreliable: a lost report only delays one rate decision. The rate is over the
             // time the period really lasted (a late wake received that much more).
             let elapsed = self.cfg.rate_period.max(1) + (now - self.period_end);
-            self.ctrl.send_unreliable(CtrlOp::Rate, self.cfg.bps_over(self.recv_in_period, elapsed));
+            let report = self.rate_report(now, self.cfg.bps_over(self.recv_in_period, elapsed));
+            self.ctrl.send_unreliable(CtrlOp::Rate, report);
             self.recv_in_period = 0;
             self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
         }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use super::runs::RunQueue;
+use super::share::RateReport;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
@@ -61,6 +62,10 @@ pub struct DlcpSender {
     prev_send_bps: Option<u64>,
     /// Latest receive rate reported during the current period.
     report: Option<u64>,
+    /// `share_headroom` times the receiving host's latest fair share
+    /// ([`super::RateHint::ReceiverShare`]): the rate control stays at or below it
+    /// (`u64::MAX`: none reported).
+    share_bps: u64,
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
 
@@ -70,6 +75,9 @@ pub struct DlcpSender {
     /// With [`DlcpSender::sharing_rate_with`]: the host pair's senders that have data to
     /// send, this one counted while its queue is not empty; each paces at the rate / count.
     pair_sending: Option<Arc<AtomicU32>>,
+    /// With [`DlcpSender::sharing_rate_ahead_of`]: the pair's counts of senders at higher
+    /// priorities, which this one also splits the rate with.
+    pair_ahead: Box<[Arc<AtomicU32>]>,
     counted: bool,
     stats: EndpointStats,
     retx_ignored: u64,
@@ -124,9 +132,11 @@ impl DlcpSender {
             sent_in_period: 0,
             prev_send_bps: None,
             report: None,
+            share_bps: u64::MAX,
             skip_decision: false,
             carried_rate: None,
             pair_sending: None,
+            pair_ahead: Box::default(),
             counted: false,
             stats: EndpointStats::default(),
             retx_ignored: 0,
@@ -159,6 +169,16 @@ impl DlcpSender {
         self
     }
 
+    /// With [`DlcpSender::sharing_rate_with`] (its own priority's count): also splits the
+    /// rate with the senders counted in `ahead`, the pair's counts at higher priorities, and
+    /// not with those below it, so the pair's most important tensor paces at its whole
+    /// rate and the host NIC's strict priority orders the rest (a deviation; see
+    /// [`super::super::Carry::dlcp_rate_by_priority`]).
+    pub fn sharing_rate_ahead_of(mut self, ahead: Vec<Arc<AtomicU32>>) -> Self {
+        self.pair_ahead = ahead.into_boxed_slice();
+        self
+    }
+
     /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
     fn update_sending(&mut self) {
         let Some(sending) = &self.pair_sending else { return };
@@ -175,7 +195,10 @@ impl DlcpSender {
 
     /// The rate this sender paces at: its rate control's, or its share of it.
     fn pacing_rate_bps(&self) -> u64 {
-        let n = self.pair_sending.as_ref().map_or(1, |s| s.load(Ordering::Relaxed).max(1));
+        let n = self.pair_sending.as_ref().map_or(1, |s| {
+            let ahead: u32 = self.pair_ahead.iter().map(|a| a.load(Ordering::Relaxed)).sum();
+            (s.load(Ordering::Relaxed) + ahead).max(1)
+        });
         (self.cc.rate_bps() / n as u64).max(1)
     }
 
@@ -254,6 +277,7 @@ impl DlcpSender {
             // judging the new line-rate burst by them would halve it at once: skip one.
             if self.cfg.resend_at_line_rate {
                 self.cc.on_retransmit_request();
+                self.cc.cap(self.share_bps);
                 self.report = None;
                 self.skip_decision = true;
             }
@@ -262,6 +286,27 @@ impl DlcpSender {
         self.queue.extend(runs);
         self.batch_complete |= req.last;
         self.update_sending();
+    }
+
+    fn on_rate_report(&mut self, arg: u64) {
+        let r = RateReport::unpack(arg, self.cfg.rate_hint);
+        self.report = Some(r.recv_bps);
+        if let Some(share) = r.share_bps {
+            // The share is a limit, not a measurement to judge: it holds at once.
+            self.share_bps = (share as f64 * self.cfg.share_headroom).min(u64::MAX as f64) as u64;
+            let before = self.cc;
+            self.cc.cap(self.share_bps);
+            if self.cc != before {
+                self.store_rate();
+            }
+        }
+    }
+
+    /// Leaves the rate state for the host pair's next transfer ([`Self::leaving_rate_in`]).
+    fn store_rate(&self) {
+        if let Some(cell) = &self.carried_rate {
+            *cell.lock().expect("not poisoned") = Some(self.cc);
+        }
     }
 
     fn on_finish(&mut self, now: Time) {
@@ -291,6 +336,9 @@ impl DlcpSender {
         self.prev_send_bps = Some(period_bps);
         if let Some(recv_bps) = self.report.take().filter(|_| !self.skip_decision) {
             self.cc.on_period(send_bps, recv_bps);
+            if self.share_bps != u64::MAX {
+                self.cc.cap(self.share_bps);
+            }
         }
         self.skip_decision = false;
         self.sent_in_period = 0;
@@ -344,7 +392,7 @@ impl Endpoint for DlcpSender {
                 // Anything from the receiver proves START arrived.
                 self.ctrl.cancel(CtrlOp::Start);
                 match op {
-                    CtrlOp::Rate => self.report = Some(pkt.seq),
+                    CtrlOp::Rate => self.on_rate_report(pkt.seq),
                     CtrlOp::Retx => {
                         self.ctrl.ack(op, pkt.seq);
                         self.on_retx(pkt.seq);
@@ -370,8 +418,8 @@ impl Endpoint for DlcpSender {
         if now >= self.period_end {
             let before = self.cc;
             self.on_period(now);
-            if let Some(cell) = self.carried_rate.as_ref().filter(|_| self.cc != before) {
-                *cell.lock().expect("not poisoned") = Some(self.cc);
+            if self.cc != before {
+                self.store_rate();
             }
         }
     }

@@ -533,6 +533,29 @@ fn senders_sharing_a_pair_rate_split_it_while_both_have_data() {
 }
 
 #[test]
+fn split_by_priority_the_pairs_most_important_sender_paces_at_the_whole_rate() {
+    use std::sync::atomic::AtomicU32;
+    use std::sync::Arc;
+    // the pair's counts per data priority; a sender is counted in its own and splits with
+    // the ones ahead of it
+    let counts: Vec<Arc<AtomicU32>> = (0..8).map(|_| Arc::new(AtomicU32::new(0))).collect();
+    let sender = |flow, priority: u8| {
+        let c = DlcpConfig { data_priority: priority, ..cfg(0.0) };
+        DlcpSender::new(c, flow, SRC, DST, 1_000_000, 0)
+            .sharing_rate_with(counts[priority as usize].clone())
+            .sharing_rate_ahead_of(counts[..priority as usize].to_vec())
+    };
+    let line = cfg(0.0).line_rate_bps;
+    let mut back = sender(FLOW, 6);
+    let mut back2 = sender(FLOW + 1, 6);
+    let mut front = sender(FLOW + 2, 2);
+    assert_eq!(data_gap(&mut front, 0), serialization(1500, line), "nothing ahead: the whole rate");
+    assert_eq!(data_gap(&mut back, 0), serialization(1500, line / 3), "two at its priority, one ahead");
+    drop(front);
+    assert_eq!(data_gap(&mut back2, 0), serialization(1500, line / 2));
+}
+
+#[test]
 fn a_start_rate_below_line_rate_paces_the_first_round_and_then_grows() {
     let c = DlcpConfig { start_rate_frac: 0.25, ..cfg(0.0) };
     let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
@@ -638,4 +661,86 @@ fn with_stop_behind_data_the_stop_rides_the_data_queue_after_the_round() {
             assert_eq!(p.priority, c.ctrl_priority, "the paper's STOP rides the control queue");
         }
     }
+}
+
+/// The share a RATE packet carries under [`RateHint::ReceiverShare`].
+fn reported_share(p: &Packet) -> Option<u64> {
+    assert_eq!(p.kind, PacketKind::Ctrl(CtrlOp::Rate));
+    share::RateReport::unpack(p.seq, RateHint::ReceiverShare).share_bps
+}
+
+#[test]
+fn receivers_report_their_hosts_link_over_the_hosts_sending_into_it() {
+    let c = DlcpConfig { rate_hint: RateHint::ReceiverShare, ..cfg(0.1) };
+    let load = std::sync::Arc::new(HostLoad::new(c.line_rate_bps));
+    for k in [1u32, 2, 5] {
+        // k remote hosts, host 100 with two transfers: k + 1 receivers at host DST
+        let mut rs: Vec<(u32, u32, DlcpReceiver)> = (0..=k)
+            .map(|i| {
+                let remote = 100 + i.min(k - 1);
+                let mut r = DlcpReceiver::new(c, FLOW + i, DST, remote, 1_000_000).sharing_host_load(load.clone());
+                r.post(0);
+                (FLOW + i, remote, r)
+            })
+            .collect();
+        let t0 = 10 * MS * k as u64;
+        for period in 1..=2u64 {
+            let end = t0 + period * c.rate_period;
+            for (flow, remote, r) in rs.iter_mut() {
+                r.handle_packet(end - US, &Packet::data(*flow, *remote, DST, 1440 * period, 1440, 60));
+            }
+            for (_, _, r) in rs.iter_mut() {
+                r.handle_timeout(end);
+                let shares: Vec<_> = std::iter::from_fn(|| r.poll_transmit(end)).map(|p| reported_share(&p)).collect();
+                if period == 2 {
+                    // every sender seen by then, each host once
+                    assert_eq!(shares, vec![Some(c.line_rate_bps / k as u64)], "{k} sending hosts");
+                }
+            }
+        }
+    }
+    // without the hint the report is the receive rate alone, as before
+    let mut r = DlcpReceiver::new(cfg(0.1), FLOW, DST, SRC, 1_000_000).sharing_host_load(load);
+    r.post(0);
+    r.handle_packet(US, &Packet::data(FLOW, SRC, DST, 0, 1440, 60));
+    r.handle_timeout(r.poll_timeout().unwrap());
+    let p = r.poll_transmit(0).unwrap();
+    assert_eq!(p.seq, 1500 * 8 * crate::time::SEC / cfg(0.1).rate_period, "bit/s, unpacked");
+}
+
+#[test]
+fn with_a_receiver_share_the_sender_holds_its_rate_at_headroom_times_the_share() {
+    let c = DlcpConfig { rate_hint: RateHint::ReceiverShare, share_headroom: 1.5, ..cfg(0.0) };
+    let line = c.line_rate_bps;
+    let rate_report = |recv_bps: u64, share_bps: u64| {
+        let arg = share::RateReport { recv_bps, share_bps: Some(share_bps) }.pack(RateHint::ReceiverShare);
+        Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, arg, 64)
+    };
+    let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
+    assert_eq!(s.rate_bps(), line, "no report yet: line rate");
+    s.handle_packet(US, &rate_report(line, line / 8));
+    let cap = line / 8 * 3 / 2;
+    assert_eq!(s.rate_bps(), cap, "held at once");
+    assert_eq!(data_gap(&mut s, 2 * US), serialization(1500, cap));
+    // a loss-free period would add 5 % of line rate: capped all the same
+    s.handle_packet(c.rate_period / 2, &rate_report(line, line / 8));
+    s.handle_timeout(c.rate_period);
+    assert_eq!(s.rate_bps(), cap);
+    // fewer senders: the cap rises and the rate grows additively toward it
+    s.handle_packet(c.rate_period + US, &rate_report(line, line / 2));
+    s.handle_timeout(2 * c.rate_period);
+    assert_eq!(s.rate_bps(), cap + line / 20);
+    // a resend round at line rate starts at the cap, not above it
+    let mut r = DlcpSender::new(c, FLOW, SRC, DST, 1000, 0);
+    while r.poll_transmit(0).is_some() {}
+    r.handle_packet(US, &rate_report(line, line / 4));
+    let retx = RetxReq { round: 0, last: true, first: 0, set: RetxSet::Run(1) }.pack();
+    r.handle_packet(2 * US, &Packet::ctrl(PacketKind::Ctrl(CtrlOp::Retx), FLOW, DST, SRC, retx, 64));
+    assert_eq!(r.rate_bps(), line / 4 * 3 / 2);
+    // without the hint the same argument is a receive rate: nothing caps
+    let mut plain = DlcpSender::new(cfg(0.0), FLOW, SRC, DST, 10_000_000, 0);
+    plain.handle_packet(US, &rate_report(line, line / 8));
+    assert_eq!(plain.rate_bps(), line);
+    assert!(DlcpConfig { share_headroom: 0.0, ..c }.validate().is_err());
+    assert!(DlcpConfig { share_headroom: f64::NAN, ..c }.validate().is_err());
 }
