@@ -52,21 +52,6 @@ pub fn star(world: u32, elems: u64, loss_bound: f64) -> Arc<Schedule> {
     Arc::new(Schedule { name: "star".into(), world, bytes, elem_bytes: 4, transfers })
 }
 
-/// Runs `f(rank, comm)` on every rank in its own thread and collects the results.
-pub fn on_all<R: Send + 'static>(comms: &[Communicator], f: impl Fn(u32, &Communicator) -> R + Sync) -> Vec<R> {
-    std::thread::scope(|s| {
-        let hs: Vec<_> = comms
-            .iter()
-            .enumerate()
-            .map(|(r, c)| {
-                let f = &f;
-                s.spawn(move || f(r as u32, c))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
 pub fn data(rank: u32, n: usize) -> Vec<f32> {
     (0..n).map(|i| ((i as f32 * 0.37 + rank as f32 * 1.3).sin() * 10.0).round() / 4.0).collect()
 }
