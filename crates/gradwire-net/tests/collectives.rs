@@ -36,31 +36,17 @@ fn lossless(kind: TransportKind) {
     }
 }
 
-#[test]
-fn dlcp_star_allreduce_is_exact_without_loss() {
-    lossless(TransportKind::Dlcp);
-}
+cases!(lossless {
+    dlcp_star_allreduce_is_exact_without_loss: (TransportKind::Dlcp);
+    ltp_star_allreduce_is_exact_without_loss: (TransportKind::Ltp);
+});
 
-#[test]
-fn ltp_star_allreduce_is_exact_without_loss() {
-    lossless(TransportKind::Ltp);
-}
-
-#[test]
-fn lossy_push_meets_the_bound_and_reports_exact_bubbles() {
-    lossy_push(EngineConfig::default().transport.mss, false);
-}
-
-#[test]
-fn lossy_push_with_large_segments_read_in_place() {
-    lossy_push(65_000, false);
-}
-
-/// Sends on a second thread: a round's STOP must still follow its data.
-#[test]
-fn lossy_push_with_a_send_thread() {
-    lossy_push(EngineConfig::default().transport.mss, true);
-}
+cases!(lossy_push {
+    lossy_push_meets_the_bound_and_reports_exact_bubbles: (EngineConfig::default().transport.mss, false);
+    lossy_push_with_large_segments_read_in_place: (65_000, false);
+    /// Sends on a second thread: a round's STOP must still follow its data.
+    lossy_push_with_a_send_thread: (EngineConfig::default().transport.mss, true);
+});
 
 fn lossy_push(mss: u32, send_thread: bool) {
     // 3 workers push to rank 0 over 5% injected loss with a 10% bound; the pull is reliable.
@@ -201,20 +187,11 @@ fn calls_run_in_order_and_results_stay_exact() {
     }
 }
 
-#[test]
-fn every_algorithm_allreduces_exactly_and_bitwise_equal() {
-    every_algorithm(EngineConfig::default().transport.mss, false);
-}
-
-#[test]
-fn every_algorithm_is_exact_with_large_segments_read_in_place() {
-    every_algorithm(65_000, false);
-}
-
-#[test]
-fn every_algorithm_is_exact_with_a_send_thread() {
-    every_algorithm(EngineConfig::default().transport.mss, true);
-}
+cases!(every_algorithm {
+    every_algorithm_allreduces_exactly_and_bitwise_equal: (EngineConfig::default().transport.mss, false);
+    every_algorithm_is_exact_with_large_segments_read_in_place: (65_000, false);
+    every_algorithm_is_exact_with_a_send_thread: (EngineConfig::default().transport.mss, true);
+});
 
 fn every_algorithm(mss: u32, send_thread: bool) {
     use gradwire_net::Algorithm;

@@ -76,25 +76,13 @@ fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
     assert!(drops > 0, "loss was injected");
 }
 
-/// One test per (transport, ranks, loss), so they run in parallel and fail by name.
-macro_rules! lossy_jobs {
-    ($($name:ident: $kind:ident, $ranks:expr, $loss:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                lossy_job(TransportKind::$kind, $ranks, $loss);
-            }
-        )*
-    };
-}
-
-lossy_jobs! {
-    ltp_closes_under_1_percent_loss_2_ranks: Ltp, 2, 0.01;
-    ltp_closes_under_5_percent_loss_2_ranks: Ltp, 2, 0.05;
-    ltp_closes_under_1_percent_loss_4_ranks: Ltp, 4, 0.01;
-    ltp_closes_under_5_percent_loss_4_ranks: Ltp, 4, 0.05;
-    dlcp_closes_under_1_percent_loss_2_ranks: Dlcp, 2, 0.01;
-    dlcp_closes_under_5_percent_loss_2_ranks: Dlcp, 2, 0.05;
-    dlcp_closes_under_1_percent_loss_4_ranks: Dlcp, 4, 0.01;
-    dlcp_closes_under_5_percent_loss_4_ranks: Dlcp, 4, 0.05;
-}
+cases!(lossy_job {
+    ltp_closes_under_1_percent_loss_2_ranks: (TransportKind::Ltp, 2, 0.01);
+    ltp_closes_under_5_percent_loss_2_ranks: (TransportKind::Ltp, 2, 0.05);
+    ltp_closes_under_1_percent_loss_4_ranks: (TransportKind::Ltp, 4, 0.01);
+    ltp_closes_under_5_percent_loss_4_ranks: (TransportKind::Ltp, 4, 0.05);
+    dlcp_closes_under_1_percent_loss_2_ranks: (TransportKind::Dlcp, 2, 0.01);
+    dlcp_closes_under_5_percent_loss_2_ranks: (TransportKind::Dlcp, 2, 0.05);
+    dlcp_closes_under_1_percent_loss_4_ranks: (TransportKind::Dlcp, 4, 0.01);
+    dlcp_closes_under_5_percent_loss_4_ranks: (TransportKind::Dlcp, 4, 0.05);
+});

@@ -8,6 +8,23 @@ use std::sync::Arc;
 use gradwire_core::collective::{Op, Schedule, Transfer};
 use gradwire_net::{CollectiveConfig, Communicator, EngineConfig};
 
+/// One `#[test]` per case, each calling `$run` with the case's arguments, so the cases run
+/// in parallel and fail by name. (Not every test binary has a table.)
+#[allow(unused_macros)]
+macro_rules! cases {
+    ($run:ident { $($(#[$attr:meta])* $name:ident: ($($arg:expr),* $(,)?);)* }) => {
+        $(
+            $(#[$attr])*
+            #[test]
+            fn $name() {
+                $run($($arg),*);
+            }
+        )*
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use cases;
+
 /// `n` communicators on loopback, fully meshed, with per-rank configs from `cfg(rank)`.
 pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
     Communicator::local_job(n, cfg, collectives(n)).unwrap()
