@@ -269,19 +269,9 @@ fn goodput(args: &[String]) {
 
 fn ring_once(comms: &[Communicator], sched: &Arc<Schedule>, elems: usize) -> (f64, f64, u64) {
     let t0 = Instant::now();
-    let reps = std::thread::scope(|s| {
-        let hs: Vec<_> = comms
-            .iter()
-            .enumerate()
-            .map(|(r, c)| {
-                let sched = sched.clone();
-                s.spawn(move || {
-                    let mut x = vec![r as f32 + 1.0; elems];
-                    c.run(sched, &mut x).expect("ring allreduce")
-                })
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+    let reps = Communicator::on_each(comms, |r, c| {
+        let mut x = vec![r as f32 + 1.0; elems];
+        c.run(sched.clone(), &mut x).expect("ring allreduce")
     });
     let secs = t0.elapsed().as_secs_f64();
     let delivered = reps.iter().map(|r| r.min_delivered_fraction).fold(1.0, f64::min);

@@ -202,6 +202,23 @@ impl Communicator {
             .collect()
     }
 
+    /// Runs `f(rank, comm)` for every communicator of a [`Communicator::local_job`], each
+    /// in its own thread (a collective returns only once every rank has called it), and
+    /// returns the results in rank order. A panic in any rank's `f` is raised here.
+    pub fn on_each<R: Send>(comms: &[Communicator], f: impl Fn(u32, &Communicator) -> R + Sync) -> Vec<R> {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .iter()
+                .enumerate()
+                .map(|(r, c)| {
+                    let f = &f;
+                    s.spawn(move || f(r as u32, c))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
     pub fn rank(&self) -> u32 {
         self.rank
     }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use gradwire_net::endpoint::TransportKind;
 use gradwire_net::inject::Impairment;
-use gradwire_net::{EngineConfig, NetError};
+use gradwire_net::{Communicator, EngineConfig, NetError};
 
 fn cfg(kind: TransportKind) -> EngineConfig {
     let mut c = EngineConfig { peer_timeout: Duration::from_secs(10), ..EngineConfig::default() };
@@ -23,7 +23,7 @@ fn lossless(kind: TransportKind) {
     let (n, elems) = (4, 200_000);
     let comms = local_job(n, |_| cfg(kind));
     let sched = star(n, elems as u64, 0.0);
-    let out = on_all(&comms, |r, c| {
+    let out = Communicator::on_each(&comms, |r, c| {
         let mut x = data(r, elems);
         let rep = c.run(sched.clone(), &mut x).unwrap_or_else(|e| panic!("rank {r}: {e}"));
         (x, rep)
@@ -36,31 +36,17 @@ fn lossless(kind: TransportKind) {
     }
 }
 
-#[test]
-fn dlcp_star_allreduce_is_exact_without_loss() {
-    lossless(TransportKind::Dlcp);
-}
+cases!(lossless {
+    dlcp_star_allreduce_is_exact_without_loss: (TransportKind::Dlcp);
+    ltp_star_allreduce_is_exact_without_loss: (TransportKind::Ltp);
+});
 
-#[test]
-fn ltp_star_allreduce_is_exact_without_loss() {
-    lossless(TransportKind::Ltp);
-}
-
-#[test]
-fn lossy_push_meets_the_bound_and_reports_exact_bubbles() {
-    lossy_push(EngineConfig::default().transport.mss, false);
-}
-
-#[test]
-fn lossy_push_with_large_segments_read_in_place() {
-    lossy_push(65_000, false);
-}
-
-/// Sends on a second thread: a round's STOP must still follow its data.
-#[test]
-fn lossy_push_with_a_send_thread() {
-    lossy_push(EngineConfig::default().transport.mss, true);
-}
+cases!(lossy_push {
+    lossy_push_meets_the_bound_and_reports_exact_bubbles: (EngineConfig::default().transport.mss, false);
+    lossy_push_with_large_segments_read_in_place: (65_000, false);
+    /// Sends on a second thread: a round's STOP must still follow its data.
+    lossy_push_with_a_send_thread: (EngineConfig::default().transport.mss, true);
+});
 
 fn lossy_push(mss: u32, send_thread: bool) {
     // 3 workers push to rank 0 over 5% injected loss with a 10% bound; the pull is reliable.
@@ -76,7 +62,7 @@ fn lossy_push(mss: u32, send_thread: bool) {
         c
     });
     let sched = star(n, elems as u64, bound);
-    let out = on_all(&comms, |r, c| {
+    let out = Communicator::on_each(&comms, |r, c| {
         let mut x = data(r, elems);
         let rep = c.run(sched.clone(), &mut x).unwrap_or_else(|e| panic!("rank {r}: {e}"));
         (x, rep, c.counters())
@@ -112,7 +98,7 @@ fn a_dead_peer_fails_the_call_within_the_timeout() {
     drop(dead); // rank 2 exits before the call
     let sched = star(n, 10_000, 0.0);
     let t0 = Instant::now();
-    let errs = on_all(&comms, |r, c| {
+    let errs = Communicator::on_each(&comms, |r, c| {
         let mut x = data(r, 10_000);
         c.run(sched.clone(), &mut x).err()
     });
@@ -131,7 +117,7 @@ fn a_stalled_peer_times_out_with_a_clear_error() {
     let comms = local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(1), ..cfg(TransportKind::Dlcp) });
     let sched = star(n, 10_000, 0.0);
     let t0 = Instant::now();
-    let errs = on_all(&comms[..2], |r, c| {
+    let errs = Communicator::on_each(&comms[..2], |r, c| {
         let mut x = data(r, 10_000);
         c.run(sched.clone(), &mut x).err()
     });
@@ -167,7 +153,7 @@ fn garbage_and_foreign_datagrams_are_counted_and_ignored() {
     junk.send_to(&h, addr).unwrap();
     // The job still works.
     let sched = star(n, 50_000, 0.0);
-    let out = on_all(&comms, |r, c| {
+    let out = Communicator::on_each(&comms, |r, c| {
         let mut x = data(r, 50_000);
         c.run(sched.clone(), &mut x).map(|_| x)
     });
@@ -183,7 +169,7 @@ fn calls_run_in_order_and_results_stay_exact() {
     let (n, elems) = (3, 20_000);
     let comms = local_job(n, |_| cfg(TransportKind::Dlcp));
     let sched = star(n, elems as u64, 0.0);
-    let out = on_all(&comms, |r, c| {
+    let out = Communicator::on_each(&comms, |r, c| {
         let mut results = Vec::new();
         for k in 0..5 {
             let mut x: Vec<f32> = data(r, elems).iter().map(|v| v * (k + 1) as f32).collect();
@@ -201,20 +187,11 @@ fn calls_run_in_order_and_results_stay_exact() {
     }
 }
 
-#[test]
-fn every_algorithm_allreduces_exactly_and_bitwise_equal() {
-    every_algorithm(EngineConfig::default().transport.mss, false);
-}
-
-#[test]
-fn every_algorithm_is_exact_with_large_segments_read_in_place() {
-    every_algorithm(65_000, false);
-}
-
-#[test]
-fn every_algorithm_is_exact_with_a_send_thread() {
-    every_algorithm(EngineConfig::default().transport.mss, true);
-}
+cases!(every_algorithm {
+    every_algorithm_allreduces_exactly_and_bitwise_equal: (EngineConfig::default().transport.mss, false);
+    every_algorithm_is_exact_with_large_segments_read_in_place: (65_000, false);
+    every_algorithm_is_exact_with_a_send_thread: (EngineConfig::default().transport.mss, true);
+});
 
 fn every_algorithm(mss: u32, send_thread: bool) {
     use gradwire_net::Algorithm;
@@ -227,7 +204,7 @@ fn every_algorithm(mss: u32, send_thread: bool) {
         });
         let want = sum(n, elems);
         for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
-            let out = on_all(&comms, |r, c| {
+            let out = Communicator::on_each(&comms, |r, c| {
                 let mut x = data(r, elems);
                 c.allreduce(&mut x, algo, 0.0).unwrap_or_else(|e| panic!("{algo:?} rank {r}: {e}"));
                 x
@@ -236,7 +213,7 @@ fn every_algorithm(mss: u32, send_thread: bool) {
                 assert_eq!(x, &want, "{algo:?} world {n} rank {r}");
             }
         }
-        let out = on_all(&comms, |r, c| {
+        let out = Communicator::on_each(&comms, |r, c| {
             let mut x = data(r, elems);
             c.broadcast(&mut x, n - 1).unwrap();
             x
@@ -271,7 +248,7 @@ fn injected_delay_slows_a_call_down_and_loses_nothing() {
         }
         c
     });
-    let out = on_all(&comms, |r, c| {
+    let out = Communicator::on_each(&comms, |r, c| {
         let mut x = data(r, elems);
         let rep = c.allreduce(&mut x, Algorithm::Ring, 0.0).unwrap();
         (x, rep)

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::*;
 use gradwire_net::endpoint::TransportKind;
 use gradwire_net::inject::Impairment;
-use gradwire_net::{Algorithm, EngineConfig};
+use gradwire_net::{Algorithm, Communicator, EngineConfig};
 
 fn reps() -> usize {
     std::env::var("GRADWIRE_LOSSY_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(4)
@@ -38,7 +38,7 @@ fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
         for algo in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
             for bound in [0.0, 2.0 * loss] {
                 let what = format!("{kind:?} {n} ranks {loss} loss {algo:?} bound {bound} rep {rep}");
-                let out = on_all(&comms, |r, c| {
+                let out = Communicator::on_each(&comms, |r, c| {
                     let mut x = data(r, elems);
                     let rep = c.allreduce(&mut x, algo, bound).unwrap_or_else(|e| panic!("{what} rank {r}: {e}"));
                     (x, rep)
@@ -65,7 +65,7 @@ fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
                 }
             }
         }
-        let out = on_all(&comms, |r, c| {
+        let out = Communicator::on_each(&comms, |r, c| {
             let mut x = data(r, elems);
             c.broadcast(&mut x, n - 1).unwrap_or_else(|e| panic!("{kind:?} broadcast rank {r}: {e}"));
             x
@@ -76,25 +76,13 @@ fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
     assert!(drops > 0, "loss was injected");
 }
 
-/// One test per (transport, ranks, loss), so they run in parallel and fail by name.
-macro_rules! lossy_jobs {
-    ($($name:ident: $kind:ident, $ranks:expr, $loss:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                lossy_job(TransportKind::$kind, $ranks, $loss);
-            }
-        )*
-    };
-}
-
-lossy_jobs! {
-    ltp_closes_under_1_percent_loss_2_ranks: Ltp, 2, 0.01;
-    ltp_closes_under_5_percent_loss_2_ranks: Ltp, 2, 0.05;
-    ltp_closes_under_1_percent_loss_4_ranks: Ltp, 4, 0.01;
-    ltp_closes_under_5_percent_loss_4_ranks: Ltp, 4, 0.05;
-    dlcp_closes_under_1_percent_loss_2_ranks: Dlcp, 2, 0.01;
-    dlcp_closes_under_5_percent_loss_2_ranks: Dlcp, 2, 0.05;
-    dlcp_closes_under_1_percent_loss_4_ranks: Dlcp, 4, 0.01;
-    dlcp_closes_under_5_percent_loss_4_ranks: Dlcp, 4, 0.05;
-}
+cases!(lossy_job {
+    ltp_closes_under_1_percent_loss_2_ranks: (TransportKind::Ltp, 2, 0.01);
+    ltp_closes_under_5_percent_loss_2_ranks: (TransportKind::Ltp, 2, 0.05);
+    ltp_closes_under_1_percent_loss_4_ranks: (TransportKind::Ltp, 4, 0.01);
+    ltp_closes_under_5_percent_loss_4_ranks: (TransportKind::Ltp, 4, 0.05);
+    dlcp_closes_under_1_percent_loss_2_ranks: (TransportKind::Dlcp, 2, 0.01);
+    dlcp_closes_under_5_percent_loss_2_ranks: (TransportKind::Dlcp, 2, 0.05);
+    dlcp_closes_under_1_percent_loss_4_ranks: (TransportKind::Dlcp, 4, 0.01);
+    dlcp_closes_under_5_percent_loss_4_ranks: (TransportKind::Dlcp, 4, 0.05);
+});

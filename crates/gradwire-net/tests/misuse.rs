@@ -32,7 +32,7 @@ fn expect_mismatch(calls: &[Call], field: &str) {
     // A long stall timeout: the mismatch must not need it.
     let comms = local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(60), ..EngineConfig::default() });
     let t0 = Instant::now();
-    let errs = on_all(&comms, |r, c| run(c, calls[r as usize]).err());
+    let errs = Communicator::on_each(&comms, |r, c| run(c, calls[r as usize]).err());
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
     for (r, e) in errs.into_iter().enumerate() {
         match e {
@@ -79,7 +79,7 @@ fn one_odd_rank_of_four_fails_every_rank() {
 fn matching_calls_after_many_still_succeed() {
     // The descriptors stay aligned over many calls, async ones queued back to back.
     let comms = local_job(3, |_| EngineConfig::default());
-    let out = on_all(&comms, |r, c| {
+    let out = Communicator::on_each(&comms, |r, c| {
         for i in 0..200usize {
             let mut x = vec![r as f32; 1 + i % 7];
             c.call(ring(), &mut x).unwrap_or_else(|e| panic!("rank {r} call {i}: {e}"));
@@ -100,7 +100,7 @@ fn an_authenticated_job_is_exact_on_every_algorithm_and_counts_no_failures() {
             c
         });
         for algorithm in [Algorithm::Ring, Algorithm::Tree, Algorithm::Ps, Algorithm::Rat] {
-            let out = on_all(&comms, |r, c| {
+            let out = Communicator::on_each(&comms, |r, c| {
                 let mut x = data(r, 40_000);
                 c.allreduce(&mut x, algorithm, 0.0).unwrap_or_else(|e| panic!("{algorithm:?} rank {r}: {e}"));
                 x
@@ -121,7 +121,7 @@ fn a_rank_with_another_key_gets_an_error_not_a_result() {
         peer_timeout: Duration::from_secs(5),
         ..EngineConfig::default()
     });
-    let errs = on_all(&comms, |_, c| c.call(ring(), &mut vec![1.0f32; 10_000]).err());
+    let errs = Communicator::on_each(&comms, |_, c| c.call(ring(), &mut vec![1.0f32; 10_000]).err());
     for (r, e) in errs.iter().enumerate() {
         let e = e.as_ref().unwrap_or_else(|| panic!("rank {r} returned a result"));
         assert!(matches!(e, NetError::PeerLost { .. } | NetError::Timeout { .. }), "rank {r}: {e}");

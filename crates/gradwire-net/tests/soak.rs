@@ -97,7 +97,7 @@ fn thousands_of_random_calls_with_strays_stay_exact_and_memory_stays_flat() {
             let broadcast = rng.gen_bool(0.15).then(|| rng.gen_range(0..n));
             let seed = rng.gen::<u32>();
             let what = format!("call {done} ({name}: {elems} elems, {algo:?}, bound {bound}, broadcast {broadcast:?})");
-            let out = on_all(comms, |r, c| {
+            let out = Communicator::on_each(comms, |r, c| {
                 let mut x = data(r + seed % 1000, elems);
                 let rep = match broadcast {
                     Some(root) => c.broadcast(&mut x, root),

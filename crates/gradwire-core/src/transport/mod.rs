@@ -176,6 +176,35 @@ pub trait Endpoint: Send {
     fn stats(&self) -> EndpointStats;
 }
 
+/// The `Endpoint` methods a wrapper leaves to the endpoint in its field `inner`: timers,
+/// events and counters. A wrapper that only changes what goes on the wire (PIAS's
+/// priorities, a handshake's SYN-ACKs) writes `handle_packet` and `poll_transmit` itself
+/// and forwards the rest with this.
+macro_rules! forward_to_inner {
+    () => {
+        fn handle_timeout(&mut self, now: $crate::time::Time) {
+            self.inner.handle_timeout(now)
+        }
+
+        fn poll_timeout(&self) -> Option<$crate::time::Time> {
+            self.inner.poll_timeout()
+        }
+
+        fn poll_timeout_unpaced(&self) -> Option<$crate::time::Time> {
+            self.inner.poll_timeout_unpaced()
+        }
+
+        fn poll_event(&mut self) -> Option<$crate::transport::EndpointEvent> {
+            self.inner.poll_event()
+        }
+
+        fn stats(&self) -> $crate::transport::EndpointStats {
+            self.inner.stats()
+        }
+    };
+}
+pub(crate) use forward_to_inner;
+
 /// A boxed endpoint is an endpoint, so wrappers such as [`tcp::handshake`]'s can sit in
 /// front of whatever a driver built.
 impl<E: Endpoint + ?Sized> Endpoint for Box<E> {

@@ -28,7 +28,7 @@ use crate::packet::{FlowId, HostId, Packet};
 use crate::switch::MAX_QUEUES;
 use crate::time::{Time, MS};
 use crate::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::{forward_to_inner, Endpoint};
 
 /// Demotion thresholds (bytes) used by PIAS's own ns-2 simulations for the web search
 /// workload (DCTCP paper's distribution) with 8 queues at 90% load: 759, 1132, 1456, 1737,
@@ -126,27 +126,13 @@ impl Endpoint for PiasSender {
         self.inner.handle_packet(now, pkt);
     }
 
-    fn handle_timeout(&mut self, now: Time) {
-        self.inner.handle_timeout(now);
-    }
-
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         let mut p = self.inner.poll_transmit(now)?;
         p.priority = self.cfg.queue_of(p.seq);
         Some(p)
     }
 
-    fn poll_timeout(&self) -> Option<Time> {
-        self.inner.poll_timeout()
-    }
-
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.inner.poll_event()
-    }
-
-    fn stats(&self) -> EndpointStats {
-        self.inner.stats()
-    }
+    forward_to_inner!();
 }
 
 #[cfg(test)]
@@ -155,6 +141,7 @@ mod tests {
     use crate::packet::PacketKind;
     use crate::testkit::{acked_pipe, random_loss};
     use crate::time::{MS, US};
+    use crate::transport::EndpointEvent;
 
     const MSS: u64 = 1460;
 

@@ -57,20 +57,10 @@ fn ring_allreduce_is_exact_cfg(mss: u32, send_thread: bool) -> Vec<Communicator>
         let elems = 300_001;
         let comms = local_job_cfg(n, mss, send_thread);
         let sched = Arc::new(ring(n, elems as u64 * 4, 4, &CollectiveOptions::default()));
-        let out: Vec<Vec<f32>> = std::thread::scope(|s| {
-            let hs: Vec<_> = comms
-                .iter()
-                .enumerate()
-                .map(|(r, c)| {
-                    let sched = sched.clone();
-                    s.spawn(move || {
-                        let mut x = data(r as u32, elems);
-                        c.run(sched, &mut x).unwrap();
-                        x
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        let out = Communicator::on_each(&comms, |r, c| {
+            let mut x = data(r, elems);
+            c.run(sched.clone(), &mut x).unwrap();
+            x
         });
         let all: Vec<Vec<f32>> = (0..n).map(|r| data(r, elems)).collect();
         let want: Vec<f32> = (0..elems).map(|i| all.iter().map(|d| d[i]).sum()).collect();

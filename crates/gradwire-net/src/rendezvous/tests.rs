@@ -34,11 +34,42 @@ fn udp_of(rank: u32) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 40000 + rank as u16)
 }
 
-fn spawn_rank(c: RendezvousConfig, delay: Duration) -> thread::JoinHandle<Result<Mesh, NetError>> {
+type Joining = thread::JoinHandle<Result<Mesh, NetError>>;
+
+fn spawn_rank(c: RendezvousConfig, delay: Duration) -> Joining {
     thread::spawn(move || {
         thread::sleep(delay);
         rendezvous(&c, udp_of(c.rank))
     })
+}
+
+/// A job of `n` ranks whose rank 0 listens on a free local port; every rank gives up
+/// after `timeout`.
+struct Job {
+    port: u16,
+    n: u32,
+    timeout: Duration,
+}
+
+impl Job {
+    fn new(n: u32, timeout: Duration) -> Job {
+        Job { port: free_port(), n, timeout }
+    }
+
+    /// Rank `r`'s configuration.
+    fn cfg(&self, r: u32) -> RendezvousConfig {
+        cfg(self.port, r, self.n, self.timeout)
+    }
+
+    /// Rank `r` joining now, in its own thread.
+    fn spawn(&self, r: u32) -> Joining {
+        spawn_rank(self.cfg(r), Duration::ZERO)
+    }
+}
+
+/// The meshes of ranks that all had to succeed (spawned before any is joined).
+fn joined(ranks: Vec<Joining>) -> Vec<Mesh> {
+    ranks.into_iter().map(|h| h.join().unwrap().unwrap()).collect()
 }
 
 /// Identical session and peer tables, and a working stream for every pair.
@@ -96,12 +127,9 @@ fn check_mesh_at(meshes: Vec<Mesh>, ip: impl Fn(u32) -> IpAddr) {
 }
 
 fn form(n: u32, master_delay: Duration) {
-    let port = free_port();
-    let t = Duration::from_secs(10);
-    let handles: Vec<_> =
-        (0..n).map(|r| spawn_rank(cfg(port, r, n, t), if r == 0 { master_delay } else { Duration::ZERO })).collect();
-    let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
-    check_mesh(meshes);
+    let job = Job::new(n, Duration::from_secs(10));
+    let delay = |r| if r == 0 { master_delay } else { Duration::ZERO };
+    check_mesh(joined((0..n).map(|r| spawn_rank(job.cfg(r), delay(r))).collect()));
 }
 
 #[test]
@@ -117,16 +145,13 @@ fn mesh_forms_for_4_ranks_with_rank_0_starting_last() {
 #[test]
 fn the_job_agrees_on_one_segment_size() {
     // Chosen from loopback's 64 KiB MTU, on every rank.
-    let port = free_port();
-    let t = Duration::from_secs(10);
-    let handles: Vec<_> = (0..3).map(|r| spawn_rank(cfg(port, r, 3, t), Duration::ZERO)).collect();
-    let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    let job = Job::new(3, Duration::from_secs(10));
+    let meshes = joined((0..3).map(|r| job.spawn(r)).collect());
     assert!(meshes.iter().all(|m| m.mss == MAX_MSS), "{:?}", meshes.iter().map(|m| m.mss).collect::<Vec<_>>());
     // Given explicitly, the same on every rank.
-    let port = free_port();
-    let with = |r| RendezvousConfig { mss: Some(1440), ..cfg(port, r, 3, t) };
-    let handles: Vec<_> = (0..3).map(|r| spawn_rank(with(r), Duration::ZERO)).collect();
-    let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    let job = Job::new(3, Duration::from_secs(10));
+    let with = |r| RendezvousConfig { mss: Some(1440), ..job.cfg(r) };
+    let meshes = joined((0..3).map(|r| spawn_rank(with(r), Duration::ZERO)).collect());
     assert!(meshes.iter().all(|m| m.mss == 1440));
 }
 
@@ -179,11 +204,11 @@ fn hello(rank: u32, world_size: u32, ctrl: SocketAddr) -> Frame {
 
 #[test]
 fn wrong_processes_are_refused_and_the_right_ones_still_form_the_job() {
-    let port = free_port();
     let n = 4;
-    let t = Duration::from_secs(10);
-    let r0 = spawn_rank(cfg(port, 0, n, t), Duration::ZERO);
-    let r3 = spawn_rank(cfg(port, 3, n, t), Duration::ZERO);
+    let job = Job::new(n, Duration::from_secs(10));
+    let port = job.port;
+    let r0 = job.spawn(0);
+    let r3 = job.spawn(3);
     thread::sleep(Duration::from_millis(500)); // rank 3 has joined
     let short = Duration::from_secs(3);
     let refused = |c: RendezvousConfig| match rendezvous(&c, udp_of(c.rank)) {
@@ -222,10 +247,9 @@ fn wrong_processes_are_refused_and_the_right_ones_still_form_the_job() {
         other => panic!("{other:?}"),
     }
 
-    let r1 = spawn_rank(cfg(port, 1, n, t), Duration::ZERO);
-    let r2 = spawn_rank(cfg(port, 2, n, t), Duration::ZERO);
-    let meshes = [r0, r1, r2, r3].into_iter().map(|h| h.join().unwrap().unwrap()).collect();
-    check_mesh(meshes);
+    let r1 = job.spawn(1);
+    let r2 = job.spawn(2);
+    check_mesh(joined(vec![r0, r1, r2, r3]));
 }
 
 #[test]
@@ -248,13 +272,12 @@ fn master_never_appears_gives_timeout_within_the_timeout() {
 
 #[test]
 fn missing_rank_times_out_everyone_naming_it() {
-    let port = free_port();
-    let t = Duration::from_secs(1);
+    let job = Job::new(4, Duration::from_secs(1));
     let t0 = Instant::now();
-    let r0 = spawn_rank(cfg(port, 0, 4, t), Duration::ZERO);
-    let r1 = spawn_rank(cfg(port, 1, 4, t), Duration::ZERO);
-    let r3 = spawn_rank(cfg(port, 3, 4, t), Duration::ZERO);
-    let want = format!("waiting for rank 2 to join at 127.0.0.1:{port}");
+    let r0 = job.spawn(0);
+    let r1 = job.spawn(1);
+    let r3 = job.spawn(3);
+    let want = format!("waiting for rank 2 to join at 127.0.0.1:{}", job.port);
     match r0.join().unwrap().unwrap_err() {
         NetError::Timeout { what, .. } => assert_eq!(what, want),
         other => panic!("{other:?}"),
@@ -279,11 +302,11 @@ enum Death {
 }
 
 fn dying_joiner(death: Death) {
-    let port = free_port();
-    let t = Duration::from_secs(1);
+    let job = Job::new(3, Duration::from_secs(1));
+    let port = job.port;
     let t0 = Instant::now();
-    let r0 = spawn_rank(cfg(port, 0, 3, t), Duration::ZERO);
-    let r1 = spawn_rank(cfg(port, 1, 3, t), Duration::ZERO);
+    let r0 = job.spawn(0);
+    let r1 = job.spawn(1);
     let fake = thread::spawn(move || {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut s = connect_retry(
@@ -331,10 +354,10 @@ fn joiner_stalling_after_the_welcome_times_out_the_others() {
 
 #[test]
 fn garbage_at_the_master_port_is_refused_and_the_job_forms() {
-    let port = free_port();
-    let t = Duration::from_secs(8);
+    let job = Job::new(2, Duration::from_secs(8));
+    let port = job.port;
     let t0 = Instant::now();
-    let r0 = spawn_rank(cfg(port, 0, 2, t), Duration::ZERO);
+    let r0 = job.spawn(0);
     thread::sleep(Duration::from_millis(200));
     // A connection that never says anything stays open for the whole test.
     let silent = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -370,8 +393,7 @@ fn garbage_at_the_master_port_is_refused_and_the_job_forms() {
         let _ = s.write_all(&bytes);
         drop(s);
     }
-    let r1 = spawn_rank(cfg(port, 1, 2, t), Duration::ZERO);
-    let meshes = vec![r0.join().unwrap().unwrap(), r1.join().unwrap().unwrap()];
+    let meshes = joined(vec![r0, job.spawn(1)]);
     assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
     check_mesh(meshes);
     drop(silent);
@@ -379,10 +401,10 @@ fn garbage_at_the_master_port_is_refused_and_the_job_forms() {
 
 #[test]
 fn stray_control_connections_are_refused() {
-    let port = free_port();
-    let t = Duration::from_secs(5);
-    let r0 = spawn_rank(cfg(port, 0, 3, t), Duration::ZERO);
-    let r1 = spawn_rank(cfg(port, 1, 3, t), Duration::ZERO);
+    let job = Job::new(3, Duration::from_secs(5));
+    let port = job.port;
+    let r0 = job.spawn(0);
+    let r1 = job.spawn(1);
     // Rank 2 by hand.
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let d = || Instant::now() + Duration::from_secs(3);
@@ -499,7 +521,7 @@ fn mesh_forms_across_network_namespaces() {
             })
         })
         .collect();
-    let meshes: Vec<Mesh> = handles.into_iter().map(|h| h.join().unwrap().unwrap()).collect();
+    let meshes = joined(handles);
     for m in &meshes[1..] {
         let s = m.control[0].as_ref().unwrap();
         assert_eq!(s.local_addr().unwrap().ip(), TestNet::host_ip(m.rank));

@@ -8,6 +8,23 @@ use std::sync::Arc;
 use gradwire_core::collective::{Op, Schedule, Transfer};
 use gradwire_net::{CollectiveConfig, Communicator, EngineConfig};
 
+/// One `#[test]` per case, each calling `$run` with the case's arguments, so the cases run
+/// in parallel and fail by name. (Not every test binary has a table.)
+#[allow(unused_macros)]
+macro_rules! cases {
+    ($run:ident { $($(#[$attr:meta])* $name:ident: ($($arg:expr),* $(,)?);)* }) => {
+        $(
+            $(#[$attr])*
+            #[test]
+            fn $name() {
+                $run($($arg),*);
+            }
+        )*
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use cases;
+
 /// `n` communicators on loopback, fully meshed, with per-rank configs from `cfg(rank)`.
 pub fn local_job(n: u32, cfg: impl Fn(u32) -> EngineConfig) -> Vec<Communicator> {
     Communicator::local_job(n, cfg, collectives(n)).unwrap()
@@ -50,21 +67,6 @@ pub fn star(world: u32, elems: u64, loss_bound: f64) -> Arc<Schedule> {
         });
     }
     Arc::new(Schedule { name: "star".into(), world, bytes, elem_bytes: 4, transfers })
-}
-
-/// Runs `f(rank, comm)` on every rank in its own thread and collects the results.
-pub fn on_all<R: Send + 'static>(comms: &[Communicator], f: impl Fn(u32, &Communicator) -> R + Sync) -> Vec<R> {
-    std::thread::scope(|s| {
-        let hs: Vec<_> = comms
-            .iter()
-            .enumerate()
-            .map(|(r, c)| {
-                let f = &f;
-                s.spawn(move || f(r as u32, c))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    })
 }
 
 pub fn data(rank: u32, n: usize) -> Vec<f32> {

@@ -12,7 +12,7 @@
 
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::{forward_to_inner, Endpoint, EndpointEvent, EndpointStats};
 
 /// How a connection is opened.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -173,10 +173,6 @@ impl<R: Endpoint> Endpoint for Accepting<R> {
         }
     }
 
-    fn handle_timeout(&mut self, now: Time) {
-        self.inner.handle_timeout(now)
-    }
-
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         if self.synacks_due > 0 {
             self.synacks_due -= 1;
@@ -189,21 +185,7 @@ impl<R: Endpoint> Endpoint for Accepting<R> {
         self.inner.poll_transmit(now)
     }
 
-    fn poll_timeout(&self) -> Option<Time> {
-        self.inner.poll_timeout()
-    }
-
-    fn poll_timeout_unpaced(&self) -> Option<Time> {
-        self.inner.poll_timeout_unpaced()
-    }
-
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.inner.poll_event()
-    }
-
-    fn stats(&self) -> EndpointStats {
-        self.inner.stats()
-    }
+    forward_to_inner!();
 }
 
 #[cfg(test)]
