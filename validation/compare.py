@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,47 +46,26 @@ NICS = {"round_robin": "rr", "fifo": "fifo"}
 # p99 of a single run, and whether it happens is a coin toss on either simulator.
 SMALL_SEEDS = 10
 
-# gradwire's defaults (crates/gradwire-sim/src/scenario.rs) for keys a scenario may omit.
-TOPOLOGY_DEFAULTS = dict(
-    kind="leaf_spine",
-    spines=4,
-    leaves=9,
-    hosts_per_leaf=16,
-    host_link_gbps=100.0,
-    uplinks_per_leaf=4,
-    uplink_gbps=100.0,
-    link_delay_ns=10_650,
-)
-SWITCH_DEFAULTS = dict(buffer="per_port", buffer_bytes=512_000, ecn_threshold_packets=65, drop_threshold_packets=0)
-TRANSPORT_DEFAULTS = dict(
-    kind="dctcp",
-    mss_bytes=1460,
-    header_bytes=40,
-    ack_bytes=40,
-    init_cwnd_packets=10,
-    rto_min_us=10_000.0,
-    rto_initial_us=None,
-    dupack_threshold=3,
-    dctcp_g=1.0 / 16.0,
-)
-
 
 class Unsupported(Exception):
     """The scenario uses something the ns-3 reference program does not model."""
 
 
-def _section(scn: dict, name: str, defaults: dict) -> dict:
-    out = dict(defaults)
-    out.update(scn.get(name, {}))
-    return out
+def resolved(path: Path) -> dict:
+    """The scenario as gradwire runs it, every key it may omit filled in by the simulator's
+    own loader (`gradwire.load_scenario`), so the defaults live in one place: the Rust schema."""
+    from gradwire import load_scenario
+
+    runs = load_scenario(path.read_text(), [])
+    if len(runs) != 1:
+        raise SystemExit(f"{path}: a sweep ({len(runs)} runs); compare one configuration at a time")
+    return runs[0].config()
 
 
 def ns3_args(scn: dict, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
-    """Map a gradwire scenario (parsed TOML) to leafspine.cc's command line, with host NICs
+    """Map a gradwire scenario ([`resolved`]) to leafspine.cc's command line, with host NICs
     of discipline `nic` (gradwire's `host.nic`)."""
-    topo = _section(scn, "topology", TOPOLOGY_DEFAULTS)
-    sw = _section(scn, "switch", SWITCH_DEFAULTS)
-    tr = _section(scn, "transport", TRANSPORT_DEFAULTS)
+    topo, sw, tr = scn["topology"], scn["switch"], scn["transport"]
     wl = scn["workload"]
     if topo["kind"] != "leaf_spine":
         raise Unsupported(f"topology.kind = {topo['kind']!r} (only leaf_spine)")
@@ -136,7 +114,7 @@ def ns3_args(scn: dict, transport: str, seed: int, nic: str = "round_robin") -> 
             args.append(f"--senders={wl.get('senders', 0)}")
     elif kind == "ps":
         push = wl.get("push_bytes", 0)
-        pull = wl.get("pull_bytes", push)
+        pull = push if wl.get("pull_bytes") is None else wl["pull_bytes"]
         args += [
             "--workload=ps",
             f"--workers={wl['workers']}",
@@ -456,9 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     failed_runs = 0
     for scen in args.scenarios:
         path = (ROOT / scen).resolve()
-        with open(path, "rb") as f:
-            scn = tomllib.load(f)
-        name = scn.get("name", path.stem)
+        scn = resolved(path)
+        name = scn.get("name") or path.stem
         for transport, nic in itertools.product(args.transports, args.nics):
             if args.seeds:
                 seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
