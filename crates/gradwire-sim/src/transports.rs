@@ -262,26 +262,31 @@ mod tests {
     fn the_cores_checks_answer_under_the_scenario_keys() {
         let text = "[transport]\nkind = \"dlcp\"\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
         let err = |ov: &str| load(text, &[ov.to_string()]).unwrap_err();
-        let e = err("transport.loss_bound=1.5");
-        assert_eq!((e.key.as_str(), e.message.as_str()), ("transport.loss_bound", "1.5 is outside [0, 1]"));
+        // (key, message) of a refused override
+        let refused = |ov: &str| {
+            let e = err(ov);
+            (e.key, e.message)
+        };
+        assert_eq!(
+            refused("transport.loss_bound=1.5"),
+            ("transport.loss_bound".into(), "1.5 is outside [0, 1]".into())
+        );
         assert_eq!(err("transport.pull_loss_bound=-1").key, "transport.pull_loss_bound");
         assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
         assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
         assert_eq!(err("transport.dlcp_start_rate_frac=0").key, "transport.dlcp_start_rate_frac");
-        let e = err("transport.dlcp_share_headroom=0");
         assert_eq!(
-            (e.key.as_str(), e.message.as_str()),
-            ("transport.dlcp_share_headroom", "must be a positive number (got 0)")
+            refused("transport.dlcp_share_headroom=0"),
+            ("transport.dlcp_share_headroom".into(), "must be a positive number (got 0)".into())
         );
         let e = err("transport.dlcp_rate_hint=sender");
         assert_eq!(e.key, "transport.dlcp_rate_hint");
         assert!(e.message.contains("unknown variant `sender`") && e.message.contains("receiver_share"), "{e}");
         assert_eq!(err("transport.dctcp_g=0").key, "transport.dctcp_g");
         assert_eq!(err("transport.pias_thresholds=[5, 3]").key, "transport.pias_thresholds");
-        let e = err("transport.rto_min_us=-5");
         assert_eq!(
-            (e.key.as_str(), e.message.as_str()),
-            ("transport.rto_min_us", "must be a positive number (got -5)")
+            refused("transport.rto_min_us=-5"),
+            ("transport.rto_min_us".into(), "must be a positive number (got -5)".into())
         );
         // what every kind leaves unread is refused all the same: a sweep over kinds stays valid
         assert_eq!(
