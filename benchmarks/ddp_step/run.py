@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -139,14 +137,7 @@ def main() -> int:
             cmd = launch.command(
                 [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(plan)], world, timeout=1800
             )
-            r = subprocess.run(
-                cmd,
-                check=False,
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                env={**os.environ, "OMP_NUM_THREADS": "1"},
-            )
+            r = launch.run_job(cmd, cwd=ROOT)
             if r.returncode != 0:
                 print(r.stdout[-3000:], r.stderr[-3000:])
                 return 1

@@ -74,6 +74,15 @@ def command(argv: Sequence[str], nproc: int, *, timeout: float | None = None) ->
     return [sys.executable, "-m", "gradwire", "launch", "-n", str(nproc), *limit, "--", *argv]
 
 
+def run_job(cmd: Sequence[str], *, timeout: float | None = None, cwd: str | os.PathLike | None = None):
+    """Runs a local job's command line (from `command`, or torchrun's) to its end, output
+    captured as text, every rank with one OpenMP thread: the ranks share this machine's
+    cores, and torch's default of a thread per core in every rank oversubscribes them.
+    Returns the `subprocess.CompletedProcess`; a non-zero exit is the caller's to judge."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run(list(cmd), check=False, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env)
+
+
 def leave(code: int = 0) -> None:
     """Ends a rank at once, after its output is flushed, without the interpreter's teardown:
     Gloo's C++ threads can abort it ("terminate called without an active exception",

@@ -4,14 +4,12 @@ Gloo's result, DDP against DDP over Gloo, under torchrun and under `gradwire lau
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gradwire.launch import command
+from gradwire.launch import command, run_job
 
 torch = pytest.importorskip("torch")
 if not (torch.distributed.is_available() and torch.distributed.is_gloo_available()):
@@ -31,20 +29,13 @@ def torchrun(world: int, script: str, *args: str, timeout: float = 240) -> None:
         str(HERE / script),
         *args,
     ]
-    r = subprocess.run(
-        cmd,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    r = run_job(cmd, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def launch(world: int, script: str, *args: str, timeout: float = 240) -> None:
     cmd = command([sys.executable, str(HERE / script), *args], world)
-    r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+    r = run_job(cmd, timeout=timeout)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
