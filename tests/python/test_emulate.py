@@ -124,13 +124,15 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
     with EmulatedNetwork(path, tmp_path / "run") as net:
         rx = net.popen(
             0,
-            [sys.executable, UDP, "recv", 7000, 400, 5],
+            [sys.executable, UDP, "recv", 7000, 1000, 5],
             stdout=subprocess.PIPE,
             text=True,
         )
         assert rx.stdout.readline().strip() == "ready"
-        # both start at one instant: 200 datagrams last 80 ms at 20 Mbit/s, shorter than
-        # the start-up skew of two Python processes on a loaded machine
+        # both start at one instant (processes start up far apart on a loaded machine); 500
+        # datagrams each last 200 ms at 20 Mbit/s and the 60 KB port fills within 24 ms of
+        # their overlap, so a wake-up skew of up to ~170 ms still overflows it (at 200 each,
+        # a loaded CI-like machine once missed the overlap)
         at = f"@{time.time() + 3.0}"
         senders = [
             net.popen(
@@ -143,12 +145,12 @@ def test_four_hosts_ecn_marks_ect_only_and_drops_by_reason(tmp_path):
                     7000,
                     1000,
                     at,
-                    f"{ECT0}:200",
+                    f"{ECT0}:500",
                 ],
             ),
             net.popen(
                 2,
-                [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{BE}:200"],
+                [sys.executable, UDP, "send", net.addr(0), 7000, 1000, at, f"{BE}:500"],
             ),
         ]
         for s in senders:
