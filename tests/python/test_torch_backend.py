@@ -65,6 +65,8 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
         assert r["errors"]["send"].startswith("the gradwire backend does not implement send"), r["errors"]
         assert r["errors"]["all_to_all_single"].startswith("the gradwire backend does not implement all_to_all_single")
         assert r["calls"] > 0
+        assert r["waiter_threads_sync"] == 0  # synchronous calls wait in the caller's thread
+        assert r["async_ok"] is True
 
 
 @pytest.mark.parametrize("world", [2, 4])

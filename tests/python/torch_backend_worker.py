@@ -145,6 +145,19 @@ def main() -> None:
     dist.barrier()
     done.append("barrier")
 
+    # Every call above was synchronous: each waited in this thread, so the group's waiter
+    # thread (which only futures need) never started.
+    be = gradwire.torch.backend_of()
+    waiter_threads_sync = len(be._waiter._threads)
+    # An async call's future (DDP's path) is resolved by the waiter; wait() on the same
+    # Work after it returns the same result without waiting again.
+    t = torch.full((1000,), float(rank + 1))
+    work = dist.all_reduce(t, async_op=True)
+    fut_value = work.get_future().wait()
+    work.wait()
+    async_ok = bool(torch.all(t == world * (world + 1) / 2)) and fut_value[0] is t and work.is_success()
+    done.append("async all_reduce")
+
     errors = {}
     for name, call in {
         "send": lambda: dist.send(torch.zeros(1), dst=(rank + 1) % world),
@@ -164,6 +177,8 @@ def main() -> None:
         "done": done,
         "errors": errors,
         "calls": stats.calls,
+        "waiter_threads_sync": waiter_threads_sync,
+        "async_ok": async_ok,
     }
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)

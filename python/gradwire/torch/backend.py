@@ -3,9 +3,11 @@ gradwire socket runtime.
 
 A Python subclass of ``torch._C._distributed_c10d.Backend`` (the pattern of PyTorch's
 test/distributed/test_c10d_pypg.py): every collective submits its gradwire calls at once
-(so every rank issues them in the same order, as the runtime needs) and returns a c10d
-``Work`` made from a ``torch.futures.Future`` that one waiter thread per group resolves, in
-issue order.
+(so every rank issues them in the same order, as the runtime needs) and returns a
+``_GradwireWork``, a Python subclass of c10d's ``Work``. Its ``wait()`` waits on the runtime
+in the caller's thread (a synchronous ``dist.all_reduce`` costs no thread hop); its
+``get_future()`` (DDP's path) makes a ``torch.futures.Future`` that one waiter thread per
+group resolves, in issue order.
 
 The runtime sums float32/float64 buffers and broadcasts; everything else is built from
 those two: other dtypes travel as raw bytes, MAX/MIN/PRODUCT and integer sums reduce an
@@ -18,6 +20,7 @@ import concurrent.futures
 import os
 import secrets
 import socket
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -25,7 +28,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import Backend as _C10dBackend
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import Work as _C10dWork
 
 from gradwire import runtime
 from gradwire.torch.options import Options
@@ -58,12 +61,14 @@ class Stats:
         self.bytes_sent = 0
         self.bytes_lost = 0
         self.seconds = 0.0
+        self._lock = threading.Lock()  # a Work's waiter and the group's waiter thread both add
 
     def add(self, rep: runtime.Report) -> None:
-        self.calls += 1
-        self.bytes_sent += rep.bytes_sent
-        self.bytes_lost += rep.bytes_lost
-        self.seconds += rep.seconds
+        with self._lock:
+            self.calls += 1
+            self.bytes_sent += rep.bytes_sent
+            self.bytes_lost += rep.bytes_lost
+            self.seconds += rep.seconds
 
     def __repr__(self) -> str:
         return f"Stats(calls={self.calls}, bytes_sent={self.bytes_sent}, bytes_lost={self.bytes_lost}, seconds={self.seconds:.3f})"
@@ -87,6 +92,7 @@ class GradwireBackend(_C10dBackend):
         self.comm = self._join(store, rank, size, timeout)
         # One thread resolves the futures in issue order (calls complete in that order).
         self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradwire-c10d")
+        self._future_lock = threading.Lock()
 
     def _join(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> runtime.Communicator:
         # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
@@ -119,21 +125,9 @@ class GradwireBackend(_C10dBackend):
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _work(self, calls: list[runtime.Work], finish: Callable[[], Any]) -> Any:
-        """A c10d Work resolved once `calls` are done and `finish()` (run on the waiter
-        thread) has produced the future's value."""
-        fut: torch.futures.Future = torch.futures.Future()
-
-        def resolve() -> None:
-            try:
-                for c in calls:
-                    self.stats.add(c.wait())
-                fut.set_result(finish())
-            except BaseException as e:  # noqa: BLE001 - raised from Work.wait() in the caller
-                fut.set_exception(e)
-
-        self._waiter.submit(resolve)
-        return _create_work_from_future(fut)
+    def _work(self, calls: list[runtime.Work], finish: Callable[[], Any]) -> _GradwireWork:
+        """A c10d Work done once `calls` are done and `finish()` has produced its value."""
+        return _GradwireWork(self, calls, finish)
 
     def _bcast_bytes(self, t: torch.Tensor, root: int) -> tuple[runtime.Work | None, Callable[[], None]]:
         """Broadcast any tensor bit for bit: float32/float64 in place, anything else through
@@ -330,6 +324,66 @@ class GradwireBackend(_C10dBackend):
     def shutdown(self) -> None:
         self._waiter.shutdown(wait=True)
         self.comm.close()
+
+
+class _GradwireWork(_C10dWork):
+    """One collective's gradwire calls as a c10d ``Work``. ``wait()`` waits on the runtime
+    in the calling thread; ``get_future()`` hands the same wait to the group's waiter
+    thread (once) and returns a future of the result. Whichever comes first runs
+    `finish()`; it runs exactly once, and its error, if any, is raised to every waiter."""
+
+    def __init__(self, backend: GradwireBackend, calls: list[runtime.Work], finish: Callable[[], Any]):
+        super().__init__()
+        self._backend = backend
+        self._calls = calls
+        self._finish = finish
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._future: torch.futures.Future | None = None
+
+    def _resolve(self) -> Any:
+        with self._lock:  # a second waiter blocks here (the GIL is released while waiting)
+            if not self._done:
+                try:
+                    for c in self._calls:
+                        self._backend.stats.add(c.wait())
+                    self._value = self._finish()
+                except BaseException as e:  # noqa: BLE001 - raised to every waiter below
+                    self._error = e
+                self._done = True
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def wait(self, timeout: timedelta | None = None) -> bool:
+        self._resolve()
+        return True
+
+    def is_completed(self) -> bool:
+        return self._done or all(c.is_completed() for c in self._calls)
+
+    def is_success(self) -> bool:
+        return self._done and self._error is None
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def get_future(self) -> torch.futures.Future:
+        with self._backend._future_lock:
+            if self._future is None:
+                fut: torch.futures.Future = torch.futures.Future()
+                self._future = fut
+
+                def resolve() -> None:
+                    try:
+                        fut.set_result(self._resolve())
+                    except BaseException as e:  # noqa: BLE001 - raised from the future's wait()
+                        fut.set_exception(e)
+
+                self._backend._waiter.submit(resolve)
+            return self._future
 
 
 def _fold(stack: torch.Tensor, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
