@@ -153,7 +153,7 @@ class _Buffer:
                 raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
             if not x.flags.c_contiguous:
                 raise ValueError("the array is not C-contiguous; pass np.ascontiguousarray(x) and use the result")
-        if str(self.array.dtype) not in ("float32", "float64"):
+        if self.array.dtype.char not in "fd":  # float32, float64 (a str() of the dtype costs ~10 us)
             raise TypeError(f"collectives sum float32 or float64 buffers, not {self.array.dtype}")
 
     def finish(self) -> None:

@@ -88,4 +88,6 @@ def test_the_ddp_step_benchmark_runs_and_checks_its_replicas(tmp_path):
     assert [row["system"] for row in rows] == ["gloo", "gradwire", "gradwire+hook", "gradwire+sched"]
     assert all(row["matches_gloo"] for row in rows)
     assert all(row["replicas_identical"] for row in rows if row["system"] != "gloo")
-    assert all(row["median_s"] > 0 for row in rows)
+    assert all(row["median_s"] > 0 and row["mean_s"] > 0 for row in rows)
+    # both ratios are to Gloo's own row
+    assert [(row["ratio"], row["mean_ratio"]) for row in rows if row["system"] == "gloo"] == [(1.0, 1.0)]

@@ -148,7 +148,7 @@ def main() -> None:
     # Every call above was synchronous: each waited in this thread, so the group's waiter
     # thread (which only futures need) never started.
     be = gradwire.torch.backend_of()
-    waiter_threads_sync = len(be._waiter._threads)
+    waiter_threads_sync = int(be._waiter.started)
     # An async call's future (DDP's path) is resolved by the waiter; wait() on the same
     # Work after it returns the same result without waiting again.
     t = torch.full((1000,), float(rank + 1))

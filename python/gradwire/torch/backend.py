@@ -16,8 +16,8 @@ allgather locally (same bits on every rank), reduce_scatter slices an allreduce.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
+import queue
 import secrets
 import socket
 import threading
@@ -90,9 +90,7 @@ class GradwireBackend(_C10dBackend):
         self.gradwire_options = (options or Options()).resolved()
         self.stats = Stats()
         self.comm = self._join(store, rank, size, timeout)
-        # One thread resolves the futures in issue order (calls complete in that order).
-        self._waiter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="gradwire-c10d")
-        self._future_lock = threading.Lock()
+        self._waiter = _Waiter()
 
     def _join(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> runtime.Communicator:
         # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
@@ -322,8 +320,41 @@ class GradwireBackend(_C10dBackend):
     monitored_barrier = _not_implemented("monitored_barrier")
 
     def shutdown(self) -> None:
-        self._waiter.shutdown(wait=True)
+        self._waiter.shutdown()
         self.comm.close()
+
+
+class _Waiter:
+    """One thread per group that resolves the futures of the Works handed to it, in the
+    order they were handed over (the order the calls were issued and complete in). It
+    starts with the first future asked for."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._start = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def put(self, work: _GradwireWork) -> None:
+        with self._start:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="gradwire-c10d", daemon=True)
+                self._thread.start()
+        self._queue.put(work)
+
+    def _run(self) -> None:
+        while (work := self._queue.get()) is not None:
+            work._resolve_future()
+
+    def shutdown(self) -> None:
+        with self._start:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join()
+                self._thread = None
 
 
 class _GradwireWork(_C10dWork):
@@ -338,13 +369,14 @@ class _GradwireWork(_C10dWork):
         self._calls = calls
         self._finish = finish
         self._lock = threading.Lock()
+        self._wait_lock = threading.Lock()
         self._done = False
         self._value: Any = None
         self._error: BaseException | None = None
         self._future: torch.futures.Future | None = None
 
     def _resolve(self) -> Any:
-        with self._lock:  # a second waiter blocks here (the GIL is released while waiting)
+        with self._wait_lock:  # a second waiter blocks here (the GIL is released while waiting)
             if not self._done:
                 try:
                     for c in self._calls:
@@ -371,19 +403,17 @@ class _GradwireWork(_C10dWork):
         return self._error
 
     def get_future(self) -> torch.futures.Future:
-        with self._backend._future_lock:
+        with self._lock:
             if self._future is None:
-                fut: torch.futures.Future = torch.futures.Future()
-                self._future = fut
-
-                def resolve() -> None:
-                    try:
-                        fut.set_result(self._resolve())
-                    except BaseException as e:  # noqa: BLE001 - raised from the future's wait()
-                        fut.set_exception(e)
-
-                self._backend._waiter.submit(resolve)
+                self._future = torch.futures.Future()
+                self._backend._waiter.put(self)
             return self._future
+
+    def _resolve_future(self) -> None:
+        try:
+            self._future.set_result(self._resolve())
+        except BaseException as e:  # noqa: BLE001 - raised from the future's wait()
+            self._future.set_exception(e)
 
 
 def _fold(stack: torch.Tensor, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:
