@@ -4,6 +4,8 @@ against the same call on a Gloo group (made here for the comparison only)."""
 import json
 import os
 import sys
+import time
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -147,15 +149,21 @@ def main() -> None:
 
     # Every call above was synchronous: each waited in this thread, so the group's waiter
     # thread (which only futures need) never started.
-    be = gradwire.torch.backend_of()
-    waiter_threads_sync = int(be._waiter.started)
-    # An async call's future (DDP's path) is resolved by the waiter; wait() on the same
-    # Work after it returns the same result without waiting again.
+    waiter_threads_sync = int(gradwire.torch.backend_of()._waiter.started)
+    # An async call's future (DDP's path) and wait() on the same Work agree.
     t = torch.full((1000,), float(rank + 1))
     work = dist.all_reduce(t, async_op=True)
     fut_value = work.get_future().wait()
     work.wait()
     async_ok = bool(torch.all(t == world * (world + 1) / 2)) and fut_value[0] is t and work.is_success()
+    # Polling a Work's future completes it; wait() takes a finite timeout.
+    t2 = torch.full((1000,), 1.0)
+    fut2 = dist.all_reduce(t2, async_op=True).get_future()
+    deadline = time.monotonic() + 60
+    while not fut2.done() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    async_ok &= fut2.done() and bool(torch.all(t2 == world))
+    async_ok &= dist.all_reduce(t2, async_op=True).wait(timeout=timedelta(seconds=60))
     done.append("async all_reduce")
 
     errors = {}

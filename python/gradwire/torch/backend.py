@@ -21,6 +21,7 @@ import queue
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -375,13 +376,20 @@ class _GradwireWork(_C10dWork):
         self._error: BaseException | None = None
         self._future: torch.futures.Future | None = None
 
-    def _resolve(self) -> Any:
+    def _resolve(self, timeout: float | None = None) -> Any:
+        """The result, waiting for it; with `timeout` (seconds), TimeoutError if the calls
+        are not done by then (they stay in flight: the Work can be waited on again)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._wait_lock:  # a second waiter blocks here (the GIL is released while waiting)
             if not self._done:
                 try:
-                    for c in self._calls:
-                        self._backend.stats.add(c.wait())
+                    while self._calls:
+                        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                        self._backend.stats.add(self._calls[0].wait(left))
+                        self._calls.pop(0)
                     self._value = self._finish()
+                except TimeoutError:
+                    raise
                 except BaseException as e:  # noqa: BLE001 - raised to every waiter below
                     self._error = e
                 self._done = True
@@ -389,18 +397,17 @@ class _GradwireWork(_C10dWork):
             raise self._error
         return self._value
 
+    # c10d lets a Python Work override only wait() and get_future(): is_completed() and
+    # is_success() of what the caller holds are c10d's own (is_completed() stays false for
+    # a Python backend's Work on this torch, as it did for one made from a future); poll
+    # `work.get_future().done()` instead.
+
     def wait(self, timeout: timedelta | None = None) -> bool:
-        self._resolve()
+        # c10d's default is no timeout (a zero timedelta); the runtime's own peer timeout
+        # still ends a call whose peers go quiet.
+        secs = timeout.total_seconds() if timeout is not None else 0.0
+        self._resolve(secs if secs > 0 else None)
         return True
-
-    def is_completed(self) -> bool:
-        return self._done or all(c.is_completed() for c in self._calls)
-
-    def is_success(self) -> bool:
-        return self._done and self._error is None
-
-    def exception(self) -> BaseException | None:
-        return self._error
 
     def get_future(self) -> torch.futures.Future:
         with self._lock:
