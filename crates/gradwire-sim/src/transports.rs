@@ -70,8 +70,12 @@ pub fn params(s: &Scenario) -> Params {
         // tensor unless the scenario asks for a deviation.
         carry: Carry {
             dlcp_rate: tr.dlcp_rate_state != DlcpRateState::Tensor,
-            dlcp_rate_shared: matches!(tr.dlcp_rate_state, DlcpRateState::PairShared | DlcpRateState::PairPriority),
+            dlcp_rate_shared: matches!(
+                tr.dlcp_rate_state,
+                DlcpRateState::PairShared | DlcpRateState::PairPriority | DlcpRateState::PairStrict
+            ),
             dlcp_rate_by_priority: tr.dlcp_rate_state == DlcpRateState::PairPriority,
+            dlcp_rate_strict: tr.dlcp_rate_state == DlcpRateState::PairStrict,
             ltp_threshold: true,
         },
     }

@@ -12,7 +12,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat())
 }
 
-const OPTIONS: [&[&str]; 13] = [
+const OPTIONS: [&[&str]; 15] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -24,6 +24,9 @@ const OPTIONS: [&[&str]; 13] = [
     &["transport.dlcp_start_rate_frac=0.25"],
     &["transport.dlcp_rate_state=pair_shared"],
     &["transport.dlcp_rate_state=pair_priority"],
+    &["transport.dlcp_rate_state=pair_strict"],
+    // with the hint as in dlcp-share, and through the FIFO NIC (woken senders get a timer)
+    &["transport.dlcp_rate_state=pair_strict", "transport.dlcp_rate_hint=receiver_share", "host.nic=fifo"],
     &["transport.dlcp_rate_hint=receiver_share"],
     &[
         "transport.dlcp_rate_hint=receiver_share",

@@ -61,6 +61,11 @@ impl MinimalRate {
         self.rate_bps
     }
 
+    /// The floor repeated halving stops at, bit/s.
+    pub fn min_rate_bps(&self) -> u64 {
+        self.min_rate_bps
+    }
+
     /// The current phase.
     pub fn phase(&self) -> RatePhase {
         self.phase

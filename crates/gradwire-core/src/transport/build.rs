@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, RateHint};
+use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, PairSenders, RateHint};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
@@ -145,6 +145,13 @@ pub struct Carry {
     /// transfers at its data priority or a higher one (a deviation: the most important
     /// tensor of a pair paces at the pair's whole rate).
     pub dlcp_rate_by_priority: bool,
+    /// With `dlcp_rate_shared`, instead of `dlcp_rate_by_priority`: strict priority inside
+    /// the pair's rate (a deviation). The pair's transfers at the highest data priority it
+    /// has sending split its rate, less one minimal pace (one packet per rate period) for
+    /// each transfer below them, which paces at that minimal pace while any transfer ahead
+    /// of it has data, so the pair never paces above its rate; a transfer that stops
+    /// sending wakes the others ([`super::EndpointEvent::Wake`]).
+    pub dlcp_rate_strict: bool,
     /// LTP's LT threshold, per (sender host, receiver host, transfer size): each link keeps
     /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
     /// for a transfer of the same size (the same layer next iteration).
@@ -290,6 +297,9 @@ pub struct Builder {
     /// Per host pair (and data priority, with `Carry::dlcp_rate_by_priority`; else 0), its
     /// DLCP senders with data to send (`Carry::dlcp_rate_shared`).
     sending: Mutex<HashMap<(HostId, HostId, u8), Arc<AtomicU32>>>,
+    /// Per host pair, its DLCP senders with data and their priorities
+    /// (`Carry::dlcp_rate_strict`).
+    strict: Mutex<HashMap<(HostId, HostId), Arc<PairSenders>>>,
     /// Per receiving host, the hosts sending DLCP data into it (`RateHint::ReceiverShare`).
     loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
@@ -313,6 +323,7 @@ impl Builder {
             params,
             rates: Default::default(),
             sending: Default::default(),
+            strict: Default::default(),
             loads: Default::default(),
             lt: Default::default(),
         })
@@ -334,6 +345,7 @@ impl Builder {
         self.lt.lock().expect("not poisoned").clear();
         self.rates.lock().expect("not poisoned").clear();
         self.sending.lock().expect("not poisoned").clear();
+        self.strict.lock().expect("not poisoned").clear();
         self.loads.lock().expect("not poisoned").clear();
     }
 
@@ -382,7 +394,11 @@ impl Builder {
                 let warm = *rate.lock().expect("not poisoned");
                 let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
                 let s = s.leaving_rate_in(rate);
-                if self.params.carry.dlcp_rate_shared {
+                if self.params.carry.dlcp_rate_shared && self.params.carry.dlcp_rate_strict {
+                    let mut pairs = self.strict.lock().expect("not poisoned");
+                    let pair = pairs.entry((t.src, t.dst)).or_default().clone();
+                    Box::new(s.pacing_strictly_in(pair))
+                } else if self.params.carry.dlcp_rate_shared {
                     let mut counts = self.sending.lock().expect("not poisoned");
                     let mut count = |p: u8| counts.entry((t.src, t.dst, p)).or_default().clone();
                     if self.params.carry.dlcp_rate_by_priority {

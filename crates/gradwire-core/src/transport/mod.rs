@@ -24,7 +24,7 @@ pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
 pub use shared::{check_loss_bound, Carried};
 
-use crate::packet::Packet;
+use crate::packet::{FlowId, Packet};
 use crate::time::Time;
 
 /// What an endpoint tells the application.
@@ -38,6 +38,14 @@ pub enum EndpointEvent {
     },
     /// Sender side: everything is acknowledged; the endpoint has nothing left to do.
     SenderDone,
+    /// Sender side: the sender of `flow`, another transfer that shares a rate with this
+    /// one (DLCP's `pair_strict` deviation), may pace faster now, so its next packet may
+    /// be due before the deadline it last reported: a driver that waits for that deadline
+    /// should ask it again now. A driver that asks every endpoint each turn may ignore it.
+    Wake {
+        /// The transfer whose sender to ask.
+        flow: FlowId,
+    },
 }
 
 /// Counters every endpoint keeps; they end up in `flows.csv`.
@@ -117,6 +125,8 @@ impl EndpointStats {
 ///             match ev {
 ///                 EndpointEvent::Delivered { bytes } => delivered = Some(bytes),
 ///                 EndpointEvent::SenderDone => sender_done = true,
+///                 // this loop asks both ends every turn anyway
+///                 EndpointEvent::Wake { .. } => {}
 ///             }
 ///         }
 ///     }

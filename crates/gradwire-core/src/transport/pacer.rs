@@ -30,12 +30,15 @@ pub struct Pacing {
 pub struct Pacer {
     next: Time,
     cfg: Pacing,
+    /// With [`Pacer::on_sent_following`]: the last packet's wire bytes, whose slot length
+    /// is taken at the rate asked later; 0 otherwise.
+    pending: u32,
 }
 
 impl Pacer {
     /// A pacer whose first slot is `now`.
     pub fn new(cfg: Pacing, now: Time) -> Pacer {
-        Pacer { next: now, cfg }
+        Pacer { next: now, cfg, pending: 0 }
     }
 
     /// A packet may leave at `now`.
@@ -51,6 +54,26 @@ impl Pacer {
     /// When the driver should ask again: the next slot starts (a whole burst may leave).
     pub fn next_transmit(&self) -> Time {
         self.next
+    }
+
+    /// For a sender whose rate may change between its packets (another sender it shares
+    /// a rate with stops): a packet of `wire_bytes` left at `now`, and the time it takes at
+    /// the rate asked when the next one may leave ([`Pacer::next_transmit_at`]) is what
+    /// moves the slot on, not its time at the rate it left at. With a constant rate this
+    /// is [`Pacer::on_sent`]. Use these three together, never with the others.
+    pub fn on_sent_following(&mut self, now: Time, wire_bytes: u32, rate_bps: u64) {
+        self.next = self.next_transmit_at(rate_bps).max(now.saturating_sub(self.cfg.catch_up));
+        self.pending = wire_bytes;
+    }
+
+    /// With [`Pacer::on_sent_following`]: a packet may leave at `now` at `rate_bps`.
+    pub fn may_send_at(&self, now: Time, rate_bps: u64) -> bool {
+        self.next_transmit_at(rate_bps) <= now.saturating_add(self.cfg.burst)
+    }
+
+    /// With [`Pacer::on_sent_following`]: the next slot at `rate_bps`.
+    pub fn next_transmit_at(&self, rate_bps: u64) -> Time {
+        self.next + serialization(self.pending, rate_bps)
     }
 }
 
@@ -94,5 +117,30 @@ mod tests {
         // back 100 µs later: the last 40 µs of slots, then the one due now
         assert_eq!(sends(&mut q, 100 * US), 5);
         assert_eq!(q.next_transmit(), 110 * US);
+    }
+
+    #[test]
+    fn a_following_slot_takes_the_rate_asked_now() {
+        let mut p = Pacer::new(Pacing::default(), 0);
+        assert!(p.may_send_at(0, RATE / 10));
+        // sent at a tenth of the rate (100 µs a packet) ...
+        p.on_sent_following(0, WIRE, RATE / 10);
+        assert_eq!(p.next_transmit_at(RATE / 10), 100 * US);
+        assert!(!p.may_send_at(50 * US, RATE / 10));
+        // ... but the rate rose since: the slot is 10 µs after the last one
+        assert!(p.may_send_at(10 * US, RATE));
+        assert_eq!(p.next_transmit_at(RATE), 10 * US);
+        p.on_sent_following(12 * US, WIRE, RATE);
+        assert_eq!(p.next_transmit_at(RATE), 22 * US);
+        // a constant rate gives on_sent's slots
+        let mut q = Pacer::new(Pacing::default(), 0);
+        for now in [0, 10 * US, 25 * US] {
+            q.on_sent(now, WIRE, RATE);
+        }
+        let mut r = Pacer::new(Pacing::default(), 0);
+        for now in [0, 10 * US, 25 * US] {
+            r.on_sent_following(now, WIRE, RATE);
+        }
+        assert_eq!(q.next_transmit(), r.next_transmit_at(RATE));
     }
 }

@@ -454,6 +454,8 @@ impl Engine {
             while let Some(ev) = slot.ep.poll_event() {
                 match ev {
                     EndpointEvent::Delivered { .. } | EndpointEvent::SenderDone => done.push(flow),
+                    // every live endpoint's deadline is asked each turn
+                    EndpointEvent::Wake { .. } => {}
                 }
             }
         }

@@ -298,7 +298,9 @@ pub struct TransportCfg {
     /// LTP: deadline slack C, deadline = max(LT threshold) + C (30 ms in a DC).
     pub ltp_c_ms: f64,
     /// DLCP: where rate-control state lives (`tensor`: every transfer starts at line
-    /// rate, as dlcp.md; `pair`: carried across the transfers of one host pair, a deviation).
+    /// rate, as dlcp.md; `pair`: carried across the transfers of one host pair, a deviation;
+    /// `pair_shared`, `pair_priority`, `pair_strict`: as `pair`, and how the pair's
+    /// transfers with data split its rate, see [`DlcpRateState`]).
     #[serde(skip_serializing_if = "DlcpRateState::is_tensor")]
     pub dlcp_rate_state: DlcpRateState,
     /// DLCP: a retransmission request restarts the rate at line rate (dlcp.md §3.2.1);
@@ -397,6 +399,12 @@ pub enum DlcpRateState {
     /// its layer priority or a higher one: the pair's most important tensor sends at the
     /// whole rate, and the host NIC's strict priority orders the rest.
     PairPriority,
+    /// As `PairShared`, but strict priority inside the pair's rate: the pair's transfers
+    /// at the highest layer priority it has sending split the rate, less one minimal pace
+    /// (one packet per rate period) for each transfer below them, which paces at that
+    /// minimal pace while any transfer ahead of it has data; the pair never paces above its
+    /// rate. A transfer that stops sending wakes the pair's others at once.
+    PairStrict,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

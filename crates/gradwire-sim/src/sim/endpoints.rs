@@ -79,10 +79,15 @@ impl Simulation {
         let Some(e) = sl.endpoint.as_mut() else { return };
         let mut delivered = false;
         let mut sender_done = false;
+        let mut woken = false;
         while let Some(ev) = e.poll_event() {
             match ev {
                 EndpointEvent::Delivered { .. } => delivered = true,
                 EndpointEvent::SenderDone => sender_done = true,
+                EndpointEvent::Wake { flow } => {
+                    self.woken.push(flow);
+                    woken = true;
+                }
             }
         }
         // An endpoint waiting for the NIC is asked for a packet whenever the NIC is free,
@@ -106,6 +111,26 @@ impl Simulation {
         if delivered {
             self.finish_flow(flow);
         }
+        if woken {
+            self.wake_senders();
+        }
+    }
+
+    /// Senders that may pace faster now (`EndpointEvent::Wake`): one waiting for its slot
+    /// off the ready list is asked again now, by a timer due now (not at once: `settle`
+    /// runs inside the NIC's pull loop).
+    fn wake_senders(&mut self) {
+        let now = self.now;
+        for i in 0..self.woken.len() {
+            let ep = 2 * self.woken[i];
+            let Some(pair) = self.eps.get_mut((ep / 2) as usize) else { continue };
+            let sl = &mut pair.0[0];
+            if sl.endpoint.is_some() && !sl.in_ready && sl.timer_at > now {
+                sl.timer_at = now;
+                self.events.push(now, Target::Timer(ep));
+            }
+        }
+        self.woken.clear();
     }
 
     /// Flow f's sender counters: the live sender's, or those it closed with.

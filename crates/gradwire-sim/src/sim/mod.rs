@@ -115,6 +115,9 @@ pub struct Simulation {
     next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: ReadyLists,
+    /// Flows whose senders an endpoint asked to wake (`EndpointEvent::Wake`), between
+    /// draining its events and waking them.
+    woken: Vec<u32>,
     /// `host.nic = "fifo"`: endpoints hand their packets to the NIC queue (`fifo_nic.rs`)
     /// instead of waiting in `ready`.
     fifo_nic: bool,
@@ -186,6 +189,7 @@ impl Simulation {
             starts: Vec::new(),
             next_start: 0,
             ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
+            woken: Vec::new(),
             fifo_nic: s.host.nic == crate::scenario::NicDiscipline::Fifo,
             wall: Default::default(),
             finished: false,

@@ -41,12 +41,14 @@ mod receiver;
 mod runs;
 mod sender;
 mod share;
+mod strict;
 #[cfg(test)]
 mod tests;
 
 pub use receiver::DlcpReceiver;
 pub use sender::DlcpSender;
 pub use share::{HostLoad, RateHint};
+pub use strict::PairSenders;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::runs::RunQueue;
 use super::share::RateReport;
+use super::strict::PairSenders;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
@@ -78,6 +79,13 @@ pub struct DlcpSender {
     /// With [`DlcpSender::sharing_rate_ahead_of`]: the pair's counts of senders at higher
     /// priorities, which this one also splits the rate with.
     pair_ahead: Box<[Arc<AtomicU32>]>,
+    /// With [`DlcpSender::pacing_strictly_in`]: the host pair's senders with data, by
+    /// priority; this one paces at its strict-priority part of the rate, counted while its
+    /// queue is not empty.
+    pair_strict: Option<Arc<PairSenders>>,
+    /// Flows of the pair to wake ([`EndpointEvent::Wake`]): they may pace faster since
+    /// this one stopped sending.
+    wake: Vec<FlowId>,
     counted: bool,
     stats: EndpointStats,
     retx_ignored: u64,
@@ -137,6 +145,8 @@ impl DlcpSender {
             carried_rate: None,
             pair_sending: None,
             pair_ahead: Box::default(),
+            pair_strict: None,
+            wake: Vec::new(),
             counted: false,
             stats: EndpointStats::default(),
             retx_ignored: 0,
@@ -179,22 +189,65 @@ impl DlcpSender {
         self
     }
 
+    /// Paces at a strict-priority part of the host pair's rate, never more than the rate
+    /// over the pair: `pair` holds the pair's senders with data and their priorities; the
+    /// ones at the highest priority present split the rate less a minimal pace (one packet
+    /// per period) for each one below them, which paces at that minimal pace (a deviation;
+    /// see [`super::super::Carry::dlcp_rate_strict`]). The slot of the next packet follows
+    /// the pace when asked ([`Pacer::on_sent_following`]), so a sender whose turn comes
+    /// need not wait out a slot taken at the minimal pace; and whenever this one stops
+    /// sending it names the pair's others in [`EndpointEvent::Wake`].
+    pub fn pacing_strictly_in(mut self, pair: Arc<PairSenders>) -> Self {
+        self.pair_strict = Some(pair);
+        self.update_sending();
+        self
+    }
+
     /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
     fn update_sending(&mut self) {
-        let Some(sending) = &self.pair_sending else { return };
         let now = self.state == State::Sending && !self.queue.is_empty();
-        if now != self.counted {
+        if now == self.counted {
+            return;
+        }
+        if let Some(sending) = &self.pair_sending {
             if now {
                 sending.fetch_add(1, Ordering::Relaxed);
             } else {
                 sending.fetch_sub(1, Ordering::Relaxed);
             }
-            self.counted = now;
+        } else if let Some(pair) = &self.pair_strict {
+            if now {
+                pair.join(self.flow, self.cfg.data_priority);
+            } else {
+                pair.leave(self.flow, &mut self.wake);
+            }
+        } else {
+            return;
+        }
+        self.counted = now;
+    }
+
+    /// May the next data packet leave at `now`.
+    fn may_send(&self, now: Time) -> bool {
+        match self.pair_strict {
+            None => self.pacer.may_send(now),
+            Some(_) => self.pacer.may_send_at(now, self.pacing_rate_bps()),
+        }
+    }
+
+    /// When the next data packet's slot starts.
+    fn next_slot(&self) -> Time {
+        match self.pair_strict {
+            None => self.pacer.next_transmit(),
+            Some(_) => self.pacer.next_transmit_at(self.pacing_rate_bps()),
         }
     }
 
     /// The rate this sender paces at: its rate control's, or its share of it.
-    fn pacing_rate_bps(&self) -> u64 {
+    pub(super) fn pacing_rate_bps(&self) -> u64 {
+        if let Some(pair) = &self.pair_strict {
+            return pair.pace(self.cfg.data_priority, self.cc.rate_bps(), self.cc.min_rate_bps());
+        }
         let n = self.pair_sending.as_ref().map_or(1, |s| {
             let ahead: u32 = self.pair_ahead.iter().map(|a| a.load(Ordering::Relaxed)).sum();
             (s.load(Ordering::Relaxed) + ahead).max(1)
@@ -349,7 +402,7 @@ impl DlcpSender {
     }
 
     fn next_data(&mut self, now: Time) -> Option<Packet> {
-        if self.state != State::Sending || !self.pacer.may_send(now) {
+        if self.state != State::Sending || !self.may_send(now) {
             return None;
         }
         let index = self.queue.pop_index()?;
@@ -361,7 +414,11 @@ impl DlcpSender {
             None => self.cfg.importance.of(self.flow, index),
         };
         p.sent_at = now;
-        self.pacer.on_sent(now, p.wire_bytes, self.pacing_rate_bps());
+        let rate = self.pacing_rate_bps();
+        match self.pair_strict {
+            None => self.pacer.on_sent(now, p.wire_bytes, rate),
+            Some(_) => self.pacer.on_sent_following(now, p.wire_bytes, rate),
+        }
         self.sent_in_period += p.wire_bytes as u64;
         if self.round > 0 {
             self.stats.retransmits += 1;
@@ -438,7 +495,7 @@ impl Endpoint for DlcpSender {
         if self.state == State::Done {
             return None;
         }
-        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.pacer.next_transmit());
+        let slot = (self.state == State::Sending && !self.queue.is_empty()).then_some(self.next_slot());
         [self.ctrl.deadline(), slot, Some(self.period_end)].into_iter().flatten().min()
     }
 
@@ -450,7 +507,10 @@ impl Endpoint for DlcpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
+        if std::mem::take(&mut self.done_pending) {
+            return Some(EndpointEvent::SenderDone);
+        }
+        self.wake.pop().map(|flow| EndpointEvent::Wake { flow })
     }
 
     fn stats(&self) -> EndpointStats {

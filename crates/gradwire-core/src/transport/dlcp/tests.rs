@@ -556,6 +556,74 @@ fn split_by_priority_the_pairs_most_important_sender_paces_at_the_whole_rate() {
 }
 
 #[test]
+fn strictly_by_priority_the_pair_never_paces_above_its_rate_and_a_lower_sender_resumes_at_once() {
+    use std::sync::Arc;
+    let pair = Arc::new(PairSenders::default());
+    let sender = |flow, priority: u8, bytes| {
+        let c = DlcpConfig { data_priority: priority, ..cfg(0.0) };
+        DlcpSender::new(c, flow, SRC, DST, bytes, 0).pacing_strictly_in(pair.clone())
+    };
+    let line = cfg(0.0).line_rate_bps;
+    let mut front = sender(FLOW, 2, 1_000_000);
+    let min = front.rate_control().min_rate_bps();
+    assert_eq!(min, cfg(0.0).bps(1500), "one packet per rate period");
+    assert_eq!(data_gap(&mut front, 0), serialization(1500, line), "alone: the whole rate");
+    drop(front);
+
+    // two back senders at priority 6 and a 100-packet front one at 2, polled together as a
+    // NIC would whenever a slot comes (no NIC limit: each sends at its own pace)
+    let mut ss = [sender(FLOW, 6, 1_000_000), sender(FLOW + 1, 6, 1_000_000), sender(FLOW + 2, 2, 144_000)];
+    let mut data: Vec<(Time, usize, u32)> = Vec::new();
+    let mut woken = Vec::new();
+    let mut t = 0;
+    while t < 600 * US {
+        // the senders with data queued: all three, then the two behind
+        let counted = &ss[..if pair.len() == 3 { 3 } else { 2 }];
+        let paces: u64 = counted.iter().map(|s| s.pacing_rate_bps()).sum();
+        assert!(paces <= line, "the pair's paces add up to at most its rate: {paces} at {t}");
+        for (i, s) in ss.iter_mut().enumerate() {
+            if s.poll_timeout().is_some_and(|d| d <= t) {
+                s.handle_timeout(t);
+            }
+            while let Some(p) = s.poll_transmit(t) {
+                if p.kind == PacketKind::Data {
+                    data.push((t, i, p.wire_bytes));
+                }
+            }
+            while let Some(ev) = s.poll_event() {
+                woken.push((t, i, ev));
+            }
+        }
+        // a slot that moved into the past (the rate rose) is due now
+        t = t.max(ss.iter().filter_map(|s| s.poll_timeout()).min().unwrap());
+    }
+    let times = |i| data.iter().filter(|d| d.1 == i).map(|d| d.0).collect::<Vec<_>>();
+    let (back, front) = (times(0), times(2));
+    assert_eq!(front.len(), 100);
+    // the front sender paces at the rate less one minimal pace per sender behind it, they
+    // at the minimal pace, so the pair at its rate
+    assert_eq!(front[2] - front[1], serialization(1500, line - 2 * min));
+    let done = *front.last().unwrap();
+    // behind it: one packet at 0, the next slot at the minimal pace one period later
+    assert!(done < cfg(0.0).rate_period);
+    assert_eq!(back.iter().filter(|&&at| at < done).count(), 1);
+    let bytes_until = |end: Time| data.iter().filter(|d| d.0 > 0 && d.0 <= end).map(|d| d.2 as u64).sum::<u64>();
+    let allowed = |end: Time| (line as u128 * end as u128 / (8 * crate::time::SEC as u128)) as u64 + 3 * 1500;
+    assert!(bytes_until(done) <= allowed(done), "{} > {}", bytes_until(done), allowed(done));
+    // the front one ran out of data: it names the two behind it, and they split the whole
+    // rate from their next slot at once, not one minimal slot later
+    let wakes: Vec<_> = woken.iter().map(|&(at, i, ev)| (at, i, ev)).collect();
+    assert_eq!(
+        wakes,
+        vec![(done, 2, EndpointEvent::Wake { flow: FLOW + 1 }), (done, 2, EndpointEvent::Wake { flow: FLOW })]
+    );
+    assert_eq!(back[1], done, "resumed as the front one ran out, not at its minimal slot");
+    let after: Vec<_> = back.iter().filter(|&&at| at >= done).collect();
+    assert_eq!(after[2] - after[1], serialization(1500, line / 2));
+    assert!(after.len() > 100);
+}
+
+#[test]
 fn a_start_rate_below_line_rate_paces_the_first_round_and_then_grows() {
     let c = DlcpConfig { start_rate_frac: 0.25, ..cfg(0.0) };
     let mut s = DlcpSender::new(c, FLOW, SRC, DST, 10_000_000, 0);
