@@ -22,7 +22,7 @@ TABLE_COLUMNS = ["reproduction", "scenario", "model", "series", "x", "run"]
 PNG = b"\x89PNG\r\n\x1a\n"
 SCHEMES = ["dctcp", "pias", "pfabric", "dlcp", "dlcp-pair"]
 #: dlcp-fig14 also carries the best DLCP combinations measured.
-FIG14_SCHEMES = [*SCHEMES, "dlcp-tuned", "dlcp-share"]
+FIG14_SCHEMES = [*SCHEMES, "dlcp-tuned", "dlcp-share", "dlcp-strict"]
 #: The fluid lower bounds beside the schemes (the `ideal` scenario key).
 IDEAL = ["ideal-fair", "ideal-srpt"]
 
@@ -74,7 +74,7 @@ def test_dlcp_fig14_quick(cli, tmp_path):
     table = check_common(
         out,
         "dlcp-fig14",
-        36,
+        40,  # 2 models x 2 scales x (8 schemes + 2 fluid rows)
         ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
         ["fct_mean_us", "fct_p99_us", "iter_mean_ms", "iter_p99_ms"],
         [4, 8],

@@ -48,6 +48,7 @@ pub fn params(s: &Scenario) -> Params {
             retx_quiet: from_us(tr.dlcp_retx_quiet_us),
             stop_behind_data: tr.dlcp_stop_behind_data,
             start_rate_frac: tr.dlcp_start_rate_frac,
+            rate_restart: tr.dlcp_rate_restart_us.map(from_us),
             rate_hint: match tr.dlcp_rate_hint {
                 DlcpRateHint::None => RateHint::None,
                 DlcpRateHint::ReceiverShare => RateHint::ReceiverShare,
@@ -99,6 +100,7 @@ fn scenario_key(field: &str) -> &'static str {
         "additive_increase_frac" => "transport.rate_increase_frac",
         "importance" => "transport.important_fraction",
         "start_rate_frac" => "transport.dlcp_start_rate_frac",
+        "rate_restart" => "transport.dlcp_rate_restart_us",
         "share_headroom" => "transport.dlcp_share_headroom",
         "ctrl_rto" => "transport.ctrl_rto_us",
         "lt_c" => "transport.ltp_c_ms",
@@ -279,6 +281,11 @@ mod tests {
         assert_eq!(err("transport.rate_delta=0").key, "transport.rate_delta");
         assert_eq!(err("transport.important_fraction=2").key, "transport.important_fraction");
         assert_eq!(err("transport.dlcp_start_rate_frac=0").key, "transport.dlcp_start_rate_frac");
+        assert_eq!(
+            refused("transport.dlcp_rate_restart_us=0"),
+            ("transport.dlcp_rate_restart_us".into(), "must be positive".into())
+        );
+        assert_eq!(err("transport.dlcp_rate_restart_us=-5").key, "transport.dlcp_rate_restart_us");
         assert_eq!(
             refused("transport.dlcp_share_headroom=0"),
             ("transport.dlcp_share_headroom".into(), "must be a positive number (got 0)".into())

@@ -12,7 +12,7 @@ fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
     common::run(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat())
 }
 
-const OPTIONS: [&[&str]; 15] = [
+const OPTIONS: [&[&str]; 16] = [
     &[],
     &["transport.dlcp_rate_state=pair"],
     &["transport.dlcp_resend_at_line_rate=false"],
@@ -28,6 +28,7 @@ const OPTIONS: [&[&str]; 15] = [
     // with the hint as in dlcp-share, and through the FIFO NIC (woken senders get a timer)
     &["transport.dlcp_rate_state=pair_strict", "transport.dlcp_rate_hint=receiver_share", "host.nic=fifo"],
     &["transport.dlcp_rate_hint=receiver_share"],
+    &["transport.dlcp_rate_state=pair_strict", "transport.dlcp_rate_restart_us=50"],
     &[
         "transport.dlcp_rate_hint=receiver_share",
         "transport.dlcp_rate_state=pair_shared",
@@ -52,4 +53,16 @@ fn every_option_conserves_packets_and_is_deterministic() {
     assert_eq!(spelled, outputs[0]);
     // and each option changes the run
     assert!(outputs[1..].iter().all(|o| *o != outputs[0]));
+}
+
+#[test]
+fn a_pairs_rate_state_restarts_only_after_the_idle_time() {
+    let pair = ["transport.dlcp_rate_state=pair"];
+    let (kept, _) = run(&pair);
+    // an idle time no gap reaches: the state is always carried, as without the key
+    let (long, _) = run(&[&pair[..], &["transport.dlcp_rate_restart_us=1e9"]].concat());
+    assert_eq!(long, kept);
+    // a short one: tensors after an idle gap start at line rate, as with per-tensor state
+    let (short, _) = run(&[&pair[..], &["transport.dlcp_rate_restart_us=1"]].concat());
+    assert_ne!(short, kept);
 }

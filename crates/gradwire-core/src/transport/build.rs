@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
-use super::dlcp::{DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, PairSenders, RateHint};
+use super::dlcp::{CarriedRate, DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, PairSenders, RateHint};
 use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
@@ -18,7 +18,6 @@ use super::roles::{Receiver, Sender};
 use super::shared::{check_positive, Carried};
 use super::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use super::Endpoint;
-use crate::cc::MinimalRate;
 use crate::packet::{FlowId, HostId};
 use crate::time::Time;
 
@@ -293,7 +292,7 @@ pub struct Builder {
     /// `params.tcp` with the kind's congestion control.
     tcp: TcpConfig,
     pias: PiasConfig,
-    rates: Links<(HostId, HostId), MinimalRate>,
+    rates: Links<(HostId, HostId), CarriedRate>,
     /// Per host pair (and data priority, with `Carry::dlcp_rate_by_priority`; else 0), its
     /// DLCP senders with data to send (`Carry::dlcp_rate_shared`).
     sending: Mutex<HashMap<(HostId, HostId, u8), Arc<AtomicU32>>>,
@@ -391,7 +390,7 @@ impl Builder {
         Some(match self.params.kind {
             Kind::Dlcp if self.params.carry.dlcp_rate => {
                 let rate = cell(&self.rates, (t.src, t.dst));
-                let warm = *rate.lock().expect("not poisoned");
+                let warm = rate.lock().expect("not poisoned").and_then(|c| c.at(now, self.params.dlcp.rate_restart));
                 let s = DlcpSender::with_rate(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now, warm);
                 let s = s.leaving_rate_in(rate);
                 if self.params.carry.dlcp_rate_shared && self.params.carry.dlcp_rate_strict {

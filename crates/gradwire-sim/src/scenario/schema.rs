@@ -315,6 +315,11 @@ pub struct TransportCfg {
     /// (0, 1] (1: line rate, as dlcp.md; a deviation below 1).
     #[serde(skip_serializing_if = "is_one")]
     pub dlcp_start_rate_frac: f64,
+    /// DLCP, with a carried rate state (`dlcp_rate_state` other than "tensor"): a host
+    /// pair that has sent nothing for this long starts its next tensor fresh, as dlcp.md
+    /// (a deviation; RFC 5681 §4.1's restart after an idle RTO). Absent: never.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlcp_rate_restart_us: Option<f64>,
     /// DLCP: STOP rides the transfer's data queue (ECN-capable) instead of the control
     /// queue, so it does not overtake data queued before it (a deviation).
     #[serde(skip_serializing_if = "is_false")]
@@ -494,6 +499,7 @@ impl Default for TransportCfg {
             dlcp_rate_hint: DlcpRateHint::None,
             dlcp_share_headroom: DEFAULT_SHARE_HEADROOM,
             dlcp_start_rate_frac: 1.0,
+            dlcp_rate_restart_us: None,
             tcp_handshake: false,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
             tcp_connections: TcpConnections::PerFlow,

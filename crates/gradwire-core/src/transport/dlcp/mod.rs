@@ -46,7 +46,7 @@ mod strict;
 mod tests;
 
 pub use receiver::DlcpReceiver;
-pub use sender::DlcpSender;
+pub use sender::{CarriedRate, DlcpSender};
 pub use share::{HostLoad, RateHint};
 pub use strict::PairSenders;
 
@@ -147,6 +147,13 @@ pub struct DlcpConfig {
     /// N-to-1 incast, 1/N, so a tensor does not send line rate × period before its first
     /// feedback).
     pub start_rate_frac: f64,
+    /// With a rate state carried across a host pair's transfers
+    /// ([`super::Carry::dlcp_rate`]): a pair that has sent nothing for longer than this
+    /// starts its next transfer fresh, at the start rate, as dlcp.md starts every tensor,
+    /// instead of at a rate learned before it went idle (a deviation; RFC 5681 §4.1
+    /// restarts a TCP connection's window after an idle retransmission timeout the same
+    /// way). `None`, the default: the state never expires.
+    pub rate_restart: Option<Time>,
     /// What a receive-rate report carries besides the rate ([`RateHint::None`], the
     /// default, as dlcp.md). [`RateHint::ReceiverShare`] (a deviation): also the receiving
     /// host's fair share, at or below which the sender holds its rate; the host's
@@ -181,6 +188,7 @@ impl Default for DlcpConfig {
             retx_quiet: 0,
             stop_behind_data: false,
             start_rate_frac: 1.0,
+            rate_restart: None,
             rate_hint: RateHint::None,
             share_headroom: 1.5,
             pacing: Pacing::default(),
@@ -197,6 +205,9 @@ impl DlcpConfig {
             return Err(ConfigError::new("line_rate_bps", "must be positive (got 0)"));
         }
         check_positive("rate_period", self.rate_period)?;
+        if self.rate_restart == Some(0) {
+            return Err(ConfigError::new("rate_restart", "must be positive"));
+        }
         check_positive("ctrl_rto", self.ctrl_rto)?;
         if !(self.delta.is_finite() && self.delta > 0.0) {
             return Err(ConfigError::new("delta", format!("must be positive (got {})", self.delta)));

@@ -72,7 +72,7 @@ pub struct DlcpSender {
 
     /// With [`super::super::Carry::dlcp_rate`]: the host pair's rate state, left after
     /// every rate decision for the pair's next transfer.
-    carried_rate: Option<Carried<MinimalRate>>,
+    carried_rate: Option<Carried<CarriedRate>>,
     /// With [`DlcpSender::sharing_rate_with`]: the host pair's senders that have data to
     /// send, this one counted while its queue is not empty; each paces at the rate / count.
     pair_sending: Option<Arc<AtomicU32>>,
@@ -90,6 +90,28 @@ pub struct DlcpSender {
     stats: EndpointStats,
     retx_ignored: u64,
     done_pending: bool,
+}
+
+/// A host pair's rate-control state as its last transfer left it
+/// ([`super::super::Carry::dlcp_rate`]), and when that pair last sent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CarriedRate {
+    /// The rate control's state.
+    pub cc: MinimalRate,
+    /// The last time a transfer of the pair was sending (a rate decision or report, its
+    /// finish; with [`DlcpConfig::rate_restart`], every rate period while it sends).
+    pub last_active: Time,
+}
+
+impl CarriedRate {
+    /// The state a transfer starting at `now` takes: none (a fresh start, as dlcp.md
+    /// starts every tensor) once the pair has been idle for longer than `restart`.
+    pub fn at(&self, now: Time, restart: Option<Time>) -> Option<MinimalRate> {
+        match restart {
+            Some(idle) if now.saturating_sub(self.last_active) > idle => None,
+            _ => Some(self.cc),
+        }
+    }
 }
 
 impl DlcpSender {
@@ -165,7 +187,7 @@ impl DlcpSender {
     /// Leaves the rate state in `cell` after every rate decision, for the next transfer
     /// between the same hosts to start from (a deviation: dlcp.md keeps rate state per
     /// tensor; see [`DlcpSender::with_rate`]).
-    pub fn leaving_rate_in(mut self, cell: Carried<MinimalRate>) -> Self {
+    pub fn leaving_rate_in(mut self, cell: Carried<CarriedRate>) -> Self {
         self.carried_rate = Some(cell);
         self
     }
@@ -341,7 +363,7 @@ impl DlcpSender {
         self.update_sending();
     }
 
-    fn on_rate_report(&mut self, arg: u64) {
+    fn on_rate_report(&mut self, now: Time, arg: u64) {
         let r = RateReport::unpack(arg, self.cfg.rate_hint);
         self.report = Some(r.recv_bps);
         if let Some(share) = r.share_bps {
@@ -350,15 +372,25 @@ impl DlcpSender {
             let before = self.cc;
             self.cc.cap(self.share_bps);
             if self.cc != before {
-                self.store_rate();
+                self.store_rate(now);
             }
         }
     }
 
     /// Leaves the rate state for the host pair's next transfer ([`Self::leaving_rate_in`]).
-    fn store_rate(&self) {
+    fn store_rate(&self, now: Time) {
         if let Some(cell) = &self.carried_rate {
-            *cell.lock().expect("not poisoned") = Some(self.cc);
+            *cell.lock().expect("not poisoned") = Some(CarriedRate { cc: self.cc, last_active: now });
+        }
+    }
+
+    /// With [`DlcpConfig::rate_restart`]: the pair was sending at `now` (the carried state
+    /// itself is left as the last change made it).
+    fn touch_rate(&self, now: Time) {
+        if let (Some(cell), Some(_)) = (&self.carried_rate, self.cfg.rate_restart) {
+            if let Some(c) = cell.lock().expect("not poisoned").as_mut() {
+                c.last_active = c.last_active.max(now);
+            }
         }
     }
 
@@ -369,6 +401,7 @@ impl DlcpSender {
         self.state = State::Confirming;
         self.queue.clear();
         self.update_sending();
+        self.touch_rate(now);
         self.ctrl.cancel(CtrlOp::Start);
         self.ctrl.cancel(CtrlOp::Stop);
         self.ctrl.send(now, CtrlOp::Confirm, 0);
@@ -449,7 +482,7 @@ impl Endpoint for DlcpSender {
                 // Anything from the receiver proves START arrived.
                 self.ctrl.cancel(CtrlOp::Start);
                 match op {
-                    CtrlOp::Rate => self.on_rate_report(pkt.seq),
+                    CtrlOp::Rate => self.on_rate_report(now, pkt.seq),
                     CtrlOp::Retx => {
                         self.ctrl.ack(op, pkt.seq);
                         self.on_retx(pkt.seq);
@@ -476,7 +509,9 @@ impl Endpoint for DlcpSender {
             let before = self.cc;
             self.on_period(now);
             if self.cc != before {
-                self.store_rate();
+                self.store_rate(now);
+            } else {
+                self.touch_rate(now);
             }
         }
     }

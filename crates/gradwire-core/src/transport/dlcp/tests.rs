@@ -500,6 +500,16 @@ fn data_gap(s: &mut DlcpSender, t0: Time) -> Time {
 }
 
 #[test]
+fn a_carried_rate_expires_once_the_pair_was_idle_longer_than_the_restart() {
+    let c = cfg(0.0);
+    let carried = super::CarriedRate { cc: halved(&c), last_active: 10 * MS };
+    assert_eq!(carried.at(100 * MS, None), Some(halved(&c)), "without a restart: kept forever");
+    assert_eq!(carried.at(11 * MS, Some(MS)), Some(halved(&c)), "idle exactly the restart: kept");
+    assert_eq!(carried.at(11 * MS + 1, Some(MS)), None, "idle longer: a fresh start");
+    assert!(DlcpConfig { rate_restart: Some(0), ..c }.validate().is_err());
+}
+
+#[test]
 fn a_carried_rate_paces_the_first_round() {
     let c = cfg(0.0);
     let mut s = DlcpSender::with_rate(c, FLOW, SRC, DST, 100_000, 0, Some(halved(&c)));
