@@ -18,6 +18,10 @@ allreduces with it) + the optimizer; its time is the slowest rank's. Afterwards 
 parameters are checked: bit-identical across ranks for gradwire, equal to Gloo's to float
 rounding when lossless.
 
+The CNN's step is a few ms and varies by ±30 % from step to step on a shared machine, so it
+is timed for 200 steps (ResNet18's, 0.3-1 s, for 15); each ratio to Gloo comes with a 95 %
+interval from a paired bootstrap over the steps (step i of every system ran back to back).
+
     python benchmarks/ddp_step/run.py                         # cnn and resnet18, 2 and 4 ranks
     python benchmarks/ddp_step/run.py --models cnn --worlds 2 --steps 30
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -38,6 +43,24 @@ from gradwire import launch
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+DEFAULT_STEPS = {"cnn": 200, "resnet18": 15}
+DEFAULT_BATCH = {"cnn": 32, "resnet18": 8}
+
+
+def paired_interval(
+    mine: list[float], ref: list[float], stat=statistics.fmean, resamples: int = 2000
+) -> tuple[float, float]:
+    """95 % interval of stat(mine) / stat(ref) from a paired bootstrap: step i of both
+    systems ran back to back, so they are resampled together (the machine's slow moments
+    hit both)."""
+    rng = random.Random(0)
+    n = len(mine)
+    ratios = []
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        ratios.append(stat([mine[i] for i in idx]) / stat([ref[i] for i in idx]))
+    ratios.sort()
+    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
 
 
 def worker(plan: dict) -> None:
@@ -103,7 +126,7 @@ def main() -> int:
     ap.add_argument("--models", default="cnn,resnet18")
     ap.add_argument("--worlds", default="2,4")
     ap.add_argument("--batch", type=int, default=0, help="per rank; default 32 (cnn), 8 (resnet18)")
-    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per system; default 200 (cnn), 15 (resnet18)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--loss-bound", type=float, default=0.0, help="loss bound of the hook")
     ap.add_argument("--out", default=str(ROOT / "results" / "ddp_step"))
@@ -121,17 +144,18 @@ def main() -> int:
         for world in [int(w) for w in a.worlds.split(",")]:
             wdir = out / f"{model}-world{world}"
             wdir.mkdir(exist_ok=True)
-            batch = a.batch or (8 if model == "resnet18" else 32)
+            batch = a.batch or DEFAULT_BATCH.get(model, 32)
+            steps = a.steps or DEFAULT_STEPS.get(model, 15)
             plan = {
                 "model": model,
                 "batch": batch,
-                "steps": a.steps,
+                "steps": steps,
                 "warmup": a.warmup,
                 "loss_bound": a.loss_bound,
                 "out": str(wdir),
             }
             print(
-                f"{model}, {world} ranks: {a.warmup} + {a.steps} steps per system ...",
+                f"{model}, {world} ranks: {a.warmup} + {steps} steps per system ...",
                 flush=True,
             )
             cmd = launch.command(
@@ -162,6 +186,7 @@ def main() -> int:
                         "model": model,
                         "world": world,
                         "system": name,
+                        "times_s": ts,
                         "median_s": statistics.median(ts),
                         "mean_s": statistics.fmean(ts),
                         "p90_s": sorted(ts)[int(0.9 * (len(ts) - 1))],
@@ -176,16 +201,21 @@ def main() -> int:
     gloo = {(r["model"], r["world"]): r for r in rows if r["system"] == "gloo"}
     print(
         f"{'model':9} {'ranks':>5}  {'system':16} {'median step':>12} {'p90':>9} {'mean':>9} "
-        f"{'/ gloo (median)':>16} {'(mean)':>7}  check"
+        f"{'/ gloo: median':>15} {'[95 % interval]':>15} {'mean':>6} {'[95 % interval]':>15}  check"
     )
     for r in rows:
         g = gloo[(r["model"], r["world"])]
         r["ratio"] = r["median_s"] / g["median_s"]
         r["mean_ratio"] = r["mean_s"] / g["mean_s"]
+        r["ratio_interval"] = paired_interval(r["times_s"], g["times_s"], statistics.median)
+        r["mean_ratio_interval"] = paired_interval(r["times_s"], g["times_s"])
         check = "ok" if (r["replicas_identical"] or r["system"] == "gloo") and r["matches_gloo"] else "FAILED"
+        lo, hi = r["ratio_interval"]
+        mlo, mhi = r["mean_ratio_interval"]
         print(
             f"{r['model']:9} {r['world']:>5}  {r['system']:16} {r['median_s'] * 1e3:9.1f} ms {r['p90_s'] * 1e3:6.1f} ms "
-            f"{r['mean_s'] * 1e3:6.1f} ms {r['ratio']:16.2f} {r['mean_ratio']:7.2f}  {check}"
+            f"{r['mean_s'] * 1e3:6.1f} ms {r['ratio']:15.2f} {f'[{lo:.2f}, {hi:.2f}]':>15} "
+            f"{r['mean_ratio']:6.2f} {f'[{mlo:.2f}, {mhi:.2f}]':>15}  {check}"
         )
     (out / "results.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
     print("wrote", out / "results.json")

@@ -91,3 +91,24 @@ def test_the_ddp_step_benchmark_runs_and_checks_its_replicas(tmp_path):
     assert all(row["median_s"] > 0 and row["mean_s"] > 0 for row in rows)
     # both ratios are to Gloo's own row
     assert [(row["ratio"], row["mean_ratio"]) for row in rows if row["system"] == "gloo"] == [(1.0, 1.0)]
+    # each ratio carries its paired-bootstrap interval (Gloo's own is a point)
+    for row in rows:
+        for key in ("ratio_interval", "mean_ratio_interval"):
+            lo, hi = row[key]
+            assert 0 < lo <= hi, (row["system"], key, lo, hi)
+    assert [row["mean_ratio_interval"] for row in rows if row["system"] == "gloo"] == [[1.0, 1.0]]
+
+
+def test_the_per_call_benchmark_times_every_path_beside_gloo():
+    root = Path(HERE).parent.parent
+    r = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "ddp_step" / "per_call.py"), "--floats", "1000", "--calls", "3"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rows = [line for line in r.stdout.splitlines() if line.rstrip().endswith(" us")]
+    assert len(rows) == 2 * 7, r.stdout
+    assert sum("Gloo" in line for line in rows) == 2 * 2
+    assert all(float(line.split()[-2]) > 0 for line in rows)
