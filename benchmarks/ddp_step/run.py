@@ -11,7 +11,10 @@ the same batches as
 - ``gradwire+hook``: the same with ``gradwire.torch.loss_tolerant_hook`` (bucket priority;
   ``--loss-bound`` if given);
 - ``gradwire+sched``: the same with ``gradwire.torch.scheduled_hook`` (ByteScheduler's
-  partitions and credit, default ⟨4 MB, 8 MB⟩; ``--loss-bound`` if given).
+  partitions and credit, default ⟨4 MB, 8 MB⟩; ``--loss-bound`` if given);
+- with ``--autobyte``, ``gradwire+autobyte``: the scheduled hook tuned online by AutoByte
+  (``gradwire.tune.online.AutoByteLoop``, shipped weights, a round every 10 steps); its
+  rounds' cost is reported apart (``tuning_s``) and left out of its step times.
 
 Systems alternate step by step. A step is forward + backward (DDP overlaps the bucket
 allreduces with it) + the optimizer; its time is the slowest rank's. Afterwards the
@@ -75,7 +78,9 @@ def worker(plan: dict) -> None:
     dist.init_process_group("gradwire")
     gloo = dist.new_group(backend="gloo")
     rank = dist.get_rank()
-    systems = ["gloo", "gradwire", "gradwire+hook", "gradwire+sched"]
+    systems = ["gloo", "gradwire", "gradwire+hook", "gradwire+sched"] + (
+        ["gradwire+autobyte"] if plan["autobyte"] else []
+    )
     models, opts, states = {}, {}, {}
     data = None
     for name in systems:
@@ -86,6 +91,14 @@ def worker(plan: dict) -> None:
             m.register_comm_hook(states[name], gt.loss_tolerant_hook)
         if name == "gradwire+sched":
             states[name] = gt.ScheduledState(loss_bound=plan["loss_bound"])
+            m.register_comm_hook(states[name], gt.scheduled_hook)
+        if name == "gradwire+autobyte":
+            from gradwire.tune.online import AutoByteLoop
+
+            states[name] = gt.ScheduledState(
+                loss_bound=plan["loss_bound"], tuner=AutoByteLoop(), batch_size=plan["batch"], model_name=plan["model"]
+            )
+            states[name].watch(model)
             m.register_comm_hook(states[name], gt.scheduled_hook)
         models[name], opts[name] = (
             m,
@@ -115,7 +128,18 @@ def worker(plan: dict) -> None:
         res = {
             "world": dist.get_world_size(),
             "times": times,
-            "hook": {s: {"calls": st.calls, "bytes_lost": st.bytes_lost} for s, st in states.items()},
+            "hook": {
+                s: {
+                    "calls": st.calls,
+                    "bytes_lost": st.bytes_lost,
+                    **(
+                        {"tuning_s": st.tuning_seconds, "history": st.history, "adaptations": st.tuner.adaptations}
+                        if s == "gradwire+autobyte"
+                        else {}
+                    ),
+                }
+                for s, st in states.items()
+            },
         }
         (Path(plan["out"]) / "times.json").write_text(json.dumps(res))
     dist.destroy_process_group()
@@ -129,6 +153,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=0, help="timed steps per system; default 200 (cnn), 15 (resnet18)")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--loss-bound", type=float, default=0.0, help="loss bound of the hook")
+    ap.add_argument("--autobyte", action="store_true", help="also the scheduled hook tuned online by AutoByte")
     ap.add_argument("--out", default=str(ROOT / "results" / "ddp_step"))
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -152,6 +177,7 @@ def main() -> int:
                 "steps": steps,
                 "warmup": a.warmup,
                 "loss_bound": a.loss_bound,
+                "autobyte": a.autobyte,
                 "out": str(wdir),
             }
             print(
@@ -217,6 +243,15 @@ def main() -> int:
             f"{r['mean_s'] * 1e3:6.1f} ms {r['ratio']:15.2f} {f'[{lo:.2f}, {hi:.2f}]':>15} "
             f"{r['mean_ratio']:6.2f} {f'[{mlo:.2f}, {mhi:.2f}]':>15}  {check}"
         )
+    for r in rows:
+        if "tuning_s" in r:
+            steps = len(r["times_s"]) + a.warmup
+            configs = " ".join(f"<{sp / 1e6:.1f} MB, {sc / 1e6:.1f} MB>" for _, sp, sc, _ in r["history"])
+            print(
+                f"{r['model']}, {r['world']} ranks, AutoByte: {len(r['history'])} rounds ({configs} in force), "
+                f"{r['adaptations']} fine-tunings, {r['tuning_s']:.2f} s of rounds over {steps} steps "
+                f"({r['tuning_s'] / steps * 1e3:.1f} ms per step)"
+            )
     (out / "results.json").write_text(json.dumps({"args": vars(a), "rows": rows}, indent=1))
     print("wrote", out / "results.json")
     return 0 if ok else 1

@@ -139,3 +139,45 @@ def test_meta_network_takes_any_number_of_layers_and_workers():
         assert len(ab.predict(obs, g)) == len(g)
     with pytest.raises(ValueError):
         Observation([], [1.0], [1.0], "x", "ps")
+
+
+def test_autobyte_loop_switches_for_a_predicted_gain_and_adapts_on_a_miss():
+    pytest.importorskip("torch")
+    from gradwire.tune.autobyte import AutoByte
+    from gradwire.tune.online import AutoByteLoop
+
+    g = grid(max_partition_bytes=10 * MB, max_credit_multiple=5)
+    samples = [(observation(bw), c, synthetic(bw, c)) for bw in (3.0, 5.0, 10.0, 25.0) for c in g]
+    ab = AutoByte(seed=0)
+    ab.fit(samples, epochs=60, seed=0)
+    with pytest.raises(ValueError, match="adapt"):
+        AutoByteLoop(ab, g, adapt="some")
+    with pytest.raises(ValueError, match="start"):
+        AutoByteLoop(ab, g).observe(observation(3.0), 1.0)
+    worst = min(g, key=lambda c: synthetic(3.0, c))
+    loop = AutoByteLoop(ab, g, start=worst)
+    assert loop.observe(observation(3.0), synthetic(3.0, worst)) is False  # no prediction yet
+    choice = loop.decide(observation(3.0))
+    assert choice is not None and loop.current == choice
+    assert synthetic(3.0, choice) >= 0.9 * max(synthetic(3.0, c) for c in g)
+    # a measured speed far from the prediction fine-tunes a copy: the caller's network stays
+    before = ab.predict(observation(3.0), [choice])[choice]
+    assert loop.observe(observation(3.0), 0.3 * loop.predicted) is True
+    assert loop.adaptations == 1
+    assert ab.predict(observation(3.0), [choice])[choice] == pytest.approx(before)
+    # a configuration outside the candidates (the hook's default ⟨4 MiB, 8 MiB⟩) is predicted too
+    off_grid = Candidate(4 << 20, 2)
+    other = AutoByteLoop(ab, g, start=off_grid)
+    other.decide(observation(10.0))
+    assert other.predicted is not None
+
+
+def test_the_scheduled_hook_needs_a_batch_size_for_autobyte():
+    pytest.importorskip("torch")
+    import gradwire.torch as gt
+    from gradwire.tune.autobyte import AutoByte
+    from gradwire.tune.online import AutoByteLoop
+
+    with pytest.raises(ValueError, match="batch_size"):
+        gt.ScheduledState(tuner=AutoByteLoop(AutoByte(seed=0)))
+    assert gt.ScheduledState(tuner=AutoByteLoop(AutoByte(seed=0)), batch_size=32).batch_size == 32

@@ -1,7 +1,7 @@
 """One rank of the DDP-on-"gradwire" test: trains the embedded CNN from the same seed on the
 same batches with DDP over a Gloo group, DDP over the gradwire world group, and the latter
 with gradwire.torch.loss_tolerant_hook, with gradwire.torch.scheduled_hook, and with the
-scheduled hook tuned online by a grid search; saves the per-step losses and the final
+scheduled hook tuned online by a grid search and by AutoByte; saves the per-step losses and the final
 parameters."""
 
 import json
@@ -39,7 +39,7 @@ def main() -> None:
     gloo = dist.new_group(backend="gloo")  # the reference only
     rank, world = dist.get_rank(), dist.get_world_size()
     out = {}
-    for name in ("gloo", "gradwire", "hook", "sched", "tuned"):
+    for name in ("gloo", "gradwire", "hook", "sched", "tuned", "autobyte"):
         model, data = build("cnn", seed=0)
         ddp = DDP(
             model,
@@ -59,6 +59,16 @@ def main() -> None:
             grid = GridSearch([Candidate(4096, 1), Candidate(8192, 2), Candidate(16384, 4)])
             state = gt.ScheduledState(partition_bytes=8192, credit_bytes=8192, tuner=grid, tune_every=3)
             ddp.register_comm_hook(state, gt.scheduled_hook)
+        if name == "autobyte":
+            from gradwire.tune import Candidate
+            from gradwire.tune.online import AutoByteLoop
+
+            loop = AutoByteLoop(candidates=[Candidate(4096, 1), Candidate(8192, 2), Candidate(16384, 4)])
+            state = gt.ScheduledState(
+                partition_bytes=8192, credit_bytes=8192, tuner=loop, tune_every=3, batch_size=plan["batch"]
+            )
+            state.watch(model)
+            ddp.register_comm_hook(state, gt.scheduled_hook)
         losses, params = train(ddp, data, rank, world, plan["steps"], plan["batch"])
         gathered = [torch.zeros_like(params) for _ in range(world)]
         dist.all_gather(gathered, params)
@@ -70,6 +80,15 @@ def main() -> None:
             "history": getattr(state, "history", None),
             "config": [state.partition_bytes, state.credit_bytes] if hasattr(state, "history") else None,
         }
+        if name == "autobyte":
+            obs = state.last_observation
+            out[name]["observation"] = {
+                "backward_ms": obs.backward_ms,
+                "upload_gbps": obs.upload_gbps,
+                "download_gbps": obs.download_gbps,
+                "workers": obs.workers,
+            }
+            out[name]["groups_observed"] = len(state.tuner.online)
     with open(os.path.join(plan["out"], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()

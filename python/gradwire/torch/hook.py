@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,8 +55,10 @@ class LossTolerantState:
     holdback_bytes: int = 4 << 20
     calls: int = 0
     bytes_sent: int = 0
+    bytes_received: int = 0
     bytes_lost: int = 0
     seconds: float = 0.0
+    last_done: float = 0.0  # time.perf_counter() when the last call completed
     # (bucket index, chunk number) in the order this step's chunks went to the runtime.
     issue_order: list = field(default_factory=list, repr=False)
     _pending: list = field(default_factory=list, repr=False)
@@ -85,8 +88,10 @@ class LossTolerantState:
     def _record(self, rep: runtime.Report) -> None:
         self.calls += 1
         self.bytes_sent += rep.bytes_sent
+        self.bytes_received += rep.bytes_received
         self.bytes_lost += rep.bytes_lost
         self.seconds += rep.seconds
+        self.last_done = time.perf_counter()
 
 
 class _Bucket:

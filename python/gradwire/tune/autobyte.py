@@ -271,7 +271,9 @@ class AutoByte:
                 self.scale = math.exp(sum(math.log(s) for s in speeds) / len(speeds))
             else:
                 self.scale = sum(speeds) / len(speeds)
-        with _one_thread():
+        # enable_grad: online adapting may run where autograd has turned it off (inside a
+        # DDP comm hook, which runs during the job's backward pass)
+        with _one_thread(), torch.enable_grad():
             return self._fit(samples, epochs, lr, batch, seed, on_epoch, head_only)
 
     def _fit(self, samples, epochs, lr, batch, seed, on_epoch, head_only) -> list[float]:

@@ -15,8 +15,8 @@ import copy
 from dataclasses import dataclass, field
 
 from gradwire.tune.autobyte import AutoByte, Observation
-from gradwire.tune.simjob import WARMUP, JobSpec, SimJob, measure, observation
-from gradwire.tune.space import Candidate
+from gradwire.tune.simjob import WARMUP, JobSpec, SimJob, mean_speed, measure, observation
+from gradwire.tune.space import Candidate, grid
 from gradwire.tune.trigger import Trigger
 from gradwire.tune.tuners import BayesOpt, GridSearch
 
@@ -83,6 +83,77 @@ def run_bo(spec: JobSpec, candidates: list[Candidate], iterations: int, trials: 
     return trace
 
 
+class AutoByteLoop:
+    """AutoByte's decisions over measured groups of iterations (§III-C), wherever the job
+    runs: :func:`run_autobyte` feeds it a simulated job's groups, and the DDP hook
+    (``gradwire.torch.ScheduledState(tuner=AutoByteLoop(...))``) a real job's.
+
+    Per group: :meth:`observe` records what ran and the speed measured (samples/s), and
+    fine-tunes the network when the prediction made for that group missed by more than the
+    trigger's error; :meth:`decide` predicts every candidate from the group's observation and
+    switches only for the trigger's gain. ``predictor`` is copied (default: the shipped
+    weights), so the caller's stays as it was; ``candidates`` default to the paper's grid;
+    ``start`` is the configuration in force (the hook sets it from its state when None).
+
+    ``adapt`` is what fine-tuning trains (§III-B says "transfer learning" and no more):
+    ``"head"`` the two dense layers, keeping the encoders (LSTM, embeddings) that every
+    condition's prediction shares, as transfer learning usually does; ``"all"`` the whole
+    network; ``"none"`` nothing (the offline network alone). docs/scheduling.md ablates the
+    three."""
+
+    def __init__(
+        self,
+        predictor: AutoByte | None = None,
+        candidates: list[Candidate] | None = None,
+        start: Candidate | None = None,
+        trigger: Trigger | None = None,
+        adapt: str = "head",
+        adapt_epochs: int = 30,
+        adapt_lr: float = 3e-3,
+    ):
+        if adapt not in ADAPT:
+            raise ValueError(f"adapt must be one of {ADAPT}, got {adapt!r}")
+        if predictor is None:
+            from gradwire.tune.offline import load_default
+
+            predictor = load_default()
+        self.predictor = copy.deepcopy(predictor)
+        self.candidates = list(candidates) if candidates is not None else grid()
+        self.current = start
+        self.trigger = trigger or Trigger()
+        self.adapt, self.adapt_epochs, self.adapt_lr = adapt, adapt_epochs, adapt_lr
+        self.online: list[tuple[Observation, Candidate, float]] = []
+        self.predicted: float | None = None
+        self.adaptations = 0
+
+    def observe(self, obs: Observation, measured: float) -> bool:
+        """One group ran under ``self.current`` at ``measured`` samples/s; True if that missed
+        the prediction enough to fine-tune (done here)."""
+        if self.current is None:
+            raise ValueError("AutoByteLoop has no current configuration: pass start=")
+        self.online.append((obs, self.current, measured))
+        if self.adapt == "none" or self.predicted is None:
+            return False
+        if not self.trigger.needs_adaptation(self.predicted, measured):
+            return False
+        n = len(self.online)
+        self.predictor.fit(
+            self.online, epochs=self.adapt_epochs, lr=self.adapt_lr, batch=n, head_only=self.adapt == "head"
+        )
+        self.adaptations += 1
+        return True
+
+    def decide(self, obs: Observation) -> Candidate | None:
+        """The configuration to switch to for the next group (it becomes current), or None."""
+        cands = self.candidates if self.current in self.candidates else [*self.candidates, self.current]
+        prediction = self.predictor.predict(obs, cands)
+        choice = self.trigger.choose(self.current, prediction)
+        if choice is not None:
+            self.current = choice
+        self.predicted = prediction[self.current]
+        return choice
+
+
 def run_autobyte(
     spec: JobSpec,
     candidates: list[Candidate],
@@ -95,42 +166,25 @@ def run_autobyte(
     adapt_lr: float = 3e-3,
     adapt: str = "head",
 ) -> Trace:
-    """AutoByte online from ``start``; ``model`` is copied, so the caller's stays as it was.
-
-    ``adapt`` is what fine-tuning trains when a prediction misses by > 10 % (§III-B says
-    "transfer learning" and no more): ``"head"`` the two dense layers, keeping the encoders
-    (LSTM, embeddings) that every condition's prediction shares, as transfer learning
-    usually does; ``"all"`` the whole network; ``"none"`` nothing (the offline network
-    alone). docs/scheduling.md ablates the three."""
-    if adapt not in ADAPT:
-        raise ValueError(f"adapt must be one of {ADAPT}, got {adapt!r}")
-    model = copy.deepcopy(model)
-    trigger = trigger or Trigger()
+    """AutoByte online from ``start`` on a simulated job (:class:`AutoByteLoop`'s decisions;
+    ``model`` is copied, so the caller's stays as it was)."""
+    loop = AutoByteLoop(model, candidates, start, trigger, adapt, adapt_epochs, adapt_lr)
     job = SimJob(spec, start)
     trace = Trace()
-    online: list[tuple[Observation, Candidate, float]] = []
-    predicted: float | None = None
-    current = start
     done = 0
     while done < iterations:
         stats = job.run(min(group, iterations - done))
-        trace.extend(stats, current)
+        trace.extend(stats, loop.current)
         done += len(stats)
         # the first iteration of the job and the one after a switch carry the transition
         settled = stats[WARMUP:] or stats
         obs = observation(spec, settled)
-        measured = sum(s["samples_per_s"] for s in settled) / len(settled)
-        online.append((obs, current, measured))
-        if adapt != "none" and predicted is not None and trigger.needs_adaptation(predicted, measured):
-            model.fit(online, epochs=adapt_epochs, lr=adapt_lr, batch=len(online), head_only=adapt == "head")
+        if loop.observe(obs, mean_speed(settled)):
             trace.adaptations.append(done)
         if done >= iterations:
             break
-        prediction = model.predict(obs, candidates)
-        choice = trigger.choose(current, prediction)
+        choice = loop.decide(obs)
         if choice is not None:
             job.reconfigure(choice)
-            current = choice
             trace.reconfigurations.append((done, choice))
-        predicted = prediction[current]
     return trace
