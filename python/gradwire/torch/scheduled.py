@@ -152,8 +152,7 @@ class ScheduledState(LossTolerantState):
             self.last_observation = self._observation(gathered[1:].reshape(comm.world_size, -1))
         if comm.rank == 0:
             if autobyte:
-                if self.tuner.current is None:
-                    self.tuner.current = current
+                self.tuner.current = current  # what ran is what the state had in force
                 self.tuner.observe(self.last_observation, self.batch_size * comm.world_size / step_s)
                 nxt = self.tuner.decide(self.last_observation) or self.tuner.current
             else:

@@ -93,7 +93,7 @@ class AutoByteLoop:
     trigger's error; :meth:`decide` predicts every candidate from the group's observation and
     switches only for the trigger's gain. ``predictor`` is copied (default: the shipped
     weights), so the caller's stays as it was; ``candidates`` default to the paper's grid;
-    ``start`` is the configuration in force (the hook sets it from its state when None).
+    ``start`` is the configuration in force (the hook sets it from its state each round).
 
     ``adapt`` is what fine-tuning trains (§III-B says "transfer learning" and no more):
     ``"head"`` the two dense layers, keeping the encoders (LSTM, embeddings) that every
