@@ -56,6 +56,13 @@ CALIBRATIONS: dict[str, dict] = {
     "every partition striped (`ps_split_bytes` 1, as the fork)": {"ps_split_bytes": 1},
     "every partition striped, latency 12 ms": {"ps_split_bytes": 1, "partition_latency_us": 12000.0},
     "every partition striped, aggregated credit": {"ps_split_bytes": 1, "ps_credit": "aggregated"},
+    # 3 Gbit/s is no Ethernet link speed: the paper limited its 100 Gbit/s NICs' egress
+    "egress shaped, 100 Gbit/s ports": {"shaping": "egress"},
+    "egress shaped, latency 1 ms": {"shaping": "egress", "partition_latency_us": 1000.0},
+    "egress shaped, overhead 400 µs": {"shaping": "egress", "partition_overhead_us": 400.0},
+    "egress shaped, server 400 µs per push": {"shaping": "egress", "ps_server_overhead_us": 400.0},
+    "egress shaped, every partition striped": {"shaping": "egress", "ps_split_bytes": 1},
+    "egress shaped, aggregated credit": {"shaping": "egress", "ps_credit": "aggregated"},
     "aggregated credit": {"ps_credit": "aggregated"},
     "aggregated credit, latency 1 ms": {"ps_credit": "aggregated", "partition_latency_us": 1000.0},
     "aggregated credit, latency 3 ms": {"ps_credit": "aggregated", "partition_latency_us": 3000.0},

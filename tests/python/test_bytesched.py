@@ -148,3 +148,16 @@ def test_an_aggregated_ps_credit_is_a_scenario_key():
         measure(spec, Candidate(2 * MB, 1))
     with pytest.raises(ValueError, match="ps_credit: unknown variant"):
         SimJob(JobSpec("resnet50", "ps", 4, 10.0, {"ps_credit": "sometimes"}), None)
+
+
+def test_egress_shaping_is_a_scenario_key():
+    # receiving at the port's 100 Gbit/s, a PS worker's pushes no longer queue at the
+    # server's downlink: the same configuration runs faster than with both directions limited
+    both = JobSpec("resnet50", "ps", 4, 3.0)
+    egress = JobSpec("resnet50", "ps", 4, 3.0, {"shaping": "egress"})
+    c = Candidate(2 * MB, 4)
+    assert measure(egress, c) > measure(both, c)
+    with pytest.raises(ValueError, match="shaping: unknown variant"):
+        SimJob(JobSpec("resnet50", "ps", 4, 10.0, {"shaping": "ingress"}), None)
+    with pytest.raises(ValueError, match="port_gbps"):
+        SimJob(JobSpec("resnet50", "ps", 4, 10.0, {"shaping": "egress", "port_gbps": 0}), None)

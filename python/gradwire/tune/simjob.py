@@ -25,7 +25,7 @@ WARMUP = 1
 class JobSpec:
     """The simulated job; ``extra`` holds the condition keys of ``bytesched`` (rate_changes,
     background, slowdowns, partition_overhead_us, partition_latency_us, ps_split_bytes,
-    ps_credit, ps_server_overhead_us, batch_size)."""
+    ps_credit, ps_server_overhead_us, shaping, port_gbps, batch_size)."""
 
     model: str = "resnet50"
     pattern: str = "ps"

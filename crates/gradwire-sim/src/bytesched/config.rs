@@ -32,6 +32,20 @@ pub enum PsCredit {
     Aggregated,
 }
 
+/// Which directions of a host's NIC `host_gbps` (and `rate_changes`) limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shaping {
+    /// Both directions run at `host_gbps`: a link of that speed.
+    #[default]
+    Both,
+    /// Only what the host sends is limited (a rate limiter on the NIC's egress: tc, or the
+    /// NIC's own per-port limit); what it receives arrives at `port_gbps`, the switch port's
+    /// speed. The paper's testbed has 100 Gbit/s ports and rates (0.5, 3, 5 Gbit/s) that no
+    /// Ethernet link negotiates, so its NICs were limited this way (§IV-A).
+    Egress,
+}
+
 /// ⟨S_p, S_c⟩ in bytes, or no scheduling at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,7 +78,7 @@ impl SchedCfg {
 #[serde(deny_unknown_fields)]
 pub struct RateChange {
     pub iteration: u32,
-    /// New rate of both directions, Gbit/s.
+    /// New rate, Gbit/s, of the directions `shaping` limits.
     pub gbps: f64,
     /// Worker hosts affected; default: all.
     #[serde(default)]
@@ -113,6 +127,12 @@ pub struct JobCfg {
     /// Every host's NIC rate, each direction, Gbit/s.
     #[serde(default = "d_gbps")]
     pub host_gbps: f64,
+    /// Which directions `host_gbps` limits (default: both).
+    #[serde(default)]
+    pub shaping: Shaping,
+    /// The switch ports' speed, Gbit/s: a host's receive rate under `shaping = "egress"`.
+    #[serde(default = "d_port")]
+    pub port_gbps: f64,
     /// Fixed cost of each partition (one push-pull or all-reduce operation), paid serially by
     /// the worker's communication thread before the partition's bytes move. It is what makes
     /// infinitesimal partitions not pay (autobyte.md §II-D). Default [`DEFAULT_OVERHEAD_US`].
@@ -179,6 +199,9 @@ fn d_workers() -> u32 {
 fn d_gbps() -> f64 {
     10.0
 }
+fn d_port() -> f64 {
+    100.0
+}
 fn d_overhead() -> f64 {
     DEFAULT_OVERHEAD_US
 }
@@ -203,6 +226,7 @@ impl JobCfg {
             }
         };
         positive("host_gbps", self.host_gbps)?;
+        positive("port_gbps", self.port_gbps)?;
         if !(self.partition_overhead_us.is_finite() && self.partition_overhead_us >= 0.0) {
             return Err(format!("partition_overhead_us: must be ≥ 0, got {}", self.partition_overhead_us));
         }

@@ -1,7 +1,8 @@
-//! The network as fluid flows over host NICs: every host has an uplink and a downlink of a
-//! given rate, the fabric between them does not block (the paper's testbed: a 100 Gbit/s
-//! leaf-spine with NICs limited to 0.5–25 Gbit/s, §IV-A), and concurrent flows share each
-//! link max-min fairly, as long-lived TCP flows do.
+//! The network as fluid flows over host NICs: every host has an uplink and a downlink, the
+//! fabric between them does not block (the paper's testbed: a 100 Gbit/s leaf-spine with
+//! NICs limited to 0.5–25 Gbit/s, §IV-A), and concurrent flows share each link max-min
+//! fairly, as long-lived TCP flows do. A limit applies to both directions, or to the uplink
+//! alone with the downlink at the port's speed (`Shaping`).
 
 /// A link: host `h`'s uplink is `h`, its downlink `hosts + h`.
 pub type Link = usize;
@@ -35,6 +36,8 @@ const DONE_BYTES: f64 = 1e-3;
 #[derive(Debug)]
 pub struct Network {
     hosts: usize,
+    /// Only uplinks are limited; downlinks stay at the port's speed.
+    egress_only: bool,
     /// Bytes/s of every link.
     capacity: Vec<f64>,
     pub flows: Vec<Flow>,
@@ -44,10 +47,17 @@ pub struct Network {
 }
 
 impl Network {
-    pub fn new(hosts: usize, gbps: f64) -> Network {
+    /// Every link at `gbps`, or with `port_gbps` given, the downlinks at it and only the
+    /// uplinks limited (`set_rate` then changes the uplink alone).
+    pub fn new(hosts: usize, gbps: f64, port_gbps: Option<f64>) -> Network {
+        let mut capacity = vec![gbps * 1e9 / 8.0; 2 * hosts];
+        if let Some(p) = port_gbps {
+            capacity[hosts..].fill(p * 1e9 / 8.0);
+        }
         Network {
             hosts,
-            capacity: vec![gbps * 1e9 / 8.0; 2 * hosts],
+            egress_only: port_gbps.is_some(),
+            capacity,
             flows: Vec::new(),
             dirty: false,
             carried: vec![0.0; 2 * hosts],
@@ -62,11 +72,13 @@ impl Network {
         self.hosts + host as usize
     }
 
-    /// Set both directions of `host` to `gbps`.
+    /// Limit `host` to `gbps`: both directions, or its uplink alone if only egress is shaped.
     pub fn set_rate(&mut self, host: u32, gbps: f64) {
         let (u, d) = (self.up(host), self.down(host));
         self.capacity[u] = gbps * 1e9 / 8.0;
-        self.capacity[d] = gbps * 1e9 / 8.0;
+        if !self.egress_only {
+            self.capacity[d] = gbps * 1e9 / 8.0;
+        }
         self.dirty = true;
     }
 
@@ -183,7 +195,7 @@ mod tests {
     #[test]
     fn max_min_shares_a_bottleneck_and_gives_the_rest_away() {
         // hosts 0,1,2: flows 0->1, 0->2, 2->1. Uplink 0 carries two, downlink 1 carries two.
-        let mut n = Network::new(3, 8.0); // 1e9 bytes/s per link
+        let mut n = Network::new(3, 8.0, None); // 1e9 bytes/s per link
         let tag = |i| Tag::Ring { ring: i };
         n.add(tag(0), [Some(n.up(0)), Some(n.down(1))], 1e9);
         n.add(tag(1), [Some(n.up(0)), Some(n.down(2))], 1e9);
@@ -198,8 +210,26 @@ mod tests {
     }
 
     #[test]
+    fn egress_shaping_limits_what_a_host_sends_not_what_it_receives() {
+        // two senders into host 0: limited both ways they share its downlink; with only
+        // egress shaped each sends at its own uplink's rate, and a rate change keeps the
+        // downlink at the port's speed
+        for (port, each) in [(None, 5e8), (Some(100.0), 1e9)] {
+            let mut n = Network::new(3, 8.0, port);
+            n.add(Tag::Ring { ring: 0 }, [Some(n.up(1)), Some(n.down(0))], 1e9);
+            n.add(Tag::Ring { ring: 1 }, [Some(n.up(2)), Some(n.down(0))], 1e9);
+            n.allocate();
+            assert!(n.flows.iter().all(|f| f.rate == each), "{port:?}");
+            n.set_rate(0, 0.8);
+            n.allocate();
+            let expect = if port.is_some() { 1e9 } else { 5e7 };
+            assert!(n.flows.iter().all(|f| f.rate == expect), "{port:?} after set_rate");
+        }
+    }
+
+    #[test]
     fn bytes_carried_add_up_to_the_flow() {
-        let mut n = Network::new(2, 8.0);
+        let mut n = Network::new(2, 8.0, None);
         n.add(Tag::Ring { ring: 0 }, [Some(n.up(0)), Some(n.down(1))], 3e8);
         let dt = n.next_finish().unwrap();
         let done = n.advance(dt);

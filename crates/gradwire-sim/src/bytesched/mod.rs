@@ -33,7 +33,8 @@ pub mod fluid;
 mod tests;
 
 pub use config::{
-    BackgroundJob, JobCfg, Pattern, PsCredit, RateChange, SchedCfg, Slowdown, DEFAULT_LATENCY_US, DEFAULT_OVERHEAD_US,
+    BackgroundJob, JobCfg, Pattern, PsCredit, RateChange, SchedCfg, Shaping, Slowdown, DEFAULT_LATENCY_US,
+    DEFAULT_OVERHEAD_US,
 };
 
 use crate::models::{self, ModelProfile};
@@ -203,7 +204,7 @@ impl Job {
             now: 0.0,
             seq: 0,
             events: BinaryHeap::new(),
-            net: Network::new(n as usize, cfg.host_gbps),
+            net: Network::new(n as usize, cfg.host_gbps, (cfg.shaping == Shaping::Egress).then_some(cfg.port_gbps)),
             workers: (0..n)
                 .map(|_| Worker {
                     iteration: 0,
