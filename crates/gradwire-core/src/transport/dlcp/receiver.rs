@@ -143,6 +143,20 @@ impl DlcpReceiver {
         start.sent_at = now;
         self.handle_packet(now, &start);
         while self.poll_transmit(now).is_some() {}
+        // A posted receive may wait long for its sender (a ring's later steps): a rate
+        // period now would report nothing received, and the sender's first decision would
+        // halve its rate for a wait that was not loss. Its periods start with the sender's
+        // START or first data, whichever comes first.
+        if self.state == State::Receiving {
+            self.period_end = Time::MAX;
+        }
+    }
+
+    /// Open the first rate period if none is open yet (a posted receive's sender has begun).
+    fn start_period(&mut self, now: Time) {
+        if self.state == State::Receiving && self.period_end == Time::MAX {
+            self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
+        }
     }
 
     /// CONFIRM arrived: the bubbles are final and later data is discarded.
@@ -203,6 +217,7 @@ impl DlcpReceiver {
         }
         let placed = self.reasm.insert(pkt.seq, pkt.len).ok()?;
         self.recv_in_period += pkt.wire_bytes as u64;
+        self.start_period(now);
         if let Some((_, at)) = &mut self.quiet_retx {
             *at = now.saturating_add(self.cfg.retx_quiet);
         }
@@ -226,6 +241,8 @@ impl DlcpReceiver {
                     self.state = State::Receiving;
                     self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
                     self.check_bound(now);
+                } else {
+                    self.start_period(now);
                 }
             }
             CtrlOp::Stop => {
@@ -352,7 +369,7 @@ impl Endpoint for DlcpReceiver {
 
     fn poll_timeout(&self) -> Option<Time> {
         let receiving = self.state == State::Receiving;
-        let report = receiving.then_some(self.period_end);
+        let report = receiving.then_some(self.period_end).filter(|&t| t != Time::MAX);
         let quiet = self.quiet_retx.filter(|_| receiving).map(|(_, at)| at);
         [self.ctrl.deadline(), report, quiet].into_iter().flatten().min()
     }

@@ -762,7 +762,8 @@ fn receivers_report_their_hosts_link_over_the_hosts_sending_into_it() {
             })
             .collect();
         let t0 = 10 * MS * k as u64;
-        for period in 1..=2u64 {
+        // a receiver's first period starts with its first data: it reports from period 2
+        for period in 1..=3u64 {
             let end = t0 + period * c.rate_period;
             for (flow, remote, r) in rs.iter_mut() {
                 r.handle_packet(end - US, &Packet::data(*flow, *remote, DST, 1440 * period, 1440, 60));
@@ -770,7 +771,7 @@ fn receivers_report_their_hosts_link_over_the_hosts_sending_into_it() {
             for (_, _, r) in rs.iter_mut() {
                 r.handle_timeout(end);
                 let shares: Vec<_> = std::iter::from_fn(|| r.poll_transmit(end)).map(|p| reported_share(&p)).collect();
-                if period == 2 {
+                if period == 3 {
                     // every sender seen by then, each host once
                     assert_eq!(shares, vec![Some(c.line_rate_bps / k as u64)], "{k} sending hosts");
                 }
@@ -821,4 +822,30 @@ fn with_a_receiver_share_the_sender_holds_its_rate_at_headroom_times_the_share()
     assert_eq!(plain.rate_bps(), line);
     assert!(DlcpConfig { share_headroom: 0.0, ..c }.validate().is_err());
     assert!(DlcpConfig { share_headroom: f64::NAN, ..c }.validate().is_err());
+}
+
+/// A receive posted long before its sender starts (a ring's later steps) reports nothing
+/// while it waits: a zero report would halve the sender's first rate for a wait, not loss.
+/// Its periods start with the sender's START or its first data, whichever comes first.
+#[test]
+fn a_posted_receiver_reports_its_rate_only_once_its_sender_has_begun() {
+    let c = cfg(0.0);
+    let rates = |r: &mut DlcpReceiver, now: Time| {
+        r.handle_timeout(now);
+        std::iter::from_fn(|| r.poll_transmit(now)).filter(|p| p.kind == PacketKind::Ctrl(CtrlOp::Rate)).count()
+    };
+    let data = |seq| Packet::data(FLOW, SRC, DST, seq, 1440, 60);
+    let start = Packet::ctrl(PacketKind::Ctrl(CtrlOp::Start), FLOW, SRC, DST, 100_000, 0);
+    for first in ["start", "data"] {
+        let mut r = DlcpReceiver::new(c, FLOW, DST, SRC, 100_000);
+        r.post(0);
+        assert_eq!(r.poll_timeout(), None, "no period while nothing has come");
+        assert_eq!(rates(&mut r, 10 * c.rate_period), 0);
+        let t = 10 * c.rate_period + US;
+        let begin = if first == "start" { start.clone() } else { data(0) };
+        r.handle_packet(t, &begin);
+        assert_eq!(r.poll_timeout(), Some(t + c.rate_period), "{first}");
+        r.handle_packet(t + 2 * US, &data(1440));
+        assert_eq!(rates(&mut r, t + c.rate_period), 1, "{first}");
+    }
 }
