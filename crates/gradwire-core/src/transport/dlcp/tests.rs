@@ -842,7 +842,7 @@ fn a_posted_receiver_reports_its_rate_only_once_its_sender_has_begun() {
         assert_eq!(r.poll_timeout(), None, "no period while nothing has come");
         assert_eq!(rates(&mut r, 10 * c.rate_period), 0);
         let t = 10 * c.rate_period + US;
-        let begin = if first == "start" { start.clone() } else { data(0) };
+        let begin = if first == "start" { start } else { data(0) };
         r.handle_packet(t, &begin);
         assert_eq!(r.poll_timeout(), Some(t + c.rate_period), "{first}");
         r.handle_packet(t + 2 * US, &data(1440));
