@@ -63,6 +63,14 @@ CALIBRATIONS: dict[str, dict] = {
     "egress shaped, server 400 µs per push": {"shaping": "egress", "ps_server_overhead_us": 400.0},
     "egress shaped, every partition striped": {"shaping": "egress", "ps_split_bytes": 1},
     "egress shaped, aggregated credit": {"shaping": "egress", "ps_credit": "aggregated"},
+    # compute per iteration is the other time that does not scale with 1/B: a batch or a
+    # GPU the paper does not state moves the compute/communication ratio of both phases
+    **{
+        f"compute x{f:g} (batch or GPU)": {
+            "slowdowns": [{"worker": w, "from_iteration": 0, "factor": f} for w in range(8)]
+        }
+        for f in (0.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+    },
     "aggregated credit": {"ps_credit": "aggregated"},
     "aggregated credit, latency 1 ms": {"ps_credit": "aggregated", "partition_latency_us": 1000.0},
     "aggregated credit, latency 3 ms": {"ps_credit": "aggregated", "partition_latency_us": 3000.0},
