@@ -335,12 +335,19 @@ JOBS = """
     """
 
 
-def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path):
+def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, monkeypatch):
     """The unchanged runtime and torch.distributed's Gloo, one rank per namespace, through
     the switch; then a kernel-TCP parameter-server exchange and a DDP step with the hook."""
     path = scenario(tmp_path, JOBS)
     _, points = plan(path)
+    # what a rank writes to stderr (here the runtime's trace) is kept per rank, in a file:
+    # a pipe read only once the rank before has exited would fill and block the rank
+    monkeypatch.setenv("GRADWIRE_TRACE", "1")
     s = run_point(path, points[0], tmp_path / "ar", log=lambda m: None)
+    monkeypatch.delenv("GRADWIRE_TRACE")
+    for rank in range(2):
+        trace = (tmp_path / "ar" / f"dlcp-rank{rank}.log").read_text()
+        assert f"rank {rank} call 0 finished transfer" in trace and f"rank {rank} call 0 complete" in trace
     by = {r["label"]: r for r in s["rows"]}
     for backend in ("gloo", "dlcp"):
         assert not by[backend].get("error"), by[backend]

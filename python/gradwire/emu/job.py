@@ -340,34 +340,43 @@ def run_allreduce(
             GRADWIRE_EMU_LINE_GBPS=str(gbps * LINE_RATE_SHARE),
             GRADWIRE_EMU_INIT=json.dumps(job.get("runtime", {})),
         )
-        procs = []
+        procs, logs = [], []
         for rank, h in enumerate(hosts):
             e = dict(env, RANK=str(rank), LOCAL_RANK=str(rank))
-            procs.append(
-                net.popen(
-                    h,
-                    _worker(
-                        job["kind"],
-                        backend,
-                        job["bytes"],
-                        job["iterations"],
-                        job["loss_bound"],
-                    ),
-                    env=e,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
+            # A rank's stderr goes to a file, not a pipe: a pipe read only after the rank
+            # before it has exited fills (GRADWIRE_TRACE=1 writes megabytes) and blocks it.
+            logs.append(net.workdir / f"{backend}-rank{rank}.log")
+            with open(logs[-1], "w") as err_file:
+                procs.append(
+                    net.popen(
+                        h,
+                        _worker(
+                            job["kind"],
+                            backend,
+                            job["bytes"],
+                            job["iterations"],
+                            job["loss_bound"],
+                        ),
+                        env=e,
+                        stdout=subprocess.PIPE,
+                        stderr=err_file,
+                        text=True,
+                    )
                 )
-            )
         results, errors = [], []
         deadline = time.monotonic() + timeout
-        for p in procs:
+        for rank, p in enumerate(procs):
             try:
-                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                late = ""
             except subprocess.TimeoutExpired:
                 p.kill()
-                out, err = p.communicate()
-                err += f"\ntimed out after {timeout:.0f} s"
+                out, _ = p.communicate()
+                late = f"timed out after {timeout:.0f} s"
+            err = logs[rank].read_text()
+            if not err.strip():
+                logs[rank].unlink()
+            err = err + "\n" + late if late else err
             res = _json_lines(out)
             if res:
                 results.append(res[0])
