@@ -13,8 +13,10 @@ the same batches as
 - ``gradwire+sched``: the same with ``gradwire.torch.scheduled_hook`` (ByteScheduler's
   partitions and credit, default ⟨4 MB, 8 MB⟩; ``--loss-bound`` if given);
 - with ``--autobyte``, ``gradwire+autobyte``: the scheduled hook tuned online by AutoByte
-  (``gradwire.tune.online.AutoByteLoop``, shipped weights, a round every 10 steps); its
-  rounds' cost is reported apart (``tuning_s``) and left out of its step times.
+  (``gradwire.tune.online.AutoByteLoop``, shipped weights, a round every 10 steps), and
+  ``gradwire+autobyte-bg``: the same with its fine-tuning in a background thread
+  (``AutoByteLoop(background=True)``); their rounds' cost inside the hook is reported apart
+  (``tuning_s``).
 
 Systems alternate step by step. A step is forward + backward (DDP overlaps the bucket
 allreduces with it) + the optimizer; its time is the slowest rank's. Afterwards the
@@ -79,7 +81,7 @@ def worker(plan: dict) -> None:
     gloo = dist.new_group(backend="gloo")
     rank = dist.get_rank()
     systems = ["gloo", "gradwire", "gradwire+hook", "gradwire+sched"] + (
-        ["gradwire+autobyte"] if plan["autobyte"] else []
+        ["gradwire+autobyte", "gradwire+autobyte-bg"] if plan["autobyte"] else []
     )
     models, opts, states = {}, {}, {}
     data = None
@@ -92,11 +94,14 @@ def worker(plan: dict) -> None:
         if name == "gradwire+sched":
             states[name] = gt.ScheduledState(loss_bound=plan["loss_bound"])
             m.register_comm_hook(states[name], gt.scheduled_hook)
-        if name == "gradwire+autobyte":
+        if name.startswith("gradwire+autobyte"):
             from gradwire.tune.online import AutoByteLoop
 
             states[name] = gt.ScheduledState(
-                loss_bound=plan["loss_bound"], tuner=AutoByteLoop(), batch_size=plan["batch"], model_name=plan["model"]
+                loss_bound=plan["loss_bound"],
+                tuner=AutoByteLoop(background=name.endswith("-bg")),
+                batch_size=plan["batch"],
+                model_name=plan["model"],
             )
             states[name].watch(model)
             m.register_comm_hook(states[name], gt.scheduled_hook)
@@ -134,7 +139,7 @@ def worker(plan: dict) -> None:
                     "bytes_lost": st.bytes_lost,
                     **(
                         {"tuning_s": st.tuning_seconds, "history": st.history, "adaptations": st.tuner.adaptations}
-                        if s == "gradwire+autobyte"
+                        if s.startswith("gradwire+autobyte")
                         else {}
                     ),
                 }
@@ -226,7 +231,7 @@ def main() -> int:
     # job's wall time is made of: its steps' sum, Gloo's occasional slow step included).
     gloo = {(r["model"], r["world"]): r for r in rows if r["system"] == "gloo"}
     print(
-        f"{'model':9} {'ranks':>5}  {'system':16} {'median step':>12} {'p90':>9} {'mean':>9} "
+        f"{'model':9} {'ranks':>5}  {'system':20} {'median step':>12} {'p90':>9} {'mean':>9} "
         f"{'/ gloo: median':>15} {'[95 % interval]':>15} {'mean':>6} {'[95 % interval]':>15}  check"
     )
     for r in rows:
@@ -239,7 +244,7 @@ def main() -> int:
         lo, hi = r["ratio_interval"]
         mlo, mhi = r["mean_ratio_interval"]
         print(
-            f"{r['model']:9} {r['world']:>5}  {r['system']:16} {r['median_s'] * 1e3:9.1f} ms {r['p90_s'] * 1e3:6.1f} ms "
+            f"{r['model']:9} {r['world']:>5}  {r['system']:20} {r['median_s'] * 1e3:9.1f} ms {r['p90_s'] * 1e3:6.1f} ms "
             f"{r['mean_s'] * 1e3:6.1f} ms {r['ratio']:15.2f} {f'[{lo:.2f}, {hi:.2f}]':>15} "
             f"{r['mean_ratio']:6.2f} {f'[{mlo:.2f}, {mhi:.2f}]':>15}  {check}"
         )
@@ -248,7 +253,7 @@ def main() -> int:
             steps = len(r["times_s"]) + a.warmup
             configs = " ".join(f"<{sp / 1e6:.1f} MB, {sc / 1e6:.1f} MB>" for _, sp, sc, _ in r["history"])
             print(
-                f"{r['model']}, {r['world']} ranks, AutoByte: {len(r['history'])} rounds ({configs} in force), "
+                f"{r['model']}, {r['world']} ranks, {r['system']}: {len(r['history'])} rounds ({configs} in force), "
                 f"{r['adaptations']} fine-tunings, {r['tuning_s']:.2f} s of rounds over {steps} steps "
                 f"({r['tuning_s'] / steps * 1e3:.1f} ms per step)"
             )

@@ -3,6 +3,7 @@ Gloo's result, DDP against DDP over Gloo, under torchrun and under `gradwire lau
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_ddp_on_gradwire_has_gloo_losses_step_for_step(tmp_path, world):
     torchrun(world, "torch_ddp_worker.py", json.dumps(plan))
     rs = ranks(tmp_path, world)
     for r in rs:
-        for name in ("gradwire", "hook", "sched", "tuned", "autobyte"):
+        for name in ("gradwire", "hook", "sched", "tuned", "autobyte", "autobyte-bg"):
             assert len(r[name]["losses"]) == 20
             # Summation order differs from Gloo's: equal to float rounding.
             torch.testing.assert_close(r[name]["losses"], r["gloo"]["losses"], rtol=1e-5, atol=1e-6)
@@ -109,20 +110,21 @@ def test_ddp_on_gradwire_has_gloo_losses_step_for_step(tmp_path, world):
         hist = r["tuned"]["history"]
         assert [h[1:3] for h in hist[:3]] == [[8192, 8192], [4096, 4096], [8192, 16384]], hist
         assert r["tuned"]["config"] == rs[0]["tuned"]["config"]
-    # AutoByte online: a round every 3 steps (6 in 20 steps), each with what every rank
-    # measured; the same configuration on every rank; rank 0's loop saw every round.
-    for r in rs:
-        ab = r["autobyte"]
+    # AutoByte online (fine-tuning in the round, or in a thread on rank 0): a round every 3
+    # steps (6 in 20 steps), each with what every rank measured; the same configuration on
+    # every rank; rank 0's loop saw every round.
+    for r, name in itertools.product(rs, ("autobyte", "autobyte-bg")):
+        ab = r[name]
         assert [h[0] for h in ab["history"]] == [4, 7, 10, 13, 16, 19], ab["history"]
-        assert ab["config"] == rs[0]["autobyte"]["config"]
+        assert ab["config"] == rs[0][name]["config"]
         obs = ab["observation"]
-        assert obs == rs[0]["autobyte"]["observation"]  # gathered: the same on every rank
+        assert obs == rs[0][name]["observation"]  # gathered: the same on every rank
         assert obs["workers"] == world and len(obs["upload_gbps"]) == world
         assert all(x > 0 for x in obs["upload_gbps"] + obs["download_gbps"]), obs
         assert len(obs["backward_ms"]) > 1, "one entry per DDP bucket (0.02 MB buckets)"
         assert all(len(b) == world and min(b) >= 0 for b in obs["backward_ms"])
         assert sum(map(sum, obs["backward_ms"])) > 0
-    assert rs[0]["autobyte"]["groups_observed"] == 6
+    assert rs[0]["autobyte"]["groups_observed"] == rs[0]["autobyte-bg"]["groups_observed"] == 6
 
 
 def test_options_are_checked_and_read_from_the_environment(monkeypatch):

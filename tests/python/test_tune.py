@@ -172,6 +172,42 @@ def test_autobyte_loop_switches_for_a_predicted_gain_and_adapts_on_a_miss():
     assert other.predicted is not None
 
 
+def test_autobyte_loop_fine_tunes_in_the_background_to_the_same_network():
+    pytest.importorskip("torch")
+    import threading
+
+    from gradwire.tune.autobyte import AutoByte
+    from gradwire.tune.online import AutoByteLoop
+
+    g = grid(max_partition_bytes=6 * MB, max_credit_multiple=3)
+    ab = AutoByte(seed=0)
+    ab.fit([(observation(bw), c, synthetic(bw, c)) for bw in (3.0, 10.0) for c in g], epochs=20, seed=0)
+    loops = {bg: AutoByteLoop(ab, g, start=g[0], background=bg) for bg in (False, True)}
+    for loop in loops.values():
+        loop.decide(observation(3.0))
+        assert loop.observe(observation(3.0), 0.3 * loop.predicted) is True
+    loops[True].settle()
+    want = loops[False].predictor.predict(observation(3.0), g)
+    assert loops[True].predictor.predict(observation(3.0), g) == pytest.approx(want)
+    assert ab.predict(observation(3.0), g) != pytest.approx(want)
+
+    # while a fine-tuning runs, decisions use the network as it was and a miss starts none
+    loop = AutoByteLoop(ab, g, start=g[0], background=True)
+    gate = threading.Event()
+    fit = loop._fit
+    loop._fit = lambda model, samples: (gate.wait(30), fit(model, samples))
+    loop.decide(observation(3.0))
+    before = loop.predictor
+    assert loop.observe(observation(3.0), 0.3 * loop.predicted) is True
+    assert loop.observe(observation(3.0), 0.3 * loop.predicted) is False
+    loop.decide(observation(3.0))
+    assert loop.predictor is before and loop.adaptations == 1
+    gate.set()
+    loop.settle()
+    assert loop.predictor is not before
+    assert loop.predictor.predict(observation(3.0), g) == pytest.approx(want)
+
+
 def test_the_scheduled_hook_needs_a_batch_size_for_autobyte():
     pytest.importorskip("torch")
     import gradwire.torch as gt

@@ -39,7 +39,7 @@ def main() -> None:
     gloo = dist.new_group(backend="gloo")  # the reference only
     rank, world = dist.get_rank(), dist.get_world_size()
     out = {}
-    for name in ("gloo", "gradwire", "hook", "sched", "tuned", "autobyte"):
+    for name in ("gloo", "gradwire", "hook", "sched", "tuned", "autobyte", "autobyte-bg"):
         model, data = build("cnn", seed=0)
         ddp = DDP(
             model,
@@ -59,11 +59,14 @@ def main() -> None:
             grid = GridSearch([Candidate(4096, 1), Candidate(8192, 2), Candidate(16384, 4)])
             state = gt.ScheduledState(partition_bytes=8192, credit_bytes=8192, tuner=grid, tune_every=3)
             ddp.register_comm_hook(state, gt.scheduled_hook)
-        if name == "autobyte":
+        if name.startswith("autobyte"):
             from gradwire.tune import Candidate
             from gradwire.tune.online import AutoByteLoop
 
-            loop = AutoByteLoop(candidates=[Candidate(4096, 1), Candidate(8192, 2), Candidate(16384, 4)])
+            loop = AutoByteLoop(
+                candidates=[Candidate(4096, 1), Candidate(8192, 2), Candidate(16384, 4)],
+                background=name.endswith("-bg"),
+            )
             state = gt.ScheduledState(
                 partition_bytes=8192, credit_bytes=8192, tuner=loop, tune_every=3, batch_size=plan["batch"]
             )
@@ -80,7 +83,7 @@ def main() -> None:
             "history": getattr(state, "history", None),
             "config": [state.partition_bytes, state.credit_bytes] if hasattr(state, "history") else None,
         }
-        if name == "autobyte":
+        if name.startswith("autobyte"):
             obs = state.last_observation
             out[name]["observation"] = {
                 "backward_ms": obs.backward_ms,

@@ -12,6 +12,7 @@ so far (transfer learning from the offline weights).
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass, field
 
 from gradwire.tune.autobyte import AutoByte, Observation
@@ -99,7 +100,14 @@ class AutoByteLoop:
     ``"head"`` the two dense layers, keeping the encoders (LSTM, embeddings) that every
     condition's prediction shares, as transfer learning usually does; ``"all"`` the whole
     network; ``"none"`` nothing (the offline network alone). docs/scheduling.md ablates the
-    three."""
+    three.
+
+    ``background=True`` fine-tunes a copy of the network in a thread instead of inside
+    :meth:`observe`, and :meth:`decide` predicts with the fine-tuned copy once it is done (a
+    miss while one runs starts none). A job then keeps training through the fine-tuning
+    instead of waiting for it, which in a DDP job means every rank waiting for rank 0's
+    broadcast; the price is that decisions use the network as it was until the copy is
+    ready. :meth:`settle` waits for it."""
 
     def __init__(
         self,
@@ -110,6 +118,7 @@ class AutoByteLoop:
         adapt: str = "head",
         adapt_epochs: int = 30,
         adapt_lr: float = 3e-3,
+        background: bool = False,
     ):
         if adapt not in ADAPT:
             raise ValueError(f"adapt must be one of {ADAPT}, got {adapt!r}")
@@ -125,6 +134,9 @@ class AutoByteLoop:
         self.online: list[tuple[Observation, Candidate, float]] = []
         self.predicted: float | None = None
         self.adaptations = 0
+        self.background = background
+        self._tuning: threading.Thread | None = None
+        self._tuned: AutoByte | None = None
 
     def observe(self, obs: Observation, measured: float) -> bool:
         """One group ran under ``self.current`` at ``measured`` samples/s; True if that missed
@@ -136,15 +148,42 @@ class AutoByteLoop:
             return False
         if not self.trigger.needs_adaptation(self.predicted, measured):
             return False
-        n = len(self.online)
-        self.predictor.fit(
-            self.online, epochs=self.adapt_epochs, lr=self.adapt_lr, batch=n, head_only=self.adapt == "head"
-        )
+        if not self.background:
+            self._fit(self.predictor, list(self.online))
+        elif self._tuning is not None and self._tuning.is_alive():
+            return False
+        else:
+            self._adopt()  # a fine-tuning finished since the last decision: build on it
+            model = copy.deepcopy(self.predictor)
+            self._tuning = threading.Thread(
+                target=self._fit_in_background, args=(model, list(self.online)), name="autobyte-fine-tune", daemon=True
+            )
+            self._tuning.start()
         self.adaptations += 1
         return True
 
+    def _fit(self, model: AutoByte, samples: list[tuple[Observation, Candidate, float]]) -> None:
+        model.fit(
+            samples, epochs=self.adapt_epochs, lr=self.adapt_lr, batch=len(samples), head_only=self.adapt == "head"
+        )
+
+    def _fit_in_background(self, model: AutoByte, samples: list[tuple[Observation, Candidate, float]]) -> None:
+        self._fit(model, samples)
+        self._tuned = model
+
+    def settle(self) -> None:
+        """Wait for a background fine-tuning to finish and predict with its network from now on."""
+        if self._tuning is not None:
+            self._tuning.join()
+        self._adopt()
+
+    def _adopt(self) -> None:
+        if self._tuned is not None:
+            self.predictor, self._tuned = self._tuned, None
+
     def decide(self, obs: Observation) -> Candidate | None:
         """The configuration to switch to for the next group (it becomes current), or None."""
+        self._adopt()
         cands = self.candidates if self.current in self.candidates else [*self.candidates, self.current]
         prediction = self.predictor.predict(obs, cands)
         choice = self.trigger.choose(self.current, prediction)
