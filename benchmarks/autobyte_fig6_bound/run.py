@@ -8,15 +8,18 @@ two bounds on a tuner's mean-speed gain (the per-iteration mean of Fig. 6, equal
 (BO at its best), over BO's own choice (20 trials at 10 Gbit/s, seed 0, as Fig. 6 runs it)
 and over the best static configuration for both phases; and the first
 bound on samples over wall time instead (the harmonic mean, which weighs the slow phases by
-their longer duration). A configuration whose job stalls counts as 0. Prints markdown.
+their longer duration). A configuration whose job stalls counts as 0. Prints markdown and
+writes ``bound.csv`` and ``bound.png`` (the bounds beside the target) into ``--out``.
 
-    python benchmarks/autobyte_fig6_bound/run.py [--jobs 2] [--calibrations NAME,...]
+    python benchmarks/autobyte_fig6_bound/run.py [--jobs 2] [--calibrations NAME,...] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 from gradwire.tune.online import bo_choice
 from gradwire.tune.simjob import JobSpec, measure
@@ -104,34 +107,87 @@ def _measure_or_stall(spec: JobSpec, c: Candidate) -> float:
         return 0.0
 
 
-def bound_row(name: str, s10: dict[Candidate, float], s3: dict[Candidate, float], bo: Candidate | None) -> str:
+def bound(name: str, s10: dict[Candidate, float], s3: dict[Candidate, float], bo: Candidate | None) -> dict:
+    """One calibration's optima and bounds (percent gains of a per-phase tuner)."""
     o10 = max(s10, key=s10.get)
     o3 = max(s3, key=s3.get)
     static = max(s10, key=lambda c: s10[c] + s3[c])
     per_phase = s10[o10] + s3[o3]
-    vs_bo = 100 * (per_phase / (s10[o10] + s3[o10]) - 1)
-    vs_static = 100 * (per_phase / (s10[static] + s3[static]) - 1)
-    # a job's samples over its wall time (equal phases): the harmonic mean of the speeds
 
+    # a job's samples over its wall time (equal phases): the harmonic mean of the speeds
     def timed(a: float, b: float) -> float:
         return 2 / (1 / a + 1 / b) if a and b else 0.0
 
-    vs_own_bo = "—" if bo is None else f"{bo}: {100 * (per_phase / (s10[bo] + s3[bo]) - 1):+.1f} %"
-    vs_bo_timed = 100 * (timed(s10[o10], s3[o3]) / timed(s10[o10], s3[o10]) - 1)
     paper = Candidate(8 * MB, 3), Candidate(4 * MB, 2)
-    stalls = sum(v == 0.0 for v in s10.values()) + sum(v == 0.0 for v in s3.values())
+    return {
+        "calibration": name,
+        "stalls": sum(v == 0.0 for v in s10.values()) + sum(v == 0.0 for v in s3.values()),
+        "optimum_10g": o10,
+        "optimum_10g_speed": s10[o10],
+        "optimum_3g": o3,
+        "optimum_3g_speed": s3[o3],
+        "optimum_10g_at_3g": s3[o10],
+        "best_static": static,
+        "paper_10g_of_optimum_pct": 100 * s10[paper[0]] / s10[o10],
+        "paper_3g_of_optimum_pct": 100 * s3[paper[1]] / s3[o3],
+        "gain_3g_phases_pct": 100 * (s3[o3] / s3[o10] - 1),
+        "bound_vs_bo_pct": 100 * (per_phase / (s10[o10] + s3[o10]) - 1),
+        "bo_choice": bo,
+        "bound_vs_bo_choice_pct": None if bo is None else 100 * (per_phase / (s10[bo] + s3[bo]) - 1),
+        "bound_vs_static_pct": 100 * (per_phase / (s10[static] + s3[static]) - 1),
+        "bound_vs_bo_wall_time_pct": 100 * (timed(s10[o10], s3[o3]) / timed(s10[o10], s3[o10]) - 1),
+    }
+
+
+def markdown_row(r: dict) -> str:
+    stalls = f" ({r['stalls']} of 128 stall)" if r["stalls"] else ""
+    own = "—" if r["bo_choice"] is None else f"{r['bo_choice']}: {r['bound_vs_bo_choice_pct']:+.1f} %"
     return (
-        f"| {name}{f' ({stalls} of 128 stall)' if stalls else ''} | {o10} {s10[o10]:.0f} | {o3} {s3[o3]:.0f} | {s3[o10]:.0f} | {static} | "
-        f"{100 * s10[paper[0]] / s10[o10]:.1f} / {100 * s3[paper[1]] / s3[o3]:.1f} % | "
-        f"{100 * (s3[o3] / s3[o10] - 1):+.1f} % | {vs_bo:+.1f} % | {vs_own_bo} | {vs_static:+.1f} % | "
-        f"{vs_bo_timed:+.1f} % |"
+        f"| {r['calibration']}{stalls} | {r['optimum_10g']} {r['optimum_10g_speed']:.0f} | "
+        f"{r['optimum_3g']} {r['optimum_3g_speed']:.0f} | {r['optimum_10g_at_3g']:.0f} | {r['best_static']} | "
+        f"{r['paper_10g_of_optimum_pct']:.1f} / {r['paper_3g_of_optimum_pct']:.1f} % | "
+        f"{r['gain_3g_phases_pct']:+.1f} % | {r['bound_vs_bo_pct']:+.1f} % | {own} | "
+        f"{r['bound_vs_static_pct']:+.1f} % | {r['bound_vs_bo_wall_time_pct']:+.1f} % |"
     )
+
+
+def write(rows: list[dict], out: Path) -> None:
+    """bound.csv (one row per calibration) and bound.png (the bounds beside the target)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "bound.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows({k: str(v) if isinstance(v, Candidate) else v for k, v in r.items()} for r in rows)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.6))
+    y = range(len(rows))
+    ax.barh([i - 0.2 for i in y], [r["bound_vs_bo_pct"] for r in rows], 0.4, label="vs BO at its best")
+    ax.barh(
+        [i + 0.2 for i in y],
+        [r["bound_vs_bo_choice_pct"] or 0.0 for r in rows],
+        0.4,
+        label="vs BO's own choice (20 trials, seed 0)",
+    )
+    ax.axvline(6.0, color="red", linestyle="--", label="target: +6 %")
+    ax.set_yticks(list(y), [r["calibration"] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("bound on a per-phase tuner's mean-speed gain over BO (%)")
+    ax.set_title("Fig. 6 (10 ↔ 3 Gbit/s): what any tuner can gain, per calibration")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out / "bound.png", dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--calibrations", default=None, help="comma-separated names' prefixes; default: all")
+    ap.add_argument("--out", type=Path, default=Path("results/autobyte_fig6_bound"), help="bound.csv, bound.png")
     a = ap.parse_args()
     cals = CALIBRATIONS
     if a.calibrations:
@@ -144,11 +200,16 @@ def main() -> None:
         "bound vs best static | bound vs BO, samples over wall time |"
     )
     print("|---|---|---|---:|---|---:|---:|---:|---|---:|---:|")
+    rows = []
     with ProcessPoolExecutor(a.jobs) as pool:
         for name, extra in cals.items():
             bo = pool.submit(_bo, extra)
             s10, s3 = pool.map(_speeds, [(extra, 10.0), (extra, 3.0)])
-            print(bound_row(name, s10, s3, bo.result()), flush=True)
+            rows.append(bound(name, s10, s3, bo.result()))
+            print(markdown_row(rows[-1]), flush=True)
+    if rows:
+        write(rows, a.out)
+        print(f"wrote {a.out / 'bound.csv'} and {a.out / 'bound.png'}")
 
 
 if __name__ == "__main__":

@@ -161,3 +161,26 @@ def test_egress_shaping_is_a_scenario_key():
         SimJob(JobSpec("resnet50", "ps", 4, 10.0, {"shaping": "ingress"}), None)
     with pytest.raises(ValueError, match="port_gbps"):
         SimJob(JobSpec("resnet50", "ps", 4, 10.0, {"shaping": "egress", "port_gbps": 0}), None)
+
+
+def test_the_fig6_bound_benchmark_writes_its_table_and_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "autobyte_fig6_bound" / "run.py"
+    r = subprocess.run(
+        [sys.executable, str(script), "--jobs", "1", "--calibrations", "default", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = list(csv.DictReader(open(tmp_path / "bound.csv")))
+    # the defaults: BO's 10 Gbit/s choice is the optimum at both rates, nothing to gain
+    assert row["optimum_10g"] == row["optimum_3g"] == row["bo_choice"] == str(Candidate(2 * MB, 6))
+    assert float(row["bound_vs_bo_pct"]) == pytest.approx(0.0, abs=0.05)
+    assert (tmp_path / "bound.png").stat().st_size > 10_000
+    assert "| default" in r.stdout
