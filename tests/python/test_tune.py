@@ -207,6 +207,18 @@ def test_autobyte_loop_fine_tunes_in_the_background_to_the_same_network():
     assert loop.predictor is not before
     assert loop.predictor.predict(observation(3.0), g) == pytest.approx(want)
 
+    # a fine-tuning that fails in its thread is raised by the next decision, not lost
+    def fail(model, samples):
+        raise ValueError("bad sample")
+
+    loop._fit = fail
+    assert loop.observe(observation(3.0), 0.3 * loop.predicted) is True
+    loop._tuning.join()
+    with pytest.raises(RuntimeError, match="background fine-tuning failed"):
+        loop.decide(observation(3.0))
+    loop.decide(observation(3.0))  # reported once; the network stays as it was
+    assert loop.predictor.predict(observation(3.0), g) == pytest.approx(want)
+
 
 def test_the_scheduled_hook_needs_a_batch_size_for_autobyte():
     pytest.importorskip("torch")

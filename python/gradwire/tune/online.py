@@ -104,10 +104,11 @@ class AutoByteLoop:
 
     ``background=True`` fine-tunes a copy of the network in a thread instead of inside
     :meth:`observe`, and :meth:`decide` predicts with the fine-tuned copy once it is done (a
-    miss while one runs starts none). A job then keeps training through the fine-tuning
-    instead of waiting for it, which in a DDP job means every rank waiting for rank 0's
-    broadcast; the price is that decisions use the network as it was until the copy is
-    ready. :meth:`settle` waits for it."""
+    miss while one runs starts none). The job then keeps training through the fine-tuning
+    instead of waiting for it (in the DDP hook every rank waits for rank 0's decision); the
+    price is that decisions use the network as it was until the copy is ready.
+    :meth:`settle` waits for it; an error in the thread is raised by the next
+    :meth:`decide` or :meth:`settle`."""
 
     def __init__(
         self,
@@ -137,6 +138,7 @@ class AutoByteLoop:
         self.background = background
         self._tuning: threading.Thread | None = None
         self._tuned: AutoByte | None = None
+        self._failed: BaseException | None = None
 
     def observe(self, obs: Observation, measured: float) -> bool:
         """One group ran under ``self.current`` at ``measured`` samples/s; True if that missed
@@ -168,7 +170,11 @@ class AutoByteLoop:
         )
 
     def _fit_in_background(self, model: AutoByte, samples: list[tuple[Observation, Candidate, float]]) -> None:
-        self._fit(model, samples)
+        try:
+            self._fit(model, samples)
+        except BaseException as e:  # raised in the caller's thread by the next decision
+            self._failed = e
+            return
         self._tuned = model
 
     def settle(self) -> None:
@@ -178,6 +184,9 @@ class AutoByteLoop:
         self._adopt()
 
     def _adopt(self) -> None:
+        if self._failed is not None:
+            e, self._failed = self._failed, None
+            raise RuntimeError("AutoByte's background fine-tuning failed") from e
         if self._tuned is not None:
             self.predictor, self._tuned = self._tuned, None
 
