@@ -157,8 +157,10 @@ class AutoByteLoop:
         else:
             self._adopt()  # a fine-tuning finished since the last decision: build on it
             model = copy.deepcopy(self.predictor)
+            # not a daemon: an exiting interpreter waits for the one fine-tuning (a fraction
+            # of a second) instead of tearing torch down under it
             self._tuning = threading.Thread(
-                target=self._fit_in_background, args=(model, list(self.online)), name="autobyte-fine-tune", daemon=True
+                target=self._fit_in_background, args=(model, list(self.online)), name="autobyte-fine-tune"
             )
             self._tuning.start()
         self.adaptations += 1
