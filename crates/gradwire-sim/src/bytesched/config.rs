@@ -124,7 +124,7 @@ pub struct JobCfg {
     pub workers: u32,
     #[serde(default)]
     pub pattern: Pattern,
-    /// Every host's NIC rate, each direction, Gbit/s.
+    /// Every host's NIC rate, Gbit/s, in the directions `shaping` limits (both by default).
     #[serde(default = "d_gbps")]
     pub host_gbps: f64,
     /// Which directions `host_gbps` limits (default: both).
