@@ -15,6 +15,7 @@ from rich.table import Table
 
 from gradwire import __version__
 from gradwire._core import ScenarioError
+from gradwire.extras import MissingExtra, require
 from gradwire.scenarios import DEFAULT_SCENARIO, builtin_scenarios, resolve_scenario
 
 
@@ -378,6 +379,10 @@ def reproduce(
     if name in figures.FIGURES:
         if sets or resume:
             raise _fail(f"{name} runs the simulator's bytesched job directly: it takes no --set or --resume")
+        try:  # AutoByte's meta-network
+            require(f"gradwire reproduce {name}", "torch", ("torch",))
+        except MissingExtra as e:
+            raise _fail(str(e)) from None
         out_dir = out if out is not None else Path("results") / name
         console.print(f"[bold]{escape(name)}[/]: {escape(figures.FIGURES[name].title)}{' (quick)' if quick else ''}")
         record = figures.reproduce(name, out_dir, quick=quick, log=lambda m: console.print(escape(m)))
@@ -527,14 +532,13 @@ def train(
 ) -> None:
     """Train a model data-parallel on Gloo and gradwire side by side: samples/s, time per step, time-to-accuracy, a curve."""
     try:
-        import sklearn  # noqa: F401 - the workers need both
-        import torch  # noqa: F401
+        require("gradwire train")  # the workers need torch and scikit-learn
+    except MissingExtra as e:
+        raise _fail(str(e)) from None
+    from gradwire.train.cli import configs_from
+    from gradwire.train.cli import train as run_train
+    from gradwire.train.job import Settings
 
-        from gradwire.train.cli import configs_from
-        from gradwire.train.cli import train as run_train
-        from gradwire.train.job import Settings
-    except ImportError as e:
-        raise _fail(f"gradwire train needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
     try:
         configs = configs_from(backend or [], loss, bound)
         settings = Settings(
@@ -580,11 +584,11 @@ def tolerance(
 ) -> None:
     """Profile a model's loss tolerance (dlcp.md §2.3): the largest gradient loss ratio that keeps epochs-to-accuracy."""
     try:
-        import sklearn  # noqa: F401 - the embedded dataset
+        require("gradwire tolerance")  # torch, and scikit-learn's embedded dataset
+    except MissingExtra as e:
+        raise _fail(str(e)) from None
+    from gradwire import tolerance as tol
 
-        from gradwire import tolerance as tol
-    except ImportError as e:
-        raise _fail(f"gradwire tolerance needs torch and scikit-learn: pip install 'gradwire[torch]' ({e})") from None
     groups = ["overall"] if check is not None else (group or list(tol.GROUPS))
     ratios = [check] if check is not None else (ratio or list(tol.DEFAULT_RATIOS[1:]))
     try:
@@ -645,6 +649,10 @@ def autobyte_train(
     ] = None,
 ) -> None:
     """Generate offline training data with the simulator and fit the meta-network to it."""
+    try:
+        require("gradwire autobyte train", "torch", ("torch",))
+    except MissingExtra as e:
+        raise _fail(str(e)) from None
     from gradwire.tune import offline
 
     console = _out()

@@ -9,6 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from gradwire.extras import MissingExtra, require
+
 from . import job, report
 from .binary import EmulatorUnavailable, unavailable_reason
 
@@ -44,6 +46,12 @@ def emulate(
     except job.JobError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}")
         return 2
+    if any(job.needs_torch(pt.job) for pt in points):
+        try:
+            require(f"gradwire emulate {scenario}", "torch", ("torch",))
+        except MissingExtra as e:
+            err.print(f"[bold red]error:[/] {escape(str(e))}")
+            return 2
     reason = unavailable_reason()
     if reason:
         err.print(f"[bold red]cannot emulate here:[/] {escape(reason)}")

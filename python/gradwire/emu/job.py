@@ -60,6 +60,15 @@ class Point:
     job: dict[str, Any] = field(default_factory=dict)
 
 
+def needs_torch(job: dict[str, Any]) -> bool:
+    """Whether a checked job's workers import torch: every allreduce and DDP run (torch
+    tensors, and Gloo), and a parameter server on a gradwire transport; kernel-TCP flows,
+    incasts and parameter servers do not."""
+    if job["kind"] in ("allreduce", "ddp"):
+        return True
+    return job["kind"] == "ps" and any(b not in CCS for b in job["backends"])
+
+
 def _literal(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"

@@ -24,12 +24,13 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from gradwire.tune.observation import Observation  # noqa: F401 - re-exported (autobyte.Observation)
 from gradwire.tune.space import Candidate
 
 #: Model and architecture vocabularies; an unknown name maps to index 0 ("other").
@@ -43,27 +44,6 @@ MODELS = (
     "transformer",
 )
 ARCHS = ("other", "ps", "ring")
-
-
-@dataclass
-class Observation:
-    """What a job measured over one group of iterations (10 in the paper)."""
-
-    backward_ms: list[list[float]]
-    """Per layer (in backward order), per worker: backward time in ms."""
-    upload_gbps: list[float]
-    download_gbps: list[float]
-    model: str
-    arch: str
-    workers: int = field(default=0)
-
-    def __post_init__(self):
-        if not self.backward_ms or not self.backward_ms[0]:
-            raise ValueError("backward_ms needs at least one layer and one worker")
-        if not self.upload_gbps or not self.download_gbps:
-            raise ValueError("bandwidths need at least one worker")
-        if self.workers <= 0:
-            self.workers = len(self.backward_ms[0])
 
 
 def _index(vocab: tuple[str, ...], name: str) -> int:

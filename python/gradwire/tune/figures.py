@@ -20,11 +20,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gradwire.tune.autobyte import AutoByte
 from gradwire.tune.online import GROUP, Trace, grid_optimum, run_autobyte, run_bo, run_fixed
 from gradwire.tune.simjob import JobSpec
 from gradwire.tune.space import MB, Candidate, grid
+
+if TYPE_CHECKING:  # torch: loaded by reproduce(), which says which extra is missing
+    from gradwire.tune.autobyte import AutoByte
 
 Log = Callable[[str], None]
 
@@ -372,13 +375,20 @@ FIGURES = {
 
 
 def reproduce(name: str, out: Path, quick: bool = False, model: AutoByte | None = None, log: Log = print) -> dict:
-    """Run one figure into ``out``; returns (and writes to reproduce.json) its record."""
-    from gradwire.tune.offline import load_default
-
+    """Run one figure into ``out``; returns (and writes to reproduce.json) its record.
+    Every figure runs AutoByte's meta-network: without torch this raises
+    :class:`gradwire.extras.MissingExtra` before writing anything."""
     fig = FIGURES[name]
-    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    result = fig.run(out, quick, model or load_default(), log)
+    if model is None:
+        from gradwire.extras import require
+
+        require(f"gradwire reproduce {name}", "torch", ("torch",))
+        from gradwire.tune.offline import load_default
+
+        model = load_default()
+    out.mkdir(parents=True, exist_ok=True)
+    result = fig.run(out, quick, model, log)
     record = {"name": name, "title": fig.title, "quick": quick, "wall_s": round(time.perf_counter() - t0, 1), **result}
     (out / "reproduce.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return record

@@ -14,12 +14,16 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gradwire.tune.autobyte import AutoByte, Observation
+from gradwire.tune.observation import Observation
 from gradwire.tune.simjob import WARMUP, JobSpec, SimJob, mean_speed, measure, observation
 from gradwire.tune.space import Candidate, grid
 from gradwire.tune.trigger import Trigger
 from gradwire.tune.tuners import BayesOpt, GridSearch
+
+if TYPE_CHECKING:  # torch: only AutoByte's own runs need it
+    from gradwire.tune.autobyte import AutoByte
 
 #: Iterations per prediction and per averaged measurement (the paper's group of 10).
 GROUP = 10

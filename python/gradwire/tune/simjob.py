@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradwire import _core
-from gradwire.tune.autobyte import Observation
+from gradwire.tune.observation import Observation
 from gradwire.tune.space import Candidate
 
 #: Iterations left out at the start of a measurement: iteration 0 waits for no update.
