@@ -264,3 +264,61 @@ def test_an_authenticated_job_keeps_its_packet_size_for_large_segments():
     for r in ranks:
         assert r["result"] and r["result"]["error"] is None and r["result"]["sum"] == 2_000_000.0, r["log"][-1500:]
         assert r["result"]["counters"]["auth_failures"] == 0
+
+
+@pytest.mark.skipif(not spoof_available(), reason="needs a raw socket (root) to spoof source addresses")
+@pytest.mark.parametrize(
+    "mss,auth",
+    [(1440, True), (8940, True), (65456, True), (65456, False)],
+    ids=["1440-auth", "8940-auth", "65456-auth", "65456-plain"],
+)
+def test_forgeries_during_calls_never_reach_an_authenticated_result(mss, auth):
+    """Issue 26.1: a forger with root copies the headers of the coming calls' data segments
+    (session, flow, segment boundary and length) and sends them from the peers' spoofed data
+    addresses while 3 ranks run ring, tree, RAT and PS allreduces. Authenticated, every
+    result is exact on every rank whatever the segment size: 1440 and 8940 (genuine data
+    arrives in GRO batches, forgeries one at a time between them) and 65456 (large enough
+    for the direct read into place, which an authenticated job no longer uses: it placed
+    forged payloads before their tag was checked). Unauthenticated, the same forgeries
+    replace results: what an unauthenticated job trusts."""
+    plan = {
+        "scenario": "forged_during_calls",
+        "elems": 3 * 65456,  # 256 KiB per rank's chunk
+        "algorithms": ["ring", "tree", "rat", "ps"],
+        "calls": 3,
+        "auth": auth,
+        "init": {"mss": mss, "topology": "0,0,1"},
+    }
+    ranks = run_ranks(3, plan, env={"GRADWIRE_AUTH": "1" if auth else "0"}, timeout=180)
+    for r in ranks:
+        assert r["returncode"] == 0, f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        assert r["result"]["error"] is None, r["result"]
+    forged = int(ranks[0]["result"]["forger"].split()[-1])
+    assert forged > 1000, f"the forger sent only {forged} datagrams"
+    if auth:
+        for r in ranks:
+            assert r["result"]["wrong"] == [], f"rank {r['rank']}: {r['result']['wrong']}"
+        assert sum(r["result"]["counters"]["auth_failures"] for r in ranks) > 0, "no forgery arrived"
+    else:
+        assert any(r["result"]["wrong"] for r in ranks), "spoofed datagrams were expected to replace results"
+
+
+@pytest.mark.parametrize("any_thread", [False, True], ids=["refused", "any_thread-in-turns"])
+def test_two_threads_with_calls_of_one_shape_never_swap_data(any_thread):
+    """Issue 26.4: two threads issuing calls of the same shape got each other's data (a
+    thread saw 1 + 10 = 11). Now a communicator takes calls from the thread of its first
+    call and refuses others by name; with any_thread=True the program's own rule orders
+    the calls alike on every rank (here: turns A, B, A, B) and every result is exact."""
+    plan = {"scenario": "two_threads", "elems": 1000, "calls": 4, "init": {"any_thread": any_thread}}
+    ranks = run_ranks(2, plan, timeout=60)
+    for r in ranks:
+        assert r["returncode"] == 0, f"rank {r['rank']} {describe(r['returncode'])}: {r['log'][-1500:]}"
+        res = r["result"]
+        assert res["error"] is None, res
+        assert res["wrong"] == [], res["wrong"]
+        if any_thread:
+            assert res["errors"] == [], res["errors"]
+        else:
+            assert len(res["errors"]) == 1, res["errors"]
+            assert res["errors"][0].startswith("A: RuntimeError"), res["errors"]
+            assert 'thread "MainThread"' in res["errors"][0] and 'thread "A" is refused' in res["errors"][0]

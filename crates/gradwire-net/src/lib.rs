@@ -13,6 +13,7 @@
 //! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
 //! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
 //! - [`line_rate`]: the interface speed DLCP starts at (as the MSS comes from the MTU).
+//! - [`inbound`]: what a datagram must pass before its bytes go anywhere.
 //! - [`engine`]: the event loop thread; [`inject`]: loss/delay testing hooks.
 //! - [`algorithms`]: which schedule a call runs; [`comm`]: the public [`Communicator`].
 
@@ -24,6 +25,7 @@ pub mod descriptor;
 pub mod endpoint;
 pub mod engine;
 pub mod error;
+pub mod inbound;
 pub mod inject;
 pub mod job;
 pub mod line_rate;

@@ -2,6 +2,7 @@
 //! control frames, and dispatching both to the endpoints.
 
 use super::*;
+use crate::inbound::{authenticate, direct_header, Rejected, DIRECT_MIN};
 
 /// What [`Engine::receive_direct`] did with the next datagram.
 pub(super) enum Direct {
@@ -31,7 +32,8 @@ impl Engine {
         // The receive buffers are borrowed while the datagrams are handled, which needs
         // `&mut self`: move them out for the read.
         let mut bufs = std::mem::take(&mut self.rbufs);
-        let direct = self.cfg.transport.mss as usize >= DIRECT_MIN;
+        // An authenticated job checks every tag before a byte is placed: no direct reads.
+        let direct = self.cfg.transport.mss as usize >= DIRECT_MIN && self.cfg.auth.is_none();
         while bytes < max_bytes {
             // A batched read would also take the large datagrams behind this one, which
             // could have gone straight into place: after a large one, read one at a time.
@@ -69,8 +71,9 @@ impl Engine {
 
     /// Reads the next datagram straight into the caller's buffer when it is a large data
     /// segment of a direct `Copy` receive that its endpoint wants (a whole, new segment):
-    /// the payload is copied once, by the kernel, as TCP's would be. Returns its length;
-    /// `None` when nothing is waiting or the datagram goes the usual way.
+    /// the payload is copied once, by the kernel, as TCP's would be. Never in an
+    /// authenticated job ([`direct_header`]): there a payload is placed only after its tag
+    /// has been checked.
     ///
     /// This thread is the socket's only reader, so the datagram read is the one peeked.
     /// Should the read still fail, the segment's place holds garbage but the endpoint has
@@ -83,17 +86,7 @@ impl Engine {
             Err(_) => return Direct::Declined { large: false }, // the read reports it
         };
         let declined = Direct::Declined { large: total >= HEADER_LEN + DIRECT_MIN };
-        if total < HEADER_LEN + DIRECT_MIN {
-            return declined;
-        }
-        let Ok(h) = Header::decode_header(&head) else { return declined };
-        let tag_len = if self.cfg.auth.is_some() { TAG_LEN } else { 0 };
-        if h.kind != PacketKind::Data
-            || h.session != self.session
-            || total != HEADER_LEN + h.payload_len as usize + tag_len
-        {
-            return declined;
-        }
+        let Some(h) = direct_header(&head, total, self.session, self.cfg.auth.is_some()) else { return declined };
         let Some(slot) = self.slots.get(&h.flow) else { return declined };
         let (from, call, transfer) = (slot.peer, slot.call, slot.transfer);
         if source.and_then(|a| self.peer_ranks.get(&a).copied()) != Some(from) {
@@ -104,18 +97,8 @@ impl Engine {
         }
         let Some(job) = self.job.as_mut().filter(|j| j.call == call) else { return declined };
         let Some(dst) = job.direct_dst(transfer, h.seq..h.seq + h.payload_len as u64) else { return declined };
-        let mut tag = [0u8; TAG_LEN];
-        match self.udp.recv_into(&mut head, dst, &mut tag[..tag_len]) {
+        match self.udp.recv_into(&mut head, dst, &mut []) {
             Ok((n, ce)) if n == total => {
-                if let Some(key) = &self.cfg.auth {
-                    // Landed before it could be checked: a forged payload now sits in a
-                    // place the endpoint has not taken, which a genuine resend overwrites
-                    // or which is zeroed as a bubble.
-                    if !tags_equal(&tag, &key.datagram_tag(from, self.rank, &[&head, dst])) {
-                        self.local.auth_failures += 1;
-                        return Direct::Landed(n);
-                    }
-                }
                 let mut h = h;
                 h.ce |= ce;
                 self.dispatch(from, &h, Incoming::Landed(h.payload_len), now);
@@ -132,26 +115,12 @@ impl Engine {
     /// A datagram from the address rank `from` registered at rendezvous (`None`: from an
     /// address no peer registered).
     pub(super) fn on_datagram(&mut self, d: &[u8], ce: bool, from: Option<u32>, now: Time) {
-        let d = match &self.cfg.auth {
-            None => d,
-            Some(key) => {
-                let Some(split) = d.len().checked_sub(TAG_LEN).filter(|&n| n >= HEADER_LEN) else {
-                    self.local.malformed += 1;
-                    return;
-                };
-                let (body, tag) = d.split_at(split);
-                let Some(src) = from else {
-                    self.local.wrong_source += 1;
-                    return;
-                };
-                if !tags_equal(tag, &key.datagram_tag(src, self.rank, &[body])) {
-                    self.local.auth_failures += 1;
-                    return;
-                }
-                body
-            }
-        };
-        self.on_verified(d, ce, from, now);
+        match authenticate(d, self.cfg.auth.as_ref(), from, self.rank) {
+            Ok(body) => self.on_verified(body, ce, from, now),
+            Err(Rejected::Malformed) => self.local.malformed += 1,
+            Err(Rejected::WrongSource) => self.local.wrong_source += 1,
+            Err(Rejected::AuthFailure) => self.local.auth_failures += 1,
+        }
     }
 
     /// As [`Self::on_datagram`], once the tag (if any) is checked and stripped.

@@ -26,7 +26,7 @@ use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::algorithms::CallKind;
-use crate::auth::{tags_equal, JobKey, TAG_LEN};
+use crate::auth::JobKey;
 use crate::control::{LinkAuth, LinkDown, LinkFrame, PeerLink};
 use crate::descriptor::CallDesc;
 use crate::endpoint::{Ep, TransportConfig};
@@ -67,9 +67,6 @@ const TX_BUDGET: usize = 1024;
 const RECV_TURN_BYTES: usize = 256 << 10;
 /// Deadlines closer than this are spun for rather than slept on.
 const SPIN: Time = 50_000_000; // 50 µs
-/// Datagrams with at least this much payload are worth a peek to be read straight into
-/// place (the extra syscall costs less than the copy it saves).
-const DIRECT_MIN: usize = 16 << 10;
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
