@@ -153,8 +153,16 @@ class _Buffer:
                 raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
             if not x.flags.c_contiguous:
                 raise ValueError("the array is not C-contiguous; pass np.ascontiguousarray(x) and use the result")
-        if self.array.dtype.char not in "fd":  # float32, float64 (a str() of the dtype costs ~10 us)
-            raise TypeError(f"collectives sum float32 or float64 buffers, not {self.array.dtype}")
+        dt = self.array.dtype
+        if dt.char not in "fd":  # float32, float64 (a str() of the dtype costs ~10 us)
+            raise TypeError(f"collectives sum float32 or float64 buffers, not {dt}")
+        if not dt.isnative:  # dtype.char ignores the byte order
+            raise TypeError(
+                f"the array's byte order is not this machine's ({dt.str}): collectives sum native floats; "
+                "pass x.astype(x.dtype.newbyteorder('=')) and use the result"
+            )
+        if self.array.ndim == 0:  # a scalar (a loss, a counter): its 1-element view shares the memory
+            self.array = self.array.reshape(1)
 
     def finish(self) -> None:
         if self.copy_back:
@@ -227,6 +235,7 @@ class Communicator:
         authenticate: bool | None = None,
         retx_quiet_us: float | None = None,
         pace_burst_us: float | None = None,
+        any_thread: bool = False,
     ):
         if all(v is None for v in (master_addr, master_port, rank, world_size)) and not any(
             name in os.environ for name in _LAUNCH_VARS
@@ -279,6 +288,7 @@ class Communicator:
             pace_burst_us=float(os.environ["GRADWIRE_PACE_BURST_US"])
             if pace_burst_us is None and "GRADWIRE_PACE_BURST_US" in os.environ
             else pace_burst_us,
+            any_thread=any_thread,
         )
         self.ps = _PS(self)
 

@@ -11,6 +11,9 @@ use crate::error::NetError;
 /// Allreduce algorithms: the core's.
 pub use gradwire_core::collective::Algorithm;
 
+/// The most pieces a tree or broadcast is cut into.
+pub const MAX_PIPELINE_CHUNKS: u32 = 1024;
+
 /// The job's layout knobs; `Default` suits a job without a topology.
 #[derive(Clone, Debug)]
 pub struct CollectiveConfig {
@@ -59,6 +62,14 @@ impl CollectiveConfig {
             if s == 0 || s > world {
                 return Err(NetError::Config(format!("ps_servers is {s}: expected 1..={world}")));
             }
+        }
+        // Each piece is its own transfers (flow ids hold 2^20 per call): a count past this
+        // is a mistake, and would allocate its schedule before anything else refused it.
+        if self.pipeline_chunks > MAX_PIPELINE_CHUNKS {
+            return Err(NetError::Config(format!(
+                "pipeline_chunks is {}: expected 1..={MAX_PIPELINE_CHUNKS}",
+                self.pipeline_chunks
+            )));
         }
         self.layout(world).validate().map_err(config)?;
         if !(1..=7).contains(&self.priority) {

@@ -44,6 +44,45 @@ fn to_py(e: NetError) -> PyErr {
     }
 }
 
+/// A float as Python prints it (1e+300, not 301 digits).
+fn num(v: f64) -> String {
+    if v != 0.0 && !(1e-4..1e16).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// Seconds from Python as a `Duration`: `None` for infinity (no limit). Refuses NaN and
+/// negative values by `name`; values past what a deadline can hold are no limit too.
+fn seconds(name: &str, v: f64) -> PyResult<Option<Duration>> {
+    if v.is_nan() || v < 0.0 {
+        return Err(PyValueError::new_err(format!("{name} must be a non-negative number of seconds, got {}", num(v))));
+    }
+    // About 31 years: a deadline that far never comes, and `Instant + Duration` cannot
+    // overflow below it.
+    const FOREVER: f64 = 1e9;
+    Ok((v < FOREVER).then(|| Duration::from_secs_f64(v)))
+}
+
+/// A positive number of seconds for a setting that must end (infinity: about 31 years).
+fn positive_seconds(name: &str, v: f64) -> PyResult<Duration> {
+    if v.is_nan() || v <= 0.0 {
+        return Err(PyValueError::new_err(format!("{name} must be a positive number of seconds, got {}", num(v))));
+    }
+    Ok(seconds(name, v)?.unwrap_or(Duration::from_secs(1_000_000_000)))
+}
+
+/// The native byte-order prefixes of a buffer format string (PEP 3118): none, '@', '=',
+/// and the explicit one of this machine.
+fn native_order(format: &str) -> bool {
+    match format.as_bytes().first() {
+        Some(b'<') => cfg!(target_endian = "little"),
+        Some(b'>' | b'!') => cfg!(target_endian = "big"),
+        _ => true,
+    }
+}
+
 /// A caller's buffer, held (and its exporter kept alive) for the call's duration; only
 /// its `Drop`, which releases the buffer, matters.
 #[allow(dead_code)]
@@ -54,16 +93,34 @@ enum Held {
 
 impl Held {
     fn get(obj: &Bound<'_, PyAny>) -> PyResult<(Held, RawBuffer, Dtype)> {
+        // pyo3 matches the element type but not its byte order: a big-endian float32
+        // buffer would be summed as native floats.
+        let order = |format: &std::ffi::CStr| -> PyResult<()> {
+            let f = format.to_string_lossy();
+            if native_order(&f) {
+                Ok(())
+            } else {
+                Err(PyValueError::new_err(format!(
+                    "the buffer's byte order is not this machine's (format {f:?}); collectives sum native floats: \
+                     convert it first (numpy: x.astype(x.dtype.newbyteorder('=')))"
+                )))
+            }
+        };
         let (held, ptr, len, readonly, contiguous, dtype) = if let Ok(b) = PyBuffer::<f32>::get(obj) {
+            order(b.format())?;
             let t = (b.buf_ptr() as *mut u8, b.len_bytes(), b.readonly(), b.is_c_contiguous());
             (Held::F32(b), t.0, t.1, t.2, t.3, Dtype::F32)
         } else if let Ok(b) = PyBuffer::<f64>::get(obj) {
+            order(b.format())?;
             let t = (b.buf_ptr() as *mut u8, b.len_bytes(), b.readonly(), b.is_c_contiguous());
             (Held::F64(b), t.0, t.1, t.2, t.3, Dtype::F64)
         } else {
-            return Err(PyValueError::new_err(
-                "expected a buffer of float32 or float64 (a numpy array or a CPU torch tensor)",
-            ));
+            let zero_d = obj.getattr("ndim").and_then(|n| n.extract::<usize>()).is_ok_and(|n| n == 0);
+            return Err(PyValueError::new_err(if zero_d {
+                "the buffer is 0-d (a scalar): pass a 1-element view (numpy: x.reshape(1)); gradwire.Communicator does this itself"
+            } else {
+                "expected a buffer of float32 or float64 (a numpy array or a CPU torch tensor)"
+            }));
         };
         if readonly {
             return Err(PyValueError::new_err("the buffer is read-only; collectives write their result in place"));
@@ -155,7 +212,11 @@ impl PyPending {
     /// `timeout` seconds pass first. Raises the call's error.
     #[pyo3(signature = (timeout=None))]
     fn wait<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let deadline = timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
+        let limit = match timeout {
+            Some(t) => seconds("timeout", t)?,
+            None => None,
+        };
+        let deadline = limit.and_then(|d| std::time::Instant::now().checked_add(d));
         loop {
             let mut guard = self.pending.lock().map_err(|_| CommError::new_err("a waiter panicked"))?;
             let Some(p) = guard.take() else { break };
@@ -210,9 +271,49 @@ pub struct PyCommunicator {
     /// buffers of orphaned calls are released.
     inner: Mutex<Option<Arc<Communicator>>>,
     orphans: Orphans,
+    /// The thread that made the first call, and its Python name; `None` until then, or
+    /// for ever with `any_thread` (see [`Self::check_thread`]).
+    owner: Mutex<Option<(std::thread::ThreadId, String)>>,
+    any_thread: bool,
+}
+
+fn python_thread_name(py: Python<'_>) -> String {
+    py.import("threading")
+        .and_then(|t| t.call_method0("current_thread"))
+        .and_then(|t| t.getattr("name"))
+        .and_then(|n| n.extract())
+        .unwrap_or_else(|_| "?".into())
 }
 
 impl PyCommunicator {
+    /// Ranks match calls by the order they are issued in. Two threads' calls interleave
+    /// differently on each rank, and calls of equal shape would then swap data silently,
+    /// so a communicator takes calls from the thread that made its first one, unless it
+    /// was made with `any_thread` (the caller orders calls alike on every rank, as
+    /// torch.distributed's contract asks).
+    fn check_thread(&self, py: Python<'_>) -> PyResult<()> {
+        if self.any_thread {
+            return Ok(());
+        }
+        let me = std::thread::current().id();
+        let mut owner = self.owner.lock().map_err(|_| CommError::new_err("a caller panicked"))?;
+        match owner.as_ref() {
+            None => *owner = Some((me, python_thread_name(py))),
+            Some((id, _)) if *id == me => {}
+            Some((_, name)) => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "this communicator takes calls from thread {name:?}, which made its first call; a call from \
+                     thread {:?} is refused: ranks match calls by the order they are issued in, and two threads' \
+                     calls interleave differently on each rank (calls of equal shape would swap data). Issue \
+                     every call from one thread, or create the communicator with any_thread=True if your \
+                     program issues its calls in the same order on every rank",
+                    python_thread_name(py)
+                )))
+            }
+        }
+        Ok(())
+    }
+
     fn comm(&self) -> PyResult<Arc<Communicator>> {
         self.inner.lock().ok().and_then(|g| g.clone()).ok_or_else(|| CommError::new_err("the communicator is closed"))
     }
@@ -237,7 +338,8 @@ impl PyCommunicator {
     #[new]
     #[pyo3(signature = (master_addr, master_port, rank, world_size, *, token=String::new(), timeout=30.0, peer_timeout=30.0,
         transport="dlcp", mss=None, line_rate_gbps=None, topology=None, ps_servers=None, tree_arity=2, pipeline_chunks=4,
-        impair=None, gso=true, send_thread=false, authenticate=false, retx_quiet_us=0.0, pace_burst_us=None))]
+        impair=None, gso=true, send_thread=false, authenticate=false, retx_quiet_us=0.0, pace_burst_us=None,
+        any_thread=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -261,34 +363,31 @@ impl PyCommunicator {
         authenticate: bool,
         retx_quiet_us: f64,
         pace_burst_us: Option<f64>,
+        any_thread: bool,
     ) -> PyResult<Self> {
-        let positive = |name: &str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(v)
-            } else {
-                Err(PyValueError::new_err(format!("{name} must be a positive number of seconds, got {v}")))
-            }
-        };
         let mut rdv = RendezvousConfig::new(master_addr, master_port, rank, world_size);
         rdv.token = token;
         rdv.authenticated = authenticate;
-        rdv.timeout = Duration::from_secs_f64(positive("timeout", timeout)?);
+        rdv.timeout = positive_seconds("timeout", timeout)?;
         let mut cfg = EngineConfig {
-            peer_timeout: Duration::from_secs_f64(positive("peer_timeout", peer_timeout)?),
+            peer_timeout: positive_seconds("peer_timeout", peer_timeout)?,
             gso,
             send_thread,
             ..EngineConfig::default()
         };
         cfg.transport.kind = parse_transport(transport).map_err(PyValueError::new_err)?;
-        if !(retx_quiet_us.is_finite() && retx_quiet_us >= 0.0) {
-            return Err(PyValueError::new_err(format!("retx_quiet_us must be >= 0, got {retx_quiet_us}")));
+        // Times in the engine are u64 picoseconds: bounded here so none overflows there.
+        if !(0.0..=1e7).contains(&retx_quiet_us) {
+            return Err(PyValueError::new_err(format!(
+                "retx_quiet_us must be in [0, 1e7] (10 s), got {retx_quiet_us}"
+            )));
         }
         cfg.transport.retx_quiet = (retx_quiet_us * 1e6) as u64;
         // How far ahead of real time a turn may send: longer bursts, fewer wakeups (and no
         // spinning between packets at low line rates), a deeper queue at the NIC.
         if let Some(us) = pace_burst_us {
-            if !(us.is_finite() && us > 0.0) {
-                return Err(PyValueError::new_err(format!("pace_burst_us must be > 0, got {us}")));
+            if !(us > 0.0 && us <= 1e6) {
+                return Err(PyValueError::new_err(format!("pace_burst_us must be in (0, 1e6] (1 s), got {}", num(us))));
             }
             cfg.transport.burst = (us * 1e6) as u64;
             cfg.transport.max_catch_up = cfg.transport.max_catch_up.max(cfg.transport.burst);
@@ -305,8 +404,10 @@ impl PyCommunicator {
         // None: the speed of the interface toward the peers (100 Gbit/s on loopback).
         cfg.transport.line_rate_bps = match line_rate_gbps {
             None => 0,
-            Some(g) if g.is_finite() && g > 0.0 => ((g * 1e9) as u64).max(1),
-            Some(g) => return Err(PyValueError::new_err(format!("line_rate_gbps must be positive, got {g}"))),
+            Some(g) if g > 0.0 && g <= 1e5 => ((g * 1e9) as u64).max(1),
+            Some(g) => {
+                return Err(PyValueError::new_err(format!("line_rate_gbps must be in (0, 1e5] Gbit/s, got {}", num(g))))
+            }
         };
         if let Some(imp) = impair {
             if imp.len() != world_size as usize {
@@ -318,9 +419,11 @@ impl PyCommunicator {
             cfg.impairments = imp
                 .into_iter()
                 .map(|(loss, delay)| {
-                    if !((0.0..=1.0).contains(&loss) && delay >= 0.0 && delay.is_finite()) {
+                    if !((0.0..=1.0).contains(&loss) && (0.0..=3600.0).contains(&delay)) {
                         return Err(PyValueError::new_err(format!(
-                            "impair entry ({loss}, {delay}): loss must be in [0, 1], delay >= 0 s"
+                            "impair entry ({}, {}): loss must be in [0, 1], delay in [0, 3600] s",
+                            num(loss),
+                            num(delay)
                         )));
                     }
                     Ok(Impairment { loss, delay: Duration::from_secs_f64(delay) })
@@ -334,7 +437,12 @@ impl PyCommunicator {
         let coll =
             CollectiveConfig { rack_map, ps_servers, tree_arity, pipeline_chunks, ..CollectiveConfig::default() };
         let comm = py.allow_threads(|| Communicator::init(&rdv, cfg, coll)).map_err(to_py)?;
-        Ok(PyCommunicator { inner: Mutex::new(Some(Arc::new(comm))), orphans: Orphans::default() })
+        Ok(PyCommunicator {
+            inner: Mutex::new(Some(Arc::new(comm))),
+            orphans: Orphans::default(),
+            owner: Mutex::new(None),
+            any_thread,
+        })
     }
 
     #[getter]
@@ -369,6 +477,7 @@ impl PyCommunicator {
     #[pyo3(signature = (kind, buffer, algorithm="ring", loss_bound=0.0, root=0))]
     fn submit(
         &self,
+        py: Python<'_>,
         kind: &str,
         buffer: &Bound<'_, PyAny>,
         algorithm: &str,
@@ -377,6 +486,7 @@ impl PyCommunicator {
     ) -> PyResult<PyPending> {
         let call = parse_kind(kind, algorithm, loss_bound, root)?;
         let comm = self.comm()?;
+        self.check_thread(py)?;
         reap(&self.orphans);
         let (held, raw, dtype) = Held::get(buffer)?;
         // SAFETY: `held` pins the buffer and keeps its exporter alive until the engine has

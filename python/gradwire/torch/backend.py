@@ -96,13 +96,23 @@ class GradwireBackend(_C10dBackend):
     def _join(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> runtime.Communicator:
         # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
         # a free port and a token, the others read them.
+        # A GRADWIRE_TOKEN every rank has is never written to the store (which anyone who
+        # reaches it can read); without one, rank 0's random token keeps jobs apart but is
+        # no secret, so it cannot key authentication.
+        o = self.gradwire_options
+        own_token = os.environ.get("GRADWIRE_TOKEN")
+        auth = o.extra.get("authenticate")
+        if (runtime._env_flag("GRADWIRE_AUTH") if auth is None else auth) and not own_token:
+            raise ValueError(
+                "gradwire authentication needs GRADWIRE_TOKEN set to the same secret on every rank: "
+                "without it the job token would travel in clear through torch's store"
+            )
         if rank == 0:
             host = os.environ.get("MASTER_ADDR") or "127.0.0.1"
             port = _free_port(host)
-            token = os.environ.get("GRADWIRE_TOKEN") or secrets.token_hex(8)
-            store.set("gradwire/rendezvous", f"{host} {port} {token}")
+            store.set("gradwire/rendezvous", f"{host} {port} {'-' if own_token else secrets.token_hex(8)}")
         host, port, token = store.get("gradwire/rendezvous").decode().split(" ")
-        o = self.gradwire_options
+        token = own_token or token
         impair = {p: (o.inject_loss, 0.0) for p in range(size) if p != rank} if o.inject_loss > 0 else None
         secs = max(timeout.total_seconds(), 1.0) if timeout is not None else 300.0
         return runtime.Communicator(
@@ -116,6 +126,9 @@ class GradwireBackend(_C10dBackend):
             timeout=min(secs, 300.0),
             peer_timeout=o.peer_timeout,
             impair=impair,
+            # torch.distributed's contract: every rank issues its collectives in the same
+            # order, from whichever threads (DDP's reducer may call from autograd's).
+            any_thread=True,
             **o.extra,
         )
 

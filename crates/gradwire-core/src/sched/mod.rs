@@ -58,6 +58,10 @@ impl Config {
     }
 }
 
+/// The most partitions queued at once (about 1 GiB of queue): a bound a caller's tensor
+/// sizes or partition size cannot take the scheduler's memory past.
+pub const MAX_QUEUED_PARTITIONS: u64 = 1 << 24;
+
 /// A configuration the scheduler cannot run with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConfigError {
@@ -70,6 +74,12 @@ pub enum ConfigError {
         /// `S_c`, bytes.
         credit_bytes: u64,
     },
+    /// Re-cutting the queued bytes with the new `S_p` would queue more than
+    /// [`MAX_QUEUED_PARTITIONS`].
+    TooManyPartitions {
+        /// Partitions the new `S_p` would cut.
+        partitions: u64,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -79,6 +89,11 @@ impl fmt::Display for ConfigError {
             ConfigError::CreditBelowPartition { partition_bytes, credit_bytes } => {
                 write!(f, "the credit ({credit_bytes} bytes) must be at least one partition ({partition_bytes} bytes)")
             }
+            ConfigError::TooManyPartitions { partitions } => write!(
+                f,
+                "this partition size would cut the queued bytes into {partitions} partitions (at most \
+                 {MAX_QUEUED_PARTITIONS} may be queued)"
+            ),
         }
     }
 }
@@ -123,6 +138,14 @@ pub enum SchedError {
         /// The caller's tensor id.
         tensor: u64,
     },
+    /// The tensor would bring the queue past [`MAX_QUEUED_PARTITIONS`] (or its bytes past
+    /// `u64`): partitions are cut when posted, so this bounds the scheduler's memory.
+    TooManyPartitions {
+        /// The caller's tensor id.
+        tensor: u64,
+        /// Partitions it would add.
+        partitions: u64,
+    },
 }
 
 impl fmt::Display for SchedError {
@@ -130,6 +153,11 @@ impl fmt::Display for SchedError {
         match self {
             SchedError::NotInFlight(id) => write!(f, "partition {} is not in flight", id.0),
             SchedError::EmptyTensor { tensor } => write!(f, "tensor {tensor} has no bytes"),
+            SchedError::TooManyPartitions { tensor, partitions } => write!(
+                f,
+                "tensor {tensor} would add {partitions} partitions to the queue (at most {MAX_QUEUED_PARTITIONS} \
+                 may be queued): use a larger partition size"
+            ),
         }
     }
 }
@@ -182,6 +210,11 @@ impl Scheduler {
         if bytes == 0 {
             return Err(SchedError::EmptyTensor { tensor });
         }
+        let partitions = bytes.div_ceil(self.config.partition_bytes);
+        let queued_bytes = self.queued_bytes.checked_add(bytes);
+        if partitions > MAX_QUEUED_PARTITIONS - self.queue.len() as u64 || queued_bytes.is_none() {
+            return Err(SchedError::TooManyPartitions { tensor, partitions });
+        }
         let seq = self.posted;
         self.posted += 1;
         self.queue_range(seq, tensor, layer, 0, bytes);
@@ -231,6 +264,10 @@ impl Scheduler {
     /// which are cut again in place.
     pub fn reconfigure(&mut self, config: Config) -> Result<(), ConfigError> {
         config.validate()?;
+        let partitions: u64 = self.queue.values().map(|p| p.len.div_ceil(config.partition_bytes)).sum();
+        if partitions > MAX_QUEUED_PARTITIONS {
+            return Err(ConfigError::TooManyPartitions { partitions });
+        }
         self.config = config;
         let too_big: Vec<_> =
             self.queue.iter().filter(|(_, p)| p.len > config.partition_bytes).map(|(k, _)| *k).collect();

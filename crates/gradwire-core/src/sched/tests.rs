@@ -25,6 +25,26 @@ fn a_tensor_is_cut_into_partitions_of_the_configured_size() {
 }
 
 #[test]
+fn the_queue_is_bounded_whatever_the_sizes() {
+    let mut s = Scheduler::new(Config::new(1, 1).unwrap(), Order::FrontLayerFirst).unwrap();
+    let too_many = Err(SchedError::TooManyPartitions { tensor: 1, partitions: u64::MAX });
+    assert_eq!(s.post(1, 0, u64::MAX), too_many, "refused before a partition is cut");
+    s.post(2, 0, 10).unwrap();
+    let fills = MAX_QUEUED_PARTITIONS - 9;
+    let over = Err(SchedError::TooManyPartitions { tensor: 3, partitions: fills });
+    assert_eq!(s.post(3, 0, fills), over, "counts what is queued already");
+    let mut s = Scheduler::new(Config::new(1 << 30, 1).unwrap(), Order::FrontLayerFirst).unwrap();
+    s.post(1, 0, 1 << 40).unwrap();
+    assert!(matches!(s.post(2, 0, u64::MAX), Err(SchedError::TooManyPartitions { .. })), "bytes past u64");
+    assert_eq!(
+        s.reconfigure(Config::new(1, 1).unwrap()),
+        Err(ConfigError::TooManyPartitions { partitions: 1 << 40 }),
+        "re-cutting is bounded too"
+    );
+    assert_eq!(s.queued_partitions(), 1 << 10, "a refused reconfiguration changes nothing");
+}
+
+#[test]
 fn the_window_holds_back_until_a_partition_completes() {
     let mut s = Scheduler::new(Config::new(1000, 2).unwrap(), Order::FrontLayerFirst).unwrap();
     s.post(1, 0, 5000).unwrap();

@@ -158,6 +158,22 @@ impl RendezvousConfig {
         if self.timeout.is_zero() {
             return bad("GRADWIRE_RENDEZVOUS_TIMEOUT is 0: expected a number of seconds > 0".into());
         }
+        // The job key is derived from the token and a session id that every datagram
+        // carries in clear: a token anyone can read authenticates nothing.
+        let public = if self.token.is_empty() {
+            Some("empty")
+        } else if self.token.starts_with("torchelastic:") {
+            Some("torchrun's run id, which is on its command line")
+        } else {
+            None
+        };
+        if let (true, Some(what)) = (self.authenticated, public) {
+            return bad(format!(
+                "GRADWIRE_AUTH needs a secret job token, and the token is {what}: set GRADWIRE_TOKEN to the same \
+                 secret on every rank (e.g. python -c 'import secrets; print(secrets.token_hex(16))'; \
+                 `gradwire launch` sets one)"
+            ));
+        }
         Ok(())
     }
 
