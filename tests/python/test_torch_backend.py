@@ -148,3 +148,38 @@ def test_options_are_checked_and_read_from_the_environment(monkeypatch):
         gt.Options(loss_bound=1.5).resolved()
     with pytest.raises(ValueError, match="unknown algorithm"):
         gt.Options(algorithm="carrier-pigeon", loss_bound=0.0).resolved()
+
+
+AUTH_WORKER = """
+import json, os, sys
+import torch, torch.distributed as dist
+import gradwire.torch
+out = {"error": None}
+try:
+    dist.init_process_group("gradwire")
+    t = torch.full((3,), float(dist.get_rank() + 1))
+    dist.all_reduce(t)
+    out["sum"] = t.tolist()
+except Exception as e:
+    out["error"] = f"{type(e).__name__}: {e}"
+with open(os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.json"), "w") as f:
+    json.dump(out, f)
+"""
+
+
+def test_authentication_under_the_torch_backend_needs_a_token_of_its_own(tmp_path, monkeypatch):
+    """The backend's default token is rank 0's random one, sent in clear through torch's
+    store: with GRADWIRE_AUTH=1 and no GRADWIRE_TOKEN it refuses; with a GRADWIRE_TOKEN (which
+    `gradwire launch` sets) the job authenticates and the token never enters the store."""
+    script = tmp_path / "auth_worker.py"
+    script.write_text(AUTH_WORKER)
+    monkeypatch.setenv("GRADWIRE_AUTH", "1")
+    monkeypatch.delenv("GRADWIRE_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    torchrun(2, str(script), str(tmp_path))
+    for r in ranks(tmp_path, 2):
+        assert r["error"] is not None and "needs GRADWIRE_TOKEN" in r["error"], r
+    launch(2, str(script), str(tmp_path))
+    for r in ranks(tmp_path, 2):
+        assert r["error"] is None, r
+        assert r["sum"] == [3.0, 3.0, 3.0]
