@@ -52,6 +52,10 @@ class Simulation:
     def write_outputs(self, dir: str) -> dict[str, Any]: ...
     def config(self) -> dict[str, Any]: ...
 
+def emu_main(argv: list[str]) -> int:
+    """The emulator's switch (``gradwire-emu run | check | sweep``) in this process; its exit
+    code. ``gradwire emulate`` runs it as ``python -m gradwire.emu.switch``."""
+
 def algorithms() -> list[str]:
     """The allreduce algorithms the socket runtime knows (``gradwire.runtime.ALGORITHMS``)."""
 

@@ -1,6 +1,6 @@
-"""The emulated testbed end to end: real namespaces, TUN devices, the gradwire-emu switch,
-real UDP and TCP sockets. Needs root and /dev/net/tun (skipped otherwise); the switch
-binary is built on first use (cargo build --release -p gradwire-emu)."""
+"""The emulated testbed end to end: real namespaces, TUN devices, the emulator's switch (run
+from the extension, python -m gradwire.emu.switch), real UDP and TCP sockets. Needs root
+and /dev/net/tun (skipped otherwise)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gradwire.emu import EmulatedNetwork, find_binary, unavailable_reason
+from gradwire.emu import EmulatedNetwork, switch_command, unavailable_reason
 from gradwire.emu.job import plan, run_point
 
 pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
@@ -26,8 +26,8 @@ ECT0 = 0x02
 
 
 @pytest.fixture(scope="session", autouse=True)
-def emu_binary() -> Path:
-    return find_binary()  # builds once (a minute or two) when missing or stale
+def emu_switch() -> list[str]:
+    return switch_command()  # fails at once if the extension has no switch
 
 
 def scenario(tmp_path: Path, text: str) -> Path:

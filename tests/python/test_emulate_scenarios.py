@@ -1,5 +1,5 @@
 """The built-in emulation scenarios plan and pass the switch's own validation at every
-sweep point (no root needed: `gradwire-emu check` builds the fabric without devices)."""
+sweep point (no root needed: the switch's `check` builds the fabric without devices)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from gradwire.emu import EmulatorUnavailable, find_binary
+from gradwire.emu import switch_command
 from gradwire.emu.command import BUILTIN, builtin_names
 from gradwire.emu.job import JobError, plan
 
@@ -17,14 +17,11 @@ def test_builtin_scenario_is_valid_at_every_point(name):
     path = BUILTIN / f"{name}.toml"
     _, points = plan(path)
     assert points
-    try:
-        binary = find_binary()
-    except EmulatorUnavailable as e:
-        pytest.skip(str(e))
+    switch = switch_command()
     for pt in points:
         args = [a for ov in pt.overrides for a in ("--set", ov)]
         res = subprocess.run(
-            [str(binary), "check", str(path), *args],
+            [*switch, "check", str(path), *args],
             capture_output=True,
             text=True,
             check=False,

@@ -7,8 +7,10 @@
 //!
 //! Modules: [`scenario`] (the TOML file), [`ipv4`] (header fields), [`switch`] (the
 //! real-time fabric model, no I/O), [`offload`] (TSO split, GRO merge), [`tun`],
-//! [`netns`], [`run`] (the driver loop).
+//! [`netns`], [`run`] (the driver loop), [`cli`] (the command line, for the binary and for
+//! `gradwire._core.emu_main`).
 
+pub mod cli;
 pub mod ipv4;
 pub mod netns;
 pub mod offload;

@@ -213,11 +213,23 @@ impl PySimulation {
     }
 }
 
+/// The emulator's switch: `gradwire-emu`'s command line (`run | check | sweep`, `argv`
+/// without the program name) in this process, returning its exit code. `gradwire emulate`
+/// runs it in a child process (`python -m gradwire.emu.switch`), so the switch comes with
+/// the extension: no second binary to build, install or find. A run installs its own
+/// SIGINT/SIGTERM/SIGHUP handlers and never returns to Python until it has torn its
+/// namespaces down.
+#[pyfunction]
+fn emu_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.allow_threads(|| gradwire_emu::cli::main(&argv))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(emu_main, m)?)?;
     m.add_class::<PyRun>()?;
     m.add_class::<PySimulation>()?;
     m.add_class::<bytesched::PyBytesJob>()?;

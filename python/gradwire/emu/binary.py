@@ -1,26 +1,22 @@
-"""Find (or build once) the ``gradwire-emu`` switch binary.
+"""The command that starts the emulator's switch.
 
-Order: ``$GRADWIRE_EMU_BIN``; ``target/release/gradwire-emu`` of the source tree this
-package was installed from (editable install); ``gradwire-emu`` on ``PATH``; else, in a
-source tree with ``cargo``, build it (``cargo build --release -p gradwire-emu``, a minute or
-two, said on stderr) and use that.
+The switch is compiled into the extension (``gradwire._core.emu_main``) and runs as a child
+process, ``python -m gradwire.emu.switch``, with this interpreter: any install of the
+package, a wheel or an editable one, has it, from any directory. ``$GRADWIRE_EMU_BIN``
+names a standalone ``gradwire-emu`` binary to run instead (``cargo build --release -p
+gradwire-emu``; the same code, for profiling or a build of its own).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
-# the crates the switch is built from (a change elsewhere does not need a rebuild)
-DEPENDS_ON = ("gradwire-emu", "gradwire-sim", "gradwire-core")
-
 
 class EmulatorUnavailable(RuntimeError):
-    """The emulator cannot run here (no binary, not root, no /dev/net/tun, no `ip`)."""
+    """The emulator cannot run here (no switch, not root, no /dev/net/tun, no `ip`)."""
 
 
 def unavailable_reason() -> str | None:
@@ -36,35 +32,17 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def find_binary(build: bool = True) -> Path:
+def switch_command() -> list[str]:
+    """The argv prefix that runs the switch (``run | check | sweep`` and their options follow)."""
     env = os.environ.get("GRADWIRE_EMU_BIN")
     if env:
         if not os.access(env, os.X_OK):
             raise EmulatorUnavailable(f"GRADWIRE_EMU_BIN={env} is not an executable")
-        return Path(env)
-    built = REPO / "target" / "release" / "gradwire-emu"
-    cargo_toml = REPO / "crates" / "gradwire-emu" / "Cargo.toml"
-    if built.exists() and cargo_toml.exists() and build:
-        # rebuild if a source file is newer than the binary (cargo decides what to do)
-        sources = [p for c in DEPENDS_ON for p in (REPO / "crates" / c).rglob("*.rs")]
-        newest = max((p.stat().st_mtime for p in sources), default=0.0)
-        if newest <= built.stat().st_mtime:
-            return built
-    elif built.exists():
-        return built
-    on_path = shutil.which("gradwire-emu")
-    if on_path and not cargo_toml.exists():
-        return Path(on_path)
-    if not (build and cargo_toml.exists() and shutil.which("cargo")):
+        return [str(Path(env))]
+    from gradwire import _core
+
+    if not hasattr(_core, "emu_main"):  # an editable install's extension built before the switch moved in
         raise EmulatorUnavailable(
-            "no gradwire-emu binary: build it with `cargo build --release -p gradwire-emu` in the source "
-            "tree, or set GRADWIRE_EMU_BIN"
+            f"{_core.__file__} has no emulator switch (emu_main): rebuild it (pip install -e . in the source tree)"
         )
-    print(
-        "gradwire emulate: building the switch (cargo build --release -p gradwire-emu) ...",
-        file=sys.stderr,
-    )
-    res = subprocess.run(["cargo", "build", "--release", "-p", "gradwire-emu"], cwd=REPO, check=False)
-    if res.returncode != 0 or not built.exists():
-        raise EmulatorUnavailable("cargo build --release -p gradwire-emu failed")
-    return built
+    return [sys.executable, "-m", "gradwire.emu.switch"]

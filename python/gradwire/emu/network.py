@@ -1,4 +1,4 @@
-"""An emulated network: hosts in namespaces, joined by the ``gradwire-emu`` switch.
+"""An emulated network: hosts in namespaces, joined by the emulator's switch (``gradwire-emu``).
 
     with EmulatedNetwork("scenario.toml", workdir) as net:
         server = net.popen(1, [sys.executable, "server.py"])
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from .binary import EmulatorUnavailable, find_binary
+from .binary import EmulatorUnavailable, switch_command
 
 
 class EmulatedNetwork:
@@ -58,11 +58,11 @@ class EmulatedNetwork:
         self.close()
 
     def start(self) -> None:
-        binary = find_binary()
+        switch = switch_command()
         self._log = open(self.workdir / "switch.log", "w")  # noqa: SIM115 (closed by close())  # noqa: SIM115 (closed in close())
         self.proc = subprocess.Popen(
             [
-                str(binary),
+                *switch,
                 "run",
                 str(self.scenario),
                 "--stats",
