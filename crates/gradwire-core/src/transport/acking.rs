@@ -1,5 +1,6 @@
 //! The receiving side of the cumulative-ACK transports (TCP, pFabric): reassemble the flow
-//! and answer every data packet, duplicates included, with one ACK.
+//! and answer every data packet, duplicates included, with one ACK, or (TCP's delayed ACKs,
+//! RFC 5681 4.2) every `count`th in-order packet, at the latest after `timeout`.
 
 use std::collections::VecDeque;
 
@@ -14,6 +15,27 @@ pub trait AckExtra: Copy + Send {
     fn of(pkt: &Packet, size: u64) -> Self;
     /// Writes it into the ACK.
     fn stamp(self, ack: &mut Packet);
+    /// Whether an ACK carrying `self` may not wait behind one carrying `held` (DCTCP: the
+    /// CE state changed, RFC 8257 3.2). Only asked with delayed ACKs on.
+    fn urgent_after(self, _held: Self) -> bool {
+        false
+    }
+}
+
+/// Delayed ACKs (RFC 5681 4.2): an in-order packet that leaves no hole is answered with
+/// the `count`th such packet, or `timeout` after the first unanswered one; anything else
+/// (out of order, filling a hole, a duplicate) at once. `count` 1: every packet at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DelayedAck {
+    /// Packets one ACK may answer (1: no delay).
+    pub count: u32,
+    /// The longest an ACK waits.
+    pub timeout: Time,
+}
+
+impl DelayedAck {
+    /// One ACK per data packet, at once.
+    pub const OFF: DelayedAck = DelayedAck { count: 1, timeout: 0 };
 }
 
 /// Receiving side of one flow; reports `Delivered` once all `size` bytes are in. `A` is
@@ -28,6 +50,17 @@ pub struct AckingReceiver<A> {
     flow_bytes: Reassembly,
     /// ACKs waiting for `poll_transmit`: (cumulative ACK, what else they carry).
     acks: VecDeque<(u64, A)>,
+    delack: DelayedAck,
+    /// In-order packets not answered yet, the extra of the last one, and when the ACK is
+    /// due at the latest.
+    held: Option<Held<A>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Held<A> {
+    packets: u32,
+    extra: A,
+    due: Time,
 }
 
 impl<A: AckExtra> AckingReceiver<A> {
@@ -41,9 +74,27 @@ impl<A: AckExtra> AckingReceiver<A> {
         size_bytes: u64,
         ack_bytes: u32,
         priority: u8,
+        delack: DelayedAck,
     ) -> Self {
         let flow_bytes = Reassembly::new(size_bytes);
-        AckingReceiver { flow, local, remote, ack_bytes, priority, flow_bytes, acks: VecDeque::new() }
+        AckingReceiver {
+            flow,
+            local,
+            remote,
+            ack_bytes,
+            priority,
+            flow_bytes,
+            acks: VecDeque::new(),
+            delack,
+            held: None,
+        }
+    }
+
+    /// Queue the held ACK, if any.
+    fn release(&mut self) {
+        if let Some(h) = self.held.take() {
+            self.acks.push_back((self.flow_bytes.in_order(), h.extra));
+        }
     }
 
     /// Bytes received in order so far.
@@ -53,15 +104,45 @@ impl<A: AckExtra> AckingReceiver<A> {
 }
 
 impl<A: AckExtra> Endpoint for AckingReceiver<A> {
-    fn handle_packet(&mut self, _now: Time, pkt: &Packet) {
+    fn handle_packet(&mut self, now: Time, pkt: &Packet) {
         if pkt.flow != self.flow || pkt.kind != PacketKind::Data {
             return;
         }
+        let before = self.flow_bytes.in_order();
+        let filled_gap = self.flow_bytes.has_gaps();
         self.flow_bytes.accept(pkt.seq, pkt.len as u64);
-        self.acks.push_back((self.flow_bytes.in_order(), A::of(pkt, self.flow_bytes.size())));
+        let extra = A::of(pkt, self.flow_bytes.size());
+        if self.delack.count <= 1 {
+            self.acks.push_back((self.flow_bytes.in_order(), extra));
+            return;
+        }
+        let in_order = pkt.seq == before && self.flow_bytes.in_order() > before;
+        if let Some(h) = self.held {
+            if extra.urgent_after(h.extra) {
+                // The held ACK answers what came before the change, at once.
+                let cum = before;
+                self.held = None;
+                self.acks.push_back((cum, h.extra));
+            }
+        }
+        if !in_order || filled_gap || self.flow_bytes.has_gaps() {
+            self.held = None;
+            self.acks.push_back((self.flow_bytes.in_order(), extra));
+            return;
+        }
+        let h = self.held.get_or_insert(Held { packets: 0, extra, due: now.saturating_add(self.delack.timeout) });
+        h.packets += 1;
+        h.extra = extra;
+        if h.packets >= self.delack.count || self.flow_bytes.in_order() == self.flow_bytes.size() {
+            self.release();
+        }
     }
 
-    fn handle_timeout(&mut self, _now: Time) {}
+    fn handle_timeout(&mut self, now: Time) {
+        if self.held.is_some_and(|h| now >= h.due) {
+            self.release();
+        }
+    }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         let (cum, extra) = self.acks.pop_front()?;
@@ -73,7 +154,7 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        None
+        self.held.map(|h| h.due)
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {

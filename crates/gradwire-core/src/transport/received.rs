@@ -44,6 +44,11 @@ impl Reassembly {
         self.size
     }
 
+    /// Whether data above the in-order point is waiting for a hole to fill.
+    pub(crate) fn has_gaps(&self) -> bool {
+        !self.received.ooo.is_empty()
+    }
+
     /// `Delivered`, once, after the last byte has arrived.
     pub(crate) fn poll_event(&mut self) -> Option<EndpointEvent> {
         if !self.delivered_pending {

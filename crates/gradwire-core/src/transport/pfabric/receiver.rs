@@ -2,7 +2,7 @@
 
 use super::PFabricConfig;
 use crate::packet::{FlowId, HostId, Packet};
-use crate::transport::acking::{AckExtra, AckingReceiver};
+use crate::transport::acking::{AckExtra, AckingReceiver, DelayedAck};
 
 /// pFabric's ACK names, in `rank`, the data packet it answers: every data packet is
 /// answered, duplicates and probes too; a probe (no payload, or nothing inside the flow)
@@ -27,6 +27,6 @@ impl PFabricReceiver {
     /// A receiver for a flow of `size_bytes` from `remote` to `local`. A flow of 0 bytes is
     /// complete at once: the first `poll_event` reports `Delivered`.
     pub fn new(cfg: PFabricConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
-        AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority)
+        AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority, DelayedAck::OFF)
     }
 }

@@ -2,12 +2,19 @@
 //!
 //! The model follows ns-3.37's `TcpSocketBase` + `TcpNewReno` / `TcpDctcp` closely
 //! enough to cross-validate flow completion times, restricted to what a datacenter
-//! simulation needs: no handshake (optional, in front: [`handshake`]), no FIN, no SACK, no delayed ACKs, no receive window.
-//! Sequence numbers are plain `u64` byte offsets starting at 0.
+//! simulation needs: no handshake (optional, in front: [`handshake`]), no FIN, no receive
+//! window. Sequence numbers are plain `u64` byte offsets starting at 0.
 //!
 //! * [`TcpSender`]: congestion control (slow start, congestion avoidance, NewReno
-//!   fast retransmit / fast recovery, RTO with backoff, DCTCP or RFC 3168 ECN reaction).
-//! * [`TcpReceiver`]: cumulative ACKs, one per data packet, echoing CE as ECE.
+//!   fast retransmit / fast recovery, RTO with backoff, DCTCP or RFC 3168 ECN reaction,
+//!   or CUBIC ([`cubic`])); with `sack`, SACK-based loss recovery (RFC 6675) over a
+//!   per-segment scoreboard ([`scoreboard`]); with `rack_tlp`, RACK-TLP time-based loss
+//!   detection and tail loss probes (RFC 8985).
+//! * [`TcpReceiver`]: cumulative ACKs echoing CE as ECE and naming the segment they answer
+//!   (a one-block SACK), one per data packet or delayed (RFC 5681 4.2).
+//!
+//! With `sack`, `rack_tlp` and delayed ACKs off the sender is the SACK-less NewReno below,
+//! packet for packet.
 //!
 //! Where ns-3 and the RFCs disagree we follow the RFCs (configure ns-3 to match for
 //! cross-validation: `DelAckCount=1`, `Sack=false`, `LimitedTransmit=false`,
@@ -20,17 +27,22 @@
 //! * a full ACK sets cwnd = ssthresh without the extra congestion-avoidance step ns-3
 //!   takes on the same ACK; RTT samples follow Karn's rule (ns-3 uses timestamps).
 
+pub mod cubic;
 pub mod handshake;
 mod receiver;
 mod rtt;
+pub mod scoreboard;
 mod sender;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_recovery;
 
 pub use receiver::{EceEcho, TcpReceiver};
 pub use sender::TcpSender;
 
 use crate::time::{Time, MS};
+pub use crate::transport::acking::DelayedAck;
 
 /// The sender's congestion control algorithm.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -49,12 +61,15 @@ pub enum CongestionControl {
     /// data packets are ECN-capable, and at most once per window of data an ACK echoing
     /// CE halves cwnd (ssthresh = cwnd / 2, at least 2 MSS). Loss is handled as in NewReno.
     NewRenoEcn,
+    /// CUBIC (RFC 9438, Linux's default): the window grows as a cubic function of the time
+    /// since the last reduction, and a loss cuts it to `beta` times its size.
+    Cubic,
 }
 
 impl CongestionControl {
     /// Whether data packets are sent ECN-capable (ECT), i.e. may be CE-marked.
     pub fn ecn_capable(&self) -> bool {
-        !matches!(self, CongestionControl::NewReno)
+        matches!(self, CongestionControl::Dctcp { .. } | CongestionControl::NewRenoEcn)
     }
 }
 
@@ -83,6 +98,13 @@ pub struct TcpConfig {
     pub cc: CongestionControl,
     /// Priority queue the flow's packets use (0 = highest).
     pub priority: u8,
+    /// SACK-based loss recovery (RFC 2018 / 6675) instead of NewReno's.
+    pub sack: bool,
+    /// RACK-TLP (RFC 8985): losses detected by time as well as by SACKs above them, and a
+    /// tail loss probe before the RTO. Needs `sack`.
+    pub rack_tlp: bool,
+    /// The receiver's delayed ACKs ([`DelayedAck::OFF`]: one ACK per packet).
+    pub delayed_ack: DelayedAck,
 }
 
 impl Default for TcpConfig {
@@ -98,6 +120,9 @@ impl Default for TcpConfig {
             dupack_threshold: 3,
             cc: CongestionControl::NewReno,
             priority: 0,
+            sack: false,
+            rack_tlp: false,
+            delayed_ack: DelayedAck::OFF,
         }
     }
 }

@@ -1,21 +1,38 @@
-//! TCP receiver: reassembly and one cumulative ACK per data packet, echoing CE as ECE.
+//! TCP receiver: reassembly and cumulative ACKs, echoing CE as ECE, each naming the data
+//! segment it answers (a one-block SACK); optionally delayed (RFC 5681 4.2).
 
 use super::TcpConfig;
 use crate::packet::{FlowId, HostId, Packet};
 use crate::transport::acking::{AckExtra, AckingReceiver};
 
-/// TCP's ACK echoes the CE mark of the data packet it answers as ECE (RFC 3168, one ACK a
-/// packet as DCTCP wants). Duplicates are ACKed too: that drives the sender's dupACKs.
+/// What a TCP ACK carries beside the cumulative ACK: the CE mark of the data packet it
+/// answers as ECE (RFC 3168; one ACK a packet as DCTCP wants, or at once when the CE state
+/// changes under delayed ACKs, RFC 8257 3.2), and in `rank` the first byte of that packet:
+/// RFC 2018's first SACK block, the one holding the most recently received segment.
+/// Segments start at multiples of the MSS, so the sender knows the block's end.
+///
+/// One block, not RFC 2018's three or four: an out-of-order segment is always answered at
+/// once (delayed ACKs wait only in order), so every segment that arrives above a hole is
+/// named by an ACK of its own and the sender's scoreboard misses only what a lost ACK
+/// carried, which RACK recovers by time. It costs no field beyond pFabric's.
 #[derive(Clone, Copy, Debug)]
-pub struct EceEcho(bool);
+pub struct EceEcho {
+    ce: bool,
+    seq: u64,
+}
 
 impl AckExtra for EceEcho {
     fn of(pkt: &Packet, _size: u64) -> Self {
-        EceEcho(pkt.ecn.ce)
+        EceEcho { ce: pkt.ecn.ce, seq: pkt.seq }
     }
 
     fn stamp(self, ack: &mut Packet) {
-        ack.ece = self.0;
+        ack.ece = self.ce;
+        ack.rank = self.seq;
+    }
+
+    fn urgent_after(self, held: Self) -> bool {
+        self.ce != held.ce
     }
 }
 
@@ -26,6 +43,6 @@ impl TcpReceiver {
     /// A receiver at `local` for flow `flow` of `size_bytes` bytes from `remote`; a
     /// zero-byte flow reports `Delivered` at once.
     pub fn new(cfg: TcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
-        AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority)
+        AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority, cfg.delayed_ack)
     }
 }

@@ -22,7 +22,6 @@ impl RttEstimator {
         self.rto
     }
 
-    #[cfg(test)]
     pub(super) fn srtt(&self) -> Option<Time> {
         self.srtt
     }

@@ -1,9 +1,10 @@
-//! TCP sender: NewReno (RFC 5681 / 6582) with RFC 6298 RTO, optionally RFC 3168 ECN or
-//! DCTCP (RFC 8257).
+//! TCP sender: NewReno (RFC 5681 / 6582) with RFC 6298 RTO, optionally RFC 3168 ECN,
+//! DCTCP (RFC 8257) or CUBIC (RFC 9438); with `sack`, RFC 6675 loss recovery, and with
+//! `rack_tlp`, RFC 8985's time-based loss detection and tail loss probes.
 
-use std::collections::VecDeque;
-
+use super::cubic::Cubic;
 use super::rtt::RttEstimator;
+use super::scoreboard::Scoreboard;
 use super::{CongestionControl, TcpConfig};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
@@ -24,11 +25,53 @@ enum Phase {
     Loss { recover: u64 },
 }
 
-/// Per-segment transmit record, for Karn's rule and RTT samples.
+/// RACK's state (RFC 8985 6.1): the most recently sent segment known delivered, and what
+/// reordering has been seen.
 #[derive(Clone, Copy, Debug, Default)]
-struct SegInfo {
-    sent_at: Time,
-    retransmitted: bool,
+struct Rack {
+    /// Send time of the most recently sent segment delivered (ACKed or SACKed).
+    xmit_ts: Time,
+    /// The RTT that segment measured.
+    rtt: Time,
+    /// That segment's index (ties in send time go by sequence).
+    seg: u64,
+    /// Smallest RTT seen.
+    min_rtt: Option<Time>,
+    /// Highest segment delivered + 1 (reordering: a lower one delivered later, never resent).
+    fack: u64,
+    /// Reordering has been seen: wait a quarter of min_RTT before deeming a segment lost.
+    reord: bool,
+    /// When segments not deemed lost yet will be, at the latest (the reorder timer).
+    timer: Option<Time>,
+}
+
+impl Rack {
+    /// Segment `idx`, last sent at `sent_at`, is delivered (RFC 8985 6.2 steps 1-3).
+    fn delivered(&mut self, now: Time, idx: u64, sent_at: Time, retransmitted: bool) {
+        let rtt = now.saturating_sub(sent_at);
+        // An ACK of a resent segment faster than min_RTT answers the original: the resend
+        // was spurious, so the network reorders (what RFC 8985 learns from a DSACK).
+        if retransmitted && self.min_rtt.is_some_and(|m| rtt < m) {
+            self.reord = true;
+            return;
+        }
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        if sent_at > self.xmit_ts || (sent_at == self.xmit_ts && idx >= self.seg) {
+            self.xmit_ts = sent_at;
+            self.rtt = rtt;
+            self.seg = idx;
+        }
+        if idx + 1 < self.fack && !retransmitted {
+            self.reord = true;
+        }
+        self.fack = self.fack.max(idx + 1);
+    }
+
+    /// Whether the delivered segment RACK tracks was sent after segment `idx` (sent at
+    /// `sent_at`): later, or at the same instant with a higher sequence (RFC 8985 6.2).
+    fn sent_after(&self, sent_at: Time, idx: u64) -> bool {
+        self.xmit_ts > sent_at || (self.xmit_ts == sent_at && self.seg > idx)
+    }
 }
 
 /// DCTCP's congestion estimate (RFC 8257 section 3.3).
@@ -85,13 +128,20 @@ pub struct TcpSender {
     /// Segment to send regardless of cwnd (fast retransmit, partial ACK).
     forced_retx: Option<u64>,
 
-    /// Records for segments `seg_base..`, i.e. from `snd_una`'s segment on.
-    segs: VecDeque<SegInfo>,
-    seg_base: u64,
+    /// Records for segments from `snd_una`'s on; with SACK, the scoreboard.
+    board: Scoreboard,
     rtt: RttEstimator,
     rto_deadline: Option<Time>,
+    rack: Rack,
+    /// When the tail loss probe fires (RACK-TLP, armed instead of the RTO while open).
+    tlp_deadline: Option<Time>,
+    /// A probe is due now (new data, or the last segment again), ignoring cwnd.
+    tlp_due: bool,
+    /// A probe went out and no ACK has advanced since (one probe at a time).
+    tlp_sent: bool,
 
     dctcp: Option<Dctcp>,
+    cubic: Option<Cubic>,
     stats: EndpointStats,
     finished: bool,
     done_pending: bool,
@@ -102,9 +152,10 @@ impl TcpSender {
     pub fn new(cfg: TcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, _now: Time) -> Self {
         let mss = cfg.mss.max(1) as u64;
         let dctcp = match cfg.cc {
-            CongestionControl::NewReno | CongestionControl::NewRenoEcn => None,
             CongestionControl::Dctcp { g } => Some(Dctcp::new(g)),
+            _ => None,
         };
+        let cubic = (cfg.cc == CongestionControl::Cubic).then(Cubic::default);
         let empty = size_bytes == 0;
         TcpSender {
             cfg,
@@ -121,11 +172,15 @@ impl TcpSender {
             phase: Phase::Open,
             partial_acked: 0,
             forced_retx: None,
-            segs: VecDeque::new(),
-            seg_base: 0,
+            board: Scoreboard::default(),
             rtt: RttEstimator::new(&cfg),
             rto_deadline: None,
+            rack: Rack::default(),
+            tlp_deadline: None,
+            tlp_due: false,
+            tlp_sent: false,
             dctcp,
+            cubic,
             stats: EndpointStats::default(),
             finished: empty,
             done_pending: empty,
@@ -183,34 +238,29 @@ impl TcpSender {
         self.snd_nxt < self.size && self.flight() + self.seg_len(self.snd_nxt) <= self.cwnd
     }
 
-    /// Loss response shared by fast retransmit and RTO (RFC 5681 eq. 4).
-    fn loss_ssthresh(&self) -> u64 {
-        (self.flight() / 2).max(2 * self.mss())
+    /// Loss response shared by fast retransmit and RTO: RFC 5681 eq. 4, or CUBIC's
+    /// `beta * cwnd` (RFC 9438 4.6).
+    fn loss_ssthresh(&mut self) -> u64 {
+        let mss = self.mss();
+        let cut = match &mut self.cubic {
+            Some(c) => (c.on_congestion(self.cwnd as f64 / mss as f64) * mss as f64) as u64,
+            None => self.flight() / 2,
+        };
+        cut.max(2 * mss)
     }
 
     fn record_send(&mut self, now: Time, seq: u64, retransmission: bool) {
         let idx = seq / self.mss();
-        let Some(off) = idx.checked_sub(self.seg_base) else { return };
-        let off = off as usize;
-        if self.segs.len() <= off {
-            self.segs.resize(off + 1, SegInfo::default());
-        }
-        let s = &mut self.segs[off];
-        s.sent_at = now;
-        s.retransmitted |= retransmission;
+        self.board.on_send(idx, now, retransmission);
     }
 
     /// RTT sample for an ACK advancing `snd_una` to `ack`, or `None` when it covers a
     /// retransmitted segment (Karn). Timed from the newest segment it acknowledges.
     fn rtt_sample(&self, now: Time, ack: u64) -> Option<Time> {
-        let first = (self.snd_una / self.mss()).checked_sub(self.seg_base)? as usize;
-        let last = ((ack - 1) / self.mss()).checked_sub(self.seg_base)? as usize;
-        let end = (last + 1).min(self.segs.len());
-        if first >= end {
-            return None;
-        }
+        let first = self.snd_una / self.mss();
+        let last = (ack - 1) / self.mss();
         let mut newest = None;
-        for s in self.segs.range(first..end) {
+        for s in self.board.range(first, last + 1) {
             if s.retransmitted {
                 return None;
             }
@@ -221,11 +271,7 @@ impl TcpSender {
 
     /// Forget records of segments entirely below `ack`.
     fn release_segs(&mut self, ack: u64) {
-        let upto = ack / self.mss();
-        while self.seg_base < upto && self.segs.pop_front().is_some() {
-            self.seg_base += 1;
-        }
-        self.seg_base = self.seg_base.max(upto);
+        self.board.release(ack / self.mss());
     }
 
     /// Whole segments acknowledged by `bytes`, carrying remainders across ACKs (ns-3).
@@ -237,7 +283,7 @@ impl TcpSender {
 
     /// ns-3 `TcpNewReno::IncreaseWindow`: slow start capped at ssthresh, the remaining
     /// segments go to congestion avoidance (at most one increment per ACK).
-    fn increase_window(&mut self, mut segs: u64) {
+    fn increase_window(&mut self, now: Time, mut segs: u64) {
         let mss = self.mss();
         if segs == 0 {
             return;
@@ -248,7 +294,13 @@ impl TcpSender {
             self.cwnd = grown;
         }
         if self.cwnd >= self.ssthresh && segs > 0 {
-            self.cwnd += (mss * mss / self.cwnd).max(1);
+            match (&mut self.cubic, self.rtt.srtt()) {
+                (Some(c), Some(srtt)) => {
+                    let w = c.on_ack(now, self.cwnd as f64 / mss as f64, segs as f64, srtt);
+                    self.cwnd = ((w * mss as f64) as u64).max(self.cwnd);
+                }
+                _ => self.cwnd += (mss * mss / self.cwnd).max(1),
+            }
         }
     }
 
@@ -277,7 +329,7 @@ impl TcpSender {
     /// 1 for RFC 3168 (halve), `None` when ECE is not answered (NewReno).
     fn ecn_cut_alpha(&self) -> Option<f64> {
         match self.cfg.cc {
-            CongestionControl::NewReno => None,
+            CongestionControl::NewReno | CongestionControl::Cubic => None,
             CongestionControl::NewRenoEcn => Some(1.0),
             CongestionControl::Dctcp { .. } => self.dctcp.map(|d| d.alpha),
         }
@@ -295,6 +347,16 @@ impl TcpSender {
         let acked = ack - self.snd_una;
         if let Some(r) = self.rtt_sample(now, ack) {
             self.rtt.sample(r);
+        }
+        if self.cfg.rack_tlp {
+            let mss = self.mss();
+            let (first, end) = (self.snd_una / mss, ack.div_ceil(mss));
+            for (i, seg) in self.board.range(first, end).enumerate() {
+                if !seg.sacked {
+                    self.rack.delivered(now, first + i as u64, seg.sent_at, seg.retransmitted);
+                }
+            }
+            self.tlp_sent = false;
         }
         self.snd_una = ack;
         // A cumulative ACK may jump over data resent after an RTO.
@@ -317,7 +379,7 @@ impl TcpSender {
         if let Some(d) = &mut self.dctcp {
             d.on_ack(acked, ece, una, nxt);
         }
-        self.process_new_ack(ack, acked, segs);
+        self.process_new_ack(now, ack, acked, segs);
 
         if self.snd_una >= self.size {
             self.finish();
@@ -329,11 +391,11 @@ impl TcpSender {
     }
 
     /// Window update for an ACK of new data, by congestion state.
-    fn process_new_ack(&mut self, ack: u64, acked: u64, segs: u64) {
+    fn process_new_ack(&mut self, now: Time, ack: u64, acked: u64, segs: u64) {
         match self.phase {
             Phase::Open => {
                 self.dupacks = 0;
-                self.increase_window(segs);
+                self.increase_window(now, segs);
             }
             Phase::Cwr { .. } => self.dupacks = 0,
             Phase::Recovery { recover } if ack >= recover => {
@@ -342,6 +404,8 @@ impl TcpSender {
                 self.phase = Phase::Open;
                 self.dupacks = 0;
             }
+            // With SACK the scoreboard says what to resend (RFC 6675).
+            Phase::Recovery { .. } if self.cfg.sack => {}
             Phase::Recovery { .. } => {
                 // Partial ACK: the next hole is lost too; deflate by the newly acked
                 // amount, add back one segment (RFC 6582 3.2 step 3).
@@ -351,7 +415,7 @@ impl TcpSender {
             }
             Phase::Loss { recover } => {
                 self.dupacks = 0;
-                self.increase_window(segs);
+                self.increase_window(now, segs);
                 if ack >= recover {
                     self.phase = Phase::Open;
                 }
@@ -369,7 +433,16 @@ impl TcpSender {
         }
         self.cwnd = self.mss();
         self.phase = Phase::Loss { recover: self.high_tx };
-        self.snd_nxt = self.snd_una;
+        if self.cfg.sack {
+            // Resend what the receiver does not hold, in slow start (RFC 6675 5.1; Linux
+            // keeps SACK information across the timeout).
+            self.board.mark_all_lost();
+            self.tlp_deadline = None;
+            self.tlp_due = false;
+            self.rack.timer = None;
+        } else {
+            self.snd_nxt = self.snd_una;
+        }
         self.dupacks = 0;
         self.forced_retx = None;
         self.rtt.backoff();
@@ -381,9 +454,123 @@ impl TcpSender {
         self.done_pending = true;
         self.rto_deadline = None;
         self.forced_retx = None;
+        self.tlp_deadline = None;
+        self.rack.timer = None;
+    }
+
+    /// Segments sent and not cumulatively acknowledged.
+    fn outstanding_segs(&self) -> u64 {
+        self.snd_nxt.div_ceil(self.mss()).saturating_sub(self.board.base())
+    }
+
+    /// With SACK: the next segment to send while `pipe` leaves room in cwnd (RFC 6675
+    /// NextSeg: lost segments first, then new data), or the tail loss probe, which cwnd
+    /// does not hold back.
+    fn next_seq_sack(&mut self) -> Option<u64> {
+        let mss = self.mss();
+        if std::mem::take(&mut self.tlp_due) {
+            // New data if there is any, else the last segment again (RFC 8985 7.3).
+            if self.snd_nxt < self.size {
+                return Some(self.snd_nxt);
+            }
+            let last = (self.high_tx - 1) / mss;
+            if self.board.get(last).is_some_and(|s| !s.sacked) && last * mss >= self.snd_una {
+                return Some(last * mss);
+            }
+        }
+        if let Some(seq) = self.forced_retx.take() {
+            if seq >= self.snd_una && seq < self.high_tx && self.board.get(seq / mss).is_some_and(|s| s.lost) {
+                return Some(seq);
+            }
+        }
+        let pipe = self.board.pipe(self.outstanding_segs()) * mss;
+        if let Some(idx) = self.board.next_lost() {
+            let seq = idx * mss;
+            if pipe + self.seg_len(seq) <= self.cwnd && seq >= self.snd_una && seq < self.high_tx {
+                return Some(seq);
+            }
+            return None;
+        }
+        (self.snd_nxt < self.size && pipe + self.seg_len(self.snd_nxt) <= self.cwnd).then_some(self.snd_nxt)
+    }
+
+    /// With SACK, after an ACK or the reorder timer: deem segments lost (by RACK, or by
+    /// `dupack_threshold` SACKs above them) and start recovery if any is.
+    fn detect_losses(&mut self, now: Time) {
+        if self.cfg.rack_tlp {
+            self.rack_detect(now);
+        } else {
+            self.board.mark_lost_below_sacks(self.cfg.dupack_threshold);
+        }
+        if self.board.lost() > 0 && matches!(self.phase, Phase::Open | Phase::Cwr { .. }) {
+            // RFC 6675 5 (3): ssthresh and cwnd to half the flight (CUBIC: beta x cwnd).
+            self.ssthresh = self.loss_ssthresh();
+            self.cwnd = self.ssthresh;
+            self.phase = Phase::Recovery { recover: self.high_tx };
+            self.dupacks = 0;
+            self.tlp_deadline = None;
+            // (4.3): the first segment deemed lost goes at once, whatever pipe says.
+            self.forced_retx = self.board.next_lost().map(|i| i * self.mss());
+        }
+    }
+
+    /// RACK's loss detection (RFC 8985 6.2 step 5): a segment sent before the most recent
+    /// delivered one is lost once `rtt + reo_wnd` has passed since it was sent; the
+    /// earliest that has not yet is when the reorder timer fires.
+    fn rack_detect(&mut self, now: Time) {
+        // Nothing delivered out of order and no resend: every segment outstanding was
+        // sent after the ones delivered.
+        if self.board.sacked() == 0 && self.phase == Phase::Open {
+            self.rack.timer = None;
+            return;
+        }
+        let in_recovery = matches!(self.phase, Phase::Recovery { .. } | Phase::Loss { .. });
+        let reo_wnd = if !self.rack.reord && (in_recovery || self.board.sacked() >= self.cfg.dupack_threshold as u64) {
+            0
+        } else {
+            let quarter = self.rack.min_rtt.unwrap_or(0) / 4;
+            self.rtt.srtt().map_or(quarter, |s| quarter.min(s))
+        };
+        let mut timer: Option<Time> = None;
+        let (base, end) = (self.board.base(), self.board.base() + self.outstanding_segs());
+        for i in base..end {
+            let Some(&seg) = self.board.get(i) else { break };
+            if seg.sacked || (seg.lost && !seg.retx_out) || !self.rack.sent_after(seg.sent_at, i) {
+                continue;
+            }
+            let due = seg.sent_at.saturating_add(self.rack.rtt).saturating_add(reo_wnd);
+            if now >= due {
+                self.board.mark_lost(i);
+            } else {
+                timer = Some(timer.map_or(due, |t| t.min(due)));
+            }
+        }
+        self.rack.timer = timer;
+    }
+
+    /// Arms the tail loss probe (RFC 8985 7.2): while open with data outstanding and no
+    /// probe out, two smoothed RTTs after now (plus the peer's delayed-ACK timeout when a
+    /// single segment is out), unless the RTO would fire first.
+    fn arm_tlp(&mut self, now: Time) {
+        self.tlp_deadline = None;
+        if !self.cfg.rack_tlp || self.finished || self.phase != Phase::Open || self.tlp_sent {
+            return;
+        }
+        let (Some(srtt), true) = (self.rtt.srtt(), self.snd_una < self.high_tx) else { return };
+        let mut pto = srtt.saturating_mul(2);
+        if self.outstanding_segs() == 1 && self.cfg.delayed_ack.count > 1 {
+            pto = pto.saturating_add(self.cfg.delayed_ack.timeout);
+        }
+        let at = now.saturating_add(pto);
+        if self.rto_deadline.is_none_or(|rto| at < rto) {
+            self.tlp_deadline = Some(at);
+        }
     }
 
     fn next_seq(&mut self) -> Option<u64> {
+        if self.cfg.sack {
+            return self.next_seq_sack();
+        }
         if let Some(seq) = self.forced_retx.take() {
             if seq >= self.snd_una && seq < self.high_tx {
                 return Some(seq);
@@ -411,16 +598,49 @@ impl Endpoint for TcpSender {
         if ack < self.snd_una || ack > self.high_tx {
             return;
         }
+        if !self.cfg.sack {
+            if ack > self.snd_una {
+                self.on_new_ack(now, ack, pkt.ece);
+            } else if self.snd_una < self.high_tx {
+                self.on_dupack();
+            }
+            return;
+        }
         if ack > self.snd_una {
             self.on_new_ack(now, ack, pkt.ece);
-        } else if self.snd_una < self.high_tx {
-            self.on_dupack();
+        }
+        // The segment this ACK answers (its SACK block), if above the cumulative ACK.
+        let mss = self.mss();
+        if !self.finished && pkt.rank >= self.snd_una && pkt.rank < self.high_tx && pkt.rank.is_multiple_of(mss) {
+            let idx = pkt.rank / mss;
+            if let Some(seg) = self.board.sack(idx) {
+                if self.cfg.rack_tlp {
+                    self.rack.delivered(now, idx, seg.sent_at, seg.retransmitted);
+                }
+            }
+        }
+        if !self.finished {
+            self.detect_losses(now);
+            self.arm_tlp(now);
         }
     }
 
     fn handle_timeout(&mut self, now: Time) {
+        if self.finished {
+            return;
+        }
+        if self.rack.timer.is_some_and(|t| now >= t) {
+            self.rack.timer = None;
+            self.detect_losses(now);
+        }
+        if self.tlp_deadline.is_some_and(|t| now >= t) {
+            self.tlp_deadline = None;
+            self.tlp_due = true;
+            self.tlp_sent = true;
+            self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
+        }
         match self.rto_deadline {
-            Some(deadline) if now >= deadline && !self.finished => self.on_rto(now),
+            Some(deadline) if now >= deadline => self.on_rto(now),
             _ => {}
         }
     }
@@ -441,11 +661,14 @@ impl Endpoint for TcpSender {
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
         }
+        if self.cfg.rack_tlp && self.tlp_deadline.is_none() {
+            self.arm_tlp(now);
+        }
         Some(self.data_packet(now, seq, len))
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        self.rto_deadline
+        [self.rto_deadline, self.tlp_deadline, self.rack.timer].into_iter().flatten().min()
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {

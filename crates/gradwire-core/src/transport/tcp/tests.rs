@@ -457,6 +457,9 @@ fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, jitter: Time, seed: u64) 
         if s.poll_timeout().is_some_and(|d| d <= now) {
             s.handle_timeout(now);
         }
+        if r.poll_timeout().is_some_and(|d| d <= now) {
+            r.handle_timeout(now);
+        }
     }
     out.received = r.received_bytes();
     out.sender = s;
@@ -480,10 +483,19 @@ proptest! {
         size in 0u64..200_000,
         loss in 0.0f64..0.2,
         seed in any::<u64>(),
-        cc in prop_oneof![Just(CongestionControl::NewReno), Just(CongestionControl::NewRenoEcn), Just(dctcp_cfg().cc)],
+        cc in prop_oneof![
+            Just(CongestionControl::NewReno),
+            Just(CongestionControl::NewRenoEcn),
+            Just(dctcp_cfg().cc),
+            Just(CongestionControl::Cubic),
+        ],
         jitter in prop_oneof![Just(0), 0..20 * US],
+        recovery in 0u8..3,
+        delack in any::<bool>(),
     ) {
-        let cfg = TcpConfig { cc, ..TcpConfig::default() };
+        let delayed_ack = if delack { DelayedAck { count: 2, timeout: 40 * US } } else { DelayedAck::OFF };
+        let (sack, rack_tlp) = (recovery > 0, recovery > 1);
+        let cfg = TcpConfig { cc, sack, rack_tlp, delayed_ack, ..TcpConfig::default() };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);
         prop_assert_eq!(o.delivered, vec![size]);
         prop_assert_eq!(o.done, 1);

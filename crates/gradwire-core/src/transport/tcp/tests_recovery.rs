@@ -1,0 +1,222 @@
+//! SACK recovery (RFC 6675), RACK-TLP (RFC 8985), delayed ACKs (RFC 5681 4.2) and CUBIC
+//! in the sender, each against the SACK-less NewReno it replaces, over a scripted link.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::*;
+use crate::packet::{Packet, PacketKind};
+use crate::time::{Time, MS, US};
+use crate::transport::{Endpoint, EndpointEvent};
+
+const MSS: u64 = 1460;
+/// One-way delay: a 100 us RTT, so RTOmin (10 ms) is 100 RTTs.
+const DELAY: Time = 50 * US;
+/// A full segment's serialization at 10 Gbit/s.
+const SER: Time = 1_200_000;
+
+/// What the scripted link does to a data packet: `None` drops it, else its extra delay.
+type Script = Box<dyn FnMut(&Packet) -> Option<Time>>;
+
+struct Run {
+    /// When the receiver had every byte, and the sender knew.
+    delivered_at: Time,
+    done_at: Time,
+    sender: TcpSender,
+    /// (time, seq) of every data packet sent.
+    sent: Vec<(Time, u64)>,
+    acks: u64,
+}
+
+fn run(cfg: TcpConfig, size: u64, mut script: Script) -> Run {
+    let (mut s, mut r) = (TcpSender::new(cfg, 7, 1, 2, size, 0), TcpReceiver::new(cfg, 7, 2, 1, size));
+    let mut wire: BTreeMap<(Time, u64), (bool, Packet)> = BTreeMap::new();
+    let (mut n, mut now, mut link_free) = (0u64, 0, 0);
+    let mut out =
+        Run { delivered_at: 0, done_at: 0, sender: TcpSender::new(cfg, 7, 1, 2, 0, 0), sent: vec![], acks: 0 };
+    for _ in 0..100_000 {
+        while let Some(p) = s.poll_transmit(now) {
+            out.sent.push((now, p.seq));
+            link_free = link_free.max(now) + SER;
+            if let Some(extra) = script(&p) {
+                n += 1;
+                wire.insert((link_free + DELAY + extra, n), (true, p));
+            }
+        }
+        while let Some(p) = r.poll_transmit(now) {
+            out.acks += 1;
+            n += 1;
+            wire.insert((now + DELAY, n), (false, p));
+        }
+        if r.poll_event().is_some() {
+            out.delivered_at = now;
+        }
+        if s.poll_event() == Some(EndpointEvent::SenderDone) {
+            out.done_at = now;
+        }
+        let next = [wire.first_key_value().map(|(k, _)| k.0), s.poll_timeout(), r.poll_timeout()];
+        let Some(t) = next.into_iter().flatten().min() else { break };
+        now = t;
+        while wire.first_key_value().is_some_and(|(k, _)| k.0 <= now) {
+            match wire.pop_first().unwrap().1 {
+                (true, p) => r.handle_packet(now, &p),
+                (false, p) => s.handle_packet(now, &p),
+            }
+        }
+        if s.poll_timeout().is_some_and(|d| d <= now) {
+            s.handle_timeout(now);
+        }
+        if r.poll_timeout().is_some_and(|d| d <= now) {
+            r.handle_timeout(now);
+        }
+    }
+    out.sender = s;
+    out
+}
+
+/// Drops the first transmission of each segment in `segs` (by index).
+fn drop_first(segs: &[u64]) -> Script {
+    let mut todo: HashSet<u64> = segs.iter().copied().collect();
+    Box::new(move |p| if todo.remove(&(p.seq / MSS)) { None } else { Some(0) })
+}
+
+fn sack() -> TcpConfig {
+    TcpConfig { sack: true, ..TcpConfig::default() }
+}
+
+fn rack() -> TcpConfig {
+    TcpConfig { sack: true, rack_tlp: true, ..TcpConfig::default() }
+}
+
+#[test]
+fn sack_repairs_several_holes_in_one_round_trip_where_newreno_needs_one_each() {
+    let size = 60 * MSS;
+    let holes = [2, 4, 6, 8];
+    let newreno = run(TcpConfig::default(), size, drop_first(&holes));
+    // RFC 6675 deems a hole lost once 3 SACKed segments lie above it: 2 and 4 at the first
+    // ACKs (SACKs of 5, 7, 9), 6 and 8 a round trip later; RACK all four at once (sent
+    // before segment 9, delivered, with no reordering seen).
+    let rtt = 2 * DELAY;
+    for (cfg, rounds) in [(sack(), 2), (rack(), 1)] {
+        let o = run(cfg, size, drop_first(&holes));
+        let st = o.sender.stats();
+        assert_eq!((st.retransmits, st.timeouts), (4, 0), "{cfg:?}");
+        let resent: Vec<Time> =
+            o.sent.iter().skip(10).filter(|(_, q)| holes.contains(&(q / MSS))).map(|t| t.0).collect();
+        assert_eq!(resent.len(), 4);
+        assert!(resent[3] - resent[0] <= rounds * rtt, "holes resent within {rounds} RTT: {resent:?}");
+        assert!(o.done_at < newreno.done_at, "SACK {} vs NewReno {} ps", o.done_at, newreno.done_at);
+    }
+    // NewReno repairs one hole per partial ACK: each resend a round trip after the last.
+    let resent: Vec<Time> =
+        newreno.sent.iter().skip(10).filter(|(_, q)| holes.contains(&(q / MSS))).map(|t| t.0).collect();
+    assert_eq!(resent.len(), 4);
+    assert!(resent.windows(2).all(|w| w[1] - w[0] >= rtt), "{resent:?}");
+}
+
+#[test]
+fn a_lost_retransmission_is_found_by_rack_without_an_rto() {
+    // Segment 3 is lost, and so is its first retransmission.
+    let mut lost = 0;
+    let script = move || -> Script {
+        Box::new(move |p: &Packet| {
+            if p.seq / MSS == 3 && lost < 2 {
+                lost += 1;
+                None
+            } else {
+                Some(0)
+            }
+        })
+    };
+    let o = run(rack(), 40 * MSS, script());
+    assert_eq!(o.sender.stats().timeouts, 0, "RACK sees later segments delivered after the resend");
+    assert_eq!(o.sender.stats().retransmits, 2);
+    let o = run(sack(), 40 * MSS, script());
+    assert_eq!(o.sender.stats().timeouts, 1, "without RACK only the RTO finds a lost retransmission");
+}
+
+/// Delays the first transmission of segment `a` and of segment `b` by `extra`.
+fn reorder(a: u64, b: u64, extra: Time) -> Script {
+    let mut todo: HashSet<u64> = [a, b].into();
+    Box::new(move |p| Some(if todo.remove(&(p.seq / MSS)) { extra } else { 0 }))
+}
+
+#[test]
+fn reordering_below_racks_window_is_not_resent_once_seen() {
+    // Segments 5 and 40 each arrive about 4 packets late (5 us at 10 Gbit/s: a twentieth
+    // of the RTT). A dupthresh sender resends both; RACK resends the first (before any
+    // reordering, 3 SACKs mean loss, as RFC 8985 6.2 says), learns from the original's ACK
+    // (faster than min_RTT after the resend) that it was reordering, and then waits a
+    // quarter of min_RTT for the second.
+    let size = 80 * MSS;
+    let dupthresh = run(sack(), size, reorder(5, 40, 5 * US));
+    let racked = run(rack(), size, reorder(5, 40, 5 * US));
+    assert_eq!(dupthresh.sender.stats().retransmits, 2);
+    assert_eq!(racked.sender.stats().retransmits, 1);
+    assert_eq!(racked.sender.stats().timeouts, 0);
+}
+
+#[test]
+fn a_tail_loss_is_repaired_by_a_probe_before_the_rto() {
+    let size = 20 * MSS;
+    let tail = [18, 19];
+    let sacked = run(sack(), size, drop_first(&tail));
+    assert_eq!(sacked.sender.stats().timeouts, 1, "no ACK comes back: only the RTO helps");
+    assert!(sacked.done_at >= 10 * MS);
+    let probed = run(rack(), size, drop_first(&tail));
+    assert_eq!(probed.sender.stats().timeouts, 0, "{:?}", probed.sent);
+    assert!(probed.done_at < 2 * MS, "TLP at 2 SRTT, then RACK: {} ps", probed.done_at);
+}
+
+#[test]
+fn delayed_acks_answer_every_second_segment_and_anything_out_of_order_at_once() {
+    let cfg = TcpConfig { delayed_ack: DelayedAck { count: 2, timeout: 40 * MS }, ..dctcp() };
+    let mut r = TcpReceiver::new(cfg, 7, 2, 1, 20 * MSS);
+    let data = |i: u64, ce: bool| {
+        let mut p = Packet::data(7, 1, 2, i * MSS, MSS as u32, 40);
+        p.ecn.ce = ce;
+        p
+    };
+    let acks = |r: &mut TcpReceiver| {
+        std::iter::from_fn(|| r.poll_transmit(0)).map(|a| (a.seq / MSS, a.ece)).collect::<Vec<_>>()
+    };
+    for i in 0..4 {
+        r.handle_packet(i, &data(i, false));
+    }
+    assert_eq!(acks(&mut r), [(2, false), (4, false)], "one ACK per two segments");
+    r.handle_packet(5, &data(4, false));
+    assert_eq!(acks(&mut r), []);
+    assert_eq!(r.poll_timeout(), Some(5 + 40 * MS));
+    r.handle_packet(6, &data(6, false));
+    assert_eq!(acks(&mut r), [(5, false)], "out of order: at once, with the held one");
+    r.handle_packet(7, &data(5, false));
+    assert_eq!(acks(&mut r), [(7, false)], "filling the hole: at once");
+    r.handle_packet(8, &data(7, true));
+    r.handle_packet(9, &data(8, false));
+    assert_eq!(acks(&mut r), [(8, true)], "a CE change releases what is held (RFC 8257 3.2)");
+    assert!(r.poll_timeout().is_some());
+    r.handle_timeout(9 + 40 * MS);
+    assert_eq!(acks(&mut r), [(9, false)]);
+}
+
+fn dctcp() -> TcpConfig {
+    TcpConfig { cc: CongestionControl::Dctcp { g: 1.0 / 16.0 }, ..TcpConfig::default() }
+}
+
+#[test]
+fn cubic_cuts_to_seven_tenths_and_sends_plain_ect0_free_packets() {
+    let cfg = TcpConfig { cc: CongestionControl::Cubic, ..sack() };
+    let mut s = TcpSender::new(cfg, 7, 1, 2, 100 * MSS, 0);
+    let first: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(0)).collect();
+    assert_eq!(first.len(), 10);
+    assert!(first.iter().all(|p| !p.ecn.ect), "CUBIC is loss-based: not ECN-capable");
+    // Segment 0 lost: SACKs of 1, 2, 3 put the sender in recovery at 0.7 x cwnd.
+    for i in 1..4 {
+        let mut a = Packet::ack(7, 2, 1, 0, 40);
+        a.rank = i * MSS;
+        s.handle_packet(10, &a);
+    }
+    assert_eq!(s.ssthresh_bytes(), 7 * MSS);
+    assert_eq!(s.cwnd_bytes(), 7 * MSS);
+    let resend = s.poll_transmit(10).unwrap();
+    assert_eq!((resend.seq, resend.kind), (0, PacketKind::Data));
+}
