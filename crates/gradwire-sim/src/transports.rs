@@ -2,13 +2,13 @@
 //! core [`Transfer`]: the core's [`Builder`] makes the endpoints, so the simulator names no
 //! concrete transport.
 
-use crate::scenario::{DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, WorkloadKind};
+use crate::scenario::{DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, TcpCc, WorkloadKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time, NS};
 use gradwire_core::transport::dlcp::{DlcpConfig, Importance, RateHint};
 use gradwire_core::transport::ltp::LtpConfig;
-use gradwire_core::transport::tcp::TcpConfig;
+use gradwire_core::transport::tcp::{DelayedAck, TcpConfig};
 use gradwire_core::transport::{Builder, Carry, ConfigError, Pair, Params, Transfer};
 
 /// The core's transport parameters a scenario describes.
@@ -26,8 +26,12 @@ pub fn params(s: &Scenario) -> Params {
             rto_initial: from_us(tr.rto_initial_us.unwrap_or(tr.rto_min_us)),
             dupack_threshold: tr.dupack_threshold,
             priority: tr.priority,
+            sack: tr.tcp_sack,
+            rack_tlp: tr.tcp_rack_tlp,
+            delayed_ack: DelayedAck { count: tr.tcp_delack_count, timeout: from_us(tr.tcp_delack_timeout_us) },
             ..TcpConfig::default()
         },
+        tcp_cubic: tr.tcp_cc == TcpCc::Cubic,
         dctcp_g: tr.dctcp_g,
         newreno_ecn: tr.newreno_ecn,
         pias_thresholds: tr.pias_thresholds.clone(),
@@ -89,6 +93,9 @@ fn scenario_key(field: &str) -> &'static str {
         "loss_bound" => "transport.loss_bound",
         "init_cwnd_packets" => "transport.init_cwnd_packets",
         "dupack_threshold" => "transport.dupack_threshold",
+        "delayed_ack.count" | "count" => "transport.tcp_delack_count",
+        "delayed_ack.timeout" | "timeout" => "transport.tcp_delack_timeout_us",
+        "rack_tlp" => "transport.tcp_rack_tlp",
         "rto_min" => "transport.rto_min_us",
         "rto_max" => "transport.rto_max_us",
         "rto_initial" => "transport.rto_initial_us",

@@ -169,6 +169,8 @@ pub struct Params {
     /// NewReno answers ECN marks as RFC 3168 does (ECT data, cwnd halved at most once per
     /// window on ECE); NewReno only.
     pub newreno_ecn: bool,
+    /// The NewReno kind grows its window as CUBIC (RFC 9438) instead; NewReno only.
+    pub tcp_cubic: bool,
     /// PIAS demotion thresholds, bytes, strictly increasing, at most 7 (empty: PIAS's
     /// web-search set).
     pub pias_thresholds: Vec<u64>,
@@ -193,6 +195,7 @@ impl Default for Params {
             tcp: TcpConfig::default(),
             dctcp_g: 1.0 / 16.0,
             newreno_ecn: false,
+            tcp_cubic: false,
             pias_thresholds: Vec::new(),
             pfabric_rto: None,
             base_rtt: 0,
@@ -217,6 +220,18 @@ impl Params {
             return Err(ConfigError::new("tcp.dupack_threshold", "must be positive (got 0)"));
         }
         check_positive("tcp.rto_min", t.rto_min)?;
+        if t.delayed_ack.count == 0 {
+            return Err(ConfigError::new("tcp.delayed_ack.count", "must be positive (got 0)"));
+        }
+        if t.delayed_ack.count > 1 {
+            check_positive("tcp.delayed_ack.timeout", t.delayed_ack.timeout)?;
+        }
+        if t.rack_tlp && !t.sack {
+            return Err(ConfigError::new("tcp.rack_tlp", "needs SACK (RACK reads the SACK scoreboard)"));
+        }
+        if self.tcp_cubic && self.newreno_ecn {
+            return Err(ConfigError::new("tcp_cubic", "CUBIC here is loss-based: not with newreno_ecn"));
+        }
         check_positive("tcp.rto_max", t.rto_max)?;
         check_positive("tcp.rto_initial", t.rto_initial)?;
         if !(self.dctcp_g > 0.0 && self.dctcp_g <= 1.0) {
@@ -311,6 +326,7 @@ impl Builder {
         let cc = match params.kind {
             Kind::Dctcp | Kind::Pias => CongestionControl::Dctcp { g: params.dctcp_g },
             Kind::NewReno if params.newreno_ecn => CongestionControl::NewRenoEcn,
+            Kind::NewReno if params.tcp_cubic => CongestionControl::Cubic,
             _ => CongestionControl::NewReno,
         };
         let tcp = TcpConfig { cc, ..params.tcp };

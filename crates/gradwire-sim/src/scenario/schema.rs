@@ -53,6 +53,9 @@ pub enum Baseline {
     Modern,
     /// What an ns-3 run of dlcp.md §5.2 would have had (see `preset.rs`).
     Ns3,
+    /// TCP as Linux runs it by default: SACK, RACK-TLP, CUBIC, delayed ACKs, Linux's
+    /// RTOs (see `preset.rs`).
+    Linux,
 }
 
 impl Baseline {
@@ -346,6 +349,52 @@ pub struct TransportCfg {
     /// PIAS: derive the demotion thresholds from the workload's flow sizes.
     #[serde(skip_serializing_if = "is_false")]
     pub pias_thresholds_from_workload: bool,
+    /// newreno/dctcp/pias: SACK-based loss recovery (RFC 2018 / 6675); false: NewReno's
+    /// (RFC 6582), one hole per round trip.
+    #[serde(skip_serializing_if = "is_false")]
+    pub tcp_sack: bool,
+    /// newreno/dctcp/pias, with `tcp_sack`: RACK-TLP (RFC 8985), losses found by time and
+    /// tail losses probed before the RTO.
+    #[serde(skip_serializing_if = "is_false")]
+    pub tcp_rack_tlp: bool,
+    /// newreno: the window's growth, `reno` (RFC 5681) or `cubic` (RFC 9438, Linux's).
+    #[serde(skip_serializing_if = "TcpCc::is_reno")]
+    pub tcp_cc: TcpCc,
+    /// newreno/dctcp/pias: in-order segments one ACK answers (1: every segment at once;
+    /// Linux: 2).
+    #[serde(skip_serializing_if = "is_one_u32")]
+    pub tcp_delack_count: u32,
+    /// With `tcp_delack_count` > 1: the longest an ACK waits (Linux: 40 ms).
+    #[serde(skip_serializing_if = "is_default_delack_timeout")]
+    pub tcp_delack_timeout_us: f64,
+}
+
+/// The loss-based TCP baseline's window growth (`transport.tcp_cc`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TcpCc {
+    /// RFC 5681's slow start and additive increase.
+    #[default]
+    Reno,
+    /// RFC 9438.
+    Cubic,
+}
+
+impl TcpCc {
+    fn is_reno(&self) -> bool {
+        *self == TcpCc::Reno
+    }
+}
+
+/// Linux's minimum delayed-ACK timeout (`TCP_DELACK_MIN`).
+pub const LINUX_DELACK_TIMEOUT_US: f64 = 40_000.0;
+
+fn is_default_delack_timeout(v: &f64) -> bool {
+    *v == LINUX_DELACK_TIMEOUT_US
+}
+
+fn is_one_u32(v: &u32) -> bool {
+    *v == 1
 }
 
 /// ns-3's default `TcpSocket::ConnTimeout`.
@@ -501,6 +550,11 @@ impl Default for TransportCfg {
             dlcp_start_rate_frac: 1.0,
             dlcp_rate_restart_us: None,
             tcp_handshake: false,
+            tcp_sack: false,
+            tcp_rack_tlp: false,
+            tcp_cc: TcpCc::Reno,
+            tcp_delack_count: 1,
+            tcp_delack_timeout_us: LINUX_DELACK_TIMEOUT_US,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
             tcp_connections: TcpConnections::PerFlow,
             pias_thresholds_from_workload: false,

@@ -54,6 +54,15 @@ impl Scenario {
                 ));
             }
         }
+        if tr.tcp_cc != TcpCc::Reno && tr.kind != TransportKind::NewReno {
+            return Err(ScenarioError::new(
+                "transport.tcp_cc",
+                format!(
+                    "the window growth of the loss-based TCP baseline (kind = \"newreno\", got {:?}); dctcp and pias grow as DCTCP",
+                    tr.kind
+                ),
+            ));
+        }
         if tr.newreno_ecn && tr.kind != TransportKind::NewReno {
             return Err(ScenarioError::new(
                 "transport.newreno_ecn",

@@ -1,0 +1,48 @@
+//! The TCP baselines' loss recovery options (SACK, RACK-TLP, CUBIC, delayed ACKs) in the
+//! simulator: each keeps packets conserved and runs deterministic; under random loss SACK
+//! and RACK-TLP replace timeouts with fast recovery; the default is the SACK-less run.
+
+mod common;
+
+/// The two-rack ResNet18 PS job on 1 % random link loss, 1 ms RTOmin.
+const SETUP: &[&str] = &["transport.rto_min_us=1000.0", "topology.link_loss_rate=0.01"];
+
+fn run(overrides: &[&str]) -> (String, gradwire_sim::Summary) {
+    common::run(&common::two_racks_resnet18_ps(), &[SETUP, overrides].concat())
+}
+
+const OPTIONS: &[&[&str]] = &[
+    &["transport.kind=newreno"],
+    &["transport.kind=newreno", "transport.tcp_sack=true"],
+    &["transport.kind=newreno", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true"],
+    &["transport.kind=newreno", "transport.tcp_cc=\"cubic\"", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true"],
+    &["transport.kind=dctcp", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true", "transport.tcp_delack_count=2"],
+    &["transport.kind=pias", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true"],
+    &["transport.kind=newreno", "baseline=linux", "transport.rto_min_us=1000.0", "transport.rto_initial_us=1000.0"],
+];
+
+#[test]
+fn every_recovery_option_conserves_packets_and_is_deterministic() {
+    let outputs = common::conserved_and_deterministic(run, OPTIONS);
+    let (reno, sack, rack) = (&outputs[0].1, &outputs[1].1, &outputs[2].1);
+    assert!(reno.timeouts > 0, "1 % loss costs SACK-less NewReno timeouts: {reno:?}");
+    assert!(sack.timeouts < reno.timeouts, "SACK {} vs NewReno {} timeouts", sack.timeouts, reno.timeouts);
+    assert!(rack.timeouts < sack.timeouts, "RACK-TLP {} vs SACK {} timeouts", rack.timeouts, sack.timeouts);
+    assert!(rack.fct_mean_ns < reno.fct_mean_ns, "{:?} vs {:?}", rack.fct_mean_ns, reno.fct_mean_ns);
+    assert!(outputs.windows(2).all(|w| w[0].0 != w[1].0), "every option changes the run");
+}
+
+#[test]
+fn the_options_off_are_the_sackless_run_byte_for_byte() {
+    let base = &["transport.kind=newreno"];
+    let (plain, _) = run(base);
+    let spelled = [
+        "transport.kind=newreno",
+        "transport.tcp_sack=false",
+        "transport.tcp_rack_tlp=false",
+        "transport.tcp_cc=\"reno\"",
+        "transport.tcp_delack_count=1",
+        "baseline=modern",
+    ];
+    assert_eq!(run(&spelled).0, plain);
+}
