@@ -11,7 +11,8 @@ use std::collections::HashSet;
 /// Opens TCP connections in front of flows, per flow or once per host pair.
 pub struct Handshakes {
     cfg: HandshakeConfig,
-    /// `Some` with `tcp_connections = "per_pair"`: the pairs already connected.
+    /// `Some` with `tcp_connections = "per_pair"` or `"persistent"`: the pairs already
+    /// connected.
     connected: Option<RefCell<HashSet<(u32, u32)>>>,
 }
 
@@ -27,7 +28,7 @@ impl Handshakes {
                 bytes: tr.ack_bytes,
                 priority: tr.priority,
             },
-            connected: (tr.tcp_connections == TcpConnections::PerPair).then(Default::default),
+            connected: (tr.tcp_connections != TcpConnections::PerFlow).then(Default::default),
         })
     }
 

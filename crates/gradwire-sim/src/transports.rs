@@ -2,7 +2,9 @@
 //! core [`Transfer`]: the core's [`Builder`] makes the endpoints, so the simulator names no
 //! concrete transport.
 
-use crate::scenario::{DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, TcpCc, WorkloadKind};
+use crate::scenario::{
+    DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, TcpCc, TcpConnections, WorkloadKind,
+};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{from_us, Time, NS};
@@ -82,6 +84,7 @@ pub fn params(s: &Scenario) -> Params {
             dlcp_rate_by_priority: tr.dlcp_rate_state == DlcpRateState::PairPriority,
             dlcp_rate_strict: tr.dlcp_rate_state == DlcpRateState::PairStrict,
             ltp_threshold: true,
+            tcp_connection: tr.tcp_connections == TcpConnections::Persistent,
         },
     }
 }

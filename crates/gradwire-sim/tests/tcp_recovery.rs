@@ -19,6 +19,8 @@ const OPTIONS: &[&[&str]] = &[
     &["transport.kind=dctcp", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true", "transport.tcp_delack_count=2"],
     &["transport.kind=pias", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true"],
     &["transport.kind=newreno", "baseline=linux", "transport.rto_min_us=1000.0", "transport.rto_initial_us=1000.0"],
+    &["transport.kind=dctcp", "transport.tcp_sack=true", "transport.tcp_connections=persistent"],
+    &["transport.kind=newreno", "transport.tcp_connections=persistent", "transport.tcp_handshake=true"],
 ];
 
 #[test]
@@ -30,6 +32,13 @@ fn every_recovery_option_conserves_packets_and_is_deterministic() {
     assert!(rack.timeouts < sack.timeouts, "RACK-TLP {} vs SACK {} timeouts", rack.timeouts, sack.timeouts);
     assert!(rack.fct_mean_ns < reno.fct_mean_ns, "{:?} vs {:?}", rack.fct_mean_ns, reno.fct_mean_ns);
     assert!(outputs.windows(2).all(|w| w[0].0 != w[1].0), "every option changes the run");
+}
+
+#[test]
+fn persistent_connections_are_refused_where_they_mean_nothing() {
+    let ov = ["transport.kind=pias".to_string(), "transport.tcp_connections=persistent".to_string()];
+    let err = gradwire_sim::load(&common::two_racks_resnet18_ps(), &ov).map(|_| ()).expect_err("refused").to_string();
+    assert!(err.contains("transport.tcp_connections"), "{err}");
 }
 
 #[test]

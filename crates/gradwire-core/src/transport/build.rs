@@ -16,7 +16,7 @@ use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use super::roles::{Receiver, Sender};
 use super::shared::{check_positive, Carried};
-use super::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
+use super::tcp::{CongestionControl, TcpConfig, TcpConnState, TcpReceiver, TcpSender};
 use super::Endpoint;
 use crate::packet::{FlowId, HostId};
 use crate::time::Time;
@@ -155,6 +155,10 @@ pub struct Carry {
     /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
     /// for a transfer of the same size (the same layer next iteration).
     pub ltp_threshold: bool,
+    /// NewReno's and DCTCP's window, RTT and congestion state, per (sender host, receiver
+    /// host): the pair's flows ride one persistent connection, as Gloo's and NCCL's
+    /// sockets do, restarting from the initial window after an idle RTO as Linux does.
+    pub tcp_connection: bool,
 }
 
 /// Everything but the transfer itself: the transport and its settings.
@@ -317,6 +321,7 @@ pub struct Builder {
     /// Per receiving host, the hosts sending DLCP data into it (`RateHint::ReceiverShare`).
     loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
+    tcp_conns: Links<(HostId, HostId), TcpConnState>,
 }
 
 impl Builder {
@@ -341,6 +346,7 @@ impl Builder {
             strict: Default::default(),
             loads: Default::default(),
             lt: Default::default(),
+            tcp_conns: Default::default(),
         })
     }
 
@@ -461,10 +467,13 @@ impl Builder {
     pub fn build(&self, t: &Transfer, now: Time) -> Pair {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
         match self.params.kind {
-            Kind::NewReno | Kind::Dctcp => (
-                Box::new(TcpSender::new(self.tcp, f, src, dst, bytes, now)),
-                Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)),
-            ),
+            Kind::NewReno | Kind::Dctcp => {
+                let mut sender = TcpSender::new(self.tcp, f, src, dst, bytes, now);
+                if self.params.carry.tcp_connection {
+                    sender = sender.on_connection(cell(&self.tcp_conns, (src, dst)), now);
+                }
+                (Box::new(sender), Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)))
+            }
             Kind::Pias => (
                 Box::new(PiasSender::new(self.pias, f, src, dst, bytes, now)),
                 Box::new(PiasSender::receiver(&self.pias, f, dst, src, bytes)),

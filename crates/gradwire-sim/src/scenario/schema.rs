@@ -429,6 +429,11 @@ pub enum TcpConnections {
     /// One connection per (sender host, receiver host), opened by the first flow between
     /// them; later flows of the pair start at once. Window and RTT state stay per flow.
     PerPair,
+    /// As `per_pair`, and the pair's flows ride that one connection: each starts with the
+    /// window, RTT and congestion state the last one left (Gloo's and NCCL's persistent
+    /// sockets), restarting from the initial window after an idle RTO (Linux's
+    /// `tcp_slow_start_after_idle`). newreno and dctcp.
+    Persistent,
 }
 
 impl TcpConnections {

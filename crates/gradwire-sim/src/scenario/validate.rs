@@ -54,6 +54,17 @@ impl Scenario {
                 ));
             }
         }
+        if tr.tcp_connections == TcpConnections::Persistent
+            && !matches!(tr.kind, TransportKind::NewReno | TransportKind::Dctcp)
+        {
+            return Err(ScenarioError::new(
+                "transport.tcp_connections",
+                format!(
+                    "\"persistent\" carries TCP state across a host pair's flows: kind = \"newreno\" or \"dctcp\" (got {:?}; PIAS tags each flow by its own bytes)",
+                    tr.kind
+                ),
+            ));
+        }
         if tr.tcp_cc != TcpCc::Reno && tr.kind != TransportKind::NewReno {
             return Err(ScenarioError::new(
                 "transport.tcp_cc",

@@ -44,6 +44,11 @@ impl Cubic {
         cwnd * BETA
     }
 
+    /// A new epoch begins with the next ACK (the window restarted after idle).
+    pub fn restart_epoch(&mut self) {
+        self.epoch = None;
+    }
+
     /// The window after an ACK of `acked` segments in congestion avoidance, from `cwnd`
     /// segments, at `now`, with smoothed RTT `rtt` (section 4.2-4.4).
     pub fn on_ack(&mut self, now: Time, cwnd: f64, acked: f64, rtt: Time) -> f64 {

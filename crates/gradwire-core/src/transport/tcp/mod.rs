@@ -39,7 +39,7 @@ mod tests;
 mod tests_recovery;
 
 pub use receiver::{EceEcho, TcpReceiver};
-pub use sender::TcpSender;
+pub use sender::{TcpConnState, TcpSender};
 
 use crate::time::{Time, MS};
 pub use crate::transport::acking::DelayedAck;

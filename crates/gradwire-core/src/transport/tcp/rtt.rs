@@ -3,7 +3,7 @@
 use super::TcpConfig;
 use crate::time::Time;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct RttEstimator {
     srtt: Option<Time>,
     rttvar: Time,
@@ -43,6 +43,14 @@ impl RttEstimator {
         let rto = srtt.saturating_add(self.rttvar.saturating_mul(4));
         // max/min rather than clamp: clamp panics on a nonsensical config (min > max).
         self.rto = rto.max(self.rto_min).min(self.rto_max);
+    }
+
+    /// The RTO from the estimate, without backoff (a connection's next flow starts here).
+    pub(super) fn settled(mut self) -> Self {
+        if let Some(srtt) = self.srtt {
+            self.rto = srtt.saturating_add(self.rttvar.saturating_mul(4)).max(self.rto_min).min(self.rto_max);
+        }
+        self
     }
 
     /// Exponential backoff on a timeout (RFC 6298 5.5).

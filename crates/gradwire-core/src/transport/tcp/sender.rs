@@ -8,6 +8,7 @@ use super::scoreboard::Scoreboard;
 use super::{CongestionControl, TcpConfig};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
+use crate::transport::shared::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 /// Congestion state, named after ns-3's `TcpCongState_t`.
@@ -72,6 +73,18 @@ impl Rack {
     fn sent_after(&self, sent_at: Time, idx: u64) -> bool {
         self.xmit_ts > sent_at || (self.xmit_ts == sent_at && self.seg > idx)
     }
+}
+
+/// What a persistent connection keeps between the flows it carries ([`TcpSender::on_connection`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TcpConnState {
+    cwnd: u64,
+    ssthresh: u64,
+    rtt: RttEstimator,
+    cubic: Option<Cubic>,
+    dctcp_alpha: Option<f64>,
+    /// When the connection last sent data (Linux's `lsndtime`).
+    last_sent: Time,
 }
 
 /// DCTCP's congestion estimate (RFC 8257 section 3.3).
@@ -145,6 +158,10 @@ pub struct TcpSender {
     stats: EndpointStats,
     finished: bool,
     done_pending: bool,
+    /// The persistent connection this flow rides, if any: read at the start, written back
+    /// at the end.
+    connection: Option<Carried<TcpConnState>>,
+    last_sent: Time,
 }
 
 impl TcpSender {
@@ -184,7 +201,46 @@ impl TcpSender {
             stats: EndpointStats::default(),
             finished: empty,
             done_pending: empty,
+            connection: None,
+            last_sent: 0,
         }
+    }
+
+    /// This flow rides the persistent connection `conn` (a flow of the same host pair
+    /// before it left its state there): it starts with that connection's window, RTT and
+    /// congestion state instead of a fresh one. After more than an RTO without sending,
+    /// the window restarts as Linux's `tcp_cwnd_restart` does (`tcp_slow_start_after_idle`,
+    /// RFC 2861): halved per RTO idle, not below the initial window, ssthresh kept at 3/4
+    /// of the old window at least.
+    pub fn on_connection(mut self, conn: Carried<TcpConnState>, now: Time) -> Self {
+        let state = *conn.lock().expect("not poisoned");
+        if let Some(st) = state {
+            self.rtt = st.rtt.settled();
+            self.ssthresh = st.ssthresh;
+            self.cubic = st.cubic;
+            if let (Some(d), Some(a)) = (&mut self.dctcp, st.dctcp_alpha) {
+                d.alpha = a;
+            }
+            let (initial, rto) = (self.cwnd, self.rtt.rto().max(1));
+            let mut cwnd = st.cwnd;
+            let idle = now.saturating_sub(st.last_sent);
+            if idle > rto {
+                self.ssthresh = self.ssthresh.max(cwnd / 2 + cwnd / 4);
+                let restart = initial.min(cwnd);
+                let mut left = idle;
+                while left > rto && cwnd > restart {
+                    cwnd >>= 1;
+                    left -= rto;
+                }
+                cwnd = cwnd.max(restart);
+                if let Some(c) = &mut self.cubic {
+                    c.restart_epoch();
+                }
+            }
+            self.cwnd = cwnd;
+        }
+        self.connection = Some(conn);
+        self
     }
 
     /// Congestion window: bytes that may be in flight (`snd_nxt - snd_una`), inflated
@@ -450,6 +506,17 @@ impl TcpSender {
     }
 
     fn finish(&mut self) {
+        if let Some(conn) = &self.connection {
+            let state = TcpConnState {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                rtt: self.rtt,
+                cubic: self.cubic,
+                dctcp_alpha: self.dctcp.map(|d| d.alpha),
+                last_sent: self.last_sent,
+            };
+            *conn.lock().expect("not poisoned") = Some(state);
+        }
         self.finished = true;
         self.done_pending = true;
         self.rto_deadline = None;
@@ -657,6 +724,7 @@ impl Endpoint for TcpSender {
         }
         self.high_tx = self.high_tx.max(seq + len);
         self.record_send(now, seq, retransmission);
+        self.last_sent = now;
         self.stats.count_data(retransmission);
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
