@@ -131,28 +131,48 @@ def _env_flag(name: str) -> bool:
 
 
 class _Buffer:
-    """A float32/float64 buffer the runtime may write in place, and how to copy back."""
+    """A float32/float64 buffer the runtime may write in place, and how to copy back.
 
-    def __init__(self, x: Any):
+    A numpy array goes to the runtime through the buffer protocol, and so does a torch
+    tensor by default (through `tensor.numpy()`, which pins the tensor's storage: torch then
+    refuses to resize it, for good, so no resize can free memory the engine is writing).
+    With `pin=False` a tensor goes by address (`data_ptr()`), held until the call resolves
+    but with its storage left resizable: the caller promises not to resize it while the
+    call is in flight (torch.distributed's contract for every backend; FSDP frees and
+    regrows the storage of the tensors it communicates between calls)."""
+
+    def __init__(self, x: Any, pin: bool = True):
         self.target = x
         self.array = x
         self.copy_back = False
+        self.ptr: tuple[int, int, str] | None = None  # (address, bytes, "f32"/"f64") for a tensor
         mod = type(x).__module__
         if mod.startswith("torch"):
             if x.device.type != "cpu":
                 raise ValueError(f"gradwire runs on CPU tensors; this one is on {x.device}")
             t = x.detach()
+            code = _TORCH_FLOATS.get(str(t.dtype))
+            if code is None:
+                raise TypeError(
+                    f"collectives sum float32 or float64 buffers, not {str(t.dtype).removeprefix('torch.')}"
+                )
             if not t.is_contiguous():
                 t = t.contiguous()
                 self.copy_back = True
-            self.array = t.numpy()  # shares memory with the tensor
-        else:
-            import numpy as np
+            if pin:
+                self.array = t.numpy()  # shares memory with the tensor
+                if self.array.ndim == 0:
+                    self.array = self.array.reshape(1)
+            else:
+                self.array = t  # held (with its storage) until the call resolves
+                self.ptr = (t.data_ptr(), t.numel() * t.element_size(), code)
+            return
+        import numpy as np
 
-            if not isinstance(x, np.ndarray):
-                raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
-            if not x.flags.c_contiguous:
-                raise ValueError("the array is not C-contiguous; pass np.ascontiguousarray(x) and use the result")
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"expected a numpy array or a torch tensor, got {type(x).__name__}")
+        if not x.flags.c_contiguous:
+            raise ValueError("the array is not C-contiguous; pass np.ascontiguousarray(x) and use the result")
         dt = self.array.dtype
         if dt.char not in "fd":  # float32, float64 (a str() of the dtype costs ~10 us)
             raise TypeError(f"collectives sum float32 or float64 buffers, not {dt}")
@@ -164,11 +184,19 @@ class _Buffer:
         if self.array.ndim == 0:  # a scalar (a loss, a counter): its 1-element view shares the memory
             self.array = self.array.reshape(1)
 
+    def submit(self, c: Any, kind: str, **kw: Any) -> Any:
+        if self.ptr is not None:
+            return c.submit_ptr(kind, self.array, *self.ptr, **kw)
+        return c.submit(kind, self.array, **kw)
+
     def finish(self) -> None:
         if self.copy_back:
             import torch
 
-            self.target.copy_(torch.from_numpy(self.array))
+            self.target.copy_(self.array if self.ptr is not None else torch.from_numpy(self.array))
+
+
+_TORCH_FLOATS = {"torch.float32": "f32", "torch.float64": "f64"}
 
 
 class Work:
@@ -236,6 +264,7 @@ class Communicator:
         retx_quiet_us: float | None = None,
         pace_burst_us: float | None = None,
         any_thread: bool = False,
+        pin_tensors: bool = True,
     ):
         if all(v is None for v in (master_addr, master_port, rank, world_size)) and not any(
             name in os.environ for name in _LAUNCH_VARS
@@ -291,6 +320,8 @@ class Communicator:
             any_thread=any_thread,
         )
         self.ps = _PS(self)
+        # False: torch tensors go by address, their storage left resizable (see _Buffer).
+        self._pin = pin_tensors
 
     @property
     def rank(self) -> int:
@@ -318,8 +349,8 @@ class Communicator:
         return dict(self._c.counters())
 
     def _submit(self, kind: str, x: Any, **kw: Any) -> Work:
-        buf = _Buffer(x)
-        return Work(self._c.submit(kind, buf.array, **kw), buf)
+        buf = _Buffer(x, self._pin)
+        return Work(buf.submit(self._c, kind, **kw), buf)
 
     def allreduce_async(
         self, x: Any, algorithm: str = "ring", loss_bound: float = 0.0, *, result_loss_bound: float | None = None

@@ -68,6 +68,7 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
         assert r["calls"] > 0
         assert r["waiter_threads_sync"] == 0  # synchronous calls wait in the caller's thread
         assert r["async_ok"] is True
+        assert r["resizable"] == ["all_reduce", "broadcast", "all_gather_into_tensor"]
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -125,6 +126,25 @@ def test_ddp_on_gradwire_has_gloo_losses_step_for_step(tmp_path, world):
         assert all(len(b) == world and min(b) >= 0 for b in obs["backward_ms"])
         assert sum(map(sum, obs["backward_ms"])) > 0
     assert rs[0]["autobyte"]["groups_observed"] == rs[0]["autobyte-bg"]["groups_observed"] == 6
+
+
+FSDP_KINDS = ["full_shard", "shard_grad_op", "no_shard", "use_orig_params", "fsdp2"]
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_fsdp1_and_fsdp2_on_gradwire_have_gloo_losses(tmp_path, world):
+    """FSDP1 under every sharding strategy (the ones that free and regrow their flat
+    parameters' storage included) and FSDP2's fully_shard train on the gradwire group with
+    Gloo's losses, step for step, over 20 steps."""
+    torchrun(world, "torch_fsdp_worker.py", json.dumps({"out": str(tmp_path), "steps": 20, "kinds": FSDP_KINDS}))
+    for r in ranks(tmp_path, world):
+        for kind in FSDP_KINDS:
+            mine, ref = r[f"{kind} gradwire"], r[f"{kind} gloo"]
+            assert "error" not in mine, (kind, mine)
+            assert "error" not in ref, (kind, ref)
+            torch.testing.assert_close(mine["losses"], ref["losses"], rtol=1e-6, atol=0)
+            torch.testing.assert_close(torch.tensor(mine["params"]), torch.tensor(ref["params"]), rtol=1e-5, atol=1e-6)
+        assert r["full_shard gloo"]["losses"][-1] != r["full_shard gloo"]["losses"][0]
 
 
 def test_options_are_checked_and_read_from_the_environment(monkeypatch):

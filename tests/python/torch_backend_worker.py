@@ -166,6 +166,22 @@ def main() -> None:
     async_ok &= dist.all_reduce(t2, async_op=True).wait(timeout=timedelta(seconds=60))
     done.append("async all_reduce")
 
+    # No call leaves a mark on the caller's storage: FSDP frees (resizes to 0) and regrows
+    # the storage of the tensors it communicates.
+    resizable = []
+    for name, call in {
+        "all_reduce": lambda t: dist.all_reduce(t),
+        "broadcast": lambda t: dist.broadcast(t, src=0),
+        "all_gather_into_tensor": lambda t: dist.all_gather_into_tensor(t, torch.ones(4)),
+    }.items():
+        t = torch.ones(4 * world)
+        call(t)
+        try:
+            t.untyped_storage().resize_(0)
+            resizable.append(name)
+        except RuntimeError as e:
+            failures.append(f"{name} left the storage unresizable: {e}")
+
     errors = {}
     for name, call in {
         "send": lambda: dist.send(torch.zeros(1), dst=(rank + 1) % world),
@@ -187,6 +203,7 @@ def main() -> None:
         "calls": stats.calls,
         "waiter_threads_sync": waiter_threads_sync,
         "async_ok": async_ok,
+        "resizable": resizable,
     }
     with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)

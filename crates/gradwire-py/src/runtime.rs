@@ -89,6 +89,10 @@ fn native_order(format: &str) -> bool {
 enum Held {
     F32(PyBuffer<f32>),
     F64(PyBuffer<f64>),
+    /// Memory the caller named by address (a torch tensor's `data_ptr()`): the object
+    /// that owns it is kept alive, and nothing about it is changed (no buffer export, so
+    /// no lasting flag on a tensor's storage).
+    Object(Py<PyAny>),
 }
 
 impl Held {
@@ -493,6 +497,56 @@ impl PyCommunicator {
         // replied: `PyPending` releases it only after the reply, and a handle dropped
         // earlier moves it to `orphans`, released after the reply or once the engine
         // thread has been joined (`close`, or this communicator's drop).
+        let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
+        Ok(PyPending {
+            pending: Mutex::new(Some(pending)),
+            result: Mutex::new(None),
+            held: Mutex::new(Some(held)),
+            orphans: self.orphans.clone(),
+        })
+    }
+
+    /// Queues a call on `nbytes` bytes at address `ptr`, memory owned by `owner` (a CPU
+    /// torch tensor's `data_ptr()`, which `gradwire.Communicator` passes instead of a
+    /// buffer export: `tensor.numpy()` would mark the tensor's storage non-resizable for
+    /// good, and FSDP frees and regrows its flat parameters' storage). `dtype`: "f32" or
+    /// "f64". `owner` is held until the call resolves, as `submit` holds its buffer; the
+    /// caller promises the memory stays allocated, unresized and untouched until then.
+    #[pyo3(signature = (kind, owner, ptr, nbytes, dtype, algorithm="ring", loss_bound=0.0, root=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn submit_ptr(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        owner: &Bound<'_, PyAny>,
+        ptr: usize,
+        nbytes: usize,
+        dtype: &str,
+        algorithm: &str,
+        loss_bound: f64,
+        root: u32,
+    ) -> PyResult<PyPending> {
+        let call = parse_kind(kind, algorithm, loss_bound, root)?;
+        let dtype = match dtype {
+            "f32" => Dtype::F32,
+            "f64" => Dtype::F64,
+            d => return Err(PyValueError::new_err(format!("dtype {d:?}: expected \"f32\" or \"f64\""))),
+        };
+        let align = dtype.size() as usize;
+        // An empty tensor may have no address; the call's own checks refuse it by size.
+        let ptr = if nbytes == 0 { align } else { ptr };
+        if ptr == 0 || !ptr.is_multiple_of(align) || !nbytes.is_multiple_of(align) || nbytes > isize::MAX as usize {
+            return Err(PyValueError::new_err(format!(
+                "address {ptr:#x} with {nbytes} bytes is not an aligned buffer of {align}-byte elements"
+            )));
+        }
+        let comm = self.comm()?;
+        self.check_thread(py)?;
+        reap(&self.orphans);
+        let held = Held::Object(owner.clone().unbind());
+        let raw = RawBuffer { ptr: ptr as *mut u8, len: nbytes };
+        // SAFETY: the caller vouches for the memory (see above); `held` keeps its owner
+        // alive exactly as `submit` keeps a buffer's exporter alive.
         let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
         Ok(PyPending {
             pending: Mutex::new(Some(pending)),

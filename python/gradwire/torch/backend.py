@@ -129,6 +129,10 @@ class GradwireBackend(_C10dBackend):
             # torch.distributed's contract: every rank issues its collectives in the same
             # order, from whichever threads (DDP's reducer may call from autograd's).
             any_thread=True,
+            # Tensors go by address, their storage left resizable: FSDP frees and regrows
+            # the storage of the tensors it communicates (between calls, as c10d's contract
+            # has it), which a pinned storage refuses.
+            pin_tensors=False,
             **o.extra,
         )
 
