@@ -356,6 +356,8 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
         assert by[backend]["packets"] > 2000000 // 1500
         # through the switch's TSO/USO split and GRO-style merge, bit for bit
         assert by[backend]["exact"], by[backend]
+    # Gloo's kernel TCP runs the job's congestion control (cubic unless set), not the host's
+    assert by["gloo"]["tcp_cc"] == "cubic", by["gloo"]
     _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3"])
     s = run_point(path, points[0], tmp_path / "ps", log=lambda m: None)
     (row,) = s["rows"]

@@ -41,3 +41,8 @@ def test_job_errors_name_the_key(tmp_path):
     p.write_text('[job]\nkind = "allreduce"\nranks = 1\n')
     with pytest.raises(JobError, match="at least 2 ranks"):
         plan(p)
+    p.write_text('[job]\nkind = "allreduce"\ntcp_cc = "vegas"\n')
+    with pytest.raises(JobError, match="job.tcp_cc = 'vegas'"):
+        plan(p)
+    p.write_text('[job]\nkind = "allreduce"\n')
+    assert plan(p)[1][0].job["tcp_cc"] == "cubic"

@@ -12,7 +12,9 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
   ``"bbr"``), ``bytes``, ``iterations``, ``ranks`` (hosts 0..ranks-1)
   or ``hosts``, ``loss_bound`` (gradwire), ``background`` (kernel-TCP flows running
   meanwhile: ``{src, dst, bytes, cc}``), ``runtime`` (more ``gradwire.init()``
-  arguments, e.g. ``{pipeline_chunks = 1}``).
+  arguments, e.g. ``{pipeline_chunks = 1}``), ``tcp_cc`` (the ranks' kernels' congestion
+  control, so Gloo's: ``cubic``, Linux's default, unless set; a machine's own default,
+  which the namespaces would otherwise inherit, may be another, BBR on ours).
 - ``flows``: ``flows = [{src, dst, bytes, cc, start_s}]``, kernel TCP with congestion
   control ``cc`` (cubic, reno, bbr).
 - ``incast``: ``receiver``, ``senders`` (a list of hosts), ``bytes``, ``cc``.
@@ -177,6 +179,9 @@ def _check_job(job: Any, root: dict) -> dict:
         job["iterations"] = int(job.get("iterations", 3))
         job["loss_bound"] = float(job.get("loss_bound", 0.0))
         job["background"] = flows(job.get("background"), "background")
+        job["tcp_cc"] = job.get("tcp_cc", "cubic")
+        if job["tcp_cc"] not in CCS:
+            raise JobError(f"job.tcp_cc = {job['tcp_cc']!r}: one of {', '.join(CCS)}")
     elif job["kind"] == "incast":
         rx = host("receiver", job.get("receiver", 0))
         senders = job.get("senders") or [h for h in range(n) if h != rx]
@@ -425,6 +430,8 @@ def run_allreduce(
                     ),
                     "exact": all(r["exact"][it] for r in results) if all("exact" in r for r in results) else None,
                     "lost_bytes": sum(r["lost_bytes"] for r in results),
+                    # the congestion control the ranks' kernel TCP ran (Gloo's)
+                    "tcp_cc": results[0].get("tcp_cc"),
                     "retransmits": sum(r["retransmits"] for r in results),
                     **counts,
                 }
@@ -446,6 +453,10 @@ def run_point(
     timeout = float(job.get("timeout_s", timeout))
     with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
         if job["kind"] in ("allreduce", "ps", "ddp"):
+            # Gloo's sockets take the namespace's default congestion control, which a new
+            # namespace inherits from the machine's: pin it, so a verdict is not this host's.
+            for h in job["hosts"]:
+                net.sysctl(h, "net.ipv4.tcp_congestion_control", job["tcp_cc"])
             rows = run_allreduce(net, job, point.root, log, timeout)
         else:
             rows = finish_flows(start_flows(net, job["flows"]), timeout)

@@ -161,6 +161,8 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
             lost += rep.bytes_lost
             retx += rep.retransmits
         gradwire.destroy()
+    with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+        tcp_cc = f.read().strip()  # this namespace's, which Gloo's sockets run
     _print_job(
         rank,
         backend,
@@ -168,6 +170,7 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         times,
         lost,
         retx,
+        tcp_cc=tcp_cc,
         # the process's CPU time (all threads: the runtime's engine, Gloo's) per iteration
         cpu_s=cpu,
         # the result is the exact sum everywhere (lossy transfers within their bound: not always)
