@@ -13,6 +13,10 @@ ns-3.37's global routing only has per-packet random ECMP, so gradwire runs with
 `routing.mode = "spray"` (per-packet uniform random) for the comparison. FCTs of all seeds
 are pooled before taking mean and p99.
 
+`--tcp ns3` runs TCP as ns-3.37 does by default on both sides (SACK, delayed ACKs, PRR on
+the ns-3 side) and writes validation/results-ns3.{csv,md}; the default, `--tcp sackless`,
+runs it as the papers' ns-3 runs had it.
+
 Writes validation/results.csv and validation/results.md (unless --no-write). Exits 1 if
 any simulator run fails, 0 otherwise (add --strict to also exit 1 on a FAIL row).
 See docs/validation.md for the method and the parameter mapping.
@@ -40,6 +44,21 @@ OUR_BIN = ROOT / "target" / "release" / "gradwire-sim"
 
 DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctcp.toml"]
 DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
+# TCP as each side runs it: gradwire's keys and leafspine's flags for the same thing.
+#  sackless: what the papers' ns-3 runs had (and gradwire's default): no SACK, one ACK a
+#    segment, NewReno recovery.
+#  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
+#    limited transmit, PRR on the ns-3 side (gradwire recovers as RFC 6675 says, without
+#    PRR). Timestamps stay off on both sides (they would add 12 header bytes a packet).
+TCP_MODES = {
+    "sackless": ([], []),
+    "ns3": (
+        ["transport.tcp_sack=true", "transport.tcp_delack_count=2", "transport.tcp_delack_timeout_us=200000.0"],
+        ["--sack=true", "--delAckCount=2", "--recovery=prr", "--limitedTransmit=true"],
+    ),
+}
+_tcp_mode = "sackless"
+
 # Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
 NICS = {"round_robin": "rr", "fifo": "fifo"}
 # Small scenarios (< 1000 flows) pool this many seeds: one 10 ms RTO among 32 flows is the
@@ -172,6 +191,8 @@ def snapshot_our_binary(work: Path) -> Path | None:
 
 def our_command(scenario: Path, out: Path, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
     sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={nic}"]
+    for kv in TCP_MODES[_tcp_mode][0]:
+        sets += ["--set", kv]
     exe = _snapshot or (OUR_BIN if OUR_BIN.exists() else None)
     if exe:
         return [str(exe), str(scenario), "--out", str(out), "--seed", str(seed), *sets, "--quiet"]
@@ -201,7 +222,7 @@ def run_child(cmd: list[str], log: Path) -> tuple[int, float]:
 
 
 def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) -> Run:
-    out = work / f"ours-{transport}-{nic}-s{seed}"
+    out = work / f"ours-{_tcp_mode}-{transport}-{nic}-s{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
@@ -219,14 +240,14 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) ->
 
 
 def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
-    out = work / f"ns3-{transport}-{nic}-s{seed}"
+    out = work / f"ns3-{_tcp_mode}-{transport}-{nic}-s{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
         args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
         return Run(False, error=f"not modelled on the ns-3 side: {e}")
-    cmd = [str(NS3_BIN), *args, f"--out={out / 'flows.csv'}"]
+    cmd = [str(NS3_BIN), *args, *TCP_MODES[_tcp_mode][1], f"--out={out / 'flows.csv'}"]
     (out / "cmd.txt").write_text(" ".join(cmd) + "\n")
     rc, wall = run_child(cmd, out / "log.txt")
     # leafspine exits 3 when some flow did not finish by stop_ms: still a result
@@ -369,7 +390,8 @@ def print_table(rows: list[Row]) -> None:
 
 
 def write_outputs(rows: list[Row], tol: float, command: str) -> None:
-    with open(VALIDATION / "results.csv", "w", newline="") as f:
+    stem = "results" if _tcp_mode == "sackless" else f"results-{_tcp_mode}"
+    with open(VALIDATION / f"{stem}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
         for r in rows:
@@ -398,7 +420,7 @@ def write_outputs(rows: list[Row], tol: float, command: str) -> None:
     notes = [f"- {r.scenario} / {r.transport} / {r.nic}: {r.note}" for r in rows if r.note]
     if notes:
         lines += ["", *notes]
-    (VALIDATION / "results.md").write_text("\n".join(lines) + "\n")
+    (VALIDATION / f"{stem}.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -419,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--tolerance", type=float, default=0.15)
     ap.add_argument(
+        "--tcp",
+        choices=list(TCP_MODES),
+        default="sackless",
+        help="TCP on both sides: sackless (the papers' ns-3 runs, gradwire's default) or ns3 (ns-3.37's defaults: "
+        "SACK, delayed ACKs, PRR); results go to results.md, or results-ns3.md",
+    )
+    ap.add_argument(
         "--work",
         default=str(VALIDATION / "out"),
         help="directory for the runs' outputs (default validation/out, gitignored)",
@@ -426,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not write validation/results.csv and results.md")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a row FAILs")
     args = ap.parse_args(argv)
+    global _tcp_mode
+    _tcp_mode = args.tcp
 
     os.chdir(ROOT)
     build_ns3()
@@ -516,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         command = "python validation/compare.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
         write_outputs(rows, args.tolerance, command.strip())
-        print(f"\nwrote {VALIDATION / 'results.csv'} and {VALIDATION / 'results.md'}")
+        stem = "results" if _tcp_mode == "sackless" else f"results-{_tcp_mode}"
+        print(f"\nwrote {VALIDATION / (stem + '.csv')} and {VALIDATION / (stem + '.md')}")
     if failed_runs:
         return 1
     if args.strict and any(r.verdict != "PASS" for r in rows):

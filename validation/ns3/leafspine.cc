@@ -543,6 +543,9 @@ main(int argc, char* argv[])
     double rtoMinUs = 10000.0;
     double rtoInitialUs = 10000.0;
     bool limitedTransmit = false;
+    bool sack = false;
+    uint32_t delAckCount = 1;
+    std::string recovery = "classic";
     double dctcpG = 1.0 / 16;
     std::string handshake = "preconnect";
     double preconnectUs = 1000.0;
@@ -597,6 +600,9 @@ main(int argc, char* argv[])
     cmd.AddValue("rtoMinUs", "minimum RTO (us)", rtoMinUs);
     cmd.AddValue("rtoInitialUs", "RTO before the first RTT sample (us)", rtoInitialUs);
     cmd.AddValue("limitedTransmit", "RFC 3042 limited transmit", limitedTransmit);
+    cmd.AddValue("sack", "SACK (TcpSocketBase::Sack; ns-3's default is on)", sack);
+    cmd.AddValue("delAckCount", "segments per delayed ACK (ns-3's default is 2)", delAckCount);
+    cmd.AddValue("recovery", "classic (NewReno) or prr (ns-3's default)", recovery);
     cmd.AddValue("dctcpG", "DCTCP EWMA gain g", dctcpG);
     cmd.AddValue("handshake",
                  "preconnect: open every connection at t=0 and start all flows "
@@ -643,17 +649,19 @@ main(int argc, char* argv[])
     // ----- TCP ------------------------------------------------------------------------
     Config::SetDefault("ns3::TcpL4Protocol::SocketType",
                        TypeIdValue(dctcp ? TcpDctcp::GetTypeId() : TcpNewReno::GetTypeId()));
+    NS_ABORT_MSG_IF(recovery != "classic" && recovery != "prr", "--recovery must be classic or prr");
     Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
-                       TypeIdValue(TcpClassicRecovery::GetTypeId()));
+                       TypeIdValue(recovery == "prr" ? TcpPrrRecovery::GetTypeId()
+                                                     : TcpClassicRecovery::GetTypeId()));
     Config::SetDefault("ns3::TcpSocket::SegmentSize", UintegerValue(mss));
     Config::SetDefault("ns3::TcpSocket::InitialCwnd", UintegerValue(initCwnd));
-    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(1));
+    Config::SetDefault("ns3::TcpSocket::DelAckCount", UintegerValue(delAckCount));
     Config::SetDefault("ns3::TcpSocket::SndBufSize", UintegerValue(1u << 30));
     Config::SetDefault("ns3::TcpSocket::RcvBufSize", UintegerValue(1u << 30));
     Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(MicroSeconds(rtoInitialUs)));
     Config::SetDefault("ns3::TcpSocket::ConnCount", UintegerValue(1000));
     Config::SetDefault("ns3::TcpSocket::DataRetries", UintegerValue(1000));
-    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(false));
+    Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(sack));
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(false));
     Config::SetDefault("ns3::TcpSocketBase::WindowScaling", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MicroSeconds(rtoMinUs)));

@@ -75,6 +75,15 @@ impl Rack {
     }
 }
 
+/// Proportional rate reduction (RFC 6937), SACK recovery's send budget: what recovery
+/// has seen delivered and has sent, against the flight it started with.
+#[derive(Clone, Copy, Debug, Default)]
+struct Prr {
+    delivered: u64,
+    out: u64,
+    recover_fs: u64,
+}
+
 /// What a persistent connection keeps between the flows it carries ([`TcpSender::on_connection`]).
 #[derive(Clone, Copy, Debug)]
 pub struct TcpConnState {
@@ -152,6 +161,7 @@ pub struct TcpSender {
     tlp_due: bool,
     /// A probe went out and no ACK has advanced since (one probe at a time).
     tlp_sent: bool,
+    prr: Prr,
 
     dctcp: Option<Dctcp>,
     cubic: Option<Cubic>,
@@ -196,6 +206,7 @@ impl TcpSender {
             tlp_deadline: None,
             tlp_due: false,
             tlp_sent: false,
+            prr: Prr::default(),
             dctcp,
             cubic,
             stats: EndpointStats::default(),
@@ -570,15 +581,35 @@ impl TcpSender {
             self.board.mark_lost_below_sacks(self.cfg.dupack_threshold);
         }
         if self.board.lost() > 0 && matches!(self.phase, Phase::Open | Phase::Cwr { .. }) {
-            // RFC 6675 5 (3): ssthresh and cwnd to half the flight (CUBIC: beta x cwnd).
+            // RFC 6675 5 (3): ssthresh to half the flight (CUBIC: beta x cwnd); PRR takes
+            // cwnd there in proportion to what is delivered (RFC 6937), as Linux and ns-3 do,
+            // instead of at once: all the holes resent in one burst into the port that just
+            // dropped them would be lost again.
             self.ssthresh = self.loss_ssthresh();
-            self.cwnd = self.ssthresh;
+            self.prr = Prr { delivered: 0, out: 0, recover_fs: self.flight().max(1) };
             self.phase = Phase::Recovery { recover: self.high_tx };
             self.dupacks = 0;
             self.tlp_deadline = None;
             // (4.3): the first segment deemed lost goes at once, whatever pipe says.
             self.forced_retx = self.board.next_lost().map(|i| i * self.mss());
         }
+    }
+
+    /// PRR's window for the next sends (RFC 6937 section 3): while the network holds more
+    /// than ssthresh, send in proportion to what is delivered; below it, catch up towards
+    /// ssthresh by at most what was delivered plus one segment (PRR-SSRB).
+    fn prr_update(&mut self, delivered: u64) {
+        let mss = self.mss();
+        self.prr.delivered += delivered;
+        let pipe = self.board.pipe(self.outstanding_segs()) * mss;
+        let p = self.prr;
+        let sndcnt = if pipe > self.ssthresh {
+            (p.delivered as u128 * self.ssthresh as u128).div_ceil(p.recover_fs as u128) as i128 - p.out as i128
+        } else {
+            let limit = (p.delivered as i128 - p.out as i128).max(delivered as i128) + mss as i128;
+            (self.ssthresh as i128 - pipe as i128).min(limit)
+        };
+        self.cwnd = pipe + sndcnt.max(0) as u64;
     }
 
     /// RACK's loss detection (RFC 8985 6.2 step 5): a segment sent before the most recent
@@ -673,11 +704,12 @@ impl Endpoint for TcpSender {
             }
             return;
         }
+        let mss = self.mss();
+        let (una0, sacked0) = (self.snd_una, self.board.sacked());
         if ack > self.snd_una {
             self.on_new_ack(now, ack, pkt.ece);
         }
         // The segment this ACK answers (its SACK block), if above the cumulative ACK.
-        let mss = self.mss();
         if !self.finished && pkt.rank >= self.snd_una && pkt.rank < self.high_tx && pkt.rank.is_multiple_of(mss) {
             let idx = pkt.rank / mss;
             if let Some(seg) = self.board.sack(idx) {
@@ -688,6 +720,13 @@ impl Endpoint for TcpSender {
         }
         if !self.finished {
             self.detect_losses(now);
+            if matches!(self.phase, Phase::Recovery { .. }) {
+                // RFC 6937's DeliveredData: newly acknowledged plus newly SACKed bytes (a
+                // SACKed segment now cumulatively acknowledged counts once).
+                let delivered =
+                    (self.snd_una - una0) as i64 + (self.board.sacked() as i64 - sacked0 as i64) * mss as i64;
+                self.prr_update(delivered.max(0) as u64);
+            }
             self.arm_tlp(now);
         }
     }
@@ -725,6 +764,9 @@ impl Endpoint for TcpSender {
         self.high_tx = self.high_tx.max(seq + len);
         self.record_send(now, seq, retransmission);
         self.last_sent = now;
+        if self.cfg.sack && matches!(self.phase, Phase::Recovery { .. }) {
+            self.prr.out += len;
+        }
         self.stats.count_data(retransmission);
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));

@@ -142,14 +142,14 @@ fn reorder(a: u64, b: u64, extra: Time) -> Script {
 
 #[test]
 fn reordering_below_racks_window_is_not_resent_once_seen() {
-    // Segments 5 and 40 each arrive about 4 packets late (5 us at 10 Gbit/s: a twentieth
-    // of the RTT). A dupthresh sender resends both; RACK resends the first (before any
+    // Segments 5 and 40 each arrive 15 us late (at least 3 segments behind at this pace,
+    // under a sixth of the RTT). A dupthresh sender resends both; RACK resends the first (before any
     // reordering, 3 SACKs mean loss, as RFC 8985 6.2 says), learns from the original's ACK
     // (faster than min_RTT after the resend) that it was reordering, and then waits a
     // quarter of min_RTT for the second.
     let size = 80 * MSS;
-    let dupthresh = run(sack(), size, reorder(5, 40, 5 * US));
-    let racked = run(rack(), size, reorder(5, 40, 5 * US));
+    let dupthresh = run(sack(), size, reorder(5, 40, 15 * US));
+    let racked = run(rack(), size, reorder(5, 40, 15 * US));
     assert_eq!(dupthresh.sender.stats().retransmits, 2);
     assert_eq!(racked.sender.stats().retransmits, 1);
     assert_eq!(racked.sender.stats().timeouts, 0);
@@ -253,4 +253,26 @@ fn a_persistent_connection_hands_its_window_on_and_restarts_it_after_idle() {
     assert_eq!(later.cwnd_bytes(), (grown >> 3).max(10 * MSS));
     let much_later = TcpSender::new(cfg, 9, 1, 2, 100 * MSS, now + 1000 * rto).on_connection(conn, now + 1000 * rto);
     assert_eq!(much_later.cwnd_bytes(), 10 * MSS);
+}
+
+#[test]
+fn recovery_sends_in_proportion_to_what_is_delivered() {
+    // 20 segments out, the first lost: SACKs of the other 19 arrive one by one. The first
+    // two each let a new segment out (pipe < cwnd), so recovery starts with 22 out and
+    // ssthresh 11; PRR (RFC 6937) spreads what recovery may send over the SACKs, about one
+    // per two, instead of a burst when the window is cut.
+    let mut s = TcpSender::new(TcpConfig { init_cwnd_packets: 20, ..sack() }, 7, 1, 2, 100 * MSS, 0);
+    let first: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(0)).collect();
+    assert_eq!(first.len(), 20);
+    let mut per_ack = Vec::new();
+    for i in 1..20 {
+        let mut a = Packet::ack(7, 2, 1, 0, 40);
+        a.rank = i * MSS;
+        s.handle_packet(10, &a);
+        per_ack.push(std::iter::from_fn(|| s.poll_transmit(10)).count());
+    }
+    assert_eq!(s.ssthresh_bytes(), 11 * MSS);
+    let in_recovery: usize = per_ack[2..].iter().sum();
+    assert!((8..=11).contains(&in_recovery), "{per_ack:?}");
+    assert!(per_ack.iter().all(|&n| n <= 2), "no burst: {per_ack:?}");
 }
