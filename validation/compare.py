@@ -48,12 +48,18 @@ DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
 #  sackless: what the papers' ns-3 runs had (and gradwire's default): no SACK, one ACK a
 #    segment, NewReno recovery.
 #  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
-#    limited transmit, PRR on the ns-3 side (gradwire recovers as RFC 6675 says, without
-#    PRR). Timestamps stay off on both sides (they would add 12 header bytes a packet).
+#    limited transmit, PRR, and (ns-3's TcpSocketBase) the head resent on every partial
+#    ACK in recovery. Timestamps stay off on both sides (they would add 12 header bytes a
+#    packet).
 TCP_MODES = {
     "sackless": ([], []),
     "ns3": (
-        ["transport.tcp_sack=true", "transport.tcp_delack_count=2", "transport.tcp_delack_timeout_us=200000.0"],
+        [
+            "transport.tcp_sack=true",
+            "transport.tcp_partial_ack_resend=true",
+            "transport.tcp_delack_count=2",
+            "transport.tcp_delack_timeout_us=200000.0",
+        ],
         ["--sack=true", "--delAckCount=2", "--recovery=prr", "--limitedTransmit=true"],
     ),
 }

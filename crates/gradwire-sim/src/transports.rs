@@ -30,6 +30,7 @@ pub fn params(s: &Scenario) -> Params {
             priority: tr.priority,
             sack: tr.tcp_sack,
             rack_tlp: tr.tcp_rack_tlp,
+            partial_ack_resend: tr.tcp_partial_ack_resend,
             delayed_ack: DelayedAck { count: tr.tcp_delack_count, timeout: from_us(tr.tcp_delack_timeout_us) },
             ..TcpConfig::default()
         },

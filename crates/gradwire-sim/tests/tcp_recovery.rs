@@ -20,6 +20,7 @@ const OPTIONS: &[&[&str]] = &[
     &["transport.kind=pias", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true"],
     &["transport.kind=newreno", "baseline=linux", "transport.rto_min_us=1000.0", "transport.rto_initial_us=1000.0"],
     &["transport.kind=dctcp", "transport.tcp_sack=true", "transport.tcp_connections=persistent"],
+    &["transport.kind=newreno", "transport.tcp_sack=true", "transport.tcp_partial_ack_resend=true"],
     &["transport.kind=newreno", "transport.tcp_connections=persistent", "transport.tcp_handshake=true"],
 ];
 

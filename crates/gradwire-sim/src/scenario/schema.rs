@@ -357,6 +357,10 @@ pub struct TransportCfg {
     /// tail losses probed before the RTO.
     #[serde(skip_serializing_if = "is_false")]
     pub tcp_rack_tlp: bool,
+    /// With `tcp_sack`: every partial ACK in recovery also resends the first
+    /// unacknowledged segment, as ns-3's TcpSocketBase does (Linux does not).
+    #[serde(skip_serializing_if = "is_false")]
+    pub tcp_partial_ack_resend: bool,
     /// newreno: the window's growth, `reno` (RFC 5681) or `cubic` (RFC 9438, Linux's).
     #[serde(skip_serializing_if = "TcpCc::is_reno")]
     pub tcp_cc: TcpCc,
@@ -557,6 +561,7 @@ impl Default for TransportCfg {
             tcp_handshake: false,
             tcp_sack: false,
             tcp_rack_tlp: false,
+            tcp_partial_ack_resend: false,
             tcp_cc: TcpCc::Reno,
             tcp_delack_count: 1,
             tcp_delack_timeout_us: LINUX_DELACK_TIMEOUT_US,

@@ -105,6 +105,11 @@ pub struct TcpConfig {
     pub rack_tlp: bool,
     /// The receiver's delayed ACKs ([`DelayedAck::OFF`]: one ACK per packet).
     pub delayed_ack: DelayedAck,
+    /// With `sack`: every partial ACK in recovery also resends the first unacknowledged
+    /// segment (RFC 6582's rule, which ns-3's TcpSocketBase applies with SACK too; Linux
+    /// does not). It repairs a lost retransmission one round trip after the last
+    /// partial ACK instead of at the RTO, at the price of resending some that were not lost.
+    pub partial_ack_resend: bool,
 }
 
 impl Default for TcpConfig {
@@ -123,6 +128,7 @@ impl Default for TcpConfig {
             sack: false,
             rack_tlp: false,
             delayed_ack: DelayedAck::OFF,
+            partial_ack_resend: false,
         }
     }
 }

@@ -471,8 +471,15 @@ impl TcpSender {
                 self.phase = Phase::Open;
                 self.dupacks = 0;
             }
-            // With SACK the scoreboard says what to resend (RFC 6675).
-            Phase::Recovery { .. } if self.cfg.sack => {}
+            // With SACK the scoreboard says what to resend (RFC 6675), and ns-3 also the
+            // head (`partial_ack_resend`).
+            Phase::Recovery { .. } if self.cfg.sack => {
+                let head = self.snd_una / self.mss();
+                if self.cfg.partial_ack_resend && self.board.get(head).is_some_and(|s| !s.sacked) {
+                    self.board.mark_lost(head);
+                    self.forced_retx = Some(head * self.mss());
+                }
+            }
             Phase::Recovery { .. } => {
                 // Partial ACK: the next hole is lost too; deflate by the newly acked
                 // amount, add back one segment (RFC 6582 3.2 step 3).
