@@ -62,9 +62,22 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
             "barrier",
         ):
             assert call in r["done"]
-        # Unimplemented calls name themselves.
-        assert r["errors"]["send"].startswith("the gradwire backend does not implement send"), r["errors"]
-        assert r["errors"]["all_to_all_single"].startswith("the gradwire backend does not implement all_to_all_single")
+        for call in (
+            "isend/irecv torch.bfloat16",
+            "send/recv tagged",
+            "recv any source",
+            "batch_isend_irecv",
+            "send/recv_object_list",
+            "all_to_all",
+            "all_to_all_single",
+            "all_to_all_single uneven",
+            "allreduce_coalesced",
+            "all_gather_into_tensor coalesced",
+            "reduce_scatter_tensor coalesced",
+            "monitored_barrier",
+        ):
+            assert call in r["done"]
+        assert r["errors"]["allreduce_sparse"] != "no error"
         assert r["calls"] > 0
         assert r["waiter_threads_sync"] == 0  # synchronous calls wait in the caller's thread
         assert r["async_ok"] is True
@@ -145,6 +158,24 @@ def test_fsdp1_and_fsdp2_on_gradwire_have_gloo_losses(tmp_path, world):
             torch.testing.assert_close(mine["losses"], ref["losses"], rtol=1e-6, atol=0)
             torch.testing.assert_close(torch.tensor(mine["params"]), torch.tensor(ref["params"]), rtol=1e-5, atol=1e-6)
         assert r["full_shard gloo"]["losses"][-1] != r["full_shard gloo"]["losses"][0]
+
+
+def test_torch_timeout_is_the_backends(tmp_path):
+    """init_process_group(timeout=T) is how long a call waits for a late rank: under 3 s a
+    rank 6 s late fails the call on time with an error that says so; under 20 s a rank 4 s
+    late is waited for. monitored_barrier names the rank that missed it."""
+    torchrun(2, "torch_timeout_worker.py", json.dumps({"out": str(tmp_path), "timeout": 3, "delay": 6}))
+    r0 = ranks(tmp_path, 2)[0]
+    assert r0["error"] is not None and r0["error"].startswith("PeerTimeout: timed out after 3.0 s"), r0
+    assert 2.5 < r0["seconds"] < 5.5, r0
+    plan = {"out": str(tmp_path), "timeout": 20, "delay": 4, "barrier_delay": 3}
+    torchrun(2, "torch_timeout_worker.py", json.dumps(plan))
+    r0, r1 = ranks(tmp_path, 2)
+    for r in (r0, r1):
+        assert r["error"] is None and r["sum"] == 2.0 and r["is_completed"] is True, r
+    assert r0["seconds"] > 3.5, r0  # it did wait for the late rank
+    assert r0["barrier"] == "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 1000 ms", r0
+    assert r0["barrier_seconds"] < 2.5, r0
 
 
 def test_options_are_checked_and_read_from_the_environment(monkeypatch):

@@ -33,6 +33,138 @@ def check(
             failures.append(f"{name}: {a[:4].tolist()} != {b[:4].tolist()}")
 
 
+def p2p_and_all_to_all(rank: int, world: int, gloo, both) -> None:
+    """send/recv (blocking, async, tagged, from any source), batch_isend_irecv, object
+    lists, all_to_all, all_to_all_single (even and uneven), the coalesced calls and
+    monitored_barrier, each on the gradwire group and on Gloo's."""
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+
+        def ring(g, dtype=dtype):
+            out = torch.zeros(37, dtype=dtype)
+            works = [dist.isend(inputs(rank, dtype), dst=nxt, group=g), dist.irecv(out, src=prv, group=g)]
+            for w in works:
+                w.wait()
+            return [out]
+
+        both(f"isend/irecv {dtype}", ring, exact=True)
+
+    def blocking(g):
+        # rank 0 -> 1 with two tags, received in the other order; sends are async so the
+        # tag-2 message can overtake.
+        out = [torch.zeros(5), torch.zeros(5)]
+        if rank == 0:
+            ws = [dist.isend(torch.full((5,), 1.0), dst=1, tag=1, group=g)]
+            ws.append(dist.isend(torch.full((5,), 2.0), dst=1, tag=2, group=g))
+            dist.send(torch.full((5,), 3.0), dst=1, group=g)
+            for w in ws:
+                w.wait()
+        elif rank == 1:
+            dist.recv(out[1], src=0, tag=2, group=g)
+            dist.recv(out[0], src=0, tag=1, group=g)
+            t = torch.zeros(5)
+            dist.recv(t, src=0, group=g)
+            out.append(t)
+        return out
+
+    both("send/recv tagged", blocking, exact=True)
+
+    def anysource(g):
+        if rank == 0:
+            got = []
+            for _ in range(world - 1):
+                t = torch.zeros(3)
+                src = dist.recv(t, tag=5, group=g)
+                got.append((src, t[0].item()))
+            return [torch.tensor(sorted(got))]
+        dist.send(torch.full((3,), 10.0 * rank), dst=0, tag=5, group=g)
+        return []
+
+    both("recv any source", anysource, exact=True)
+
+    def batch(g):
+        out = torch.zeros(11)
+        ops = [
+            dist.P2POp(dist.irecv, out, prv, group=g),
+            dist.P2POp(dist.isend, inputs(rank, torch.float32, 11), nxt, group=g),
+        ]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return [out]
+
+    both("batch_isend_irecv", batch, exact=True)
+
+    def objects(g):
+        objs = [{"from": 0, "x": [1, 2, 3]}, "two"] if rank == 0 else [None, None]
+        if rank == 0:
+            dist.send_object_list(objs, dst=world - 1, group=g)
+        elif rank == world - 1:
+            dist.recv_object_list(objs, src=0, group=g)
+            return [torch.tensor([len(json.dumps(objs))])]
+        return []
+
+    both("send/recv_object_list", objects, exact=True)
+
+    def a2a(g):
+        outs = [torch.zeros(4, dtype=torch.int64) for _ in range(world)]
+        dist.all_to_all(outs, [inputs(rank * world + j, torch.int64, 4) for j in range(world)], group=g)
+        return outs
+
+    both("all_to_all", a2a, exact=True)
+
+    def a2a_single(g):
+        out = torch.zeros(3 * world, 2)
+        dist.all_to_all_single(out, inputs(rank, torch.float32, 6 * world).view(3 * world, 2), group=g)
+        return [out]
+
+    both("all_to_all_single", a2a_single, exact=True)
+
+    def a2a_uneven(g):
+        ins = [rank + j + 1 for j in range(world)]  # rows this rank sends to rank j
+        outs = [r + rank + 1 for r in range(world)]  # rows rank r sends here
+        out = torch.zeros(sum(outs), 3, dtype=torch.float64)
+        inp = inputs(rank, torch.float64, 3 * sum(ins)).view(sum(ins), 3)
+        dist.all_to_all_single(out, inp, outs, ins, group=g)
+        return [out]
+
+    both("all_to_all_single uneven", a2a_uneven, exact=True)
+
+    def ar_coalesced(g):
+        ts = [inputs(rank, torch.float32, 7), inputs(rank + 5, torch.float32, 3)]  # Gloo: one dtype
+        with dist._coalescing_manager(group=g):
+            for t in ts:
+                dist.all_reduce(t, group=g)
+        return ts
+
+    both("allreduce_coalesced", ar_coalesced)
+
+    def ag_coalesced(g):
+        outs = [torch.zeros(world * 3), torch.zeros(world * 2)]
+        ins = [inputs(rank, torch.float32, 3), inputs(rank, torch.float32, 2)]
+        with dist._coalescing_manager(group=g):
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i, group=g)
+        return outs
+
+    both("all_gather_into_tensor coalesced", ag_coalesced, exact=True)
+
+    def rs_coalesced(g):
+        outs = [torch.zeros(3), torch.zeros(2)]
+        ins = [inputs(rank, torch.float32, 3 * world), inputs(rank + 1, torch.float32, 2 * world)]
+        with dist._coalescing_manager(group=g):
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i, group=g)
+        return outs
+
+    both("reduce_scatter_tensor coalesced", rs_coalesced)
+
+    def mb(g):
+        dist.monitored_barrier(group=g, timeout=timedelta(seconds=60))
+        return []
+
+    both("monitored_barrier", mb)
+
+
 def main() -> None:
     # No `import gradwire.torch`: torch finds the backend through its entry point.
     imported_before = "gradwire.torch" in sys.modules
@@ -166,6 +298,9 @@ def main() -> None:
     async_ok &= dist.all_reduce(t2, async_op=True).wait(timeout=timedelta(seconds=60))
     done.append("async all_reduce")
 
+    async_ok &= work.is_completed()  # true once waited for (c10d's own answer is false)
+    p2p_and_all_to_all(rank, world, gloo, both)
+
     # No call leaves a mark on the caller's storage: FSDP frees (resizes to 0) and regrows
     # the storage of the tensors it communicates.
     resizable = []
@@ -184,8 +319,7 @@ def main() -> None:
 
     errors = {}
     for name, call in {
-        "send": lambda: dist.send(torch.zeros(1), dst=(rank + 1) % world),
-        "all_to_all_single": lambda: dist.all_to_all_single(torch.zeros(world), torch.zeros(world)),
+        "allreduce_sparse": lambda: dist.all_reduce(torch.zeros(2, 2).to_sparse()),
     }.items():
         try:
             call()

@@ -33,6 +33,7 @@ from torch._C._distributed_c10d import Work as _C10dWork
 
 from gradwire import runtime
 from gradwire.torch.options import Options
+from gradwire.torch.p2p import P2P, source_of
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -40,8 +41,7 @@ _FLOATS = (torch.float32, torch.float64)
 def _not_implemented(name: str) -> Callable[..., Any]:
     def call(self: GradwireBackend, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
-            f"the gradwire backend does not implement {name}; it implements allreduce, broadcast, allgather, "
-            "all_gather_into_tensor, reduce, gather, scatter, reduce_scatter, reduce_scatter_tensor and barrier"
+            f"the gradwire backend does not implement {name}; see docs/torch.md for the calls it implements"
         )
 
     call.__name__ = name
@@ -90,8 +90,10 @@ class GradwireBackend(_C10dBackend):
         super().__init__(rank, size)
         self.gradwire_options = (options or Options()).resolved()
         self.stats = Stats()
+        self.master_addr = os.environ.get("MASTER_ADDR") or "127.0.0.1"
         self.comm = self._join(store, rank, size, timeout)
         self._waiter = _Waiter()
+        self._p2p = P2P(self, store, self._round, self._token, self._timeout)
 
     def _join(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> runtime.Communicator:
         # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
@@ -107,14 +109,25 @@ class GradwireBackend(_C10dBackend):
                 "gradwire authentication needs GRADWIRE_TOKEN set to the same secret on every rank: "
                 "without it the job token would travel in clear through torch's store"
             )
+        # A round-scoped key: a group made again on the same store (destroy, then init
+        # again) never reads the previous round's address. Every rank of a round counts
+        # itself in before any rank can start the next round (the rendezvous below needs
+        # them all), so the count names the round alike on every rank.
+        self._round = f"gradwire/{(store.add('gradwire/joined', 1) - 1) // size}"
+        key = f"{self._round}/rendezvous"
         if rank == 0:
-            host = os.environ.get("MASTER_ADDR") or "127.0.0.1"
+            host = self.master_addr
             port = _free_port(host)
-            store.set("gradwire/rendezvous", f"{host} {port} {'-' if own_token else secrets.token_hex(8)}")
-        host, port, token = store.get("gradwire/rendezvous").decode().split(" ")
+            store.set(key, f"{host} {port} {'-' if own_token else secrets.token_hex(8)}")
+        host, port, token = store.get(key).decode().split(" ")
         token = own_token or token
+        self._token = token
         impair = {p: (o.inject_loss, 0.0) for p in range(size) if p != rank} if o.inject_loss > 0 else None
-        secs = max(timeout.total_seconds(), 1.0) if timeout is not None else 300.0
+        # torch's timeout (init_process_group(timeout=...), 30 minutes unless given) bounds
+        # the rendezvous and, unless peer_timeout is set, how long a call may go without
+        # progress: a rank that arrives late within it is waited for, as under Gloo.
+        secs = max(timeout.total_seconds(), 1.0) if timeout is not None else 1800.0
+        self._timeout = secs
         return runtime.Communicator(
             host,
             int(port),
@@ -123,8 +136,8 @@ class GradwireBackend(_C10dBackend):
             token=token,
             transport=o.transport,
             mss=o.mss,
-            timeout=min(secs, 300.0),
-            peer_timeout=o.peer_timeout,
+            timeout=secs,
+            peer_timeout=o.peer_timeout if o.peer_timeout is not None else secs,
             impair=impair,
             # torch.distributed's contract: every rank issues its collectives in the same
             # order, from whichever threads (DDP's reducer may call from autograd's).
@@ -322,23 +335,146 @@ class GradwireBackend(_C10dBackend):
         token = torch.zeros(1, dtype=torch.float32)
         return self._work([self.comm.allreduce_async(token)], lambda: None)
 
-    send = _not_implemented("send")
-    recv = _not_implemented("recv")
-    recv_anysource = _not_implemented("recv_anysource")
-    alltoall = _not_implemented("all_to_all")
-    alltoall_base = _not_implemented("all_to_all_single")
-    all_to_all_single = _not_implemented("all_to_all_single")
-    allreduce_coalesced = _not_implemented("allreduce_coalesced")
+    # -- coalesced: the same calls, issued together, one Work ---------------------------------
+
+    def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any) -> Any:
+        return self._reduce_all(tensors, opts, "allreduce_coalesced")
+
+    def _coalesced(self, works: list[_GradwireWork], value: Any) -> _GradwireWork:
+        """One Work of several: their calls in issue order, then each one's finish."""
+        calls = [c for w in works for c in w._calls]
+        return self._work(calls, lambda: ([w._finish() for w in works], value)[1])
+
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any) -> Any:
+        return self._coalesced([self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)], outputs)
+
+    def reduce_scatter_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any
+    ) -> Any:
+        return self._coalesced([self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)], outputs)
+
+    def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> Any:
+        return self._coalesced([self.allgather([o], [i], opts) for o, i in zip(output_lists, inputs)], output_lists)
+
+    # -- point-to-point (p2p.py: a two-rank channel per source, destination and tag) --------
+
+    # batch_isend_irecv asks with getattr; c10d's own property would call back into this
+    # class's C++ side for ever (RecursionError). isend/irecv return at once, so a batch
+    # is its ops one by one (torch's path for backends without coalescing).
+    supports_coalescing = False
+
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
+        t = _cpu(tensors[0], "send")
+        return self._work([self._p2p.send(t, dst, tag)], lambda: tensors)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
+        t = _cpu(tensors[0], "recv")
+        return self._work([self._p2p.recv(t, src, tag)], lambda: tensors)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
+        t = _cpu(tensors[0], "recv")
+        return self._work([self._p2p.recv(t, None, tag)], lambda: tensors)
+
+    def _exchange(self, outs: list[torch.Tensor], ins: list[torch.Tensor], what: str) -> _GradwireWork:
+        """outs[r] becomes what rank r holds for this rank (its ins[me]); outs contiguous."""
+        me = self.rank()
+        outs[me].copy_(ins[me])
+        peers = [r for r in range(self.size()) if r != me]
+        msgs = self._p2p.exchange("a2a", {r: ins[r].contiguous() for r in peers}, {r: outs[r] for r in peers})
+        return self._work(msgs, lambda: None)
+
+    def alltoall(self, output_tensors: list[torch.Tensor], input_tensors: list[torch.Tensor], opts: Any) -> Any:
+        if len(output_tensors) != self.size() or len(input_tensors) != self.size():
+            raise ValueError(f"all_to_all needs {self.size()} input and output tensors")
+        outs = [_cpu(t, "all_to_all") for t in output_tensors]
+        stage = [o if o.is_contiguous() else torch.empty_like(o, memory_format=torch.contiguous_format) for o in outs]
+        w = self._exchange(stage, [_cpu(t, "all_to_all") for t in input_tensors], "all_to_all")
+        fin = w._finish
+
+        def finish() -> list:
+            fin()
+            for o, st in zip(outs, stage):
+                if o is not st:
+                    o.copy_(st)
+            return output_tensors
+
+        w._finish = finish
+        return w
+
+    def all_to_all_single(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_split_sizes: list[int],
+        input_split_sizes: list[int],
+        opts: Any,
+    ) -> Any:
+        n = self.size()
+
+        def split(t: torch.Tensor, sizes: list[int], what: str) -> list[torch.Tensor]:
+            if not sizes:
+                if t.shape[0] % n:
+                    raise ValueError(
+                        f"all_to_all_single: the {what} dimension 0 ({t.shape[0]}) is not divisible by {n}"
+                    )
+                sizes = [t.shape[0] // n] * n
+            if len(sizes) != n or sum(sizes) != t.shape[0]:
+                raise ValueError(
+                    f"all_to_all_single: {what} split sizes {sizes} do not split {t.shape[0]} rows {n} ways"
+                )
+            return list(torch.split(t, list(sizes), dim=0))
+
+        out = _cpu(output, "all_to_all_single")
+        stage = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+        ins = split(_cpu(input, "all_to_all_single").contiguous(), input_split_sizes, "input")
+        w = self._exchange(split(stage, output_split_sizes, "output"), ins, "all_to_all_single")
+        w._finish = (lambda: [output]) if stage is out else (lambda: (out.copy_(stage), [output])[1])
+        return w
+
+    alltoall_base = all_to_all_single
+
+    def monitored_barrier(self, opts: Any, wait_all_ranks: bool = False) -> None:
+        """Gloo's: every rank reports to rank 0, which names the ranks that did not report
+        within the timeout (the first, or every one with `wait_all_ranks`), then releases
+        the others."""
+        secs = opts.timeout.total_seconds() if opts.timeout else 0.0
+        secs = secs if secs > 0 else self._timeout
+        me, n = self.rank(), self.size()
+        deadline = time.monotonic() + secs
+        token = {r: torch.zeros(1) for r in range(n)}
+        if me != 0:
+            self._p2p.exchange("monitored_barrier", {0: token[0]}, {})[0].wait(secs)
+            ack = self._p2p.exchange("monitored_barrier_ack", {}, {0: token[1]})[0]
+            try:
+                ack.wait(max(deadline - time.monotonic(), 0.0) + secs)
+            except TimeoutError:
+                raise RuntimeError(
+                    f"Rank {me}: rank 0 did not release monitoredBarrier in {secs * 1e3:.0f} ms"
+                ) from None
+            return
+        msgs = self._p2p.exchange("monitored_barrier", {}, {r: token[r] for r in range(1, n)})
+        missing = []
+        for r, m in zip(range(1, n), msgs):
+            try:
+                m.wait(max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                missing.append(r)
+                if not wait_all_ranks:
+                    break
+        if missing:
+            ranks = ", ".join(map(str, missing))
+            who = f"Rank {ranks}" if len(missing) == 1 else f"Ranks {ranks}"
+            raise RuntimeError(f"[Rank 0]: {who} failed to pass monitoredBarrier in {secs * 1e3:.0f} ms")
+        for m in self._p2p.exchange("monitored_barrier_ack", {r: token[0] for r in range(1, n)}, {}):
+            m.wait(secs)
+
     allreduce_sparse = _not_implemented("allreduce_sparse")
-    all_gather_single_coalesced = _not_implemented("all_gather_single_coalesced")
-    reduce_scatter_single_coalesced = _not_implemented("reduce_scatter_single_coalesced")
     gather_single = _not_implemented("gather_single")
     gather_into_tensor = _not_implemented("gather_into_tensor")
-    allgather_coalesced = _not_implemented("allgather_coalesced")
-    monitored_barrier = _not_implemented("monitored_barrier")
 
     def shutdown(self) -> None:
         self._waiter.shutdown()
+        self._p2p.close()
         self.comm.close()
 
 
@@ -402,7 +538,9 @@ class _GradwireWork(_C10dWork):
                 try:
                     while self._calls:
                         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                        self._backend.stats.add(self._calls[0].wait(left))
+                        rep = self._calls[0].wait(left)
+                        if rep is not None:  # None: an empty message
+                            self._backend.stats.add(rep)
                         self._calls.pop(0)
                     self._value = self._finish()
                 except TimeoutError:
@@ -414,10 +552,9 @@ class _GradwireWork(_C10dWork):
             raise self._error
         return self._value
 
-    # c10d lets a Python Work override only wait() and get_future(): is_completed() and
-    # is_success() of what the caller holds are c10d's own (is_completed() stays false for
-    # a Python backend's Work on this torch, as it did for one made from a future); poll
-    # `work.get_future().done()` instead.
+    # c10d lets a Python Work override only wait() and get_future(): the caller holds a
+    # c10d wrapper whose is_completed() and _source_rank() are c10d's own; _patch_work()
+    # answers both from the future (see there).
 
     def wait(self, timeout: timedelta | None = None) -> bool:
         # c10d's default is no timeout (a zero timedelta); the runtime's own peer timeout
@@ -430,7 +567,10 @@ class _GradwireWork(_C10dWork):
         with self._lock:
             if self._future is None:
                 self._future = torch.futures.Future()
-                self._backend._waiter.put(self)
+                if self._done:  # already waited for: resolved here, no thread hop
+                    self._resolve_future()
+                else:
+                    self._backend._waiter.put(self)
             return self._future
 
     def _resolve_future(self) -> None:
@@ -451,6 +591,48 @@ def _cpu(t: torch.Tensor, call: str) -> torch.Tensor:
     if t.device.type != "cpu":
         raise ValueError(f"the gradwire backend runs {call} on CPU tensors; this one is on {t.device}")
     return t
+
+
+def _patch_work() -> None:
+    """c10d hands the caller a wrapper of a Python backend's Work (PyWorkHolder) that
+    forwards wait() and get_future() only, so its is_completed() stays false for good and
+    its _source_rank() (torch's recv() from any source asks it) raises. Both are answered
+    from the Work's future where c10d's own answer is "no" and the Work is a Python
+    backend's (op type UNKNOWN: Gloo's and NCCL's are typed, and left alone)."""
+    from torch._C._distributed_c10d import OpType
+
+    if getattr(_C10dWork, "_gradwire_patched", False):
+        return
+    is_completed, source_rank = _C10dWork.is_completed, _C10dWork._source_rank
+    unknown = int(OpType.UNKNOWN)  # _get_op_type() answers an int, which never equals the enum
+
+    def patched_is_completed(self: _C10dWork) -> bool:
+        if is_completed(self):
+            return True
+        try:
+            return self._get_op_type() == unknown and self.get_future().done()
+        except Exception:  # noqa: BLE001 - a Work without a future: c10d's answer stands
+            return False
+
+    def patched_source_rank(self: _C10dWork) -> int:
+        try:
+            return source_rank(self)
+        except RuntimeError:
+            if self._get_op_type() != unknown:
+                raise
+            fut = self.get_future()
+            src = source_of(fut.value()[0]) if fut.done() else None
+            if src is None:
+                raise
+            return src
+
+    _C10dWork.is_completed = patched_is_completed
+    _C10dWork._source_rank = patched_source_rank
+    _C10dWork.source_rank = patched_source_rank
+    _C10dWork._gradwire_patched = True
+
+
+_patch_work()
 
 
 def create(dist_opts: Any, backend_options: Any) -> GradwireBackend:

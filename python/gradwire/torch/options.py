@@ -32,7 +32,8 @@ class Options:
     - ``inject_loss``: share of this rank's outgoing datagrams dropped on purpose (a test
       of the loss bound on a clean network).
     - ``mss``: payload bytes per datagram (default: path MTU less headers).
-    - ``peer_timeout``: seconds without a word from a peer before a call fails.
+    - ``peer_timeout``: seconds a call may go without progress before it fails (default:
+      the group's torch.distributed timeout, ``init_process_group(timeout=...)``).
     """
 
     loss_bound: float | None = None
@@ -51,7 +52,7 @@ class Options:
             "transport": "dlcp",
             "inject_loss": 0.0,
             "mss": None,
-            "peer_timeout": 30.0,
+            "peer_timeout": None,  # the process group's timeout
         }
         casts = {
             "loss_bound": float,
@@ -78,6 +79,8 @@ class Options:
             raise ValueError(f"unknown transport {o.transport!r}: expected one of {', '.join(runtime.TRANSPORTS)}")
         if not 0.0 <= o.loss_bound < 1.0:
             raise ValueError(f"loss_bound must be in [0, 1), got {o.loss_bound}")
+        if o.peer_timeout is not None and not o.peer_timeout > 0:
+            raise ValueError(f"peer_timeout must be a positive number of seconds, got {o.peer_timeout}")
         if not 0.0 <= o.inject_loss < 1.0:
             raise ValueError(f"inject_loss must be in [0, 1), got {o.inject_loss}")
         return o
