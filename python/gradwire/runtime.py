@@ -223,6 +223,10 @@ class Work:
     def is_completed(self) -> bool:
         return self._report is not None or self._pending.done()
 
+    def open(self) -> None:
+        """Lets a call submitted gated (`Communicator._submit(..., gated=True)`) start."""
+        self._pending.open()
+
     def future(self) -> concurrent.futures.Future:
         """A concurrent.futures.Future resolved (from a helper thread) with the report."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
@@ -348,8 +352,14 @@ class Communicator:
         """Runtime-wide counters (malformed, foreign_session, stale, injected_drops, ...)."""
         return dict(self._c.counters())
 
-    def _submit(self, kind: str, x: Any, **kw: Any) -> Work:
-        buf = _Buffer(x, self._pin)
+    def _submit(self, kind: str, x: Any, gated: bool = False, **kw: Any) -> Work:
+        """A call on `x`. `gated`: it takes its place in the call order now and starts once
+        `Work.open()` is called (x, a tensor taken by address, may be written until then)."""
+        buf = _Buffer(x, self._pin and not gated)
+        if gated:
+            if buf.ptr is None:
+                raise TypeError("a gated call takes a torch tensor")
+            kw["gated"] = True
         return Work(buf.submit(self._c, kind, **kw), buf)
 
     def allreduce_async(

@@ -6,6 +6,7 @@
 //! part is done. Every rank must issue the same calls in the same order.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -59,6 +60,32 @@ impl Pending {
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => Some(Err(NetError::Protocol("the runtime thread exited".into()))),
         }
+    }
+}
+
+/// The gate of a call submitted with [`Communicator::submit_kind_gated`]: the engine starts
+/// the call (reads or writes its buffer) only once it is opened. Dropping it opens it, so
+/// a caller that gives up never stalls the calls queued behind.
+pub struct Gate {
+    open: Arc<AtomicBool>,
+    waker: Arc<Waker>,
+}
+
+impl Gate {
+    pub fn open(&self) {
+        if !self.open.swap(true, Ordering::AcqRel) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.open.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
     }
 }
 
@@ -256,7 +283,7 @@ impl Communicator {
     /// `buf` must stay valid, and nobody else may read or write it, until the returned
     /// [`Pending`] has resolved.
     pub unsafe fn submit(&self, schedule: Arc<Schedule>, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
-        self.submit_request(None, schedule, buf, dtype)
+        self.submit_request(None, schedule, buf, dtype, None)
     }
 
     /// # Safety
@@ -267,11 +294,12 @@ impl Communicator {
         schedule: Arc<Schedule>,
         buf: RawBuffer,
         dtype: Dtype,
+        gate: Option<Arc<AtomicBool>>,
     ) -> Result<Pending, NetError> {
         check(&schedule, self.world, buf.len, dtype)?;
         let (reply, rx) = channel();
         self.tx
-            .send(Command::Run(CallRequest { kind, schedule, buf, dtype, reply }))
+            .send(Command::Run(CallRequest { kind, schedule, buf, dtype, reply, gate }))
             .map_err(|_| NetError::Protocol("the runtime thread exited".into()))?;
         self.waker.wake().map_err(|e| NetError::io("waking the runtime", e))?;
         Ok(Pending { rx })
@@ -292,7 +320,26 @@ impl Communicator {
     /// As [`Communicator::submit`].
     pub unsafe fn submit_kind(&self, kind: CallKind, buf: RawBuffer, dtype: Dtype) -> Result<Pending, NetError> {
         let s = self.schedule(kind, buf.len as u64, dtype.size())?;
-        self.submit_request(Some(kind), s, buf, dtype)
+        self.submit_request(Some(kind), s, buf, dtype, None)
+    }
+
+    /// Queues a call of `kind` that starts only once the returned [`Gate`] is opened:
+    /// the call takes its place in the order now (every rank's calls run in issue order)
+    /// while its buffer is still being filled (a GPU tensor copied to host memory in the
+    /// background). Calls submitted after it wait for it, as always.
+    ///
+    /// # Safety
+    /// As [`Communicator::submit`]; the engine does not touch `buf` before the gate opens.
+    pub unsafe fn submit_kind_gated(
+        &self,
+        kind: CallKind,
+        buf: RawBuffer,
+        dtype: Dtype,
+    ) -> Result<(Pending, Gate), NetError> {
+        let s = self.schedule(kind, buf.len as u64, dtype.size())?;
+        let open = Arc::new(AtomicBool::new(false));
+        let pending = self.submit_request(Some(kind), s, buf, dtype, Some(open.clone()))?;
+        Ok((pending, Gate { open, waker: self.waker.clone() }))
     }
 
     /// Sums `data` over all ranks, in place. With `loss_bound > 0` the reduce half may

@@ -34,7 +34,7 @@ mod tx;
 pub mod udp;
 
 pub use algorithms::{Algorithm, CallKind, CollectiveConfig};
-pub use comm::{Communicator, Element, Pending};
+pub use comm::{Communicator, Element, Gate, Pending};
 pub use engine::{Counters, EngineConfig};
 pub use error::NetError;
 pub use job::{Bubble, Dtype, RawBuffer, Report};

@@ -12,7 +12,7 @@ use gradwire_net::endpoint::{parse_transport, TransportKind};
 use gradwire_net::inject::Impairment;
 use gradwire_net::rendezvous::{MAX_MSS, MIN_MSS};
 use gradwire_net::{
-    Algorithm, CallKind, CollectiveConfig, Communicator, Dtype, EngineConfig, NetError, Pending, RawBuffer,
+    Algorithm, CallKind, CollectiveConfig, Communicator, Dtype, EngineConfig, Gate, NetError, Pending, RawBuffer,
     RendezvousConfig, Report,
 };
 use pyo3::buffer::PyBuffer;
@@ -178,6 +178,8 @@ pub struct PyPending {
     result: Mutex<Option<Result<Report, PyErr>>>,
     held: Mutex<Option<Held>>,
     orphans: Orphans,
+    /// A gated call's gate (`submit_ptr(..., gated=True)`); dropped (so opened) with the handle.
+    gate: Mutex<Option<Gate>>,
 }
 
 impl PyPending {
@@ -251,6 +253,16 @@ impl PyPending {
             Some(Ok(r)) => Ok(Some(report_dict(py, r)?)),
             Some(Err(e)) => Err(e.clone_ref(py)),
             None => Err(CommError::new_err("the call never ran")),
+        }
+    }
+
+    /// Opens a gated call's gate: the engine may start it (its buffer is ready). A no-op
+    /// for a call submitted without a gate, or opened already.
+    fn open(&self) {
+        if let Ok(g) = self.gate.lock() {
+            if let Some(g) = g.as_ref() {
+                g.open();
+            }
         }
     }
 
@@ -503,6 +515,7 @@ impl PyCommunicator {
             result: Mutex::new(None),
             held: Mutex::new(Some(held)),
             orphans: self.orphans.clone(),
+            gate: Mutex::new(None),
         })
     }
 
@@ -512,7 +525,10 @@ impl PyCommunicator {
     /// good, and FSDP frees and regrows its flat parameters' storage). `dtype`: "f32" or
     /// "f64". `owner` is held until the call resolves, as `submit` holds its buffer; the
     /// caller promises the memory stays allocated, unresized and untouched until then.
-    #[pyo3(signature = (kind, owner, ptr, nbytes, dtype, algorithm="ring", loss_bound=0.0, root=0))]
+    /// With `gated`, the call takes its place in the order now but starts only once the
+    /// handle's `open()` is called (or the handle is dropped): the memory may be written
+    /// until then (a GPU tensor's copy to host running on a side stream).
+    #[pyo3(signature = (kind, owner, ptr, nbytes, dtype, algorithm="ring", loss_bound=0.0, root=0, gated=false))]
     #[allow(clippy::too_many_arguments)]
     fn submit_ptr(
         &self,
@@ -525,6 +541,7 @@ impl PyCommunicator {
         algorithm: &str,
         loss_bound: f64,
         root: u32,
+        gated: bool,
     ) -> PyResult<PyPending> {
         let call = parse_kind(kind, algorithm, loss_bound, root)?;
         let dtype = match dtype {
@@ -547,12 +564,18 @@ impl PyCommunicator {
         let raw = RawBuffer { ptr: ptr as *mut u8, len: nbytes };
         // SAFETY: the caller vouches for the memory (see above); `held` keeps its owner
         // alive exactly as `submit` keeps a buffer's exporter alive.
-        let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
+        let (pending, gate) = if gated {
+            let (p, g) = unsafe { comm.submit_kind_gated(call, raw, dtype) }.map_err(to_py)?;
+            (p, Some(g))
+        } else {
+            (unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?, None)
+        };
         Ok(PyPending {
             pending: Mutex::new(Some(pending)),
             result: Mutex::new(None),
             held: Mutex::new(Some(held)),
             orphans: self.orphans.clone(),
+            gate: Mutex::new(gate),
         })
     }
 

@@ -30,7 +30,8 @@ def register() -> None:
     versions that read the ``torch.distributed.backends`` entry point call it by itself, so
     ``init_process_group("gradwire")`` works there even without the import."""
     if BACKEND.upper() not in _dist.Backend._plugins:
-        _dist.Backend.register_backend(BACKEND, create, extended_api=True, devices=["cpu"])
+        # CUDA tensors are staged through pinned host memory (cuda.py).
+        _dist.Backend.register_backend(BACKEND, create, extended_api=True, devices=["cpu", "cuda"])
 
 
 register()

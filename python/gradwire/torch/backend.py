@@ -32,8 +32,9 @@ from torch._C._distributed_c10d import Backend as _C10dBackend
 from torch._C._distributed_c10d import Work as _C10dWork
 
 from gradwire import runtime
+from gradwire.torch import cuda
 from gradwire.torch.options import Options
-from gradwire.torch.p2p import P2P, source_of
+from gradwire.torch.p2p import P2P, record_source, source_of
 
 _FLOATS = (torch.float32, torch.float64)
 
@@ -94,6 +95,8 @@ class GradwireBackend(_C10dBackend):
         self.comm = self._join(store, rank, size, timeout)
         self._waiter = _Waiter()
         self._p2p = P2P(self, store, self._round, self._token, self._timeout)
+        self._stagers: dict[str, cuda.Stager] = {}  # by device: GPU tensors' staging (cuda.py)
+        self._stage_all = runtime._env_flag("GRADWIRE_STAGE_CPU_FOR_TESTS")
 
     def _join(self, store: dist.Store, rank: int, size: int, timeout: timedelta) -> runtime.Communicator:
         # The c10d store (already shared by the group) carries the rendezvous: rank 0 picks
@@ -233,9 +236,81 @@ class GradwireBackend(_C10dBackend):
 
         return calls, finish
 
+    # -- GPU tensors (cuda.py) -----------------------------------------------------------------
+
+    def _staged(self, args: Sequence[Any]) -> bool:
+        return self._stage_all or cuda.has_device_tensor(args)
+
+    def _stager(self, args: Sequence[Any]) -> cuda.Stager:
+        dev = next((t.device for a in args for t in cuda._tensors(a)), torch.device("cpu"))
+        key = "host" if self._stage_all and dev.type == "cpu" else str(dev)
+        st = self._stagers.get(key)
+        if st is None:
+            copies = cuda.HostCopies() if key == "host" else cuda.Copies(dev)
+            st = self._stagers[key] = cuda.Stager(copies)
+        return st
+
+    def _on_device(self, impl: Callable[..., Any], args: Sequence[Any], outputs: Sequence[int]) -> Any:
+        """`impl` (a CPU implementation) on pinned host copies of `args`' GPU tensors; the
+        tensors of `args[i]`, i in `outputs`, are copied back once it is done."""
+        st = self._stager(args)
+        host_args, copy_back = st.stage(args, outputs)
+        w = impl(self, *host_args)
+        dev_of = {}
+        for a, h in zip(args, host_args):
+            for d, t in zip(cuda._tensors(a), cuda._tensors(h)):
+                dev_of[id(t)] = d
+        inner = w._finish
+
+        def finish() -> Any:
+            value = inner()
+            w._cuda_event = copy_back()
+            for a, h in zip(args, host_args):
+                for d, t in zip(cuda._tensors(a), cuda._tensors(h)):
+                    if (src := source_of(t)) is not None:
+                        record_source(d, src)
+            return _map_tensors(value, dev_of)
+
+        w._finish = finish
+        w._copies = st.copies
+        return w
+
+    def _allreduce_pipelined(self, tensors: list[torch.Tensor], op: Any) -> _GradwireWork:
+        """Float SUM/AVG on GPU tensors: chunks on the wire while the next ones are copied."""
+        st = self._stager([tensors])
+        o, n = self.gradwire_options, self.size()
+
+        def submit(h: torch.Tensor) -> runtime.Work:
+            return self.comm._submit("allreduce", h, gated=True, algorithm=o.algorithm, loss_bound=o.loss_bound)
+
+        post = (lambda h: h.div_(n)) if op == dist.ReduceOp.AVG else None
+        calls, fins = [], []
+        for t in tensors:
+            if t.numel() == 0:
+                continue
+            c, f = st.pipelined(t, submit, post)
+            calls += c
+            fins.append(f)
+        w = self._work(calls, lambda: tensors)
+        inner = w._finish
+
+        def finish() -> Any:
+            events = [f() for f in fins]
+            w._cuda_event = events[-1] if events else None
+            return inner()
+
+        w._finish = finish
+        w._copies = st.copies
+        return w
+
     # -- collectives ------------------------------------------------------------------------
 
     def allreduce(self, tensors: list[torch.Tensor], opts: Any) -> Any:
+        if self._staged([tensors]):
+            op = getattr(opts.reduceOp, "op", opts.reduceOp)
+            if op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG) and all(t.dtype in _FLOATS for t in tensors):
+                return self._allreduce_pipelined(tensors, op)
+            return self._on_device(GradwireBackend._reduce_all, [tensors, opts, "allreduce"], [0])
         return self._reduce_all(tensors, opts, "allreduce")
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any) -> Any:
@@ -474,6 +549,8 @@ class GradwireBackend(_C10dBackend):
 
     def shutdown(self) -> None:
         self._waiter.shutdown()
+        for st in self._stagers.values():
+            st.shutdown()
         self._p2p.close()
         self.comm.close()
 
@@ -528,6 +605,10 @@ class _GradwireWork(_C10dWork):
         self._value: Any = None
         self._error: BaseException | None = None
         self._future: torch.futures.Future | None = None
+        # GPU tensors: the copies' engine, and the event the caller's stream waits for
+        # once the copies back are queued (set by finish).
+        self._copies: Any = None
+        self._cuda_event: Any = None
 
     def _resolve(self, timeout: float | None = None) -> Any:
         """The result, waiting for it; with `timeout` (seconds), TimeoutError if the calls
@@ -561,12 +642,14 @@ class _GradwireWork(_C10dWork):
         # still ends a call whose peers go quiet.
         secs = timeout.total_seconds() if timeout is not None else 0.0
         self._resolve(secs if secs > 0 else None)
+        if self._cuda_event is not None:
+            self._copies.current_waits(self._cuda_event)  # the stream waits, not the host
         return True
 
     def get_future(self) -> torch.futures.Future:
         with self._lock:
             if self._future is None:
-                self._future = torch.futures.Future()
+                self._future = self._copies.future() if self._copies is not None else torch.futures.Future()
                 if self._done:  # already waited for: resolved here, no thread hop
                     self._resolve_future()
                 else:
@@ -575,9 +658,63 @@ class _GradwireWork(_C10dWork):
 
     def _resolve_future(self) -> None:
         try:
-            self._future.set_result(self._resolve())
+            value = self._resolve()
+            if self._copies is not None:
+                self._copies.resolve(self._future, value)
+            else:
+                self._future.set_result(value)
         except BaseException as e:  # noqa: BLE001 - raised from the future's wait()
             self._future.set_exception(e)
+
+
+# Which positional arguments (after self) of each call hold its outputs: the GPU tensors
+# copied back after a staged call (cuda.py). allreduce stages itself (pipelined).
+_DEVICE_OUTPUTS = {
+    "broadcast": (0,),
+    "allgather": (0,),
+    "_allgather_base": (0,),
+    "all_gather_single": (0,),
+    "reduce": (0,),
+    "gather": (0,),
+    "scatter": (0,),
+    "reduce_scatter": (0,),
+    "_reduce_scatter_base": (0,),
+    "reduce_scatter_single": (0,),
+    "allreduce_coalesced": (0,),
+    "all_gather_single_coalesced": (0,),
+    "reduce_scatter_single_coalesced": (0,),
+    "allgather_coalesced": (0,),
+    "send": (),
+    "recv": (0,),
+    "recv_anysource": (0,),
+    "alltoall": (0,),
+    "all_to_all_single": (0,),
+    "alltoall_base": (0,),
+}
+
+
+def _device_aware(impl: Callable[..., Any], outputs: tuple[int, ...]) -> Callable[..., Any]:
+    def call(self: GradwireBackend, *args: Any) -> Any:
+        if self._staged(args):
+            return self._on_device(impl, args, outputs)
+        return impl(self, *args)
+
+    call.__name__ = impl.__name__
+    call.__doc__ = impl.__doc__
+    return call
+
+
+for _name, _outs in _DEVICE_OUTPUTS.items():
+    setattr(GradwireBackend, _name, _device_aware(getattr(GradwireBackend, _name), _outs))
+
+
+def _map_tensors(value: Any, dev_of: dict[int, torch.Tensor]) -> Any:
+    """`value` with each host copy replaced by the GPU tensor it stands for."""
+    if isinstance(value, torch.Tensor):
+        return dev_of.get(id(value), value)
+    if isinstance(value, list):
+        return [_map_tensors(v, dev_of) for v in value]
+    return value
 
 
 def _fold(stack: torch.Tensor, f: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> torch.Tensor:

@@ -37,6 +37,9 @@ import torch
 
 from gradwire import runtime
 
+# Tests only: CPU buckets take the GPU path too, with host memory standing in (cuda.py).
+_STAGE_ALL = runtime._env_flag("GRADWIRE_STAGE_CPU_FOR_TESTS")
+
 
 @dataclass
 class LossTolerantState:
@@ -97,7 +100,10 @@ class LossTolerantState:
 class _Bucket:
     def __init__(self, index: int, buf: torch.Tensor, chunks: int, world: int):
         self.index, self.buf, self.left, self.world = index, buf, chunks, world
-        self.fut: torch.futures.Future = torch.futures.Future()
+        # A GPU bucket's future is CUDA-aware: DDP's stream waits for the copies back.
+        self.fut: torch.futures.Future = (
+            torch.futures.Future(devices=[buf.device]) if buf.device.type == "cuda" else torch.futures.Future()
+        )
         self.lock = threading.Lock()
         self.failed = False
 
@@ -137,6 +143,9 @@ def _issue(
 ) -> None:
     state.issue_order.append((b.index, k))
     state._issued += piece.numel() * piece.element_size()
+    if piece.device.type != "cpu" or _STAGE_ALL:
+        _issue_device(state, comm, b, piece)
+        return
     work = comm.allreduce_async(piece, algorithm=state.algorithm, loss_bound=state.loss_bound)
 
     def resolve() -> None:
@@ -154,5 +163,37 @@ def _issue(
         if done:
             b.buf.div_(b.world)
             b.fut.set_result(b.buf)
+
+    state._waiter.submit(resolve)
+
+
+def _issue_device(state: LossTolerantState, comm: runtime.Communicator, b: _Bucket, piece: torch.Tensor) -> None:
+    """A GPU bucket's piece: the backend's pipelined staging (gradwire/torch/cuda.py), the
+    division by the world size done on each host chunk before it is copied back."""
+    from gradwire.torch import backend_of
+
+    copies_of = backend_of(state.process_group)._stager([piece])
+
+    def submit(h: torch.Tensor) -> runtime.Work:
+        return comm._submit("allreduce", h, gated=True, algorithm=state.algorithm, loss_bound=state.loss_bound)
+
+    chunks, finish = copies_of.pipelined(piece, submit, post=lambda h: h.div_(b.world))
+
+    def resolve() -> None:
+        try:
+            for c in chunks:
+                state._record(c.wait())
+            finish()
+        except BaseException as e:  # noqa: BLE001 - DDP raises it from the backward pass
+            with b.lock:
+                if not b.failed:
+                    b.failed = True
+                    b.fut.set_exception(e)
+            return
+        with b.lock:
+            b.left -= 1
+            done = b.left == 0 and not b.failed
+        if done:
+            copies_of.copies.resolve(b.fut, b.buf)
 
     state._waiter.submit(resolve)

@@ -5,6 +5,11 @@ use super::*;
 
 impl Engine {
     pub(super) fn start_next_call(&mut self) -> bool {
+        // A gated call starts once its gate opens (the opener wakes the engine); calls
+        // behind it wait, so the order every rank issued them in stays the order they run.
+        if self.queue.front().and_then(|r| r.gate.as_ref()).is_some_and(|g| !g.load(Ordering::Acquire)) {
+            return false;
+        }
         let Some(req) = self.queue.pop_front() else { return false };
         let call = self.next_call;
         self.next_call = self.next_call.wrapping_add(1) & CALL_MASK;

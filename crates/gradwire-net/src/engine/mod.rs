@@ -13,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -112,6 +113,9 @@ pub struct CallRequest {
     pub buf: RawBuffer,
     pub dtype: Dtype,
     pub reply: Reply,
+    /// Closed: the call (and every call behind it) waits, its buffer untouched, until the
+    /// caller opens it (a GPU tensor's copy into the buffer is still running).
+    pub gate: Option<Arc<AtomicBool>>,
 }
 
 pub enum Command {

@@ -129,3 +129,57 @@ fn late_copy(comms: Vec<Communicator>, elems: usize) -> Vec<Communicator> {
     assert_eq!(sent.retransmits, 0, "early data was kept, not resent");
     comms
 }
+
+#[test]
+fn a_gated_call_waits_for_its_gate_and_the_calls_behind_it_too() {
+    let comms = local_job(2);
+    let n = 100_000;
+    let kind = CallKind::Allreduce { algorithm: crate::Algorithm::Ring, loss_bound: 0.0 };
+    let out = Communicator::on_each(&comms, |r, c| {
+        let mut a = vec![0.0f32; n];
+        let mut b = data(r, n);
+        if r == 0 {
+            // Submitted on an empty buffer, filled while the gate is closed: the call
+            // must sum what is there when the gate opens.
+            let ra = RawBuffer::from_slice(&mut a);
+            let rb = RawBuffer::from_slice(&mut b);
+            // SAFETY: both buffers outlive the waits below, and are written only before
+            // the gate opens (the engine touches neither before then).
+            let (first, gate) = unsafe { c.submit_kind_gated(kind, ra, Dtype::F32) }.unwrap();
+            let second = unsafe { c.submit_kind(kind, rb, Dtype::F32) }.unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(first.wait_timeout(Duration::ZERO).is_none(), "a closed gate's call ran");
+            assert!(second.wait_timeout(Duration::ZERO).is_none(), "a call overtook a gated one");
+            unsafe { std::ptr::copy_nonoverlapping(data(r, n).as_ptr(), ra.ptr as *mut f32, n) };
+            gate.open();
+            first.wait().unwrap();
+            second.wait().unwrap();
+        } else {
+            a.copy_from_slice(&data(r, n));
+            c.allreduce(&mut a, crate::Algorithm::Ring, 0.0).unwrap();
+            c.allreduce(&mut b, crate::Algorithm::Ring, 0.0).unwrap();
+        }
+        (a, b)
+    });
+    let sum: Vec<f32> = data(0, n).iter().zip(data(1, n)).map(|(x, y)| x + y).collect();
+    for (a, b) in out {
+        assert_eq!(a, sum);
+        assert_eq!(b, sum);
+    }
+}
+
+#[test]
+fn a_dropped_gate_opens() {
+    let comms = local_job(2);
+    let kind = CallKind::Broadcast { root: 0 };
+    let out = Communicator::on_each(&comms, |r, c| {
+        let mut a = vec![r as f32 + 1.0; 1000];
+        let raw = RawBuffer::from_slice(&mut a);
+        // SAFETY: `a` outlives the wait.
+        let (p, gate) = unsafe { c.submit_kind_gated(kind, raw, Dtype::F32) }.unwrap();
+        drop(gate);
+        p.wait().unwrap();
+        a
+    });
+    assert!(out.iter().all(|a| a.iter().all(|&x| x == 1.0)));
+}
