@@ -13,11 +13,12 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PY="$VENV/bin/python"
 
-echo "== installing gradwire into $VENV (editable; maturin compiles the Rust extension) with torch"
+echo "== installing gradwire into $VENV (editable; maturin compiles the Rust extension) with torch and ray"
 # The torch extra (torch, scikit-learn) lets the backend, DDP, train and tolerance tests
-# run instead of skipping. A fresh install of torch from PyPI downloads several GB
-# (docs/torch.md); pip keeps an installed torch that satisfies the extra.
-"$PY" -m pip install --quiet --disable-pip-version-check -e ".[test,torch]"
+# run instead of skipping; the cluster extra (ray) the --cluster ray tests. A fresh install
+# of torch from PyPI downloads several GB (docs/torch.md); pip keeps an installed torch
+# that satisfies the extra. docs/testing.md lists what this installs.
+"$PY" -m pip install --quiet --disable-pip-version-check -e ".[test,torch,cluster]"
 
 echo "== lints: rustfmt, clippy, ruff"
 cargo fmt --all --check

@@ -130,6 +130,45 @@ def _results_table(df) -> Table:
     return t
 
 
+def _cluster_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        "--cluster",
+        help="Where the runs go: local (this machine's processes) or ray (one Ray task per run; pip install gradwire\\[cluster]).",
+        case_sensitive=False,
+    )
+
+
+def _address_option() -> typer.models.OptionInfo:
+    return typer.Option(
+        "--address", help="The Ray cluster, HOST:PORT \\[default: $RAY_ADDRESS, else a cluster started here]."
+    )
+
+
+def _connect(cluster: str, address: str | None) -> str | None:
+    """Connect to the Ray cluster for --cluster ray (None for local); one-line errors."""
+    if cluster not in ("local", "ray"):
+        raise _fail(f"--cluster must be local or ray, got {cluster!r}")
+    if cluster == "local":
+        if address:
+            raise _fail("--address is for --cluster ray")
+        return None
+    from gradwire import cluster as cl
+
+    try:
+        return cl.connect(address)
+    except MissingExtra as e:
+        raise _fail(str(e)) from None
+    except cl.ClusterError as e:
+        raise _fail(str(e), code=1) from None
+
+
+def _disconnect(cluster: str) -> None:
+    if cluster == "ray":
+        from gradwire import cluster as cl
+
+        cl.disconnect()
+
+
 def _set_option(help: str) -> typer.models.OptionInfo:
     """`--set KEY=VALUE` (repeatable), as sim, reproduce and emulate take it."""
     return typer.Option("--set", "-s", metavar="KEY=VALUE", help=help)
@@ -158,6 +197,8 @@ def sim(
     force: Annotated[
         bool, typer.Option("--force", "-f", help="Overwrite a results directory that holds another configuration.")
     ] = False,
+    cluster: Annotated[str, _cluster_option()] = "local",
+    address: Annotated[str | None, _address_option()] = None,
 ) -> None:
     """Run a scenario (every point of its sweep) and write flows, summaries and plots."""
     from gradwire import runner
@@ -181,11 +222,13 @@ def sim(
         raise _fail(
             f"{out_dir} holds results of another configuration ({clash}); give --out DIR, or --force to replace them"
         )
+    addr = _connect(cluster, address)
     console = _out()
     if not quiet:
         n = len(plan.runs)
+        where = f" on Ray ({escape(addr)})" if addr else ""
         console.print(
-            f"[bold]{escape(source.name)}[/] ({escape(source.origin)}): {n} run{'s' if n != 1 else ''} -> {escape(str(out_dir))}"
+            f"[bold]{escape(source.name)}[/] ({escape(source.origin)}): {n} run{'s' if n != 1 else ''}{where} -> {escape(str(out_dir))}"
         )
 
     def done(res: runner.RunResult) -> None:
@@ -200,7 +243,7 @@ def sim(
         )
 
     try:
-        runner.run_all(plan, out_dir, console=console, show_progress=not quiet, on_done=done)
+        runner.run_all(plan, out_dir, console=console, show_progress=not quiet, on_done=done, cluster=cluster)
     except ScenarioError as e:  # checks that need the built topology (port and link names)
         raise _fail(f"in {source.origin}: {e}") from None
     except OSError as e:
@@ -208,6 +251,10 @@ def sim(
     except KeyboardInterrupt:
         _err().print(f"[yellow]interrupted[/]: finished runs are in {escape(str(out_dir))}")
         raise typer.Exit(130) from None
+    except RuntimeError as e:  # a run the cluster lost twice (gradwire.cluster.TaskFailed)
+        raise _fail(f"{e}; finished runs are in {out_dir}", code=1) from None
+    finally:
+        _disconnect(cluster)
 
     summary_csv = write_summary_csv(out_dir)
     df = collect(out_dir)
@@ -350,6 +397,8 @@ def reproduce(
         ),
     ] = False,
     list_: Annotated[bool, typer.Option("--list", "-l", help="List the reproductions and exit.")] = False,
+    cluster: Annotated[str, _cluster_option()] = "local",
+    address: Annotated[str | None, _address_option()] = None,
 ) -> None:
     """Reproduce a paper figure: run its scenarios in parallel, write a table and a plot."""
     import os
@@ -377,8 +426,8 @@ def reproduce(
     from gradwire.tune import figures
 
     if name in figures.FIGURES:
-        if sets or resume:
-            raise _fail(f"{name} runs the simulator's bytesched job directly: it takes no --set or --resume")
+        if sets or resume or cluster != "local":
+            raise _fail(f"{name} runs the simulator's bytesched job directly: it takes no --set, --resume or --cluster")
         try:  # AutoByte's meta-network
             require(f"gradwire reproduce {name}", "torch", ("torch",))
         except MissingExtra as e:
@@ -397,13 +446,23 @@ def reproduce(
         raise _fail(str(e)) from None
     if not plan.jobs:
         raise _fail("no runs to do (the overrides left an empty sweep)")
+    if cluster == "ray" and jobs is not None:
+        raise _fail("--jobs is for the local pool: on Ray every CPU of the cluster runs one run at a time")
     kept = rp.finished_runs(plan, out_dir) if resume else {}
     todo = [i for i in range(len(plan.jobs)) if i not in kept]
-    n_procs = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+    addr = _connect(cluster, address)
+    if addr is None:
+        n_procs = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+        where = f"{n_procs} process{'es' if n_procs != 1 else ''}"
+    else:
+        from gradwire import cluster as cl
+
+        n_procs, _nodes = cl.workers()
+        where = f"Ray ({escape(addr)}: {escape(cl.describe().removeprefix('Ray: '))})"
 
     console.print(
         f"[bold]{escape(repro.name)}[/]: {escape(repro.title)}\n"
-        f"{len(plan.jobs)} runs of {len(plan.plans)} scenarios on {n_procs} process{'es' if n_procs != 1 else ''}"
+        f"{len(plan.jobs)} runs of {len(plan.plans)} scenarios on {where}"
         f"{' (quick)' if quick else ''} -> {escape(str(out_dir))}"
         + (f"\nresuming: {len(kept)} runs already done, {len(todo)} to run" if resume else "")
     )
@@ -411,11 +470,13 @@ def reproduce(
     try:
         rp.prepare_dirs(plan, out_dir)
     except OSError as e:
+        _disconnect(cluster)
         raise _fail(f"cannot write results to {out_dir}: {e}", code=1) from None
     progress = Progress(
         TextColumn("[bold]runs"),
         BarColumn(),
         MofNCompleteColumn(),
+        TextColumn("[cyan]{task.fields[where]}"),
         TextColumn("elapsed"),
         TimeElapsedColumn(),
         TextColumn("ETA"),
@@ -423,7 +484,7 @@ def reproduce(
         console=console,
         transient=True,
     )
-    task = progress.add_task("runs", total=len(todo))
+    task = progress.add_task("runs", total=len(todo), where=where if addr is None else cl.describe())
 
     def done(job, res) -> None:
         s = res.summary
@@ -437,10 +498,17 @@ def reproduce(
 
     try:
         with progress:
-            fresh = rp.run_jobs([plan.jobs[i] for i in todo], n_procs, on_done=done)
+            if addr is None:
+                fresh = rp.run_jobs([plan.jobs[i] for i in todo], n_procs, on_done=done)
+            else:
+                fresh, ray_record = rp.run_jobs_on_cluster(
+                    [plan.jobs[i] for i in todo], on_done=done, on_tick=lambda w: progress.update(task, where=w)
+                )
         results = {**kept, **{todo[k]: res for k, res in fresh.items()}}
     except rp.RunFailed as e:
-        raise _fail(str(e)) from None
+        raise _fail(
+            str(e) + ("" if addr is None else f"; finished runs are in {out_dir}"), code=1 if e.lost else 2
+        ) from None
     except BrokenProcessPool as e:
         raise _fail(f"a simulation process died ({e}); finished runs are in {out_dir}", code=1) from None
     except OSError as e:
@@ -448,8 +516,12 @@ def reproduce(
     except KeyboardInterrupt:
         _err().print(f"[yellow]interrupted[/]: finished runs are in {escape(str(out_dir))}")
         raise typer.Exit(130) from None
+    finally:
+        _disconnect(cluster)
     wall = time.perf_counter() - t0
-    outputs = rp.write_outputs(plan, results, out_dir, wall, n_procs)
+    outputs = rp.write_outputs(
+        plan, results, out_dir, wall, n_procs, cluster=cluster, cluster_record=ray_record if addr else None
+    )
     df = outputs["table"]
     for _scen, model, sub in rp._panels(df):
         for m in repro.metrics:
@@ -463,7 +535,16 @@ def reproduce(
     console.print("[bold]outputs:[/]")
     for p in outputs["paths"].values():
         console.print(f"  {escape(str(p))}")
-    console.print(f"[bold]total wall time:[/] {wall:.1f} s ({len(plan.jobs)} runs, {n_procs} processes)")
+    on = f"{n_procs} processes" if addr is None else f"{n_procs} Ray workers"
+    console.print(f"[bold]total wall time:[/] {wall:.1f} s ({len(plan.jobs)} runs, {on})")
+    if addr is not None and ray_record["runs_seconds"] > 0:
+        r = ray_record
+        share = 100 * r["overhead_seconds"] / (r["wall_seconds"] - r["overhead_seconds"] or 1)
+        console.print(
+            f"[bold]Ray:[/] {len(fresh)} runs on {r['nodes_used']} nodes ({r['worker_processes']} worker processes), "
+            f"runs {r['runs_seconds']:.1f} s in all; overhead {r['overhead_seconds']:.2f} s ({share:.1f} % of the "
+            "busiest worker's run time)"
+        )
 
 
 @app.command(

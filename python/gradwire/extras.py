@@ -2,7 +2,8 @@
 
 ``pip install gradwire`` runs the simulator, the reproductions that run it, ``plot``,
 ``launch`` and the runtime; PyTorch's side (the backend, ``train``, ``tolerance``,
-AutoByte's meta-network) needs ``gradwire[torch]``. A command that needs a missing extra
+AutoByte's meta-network) needs ``gradwire[torch]``, and ``--cluster ray`` needs
+``gradwire[cluster]``. A command that needs a missing extra
 raises :class:`MissingExtra`, which the CLI prints as one line (exit 2, no traceback).
 """
 
@@ -13,6 +14,7 @@ import importlib.util
 #: Each extra and the modules it installs (pyproject.toml's [project.optional-dependencies]).
 EXTRAS: dict[str, tuple[str, ...]] = {
     "torch": ("torch", "sklearn"),
+    "cluster": ("ray",),
 }
 
 

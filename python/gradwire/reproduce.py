@@ -397,9 +397,11 @@ def _run_job(spec: RunSpec, out_dir: str) -> tuple[RunResult | None, str | None]
 
 
 class RunFailed(Exception):
-    def __init__(self, job: Job, message: str):
+    def __init__(self, job: Job, message: str, lost: bool = False):
         super().__init__(f"{job.scenario}/{job.spec.name}: {message}")
         self.job = job
+        self.lost = lost
+        """True when a cluster lost the run (not the run's own error)."""
 
 
 def run_jobs(
@@ -436,6 +438,29 @@ def run_jobs(
             _stop_pool(pool)
             raise
     return results
+
+
+def run_jobs_on_cluster(
+    jobs: Sequence[Job],
+    on_done: Callable[[Job, RunResult], None] | None = None,
+    on_tick: Callable[[str], None] | None = None,
+) -> tuple[dict[int, RunResult], dict]:
+    """Run ``jobs`` (longest first) as tasks on the connected Ray cluster (gradwire.cluster);
+    result by index into ``jobs``, and the cluster's record (nodes used, the runs' own
+    seconds). Raises :class:`RunFailed` naming the run that failed."""
+    from gradwire import cluster
+
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i].cost)
+    tasks = [cluster.Task(i, f"{jobs[i].scenario}/{jobs[i].spec.name}", jobs[i].spec, jobs[i].dir) for i in order]
+
+    def done(task: cluster.Task, res: RunResult) -> None:
+        if on_done is not None:
+            on_done(jobs[task.key], res)
+
+    try:
+        return cluster.run_tasks(tasks, on_done=done, on_tick=on_tick)
+    except cluster.TaskFailed as e:
+        raise RunFailed(jobs[e.task.key], e.message, lost=e.lost) from None
 
 
 def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
@@ -859,8 +884,17 @@ def plot(p: Plan, df, path: Path) -> Path:
     return save(fig, path)
 
 
-def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: float, n_procs: int) -> dict:
-    """table.csv, table.md, the figure, reproduce.json and per-scenario summary.csv."""
+def write_outputs(
+    p: Plan,
+    results: dict[int, RunResult],
+    out_dir: Path,
+    wall: float,
+    n_procs: int,
+    cluster: str = "local",
+    cluster_record: dict | None = None,
+) -> dict:
+    """table.csv, table.md, the figure, reproduce.json and per-scenario summary.csv;
+    ``n_procs`` ran the runs: local processes, or the Ray cluster's CPUs (``cluster="ray"``)."""
     from gradwire.results import write_summary_csv
 
     out_dir = Path(out_dir)
@@ -883,6 +917,8 @@ def write_outputs(p: Plan, results: dict[int, RunResult], out_dir: Path, wall: f
         "scenarios": [{"name": short, "origin": runs.source.origin} for short, runs in p.plans],
         "wall_seconds": round(wall, 3),
         "jobs": n_procs,
+        "cluster": cluster,
+        **({"ray": cluster_record} if cluster_record else {}),
         "cpu_count": os.cpu_count(),
         "runs": [
             {

@@ -19,7 +19,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from gradwire._core import Run, Simulation, load_scenario
+from gradwire._core import Run, ScenarioError, Simulation, load_scenario
 from gradwire.scenarios import ScenarioSource
 
 #: Events processed per call into Rust; a few tens of milliseconds in a release build.
@@ -182,10 +182,15 @@ def run_all(
     console: Console | None = None,
     show_progress: bool = True,
     on_done=None,
+    cluster: str = "local",
 ) -> list[RunResult]:
-    """Run every run of ``plan_`` into ``out_dir/<run>/`` (and write ``out_dir/runs.json``)."""
+    """Run every run of ``plan_`` into ``out_dir/<run>/`` (and write ``out_dir/runs.json``):
+    one after the other here, or with ``cluster="ray"`` as tasks on the Ray cluster this
+    process is connected to (:mod:`gradwire.cluster`), results in the same layout."""
     out_dir = Path(out_dir)
     write_manifest(out_dir, plan_)
+    if cluster == "ray":
+        return _run_on_cluster(plan_, out_dir, console, show_progress, on_done)
     results = []
     for spec in plan_.runs:
         res = simulate(spec, out_dir / spec.name, console=console, show_progress=show_progress)
@@ -193,3 +198,43 @@ def run_all(
         if on_done is not None:
             on_done(res)
     return results
+
+
+def _run_on_cluster(plan_: ScenarioRuns, out_dir: Path, console, show_progress: bool, on_done) -> list[RunResult]:
+    from gradwire import cluster
+
+    tasks = [cluster.Task(k, spec.name, spec, out_dir / spec.name) for k, spec in enumerate(plan_.runs)]
+    bar = None
+    if show_progress and console is not None:
+        bar = Progress(
+            TextColumn("[bold]runs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[cyan]{task.fields[where]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        bar_task = bar.add_task("runs", total=len(tasks), where=cluster.describe())
+        bar.start()
+
+    def done(_task, res: RunResult) -> None:
+        if bar is not None:
+            bar.advance(bar_task)
+        if on_done is not None:
+            on_done(res)
+
+    def tick(where: str) -> None:
+        if bar is not None:
+            bar.update(bar_task, where=where)
+
+    try:
+        results, _record = cluster.run_tasks(tasks, on_done=done, on_tick=tick)
+    except cluster.TaskFailed as e:
+        if e.lost:
+            raise
+        raise ScenarioError(e.message) from None  # as a local run raises it
+    finally:
+        if bar is not None:
+            bar.stop()
+    return [results[k] for k in range(len(tasks))]

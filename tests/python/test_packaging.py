@@ -6,7 +6,8 @@
   site packages; its dependencies from PyPI), runs every command that does not need torch
   from outside the source tree (the README's simulator command, `plot`, `reproduce --list`,
   every reproduction with `--quick`, `launch` and the runtime), and every command that does
-  need it says in one line which extra to install (exit 2, no traceback).
+  need it says in one line which extra to install (exit 2, no traceback), as does
+  `--cluster ray` without ray.
 - The wheel carries the emulator's switch: `gradwire emulate` finds it there (and runs a
   job through it where root and /dev/net/tun are available).
 - Commands that do not need torch do not import it where it is installed either.
@@ -193,6 +194,13 @@ def test_autobyte_reproductions_name_the_torch_extra(wheel_venv, name):
 )
 def test_torch_commands_name_the_extra(wheel_venv, args):
     _one_line_extra(wheel_venv.cli(*args), "gradwire " + " ".join(args))
+
+
+@pytest.mark.parametrize("args", [["sim"], ["reproduce", "pcn-fig9", "--quick"]], ids=lambda a: a[0])
+def test_cluster_ray_names_the_cluster_extra(wheel_venv, args):
+    p = wheel_venv.cli(*args, "--cluster", "ray", "--out", str(wheel_venv.cwd / "no-ray"))
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.strip().splitlines() == ['error: --cluster ray needs ray: pip install "gradwire[cluster]"']
 
 
 def test_launch_runs_the_runtime_without_torch(wheel_venv):
