@@ -736,18 +736,23 @@ def _patch_work() -> None:
     its _source_rank() (torch's recv() from any source asks it) raises. Both are answered
     from the Work's future where c10d's own answer is "no" and the Work is a Python
     backend's (op type UNKNOWN: Gloo's and NCCL's are typed, and left alone)."""
-    from torch._C._distributed_c10d import OpType
+    import torch._C._distributed_c10d as c10d
 
     if getattr(_C10dWork, "_gradwire_patched", False):
         return
     is_completed, source_rank = _C10dWork.is_completed, _C10dWork._source_rank
-    unknown = int(OpType.UNKNOWN)  # _get_op_type() answers an int, which never equals the enum
+    # _get_op_type() answers an int, which never equals the enum
+    unknown = int(c10d.OpType.UNKNOWN) if hasattr(c10d, "OpType") else 100
+
+    def untyped(w: _C10dWork) -> bool:
+        get = getattr(w, "_get_op_type", None)  # older torch: no op types, every Work asked
+        return get is None or get() == unknown
 
     def patched_is_completed(self: _C10dWork) -> bool:
         if is_completed(self):
             return True
         try:
-            return self._get_op_type() == unknown and self.get_future().done()
+            return untyped(self) and self.get_future().done()
         except Exception:  # noqa: BLE001 - a Work without a future: c10d's answer stands
             return False
 
@@ -755,7 +760,7 @@ def _patch_work() -> None:
         try:
             return source_rank(self)
         except RuntimeError:
-            if self._get_op_type() != unknown:
+            if not untyped(self):
                 raise
             fut = self.get_future()
             src = source_of(fut.value()[0]) if fut.done() else None
