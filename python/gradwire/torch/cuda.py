@@ -346,4 +346,11 @@ def _tensors(x: Any) -> list[torch.Tensor]:
 
 
 def has_device_tensor(args: Sequence[Any]) -> bool:
-    return any(t.device.type != "cpu" for a in args for t in _tensors(a))
+    for a in args:  # per call on every collective: kept cheap (is_cpu, no device objects)
+        if isinstance(a, torch.Tensor):
+            if not a.is_cpu:
+                return True
+        elif isinstance(a, list) and a:
+            if any(not t.is_cpu for t in _tensors(a)):
+                return True
+    return False
