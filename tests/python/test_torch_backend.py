@@ -163,12 +163,13 @@ def test_fsdp1_and_fsdp2_on_gradwire_have_gloo_losses(tmp_path, world):
 def test_torch_timeout_is_the_backends(tmp_path):
     """init_process_group(timeout=T) is how long a call waits for a late rank: under 3 s a
     rank 6 s late fails the call on time with an error that says so; under 20 s a rank 4 s
-    late is waited for. monitored_barrier names the rank that missed it."""
+    late is waited for. monitored_barrier names the rank that missed it. A group made again
+    on the same store works."""
     torchrun(2, "torch_timeout_worker.py", json.dumps({"out": str(tmp_path), "timeout": 3, "delay": 6}))
     r0 = ranks(tmp_path, 2)[0]
     assert r0["error"] is not None and r0["error"].startswith("PeerTimeout: timed out after 3.0 s"), r0
     assert 2.5 < r0["seconds"] < 5.5, r0
-    plan = {"out": str(tmp_path), "timeout": 20, "delay": 4, "barrier_delay": 3}
+    plan = {"out": str(tmp_path), "timeout": 20, "delay": 4, "barrier_delay": 3, "reinit": True}
     torchrun(2, "torch_timeout_worker.py", json.dumps(plan))
     r0, r1 = ranks(tmp_path, 2)
     for r in (r0, r1):
@@ -176,6 +177,7 @@ def test_torch_timeout_is_the_backends(tmp_path):
     assert r0["seconds"] > 3.5, r0  # it did wait for the late rank
     assert r0["barrier"] == "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 1000 ms", r0
     assert r0["barrier_seconds"] < 2.5, r0
+    assert r0["reinit_sum"] == r1["reinit_sum"] == 21.0, (r0, r1)  # destroy, init again on the same store
 
 
 def test_options_are_checked_and_read_from_the_environment(monkeypatch):

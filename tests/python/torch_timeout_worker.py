@@ -43,6 +43,13 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - reported to the test
             out["barrier"] = f"{type(e).__name__}: {e}"
         out["barrier_seconds"] = time.monotonic() - t0
+    if plan.get("reinit") and out["error"] is None:
+        # A group made again on the same store reads only its own round's keys.
+        dist.destroy_process_group()
+        dist.init_process_group("gradwire", timeout=timedelta(seconds=plan["timeout"]))
+        t = torch.full((3,), float(rank + 10))
+        dist.all_reduce(t)
+        out["reinit_sum"] = t[0].item()
     with open(os.path.join(plan["out"], f"rank{rank}.json"), "w") as f:
         json.dump(out, f)
 

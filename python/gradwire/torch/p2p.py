@@ -100,8 +100,10 @@ class Channel:
     def post(self, m: Message) -> None:
         self._queue.put(m)
 
-    def close(self, timeout: float) -> None:
+    def stop(self) -> None:
         self._queue.put(None)
+
+    def join(self, timeout: float) -> None:
         self._thread.join(timeout)
 
     def _run(self) -> None:
@@ -210,8 +212,14 @@ class P2P:
         with self._lock:
             channels = list(self._channels.values())
             self._channels.clear()
+        # Each channel ends after its last message; one still waiting for a peer that
+        # never comes (a monitored_barrier that failed) is left to its timeout: a daemon
+        # thread, not waited for past a shared 2 s.
         for ch in channels:
-            ch.close(5.0)
+            ch.stop()
+        deadline = time.monotonic() + 2.0
+        for ch in channels:
+            ch.join(max(deadline - time.monotonic(), 0.0))
 
     # -- user sends and receives --------------------------------------------------------------
 
