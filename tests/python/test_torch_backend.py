@@ -63,13 +63,14 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
         ):
             assert call in r["done"]
         for call in (
+            "isend/irecv torch.uint8",
             "isend/irecv torch.bfloat16",
             "send/recv tagged",
             "recv any source",
             "batch_isend_irecv",
             "send/recv_object_list",
             "all_to_all",
-            "all_to_all_single",
+            "all_to_all_single torch.bfloat16",
             "all_to_all_single uneven",
             "allreduce_coalesced",
             "all_gather_into_tensor coalesced",

@@ -38,7 +38,7 @@ def p2p_and_all_to_all(rank: int, world: int, gloo, both) -> None:
     lists, all_to_all, all_to_all_single (even and uneven), the coalesced calls and
     monitored_barrier, each on the gradwire group and on Gloo's."""
     nxt, prv = (rank + 1) % world, (rank - 1) % world
-    for dtype in (torch.float32, torch.int64, torch.bfloat16):
+    for dtype in (torch.float32, torch.float64, torch.int64, torch.uint8, torch.bfloat16):
 
         def ring(g, dtype=dtype):
             out = torch.zeros(37, dtype=dtype)
@@ -112,12 +112,14 @@ def p2p_and_all_to_all(rank: int, world: int, gloo, both) -> None:
 
     both("all_to_all", a2a, exact=True)
 
-    def a2a_single(g):
-        out = torch.zeros(3 * world, 2)
-        dist.all_to_all_single(out, inputs(rank, torch.float32, 6 * world).view(3 * world, 2), group=g)
-        return [out]
+    for dtype in (torch.float32, torch.float64, torch.int32, torch.bfloat16):
 
-    both("all_to_all_single", a2a_single, exact=True)
+        def a2a_single(g, dtype=dtype):
+            out = torch.zeros(3 * world, 2, dtype=dtype)
+            dist.all_to_all_single(out, inputs(rank, dtype, 6 * world).view(3 * world, 2), group=g)
+            return [out]
+
+        both(f"all_to_all_single {dtype}", a2a_single, exact=True)
 
     def a2a_uneven(g):
         ins = [rank + j + 1 for j in range(world)]  # rows this rank sends to rank j
