@@ -258,11 +258,14 @@ class P2P:
         with self._lock:
             channels = list(self._channels.values())
             self._channels.clear()
-        # A channel still connecting (its peer never posted: a monitored_barrier that
-        # failed) is left to its timeout: a daemon thread, not waited for past a shared 2 s.
-        for ch in channels:
-            ch.close()
+        # Closed side by side, waited for at most a shared 2 s: a channel still connecting
+        # (its peer never posted) or with a message its peer never matched (a failed
+        # monitored_barrier) would hold a close for its timeout or the engine's linger;
+        # those are left to daemon threads.
+        closing = [self._thread(ch.close, f"gradwire-p2p-close-{ch.name}") for ch in channels]
         deadline = time.monotonic() + 2.0
+        for th in closing:
+            th.join(max(deadline - time.monotonic(), 0.0))
         for ch in channels:
             ch.join(max(deadline - time.monotonic(), 0.0))
 
