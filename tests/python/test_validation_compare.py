@@ -1,0 +1,35 @@
+"""validation/compare.py's TCP modes: both sides get the same TCP (no ns-3 needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def compare(monkeypatch):
+    spec = importlib.util.spec_from_file_location("compare", ROOT / "validation" / "compare.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "compare", mod)  # its dataclasses look themselves up there
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(mod, "_snapshot", Path("/bin/true"))  # any executable: the command is only built
+    return mod
+
+
+def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
+    scenario = ROOT / "scenarios" / "incast-dctcp.toml"
+    plain = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
+    assert not any("tcp_sack" in a for a in plain), "sackless: gradwire's defaults"
+    assert compare.TCP_MODES["sackless"][1] == [], "and ns-3's flags as leafspine.cc sets them"
+    compare._tcp_mode = "ns3"
+    ns3 = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
+    ours, theirs = compare.TCP_MODES["ns3"]
+    for kv in ours:
+        assert kv in ns3
+    assert "transport.tcp_sack=true" in ours and "--sack=true" in theirs
+    assert "transport.tcp_delack_count=2" in ours and "--delAckCount=2" in theirs
