@@ -143,6 +143,7 @@ def forge_during_calls(spec: dict) -> None:
     deadline = time.monotonic() + spec["seconds"]
     sent = 0
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stopped by rank 0: report, then exit
+    print("READY", flush=True)
     try:
         while time.monotonic() < deadline:
             dst = rng.randrange(len(ports))
@@ -190,7 +191,10 @@ def forged_during_calls(comm, plan: dict) -> dict:
             stdout=subprocess.PIPE,
             text=True,
         )
-        time.sleep(0.3)  # the forgeries are flowing when the calls start
+        # The forgeries are flowing when the calls start, however slowly the forger started
+        # (the other ranks wait in call 1 meanwhile).
+        assert forger.stdout.readline().strip() == "READY"
+        time.sleep(0.05)
     wrong = []
     want = comm.world_size * (comm.world_size + 1) / 2
     for i in range(total):
@@ -203,7 +207,7 @@ def forged_during_calls(comm, plan: dict) -> dict:
     out = {"wrong": wrong, "calls": total}
     if forger is not None:
         forger.terminate()
-        out["forger"] = forger.communicate()[0]
+        out["forger"] = forger.communicate()[0].strip()
     return out
 
 
