@@ -148,3 +148,26 @@ def test_a_second_thread_is_refused_by_name(comm):
     t.start()
     t.join()
     assert isinstance(seen[0], RuntimeError) and 'thread "T2" is refused' in str(seen[0]), seen
+
+
+def test_submit_by_address_names_only_a_tensors_own_memory(comm):
+    """The torch backend's path (`submit_ptr`, storage left resizable) takes an address:
+    it must lie inside the owner tensor's storage, or a Python program could have the
+    engine write anywhere."""
+    torch = pytest.importorskip("torch")
+    t = torch.ones(8)
+    base, n = t.data_ptr(), t.numel() * t.element_size()
+    bad = {
+        "a numpy array as owner": (np.ones(8, np.float32), base, n, "must be a torch tensor"),
+        "past the storage": (t, base + 4, n, "not inside the owner's storage"),
+        "another address": (t, 4096, 4, "not inside the owner's storage"),
+    }
+    for case, (owner, ptr, nbytes, message) in bad.items():
+        e = no_panic(
+            lambda owner=owner, ptr=ptr, nbytes=nbytes: comm._c.submit_ptr("allreduce", owner, ptr, nbytes, "f32")
+        )
+        assert isinstance(e, ValueError) and message in str(e), f"{case}: {e!r}"
+    view = t[2:6]
+    p = comm._c.submit_ptr("allreduce", view, view.data_ptr(), 16, "f32")  # a view inside its storage
+    p.wait(None)
+    assert t.tolist() == [1.0] * 8

@@ -293,6 +293,30 @@ pub struct PyCommunicator {
     any_thread: bool,
 }
 
+/// `ptr .. ptr + nbytes` lies in the memory of `owner`, a CPU torch tensor's storage: a
+/// Python program cannot name any other address. Read through `torch.Tensor`'s own methods,
+/// so a subclass cannot answer for them.
+fn check_owned(py: Python<'_>, owner: &Bound<'_, PyAny>, ptr: usize, nbytes: usize) -> PyResult<()> {
+    let refuse = |why: String| Err(PyValueError::new_err(format!("submit_ptr: {why}")));
+    let tensor = py.import("torch")?.getattr("Tensor")?;
+    if !owner.is_instance(&tensor)? {
+        return refuse(format!("the owner must be a torch tensor, not {}", owner.get_type().name()?));
+    }
+    let device: String = tensor.getattr("device")?.call_method1("__get__", (owner,))?.getattr("type")?.extract()?;
+    if device != "cpu" {
+        return refuse(format!("the owner is on {device}; the runtime reads and writes host memory"));
+    }
+    let storage = tensor.getattr("untyped_storage")?.call1((owner,))?;
+    let start: usize = storage.call_method0("data_ptr")?.extract()?;
+    let len: usize = storage.call_method0("nbytes")?.extract()?;
+    if ptr < start || ptr.checked_add(nbytes).is_none_or(|end| end > start.saturating_add(len)) {
+        return refuse(format!(
+            "{nbytes} bytes at {ptr:#x} are not inside the owner's storage ({len} bytes at {start:#x})"
+        ));
+    }
+    Ok(())
+}
+
 fn python_thread_name(py: Python<'_>) -> String {
     py.import("threading")
         .and_then(|t| t.call_method0("current_thread"))
@@ -556,6 +580,9 @@ impl PyCommunicator {
             return Err(PyValueError::new_err(format!(
                 "address {ptr:#x} with {nbytes} bytes is not an aligned buffer of {align}-byte elements"
             )));
+        }
+        if nbytes > 0 {
+            check_owned(py, owner, ptr, nbytes)?;
         }
         let comm = self.comm()?;
         self.check_thread(py)?;
