@@ -407,8 +407,7 @@ struct Pipe {
     loss: f64,
     ce: f64,
     jitter: Time,
-    /// (arrival, tie-break) -> (towards the receiver?, packet)
-    wire: BTreeMap<(Time, u64), (bool, Packet)>,
+    wire: Wire,
     sent: u64,
 }
 
@@ -424,6 +423,30 @@ impl Pipe {
         self.sent += 1;
         self.wire.insert((now + Self::DELAY + jitter, self.sent), (to_receiver, p));
     }
+}
+
+/// Packets in flight: (arrival, tie-break) -> (towards the receiver?, packet).
+pub(super) type Wire = BTreeMap<(Time, u64), (bool, Packet)>;
+
+/// Moves `now` to the next arrival or timer, delivers what is due and fires due timers;
+/// false when nothing is left to happen.
+pub(super) fn advance(wire: &mut Wire, s: &mut TcpSender, r: &mut TcpReceiver, now: &mut Time) -> bool {
+    let next = [wire.first_key_value().map(|(k, _)| k.0), s.poll_timeout(), r.poll_timeout()];
+    let Some(t) = next.into_iter().flatten().min() else { return false };
+    *now = t;
+    while wire.first_key_value().is_some_and(|(k, _)| k.0 <= t) {
+        match wire.pop_first().expect("checked").1 {
+            (true, p) => r.handle_packet(t, &p),
+            (false, p) => s.handle_packet(t, &p),
+        }
+    }
+    if s.poll_timeout().is_some_and(|d| d <= t) {
+        s.handle_timeout(t);
+    }
+    if r.poll_timeout().is_some_and(|d| d <= t) {
+        r.handle_timeout(t);
+    }
+    true
 }
 
 fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, jitter: Time, seed: u64) -> Outcome {
@@ -445,20 +468,8 @@ fn pipe(cfg: TcpConfig, size: u64, loss: f64, ce: f64, jitter: Time, seed: u64) 
             assert_eq!(e, EndpointEvent::SenderDone);
             out.done += 1;
         }
-        let next = [net.wire.first_key_value().map(|(k, _)| k.0), s.poll_timeout(), r.poll_timeout()];
-        let Some(t) = next.into_iter().flatten().min() else { break };
-        now = t;
-        while net.wire.first_key_value().is_some_and(|(k, _)| k.0 <= now) {
-            match net.wire.pop_first().unwrap().1 {
-                (true, p) => r.handle_packet(now, &p),
-                (false, p) => s.handle_packet(now, &p),
-            }
-        }
-        if s.poll_timeout().is_some_and(|d| d <= now) {
-            s.handle_timeout(now);
-        }
-        if r.poll_timeout().is_some_and(|d| d <= now) {
-            r.handle_timeout(now);
+        if !advance(&mut net.wire, &mut s, &mut r, &mut now) {
+            break;
         }
     }
     out.received = r.received_bytes();

@@ -1,7 +1,7 @@
 //! SACK recovery (RFC 6675), RACK-TLP (RFC 8985), delayed ACKs (RFC 5681 4.2) and CUBIC
 //! in the sender, each against the SACK-less NewReno it replaces, over a scripted link.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use super::*;
 use crate::packet::{Packet, PacketKind};
@@ -29,7 +29,7 @@ struct Run {
 
 fn run(cfg: TcpConfig, size: u64, mut script: Script) -> Run {
     let (mut s, mut r) = (TcpSender::new(cfg, 7, 1, 2, size, 0), TcpReceiver::new(cfg, 7, 2, 1, size));
-    let mut wire: BTreeMap<(Time, u64), (bool, Packet)> = BTreeMap::new();
+    let mut wire = super::tests::Wire::new();
     let (mut n, mut now, mut link_free) = (0u64, 0, 0);
     let mut out =
         Run { delivered_at: 0, done_at: 0, sender: TcpSender::new(cfg, 7, 1, 2, 0, 0), sent: vec![], acks: 0 };
@@ -53,20 +53,8 @@ fn run(cfg: TcpConfig, size: u64, mut script: Script) -> Run {
         if s.poll_event() == Some(EndpointEvent::SenderDone) {
             out.done_at = now;
         }
-        let next = [wire.first_key_value().map(|(k, _)| k.0), s.poll_timeout(), r.poll_timeout()];
-        let Some(t) = next.into_iter().flatten().min() else { break };
-        now = t;
-        while wire.first_key_value().is_some_and(|(k, _)| k.0 <= now) {
-            match wire.pop_first().unwrap().1 {
-                (true, p) => r.handle_packet(now, &p),
-                (false, p) => s.handle_packet(now, &p),
-            }
-        }
-        if s.poll_timeout().is_some_and(|d| d <= now) {
-            s.handle_timeout(now);
-        }
-        if r.poll_timeout().is_some_and(|d| d <= now) {
-            r.handle_timeout(now);
+        if !super::tests::advance(&mut wire, &mut s, &mut r, &mut now) {
+            break;
         }
     }
     out.sender = s;
