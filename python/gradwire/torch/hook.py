@@ -30,6 +30,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,23 +149,11 @@ def _issue(
         return
     work = comm.allreduce_async(piece, algorithm=state.algorithm, loss_bound=state.loss_bound)
 
-    def resolve() -> None:
-        try:
-            state._record(work.wait())
-        except BaseException as e:  # noqa: BLE001 - DDP raises it from the backward pass
-            with b.lock:
-                if not b.failed:
-                    b.failed = True
-                    b.fut.set_exception(e)
-            return
-        with b.lock:
-            b.left -= 1
-            done = b.left == 0 and not b.failed
-        if done:
-            b.buf.div_(b.world)
-            b.fut.set_result(b.buf)
+    def finish() -> None:
+        b.buf.div_(b.world)
+        b.fut.set_result(b.buf)
 
-    state._waiter.submit(resolve)
+    state._waiter.submit(lambda: _settle(b, lambda: state._record(work.wait()), finish))
 
 
 def _issue_device(state: LossTolerantState, comm: runtime.Communicator, b: _Bucket, piece: torch.Tensor) -> None:
@@ -179,21 +168,27 @@ def _issue_device(state: LossTolerantState, comm: runtime.Communicator, b: _Buck
 
     chunks, finish = copies_of.pipelined(piece, submit, post=lambda h: h.div_(b.world))
 
-    def resolve() -> None:
-        try:
-            for c in chunks:
-                state._record(c.wait())
-            finish()
-        except BaseException as e:  # noqa: BLE001 - DDP raises it from the backward pass
-            with b.lock:
-                if not b.failed:
-                    b.failed = True
-                    b.fut.set_exception(e)
-            return
-        with b.lock:
-            b.left -= 1
-            done = b.left == 0 and not b.failed
-        if done:
-            copies_of.copies.resolve(b.fut, b.buf)
+    def wait() -> None:
+        for c in chunks:
+            state._record(c.wait())
+        finish()
 
-    state._waiter.submit(resolve)
+    state._waiter.submit(lambda: _settle(b, wait, lambda: copies_of.copies.resolve(b.fut, b.buf)))
+
+
+def _settle(b: _Bucket, wait: Callable[[], None], complete: Callable[[], None]) -> None:
+    """One piece of bucket `b` is done once `wait` returns: the last one `complete`s the
+    bucket's future; the first failure fails it (DDP raises it from the backward pass)."""
+    try:
+        wait()
+    except BaseException as e:  # noqa: BLE001 - handed to the bucket's future
+        with b.lock:
+            if not b.failed:
+                b.failed = True
+                b.fut.set_exception(e)
+        return
+    with b.lock:
+        b.left -= 1
+        done = b.left == 0 and not b.failed
+    if done:
+        complete()
