@@ -78,6 +78,11 @@ struct TunCounters {
     /// 1 ms late: the switch waiting for a core, while packets wait in the hosts' kernels.
     max_late_us: u64,
     late_over_1ms: u64,
+    /// Rounds of the loop, those that read nothing and went round again without sleeping
+    /// (an event due but not runnable yet), and timed sleeps: where the switch's CPU goes.
+    rounds: u64,
+    idle_rounds: u64,
+    sleeps: u64,
 }
 
 #[derive(Serialize)]
@@ -288,14 +293,17 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                 }
             });
         }
+        tc.rounds += 1;
         if got > 0 {
             continue;
         }
         let now = clock();
         let wait = sw.next_deadline().map_or(200 * MS, |t| t.saturating_sub(now)).min(200 * MS);
         if wait == 0 {
+            tc.idle_rounds += 1;
             continue;
         }
+        tc.sleeps += 1;
         let ts = libc::timespec {
             tv_sec: (wait / (1000 * MS)) as libc::time_t,
             tv_nsec: ((wait % (1000 * MS)) / NS) as libc::c_long,
