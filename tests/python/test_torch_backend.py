@@ -49,7 +49,8 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
     runner(world, "torch_backend_worker.py", str(tmp_path))
     for r in ranks(tmp_path, world):
         assert r["failures"] == []
-        assert r["imported_before"] is False  # init_process_group found "gradwire" by itself
+        if hasattr(torch.distributed.Backend, "_ensure_backend_registered"):  # torch reads entry points
+            assert r["imported_before"] is False  # init_process_group found "gradwire" by itself
         for call in (
             "all_reduce max torch.float32",
             "all_reduce sum torch.int64",
@@ -77,7 +78,8 @@ def test_every_collective_matches_gloo(tmp_path, runner, world):
             "reduce_scatter_tensor coalesced",
             "monitored_barrier",
         ):
-            assert call in r["done"]
+            # older torch: Gloo lacks all_to_all (2.11), torch runs monitored_barrier on Gloo only
+            assert call in r["done"] or any(u.startswith(f"{call}: torch ") for u in r["unchecked"]), call
         assert r["errors"]["allreduce_sparse"] != "no error"
         assert r["calls"] > 0
         assert r["waiter_threads_sync"] == 0  # synchronous calls wait in the caller's thread
@@ -176,6 +178,8 @@ def test_torch_timeout_is_the_backends(tmp_path):
     for r in (r0, r1):
         assert r["error"] is None and r["sum"] == 2.0 and r["is_completed"] is True, r
     assert r0["seconds"] > 3.5, r0  # it did wait for the late rank
+    if r0["barrier"] == "ValueError: monitored_barrier is only implemented for GLOO backend.":
+        pytest.skip(f"torch {torch.__version__} refuses monitored_barrier on any backend but Gloo")
     assert r0["barrier"] == "RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 1000 ms", r0
     assert r0["barrier_seconds"] < 2.5, r0
     assert r0["reinit_sum"] == r1["reinit_sum"] == 21.0, (r0, r1)  # destroy, init again on the same store

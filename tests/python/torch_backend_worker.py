@@ -33,6 +33,9 @@ def check(
             failures.append(f"{name}: {a[:4].tolist()} != {b[:4].tolist()}")
 
 
+UNCHECKED: list[str] = []  # what older torch cannot compare (Gloo lacks it, or torch refuses)
+
+
 def p2p_and_all_to_all(rank: int, world: int, gloo, both) -> None:
     """send/recv (blocking, async, tagged, from any source), batch_isend_irecv, object
     lists, all_to_all, all_to_all_single (even and uneven), the coalesced calls and
@@ -164,11 +167,18 @@ def p2p_and_all_to_all(rank: int, world: int, gloo, both) -> None:
         dist.monitored_barrier(group=g, timeout=timedelta(seconds=60))
         return []
 
-    both("monitored_barrier", mb)
+    try:
+        both("monitored_barrier", mb)
+    except ValueError as e:  # torch before 2.15 runs it on Gloo only, and says so
+        assert "only implemented for GLOO" in str(e), e
+        UNCHECKED.append(f"monitored_barrier: torch {torch.__version__} says {e}")
 
 
 def main() -> None:
-    # No `import gradwire.torch`: torch finds the backend through its entry point.
+    # No `import gradwire.torch` where torch finds the backend through its entry point
+    # (2.15 here); older torch needs the import.
+    if not hasattr(dist.Backend, "_ensure_backend_registered"):
+        import gradwire.torch  # noqa: F401
     imported_before = "gradwire.torch" in sys.modules
     dist.init_process_group("gradwire")
     import gradwire.torch
@@ -180,7 +190,15 @@ def main() -> None:
     done: list[str] = []
 
     def both(name: str, fn, exact: bool = False) -> None:
-        mine, ref = fn(None), fn(gloo)
+        mine = fn(None)
+        try:
+            ref = fn(gloo)
+        except RuntimeError as e:  # older torch's Gloo lacks some (all_to_all in 2.11)
+            if "does not support" not in str(e):
+                raise
+            done.append(name)
+            UNCHECKED.append(f"{name}: Gloo says {e}")
+            return
         check(name, mine, ref, failures, exact)
         done.append(name)
 
@@ -333,6 +351,7 @@ def main() -> None:
     stats = gradwire.torch.backend_of().stats
     out = {
         "imported_before": imported_before,
+        "unchecked": UNCHECKED,
         "failures": failures,
         "done": done,
         "errors": errors,

@@ -44,7 +44,8 @@ def backend_of(group: _dist.ProcessGroup | None = None) -> GradwireBackend:
     pg = group if group is not None else _dist.group.WORLD
     if pg is None:
         raise RuntimeError("no process group: call dist.init_process_group('gradwire') first")
-    b = pg._get_backend(torch.device("cpu"))
+    # older torch has the backend as the whole group (backend.py: _subclassable_base)
+    b = pg if isinstance(pg, GradwireBackend) else pg._get_backend(torch.device("cpu"))
     if not isinstance(b, GradwireBackend):
         raise TypeError(f"this process group's CPU backend is {type(b).__name__}, not gradwire")
     return b

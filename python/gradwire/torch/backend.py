@@ -76,7 +76,25 @@ class Stats:
         return f"Stats(calls={self.calls}, bytes_sent={self.bytes_sent}, bytes_lost={self.bytes_lost}, seconds={self.seconds:.3f})"
 
 
-class GradwireBackend(_C10dBackend):
+def _subclassable_base() -> type:
+    """The c10d class a Python backend derives from in this torch. Newer torch binds
+    `Backend` for Python subclasses (a trampoline; the process group then holds this
+    backend per device type); older torch (2.11 and before, at least) has no constructor
+    for it, and takes a `ProcessGroup` subclass from the creator as the whole group
+    (`_new_process_group_helper`: "If the type is a subclass of ProcessGroup then return
+    this process group immediately"). The collectives' Python names are the same, apart
+    from the aliases at the end of GradwireBackend."""
+    try:
+        _C10dBackend(0, 1)
+    except TypeError:  # "No constructor defined!"
+        return dist.ProcessGroup
+    return _C10dBackend
+
+
+_BASE = _subclassable_base()
+
+
+class GradwireBackend(_BASE):
     """One rank of a process group on gradwire. Made by ``init_process_group("gradwire")``
     (or ``new_group(backend="gradwire")``) through the creator registered on import."""
 
@@ -154,6 +172,23 @@ class GradwireBackend(_C10dBackend):
 
     def getBackendName(self) -> str:
         return "gradwire"
+
+    if _BASE is dist.ProcessGroup:
+        # c10d's ProcessGroup reads its name from its first registered backend, and a
+        # Python group has none ("ProcessGroup name not set" in FSDP2); it keeps its own.
+        def _set_group_name(self, name: str) -> None:
+            self._group_name = name
+
+        @property
+        def group_name(self) -> str:
+            return self._group_name
+
+        def _set_group_desc(self, desc: str) -> None:
+            self._group_desc = desc
+
+        @property
+        def group_desc(self) -> str:
+            return self._group_desc
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -420,13 +455,20 @@ class GradwireBackend(_C10dBackend):
         calls = [c for w in works for c in w._calls]
         return self._work(calls, lambda: ([w._finish() for w in works], value)[1])
 
-    def all_gather_single_coalesced(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any) -> Any:
+    def all_gather_single_coalesced(
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
+    ) -> Any:  # older torch's ProcessGroup passes no options
         return self._coalesced([self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)], outputs)
 
     def reduce_scatter_single_coalesced(
-        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any
+        self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> Any:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
         return self._coalesced([self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)], outputs)
+
+    # ProcessGroup's names for the two (older torch)
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def allgather_coalesced(self, output_lists: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any) -> Any:
         return self._coalesced([self.allgather([o], [i], opts) for o, i in zip(output_lists, inputs)], output_lists)
@@ -506,7 +548,7 @@ class GradwireBackend(_C10dBackend):
         w._finish = (lambda: [output]) if stage is out else (lambda: (out.copy_(stage), [output])[1])
         return w
 
-    alltoall_base = all_to_all_single
+    alltoall_base = all_to_all_single  # ProcessGroup's name (older torch)
 
     def monitored_barrier(self, opts: Any, wait_all_ranks: bool = False) -> None:
         """Gloo's: every rank reports to rank 0, which names the ranks that did not report
