@@ -9,7 +9,7 @@ import pytest
 
 from gradwire.emu import switch_command
 from gradwire.emu.command import BUILTIN, builtin_names
-from gradwire.emu.job import JobError, plan
+from gradwire.emu.job import JobError, allow_congestion_control, plan
 
 
 @pytest.mark.parametrize("name", builtin_names())
@@ -46,3 +46,18 @@ def test_job_errors_name_the_key(tmp_path):
         plan(p)
     p.write_text('[job]\nkind = "allreduce"\n')
     assert plan(p)[1][0].job["tcp_cc"] == "cubic"
+
+
+def test_a_congestion_control_the_kernel_has_is_allowed_for_the_namespaces(tmp_path):
+    """A namespace may only pick what the machine's namespace allows (a GPU machine's kernel
+    had cubic available and only reno and bbr allowed): the job allows it, or names what the
+    kernel has. Run on a copy of the two /proc files."""
+    (tmp_path / "tcp_available_congestion_control").write_text("reno bbr cubic\n")
+    allowed = tmp_path / "tcp_allowed_congestion_control"
+    allowed.write_text("reno bbr\n")
+    allow_congestion_control("bbr", tmp_path)
+    assert allowed.read_text().split() == ["reno", "bbr"]
+    allow_congestion_control("cubic", tmp_path)
+    assert allowed.read_text().split() == ["reno", "bbr", "cubic"]
+    with pytest.raises(JobError, match="job.tcp_cc = 'vegas': this kernel has reno bbr cubic"):
+        allow_congestion_control("vegas", tmp_path)

@@ -441,6 +441,18 @@ def run_allreduce(
     return rows
 
 
+def allow_congestion_control(cc: str, proc: Path = Path("/proc/sys/net/ipv4")) -> None:
+    """A namespace other than the machine's may only pick a congestion control that the
+    machine's namespace allows (tcp_allowed_congestion_control; some kernels allow reno and
+    their default alone): allow `cc` there if the kernel has it, else say which it has."""
+    available = (proc / "tcp_available_congestion_control").read_text().split()
+    if cc not in available:
+        raise JobError(f"job.tcp_cc = {cc!r}: this kernel has {' '.join(available)} (modprobe tcp_{cc}?)")
+    allowed = (proc / "tcp_allowed_congestion_control").read_text().split()
+    if cc not in allowed:
+        (proc / "tcp_allowed_congestion_control").write_text(" ".join([*allowed, cc]))
+
+
 def run_point(
     scenario: Path,
     point: Point,
@@ -455,6 +467,7 @@ def run_point(
         if job["kind"] in ("allreduce", "ps", "ddp"):
             # Gloo's sockets take the namespace's default congestion control, which a new
             # namespace inherits from the machine's: pin it, so a verdict is not this host's.
+            allow_congestion_control(job["tcp_cc"])
             for h in job["hosts"]:
                 net.sysctl(h, "net.ipv4.tcp_congestion_control", job["tcp_cc"])
             rows = run_allreduce(net, job, point.root, log, timeout)
