@@ -1,4 +1,4 @@
-"""The shipped per-layer DNN traffic profiles (python/gradwire/models/*.json).
+"""The shipped per-layer DNN traffic profiles (crates/gradwire-sim/models/*.json).
 
 Everything here reads the JSON through ``gradwire.models`` and needs no torch,
 except the last test, which regenerates ResNet-18 with torch/torchvision and is
@@ -15,31 +15,11 @@ from pathlib import Path
 
 import pytest
 
+import gradwire.models as models
+
 REPO = Path(__file__).resolve().parents[2]
-MODELS_DIR = REPO / "python" / "gradwire" / "models"
+MODELS_DIR = REPO / "crates" / "gradwire-sim" / "models"
 GENERATOR = REPO / "tools" / "dnn_profiles" / "generate.py"
-
-
-def _load_models_module():
-    """gradwire.models; loaded from the source tree when gradwire (whose
-    __init__ needs the compiled extension) is not importable here."""
-    try:
-        import gradwire.models as mod  # noqa: PLC0415
-
-        return mod
-    except ImportError:
-        spec = importlib.util.spec_from_file_location(
-            "gradwire_models_src",
-            MODELS_DIR / "__init__.py",
-            submodule_search_locations=[str(MODELS_DIR)],
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        return mod
-
-
-models = _load_models_module()
 
 # Reference parameter counts (torchvision docs; BERT-base encoder + pooler).
 KNOWN_PARAMS = {

@@ -1,4 +1,4 @@
-"""DLCP's median-rule importance profiles (python/gradwire/models/importance/*.json) and
+"""DLCP's median-rule importance profiles (crates/gradwire-sim/models/importance/*.json) and
 the rule that wrote them (tools/dnn_profiles/grad_importance.py).
 
 The shipped files are checked without torch; the rule itself needs torch (skipped
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS_DIR = REPO / "python" / "gradwire" / "models"
+MODELS_DIR = REPO / "crates" / "gradwire-sim" / "models"
 GENERATOR = REPO / "tools" / "dnn_profiles" / "grad_importance.py"
 SHIPPED = sorted((MODELS_DIR / "importance").glob("*.json"))
 

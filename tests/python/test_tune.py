@@ -229,3 +229,32 @@ def test_the_scheduled_hook_needs_a_batch_size_for_autobyte():
     with pytest.raises(ValueError, match="batch_size"):
         gt.ScheduledState(tuner=AutoByteLoop(AutoByte(seed=0)))
     assert gt.ScheduledState(tuner=AutoByteLoop(AutoByte(seed=0)), batch_size=32).batch_size == 32
+
+
+def test_the_torch_hooks_import_no_tuner_or_simulated_job():
+    """The DDP hooks (and the tuning types they read) load neither bayes_opt, the tuners
+    nor the simulated job: a training process pays for what it runs."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    probe = (
+        "import sys, gradwire.torch, gradwire.torch.scheduled\n"
+        "from gradwire.tune.space import Candidate\n"
+        "from gradwire.tune.observation import Observation\n"
+        "bad = [m for m in sys.modules if m.startswith(('bayes_opt', 'gradwire.tune.online',"
+        " 'gradwire.tune.simjob', 'gradwire.tune.tuners', 'gradwire.sim'))]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_autobyte_is_known_to_the_hook_by_what_it_observes():
+    pytest.importorskip("torch")
+    from gradwire.torch.scheduled import _is_autobyte
+    from gradwire.tune.online import AutoByteLoop
+
+    assert AutoByteLoop.observes_network is True
+    assert not _is_autobyte(None) and not _is_autobyte(GridSearch([Candidate(8 * MB, 1)]))

@@ -15,7 +15,7 @@ Usage (from the repository root)::
     python tools/dnn_profiles/generate.py --out-dir /tmp/profiles --check
 
 See tools/dnn_profiles/README.md for the assumptions.  The shipped output lives
-in python/gradwire/models/*.json and is read with ``gradwire.models.load_profile``
+in crates/gradwire-sim/models/*.json and is read with ``gradwire.models.load_profile``
 (which does not need torch).
 """
 
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_OUT_DIR = REPO_ROOT / "python" / "gradwire" / "models"
+DEFAULT_OUT_DIR = REPO_ROOT / "crates" / "gradwire-sim" / "models"
 
 SCHEMA_VERSION = 1
 BATCH_SIZE = 32

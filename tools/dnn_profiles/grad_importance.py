@@ -6,7 +6,7 @@ carries is at least the median ``|g|`` of its tensor, the median estimated from 
 sample. The simulator has no gradient values, so this script trains the real torchvision
 model for a few SGD steps on CPU, applies that rule to every layer's gradient at several
 steps, and writes the share of important packets per layer next to the layer profile
-(``python/gradwire/models/importance/<model>.json``). The simulator reads it with
+(``crates/gradwire-sim/models/importance/<model>.json``). The simulator reads it with
 ``transport.importance = "median_profile"``.
 
 The rule is the core's (``gradwire_core::tensor::importance_mask``): the median is the
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MODELS_DIR = REPO_ROOT / "python" / "gradwire" / "models"
+MODELS_DIR = REPO_ROOT / "crates" / "gradwire-sim" / "models"
 DEFAULT_OUT_DIR = MODELS_DIR / "importance"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

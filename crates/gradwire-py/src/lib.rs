@@ -224,12 +224,20 @@ fn emu_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.allow_threads(|| gradwire_emu::cli::main(&argv))
 }
 
+/// The simulator's embedded DNN profiles as {name: JSON text} (`gradwire.models` parses
+/// them): one copy of the data, in the Rust crate, for both languages.
+#[pyfunction]
+fn model_profiles() -> std::collections::BTreeMap<&'static str, &'static str> {
+    gradwire_sim::models::PROFILES.iter().copied().collect()
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(emu_main, m)?)?;
+    m.add_function(wrap_pyfunction!(model_profiles, m)?)?;
     m.add_class::<PyRun>()?;
     m.add_class::<PySimulation>()?;
     m.add_class::<bytesched::PyBytesJob>()?;

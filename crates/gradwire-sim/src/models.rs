@@ -1,6 +1,7 @@
 //! Per-layer DNN profiles (gradient bytes, backward timing), generated from the real
-//! torchvision / torch.nn model definitions by `tools/dnn_profiles/generate.py` and
-//! embedded here so the simulator needs no torch.
+//! torchvision / torch.nn model definitions by `tools/dnn_profiles/generate.py` into this
+//! crate's `models/` and embedded here, so the simulator needs no torch; Python reads the
+//! same text through the extension (`gradwire.models`).
 
 use crate::scenario::ScenarioError;
 use serde::Deserialize;
@@ -41,7 +42,7 @@ macro_rules! profiles {
     ($($name:literal),*) => {
         /// (name, JSON) of every embedded profile.
         pub const PROFILES: &[(&str, &str)] = &[
-            $(($name, include_str!(concat!("../../../python/gradwire/models/", $name, ".json")))),*
+            $(($name, include_str!(concat!("../models/", $name, ".json")))),*
         ];
     };
 }
@@ -52,9 +53,9 @@ profiles!("alexnet", "inception_v3", "resnet18", "resnet50", "transformer", "vgg
 /// dlcp.md's median rule tags important in real gradients
 /// (`tools/dnn_profiles/grad_importance.py`).
 const IMPORTANCE: &[(&str, &str)] = &[
-    ("inception_v3", include_str!("../../../python/gradwire/models/importance/inception_v3.json")),
-    ("resnet18", include_str!("../../../python/gradwire/models/importance/resnet18.json")),
-    ("resnet50", include_str!("../../../python/gradwire/models/importance/resnet50.json")),
+    ("inception_v3", include_str!("../models/importance/inception_v3.json")),
+    ("resnet18", include_str!("../models/importance/resnet18.json")),
+    ("resnet50", include_str!("../models/importance/resnet50.json")),
 ];
 
 #[derive(Deserialize)]

@@ -1,8 +1,9 @@
 """Per-layer DNN traffic profiles shipped with gradwire (no torch needed).
 
-Each profile is a JSON file in this directory, generated from the real model
-definitions by ``tools/dnn_profiles/generate.py`` (see its README for the
-assumptions).  A profile lists the model's layers in forward order (index 0 is
+Each profile is a JSON file in ``crates/gradwire-sim/models/``, generated from the real
+model definitions by ``tools/dnn_profiles/generate.py`` (see its README for the
+assumptions), embedded in the simulator and read here through the extension, so the two
+languages read one copy.  A profile lists the model's layers in forward order (index 0 is
 the input-side layer) with their parameter count, fp32 gradient size in bytes,
 forward FLOPs at the profile's batch size, modelled backward time and
 ``ready_offset_s``: the time after backward starts at which that layer's
@@ -18,20 +19,15 @@ True
 from __future__ import annotations
 
 import json
-from importlib import resources
+
+from gradwire._core import model_profiles
 
 __all__ = ["list_profiles", "load_profile"]
 
 
-def _files():
-    return resources.files(__name__)
-
-
 def list_profiles() -> list[str]:
     """Names of the shipped profiles, sorted (e.g. ``["alexnet", ..., "vgg16"]``)."""
-    return sorted(
-        entry.name[: -len(".json")] for entry in _files().iterdir() if entry.is_file() and entry.name.endswith(".json")
-    )
+    return sorted(model_profiles())
 
 
 def load_profile(name: str) -> dict:
@@ -45,5 +41,4 @@ def load_profile(name: str) -> dict:
     available = list_profiles()
     if key not in available:
         raise KeyError(f"no DNN profile {name!r}; available: {', '.join(available)}")
-    with _files().joinpath(f"{key}.json").open("r", encoding="utf-8") as fh:
-        return json.load(fh)
+    return json.loads(model_profiles()[key])

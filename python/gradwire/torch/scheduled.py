@@ -179,7 +179,7 @@ class ScheduledState(LossTolerantState):
 
     def _observation(self, ranks: np.ndarray) -> Any:
         """AutoByte's input from every rank's row of (upload, download, bucket ms ...)."""
-        from gradwire.tune.autobyte import Observation
+        from gradwire.tune.observation import Observation
 
         return Observation(
             backward_ms=[[float(x) for x in ranks[:, 2 + b]] for b in range(ranks.shape[1] - 2)]
@@ -193,11 +193,9 @@ class ScheduledState(LossTolerantState):
 
 
 def _is_autobyte(tuner: Any) -> bool:
-    if tuner is None:
-        return False
-    from gradwire.tune.online import AutoByteLoop
-
-    return isinstance(tuner, AutoByteLoop)
+    """A tuner that decides from each round's network observation (AutoByteLoop), asked by
+    its attribute so the hook never imports the tuning package's simulated job."""
+    return bool(getattr(tuner, "observes_network", False))
 
 
 def _per_rank(logs: list[tuple[list[float], float, float]]) -> np.ndarray:

@@ -7,8 +7,26 @@ truth, :class:`BayesOpt` is ByteScheduler's one-shot Bayesian optimization, and
 and when a prediction is far enough off to adapt the predictor.
 """
 
-from gradwire.tune.space import Candidate, grid
-from gradwire.tune.trigger import Trigger
-from gradwire.tune.tuners import BayesOpt, GridSearch, Tuner
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Imported when first named, so `gradwire.tune.space` (the DDP hook's) loads neither
+# bayes_opt nor the simulated job.
+_WHERE = {
+    "Candidate": "space",
+    "grid": "space",
+    "Trigger": "trigger",
+    "BayesOpt": "tuners",
+    "GridSearch": "tuners",
+    "Tuner": "tuners",
+}
 
 __all__ = ["BayesOpt", "Candidate", "GridSearch", "Trigger", "Tuner", "grid"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'gradwire.tune' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gradwire.tune.{_WHERE[name]}"), name)

@@ -114,6 +114,8 @@ class AutoByteLoop:
     :meth:`settle` waits for it; an error in the thread is raised by the next
     :meth:`decide` or :meth:`settle`."""
 
+    observes_network = True  # the DDP hook hands it a gradwire.tune.Observation per round
+
     def __init__(
         self,
         predictor: AutoByte | None = None,
