@@ -20,6 +20,7 @@
 //! drop every packet-level cost, which is what makes them floors in practice; a test
 //! checks them against every simulated scheme on a small scenario.
 
+use crate::maxmin::MaxMin;
 use crate::scenario::Scenario;
 use crate::topology::{NodeKind, Topology};
 use crate::workload::Workload;
@@ -178,7 +179,8 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
     let mut rate = vec![0.0f64; nf];
     let mut now: Time = 0;
     let mut events = 0u64;
-    let mut scratch = Scratch::new(net.cap.len());
+    let mut fair = MaxMin::default();
+    let mut residual = vec![0.0f64; net.cap.len()];
     loop {
         // flows that land now finish, releasing what their barriers gate
         while let Some(&Reverse((t, f))) = landing.peek() {
@@ -226,8 +228,8 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
         }
         events += 1;
         match mode {
-            IdealMode::Srpt => srpt(&mut active, &remaining, &paths, &net.cap, &mut rate, &mut scratch),
-            _ => max_min(&active, &paths, &net.cap, &mut rate, &mut scratch),
+            IdealMode::Srpt => srpt(&mut active, &remaining, &paths, &net.cap, &mut rate, &mut residual),
+            _ => fair.solve(&active, |f| paths[f as usize].iter().copied(), &net.cap, &mut rate),
         }
         // advance to the first completion or the next arrival/landing
         let mut dt = f64::INFINITY;
@@ -272,90 +274,25 @@ fn prop(net: &Net, f: &crate::workload::FlowSpec) -> Time {
     }
 }
 
-struct Scratch {
-    residual: Vec<f64>,
-    users: Vec<Vec<u32>>,
-    unfrozen: Vec<u32>,
-    frozen: Vec<bool>,
-}
-
-impl Scratch {
-    fn new(resources: usize) -> Scratch {
-        Scratch {
-            residual: vec![0.0; resources],
-            users: vec![Vec::new(); resources],
-            unfrozen: vec![0; resources],
-            frozen: Vec::new(),
-        }
-    }
-}
-
-/// Max-min fair rates by progressive filling: repeatedly the most constrained resource
-/// (least residual capacity per unfrozen user) fixes its users' rate.
-fn max_min(active: &[u32], paths: &[Vec<usize>], cap: &[f64], rate: &mut [f64], sc: &mut Scratch) {
-    sc.residual.copy_from_slice(cap);
-    for u in sc.users.iter_mut() {
-        u.clear();
-    }
-    for &f in active {
-        for &r in &paths[f as usize] {
-            sc.users[r].push(f);
-        }
-    }
-    for (r, u) in sc.users.iter().enumerate() {
-        sc.unfrozen[r] = u.len() as u32;
-    }
-    if sc.frozen.len() < rate.len() {
-        sc.frozen.resize(rate.len(), false);
-    }
-    for &f in active {
-        sc.frozen[f as usize] = false;
-    }
-    let mut left = active.len();
-    while left > 0 {
-        let mut best = usize::MAX;
-        let mut share = f64::INFINITY;
-        for r in 0..cap.len() {
-            if sc.unfrozen[r] > 0 {
-                let s = sc.residual[r] / sc.unfrozen[r] as f64;
-                if s < share {
-                    share = s;
-                    best = r;
-                }
-            }
-        }
-        if best == usize::MAX {
-            break;
-        }
-        let share = share.max(0.0);
-        for i in 0..sc.users[best].len() {
-            let f = sc.users[best][i] as usize;
-            if sc.frozen[f] {
-                continue;
-            }
-            sc.frozen[f] = true;
-            rate[f] = share;
-            left -= 1;
-            for &r in &paths[f] {
-                sc.residual[r] -= share;
-                sc.unfrozen[r] -= 1;
-            }
-        }
-    }
-}
-
 /// Fluid SRPT: in order of remaining bytes (then flow id), each flow takes the least
 /// residual capacity along its path. `active` is sorted in place: it stays nearly sorted
 /// from one event to the next, which the stable (run-detecting) sort makes cheap.
-fn srpt(active: &mut [u32], remaining: &[f64], paths: &[Vec<usize>], cap: &[f64], rate: &mut [f64], sc: &mut Scratch) {
-    sc.residual.copy_from_slice(cap);
+fn srpt(
+    active: &mut [u32],
+    remaining: &[f64],
+    paths: &[Vec<usize>],
+    cap: &[f64],
+    rate: &mut [f64],
+    residual: &mut [f64],
+) {
+    residual.copy_from_slice(cap);
     active.sort_by(|&a, &b| remaining[a as usize].total_cmp(&remaining[b as usize]).then(a.cmp(&b)));
     for &f in active.iter() {
         let p = &paths[f as usize];
-        let r = p.iter().map(|&r| sc.residual[r]).fold(f64::INFINITY, f64::min).max(0.0);
+        let r = p.iter().map(|&r| residual[r]).fold(f64::INFINITY, f64::min).max(0.0);
         rate[f as usize] = r;
         for &x in p {
-            sc.residual[x] -= r;
+            residual[x] -= r;
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod bytesched;
 pub mod engine;
 pub mod fabric;
 pub mod ideal;
+pub mod maxmin;
 pub mod models;
 pub mod output;
 pub mod routing;

@@ -4,6 +4,8 @@
 //! fairly, as long-lived TCP flows do. A limit applies to both directions, or to the uplink
 //! alone with the downlink at the port's speed (`Shaping`).
 
+use crate::maxmin::MaxMin;
+
 /// A link: host `h`'s uplink is `h`, its downlink `hosts + h`.
 pub type Link = usize;
 
@@ -44,6 +46,7 @@ pub struct Network {
     dirty: bool,
     /// Bytes this job sent (uplinks) and received (downlinks) per link since the last reset.
     pub carried: Vec<f64>,
+    fair: MaxMin,
 }
 
 impl Network {
@@ -61,6 +64,7 @@ impl Network {
             flows: Vec::new(),
             dirty: false,
             carried: vec![0.0; 2 * hosts],
+            fair: MaxMin::default(),
         }
     }
 
@@ -145,45 +149,19 @@ impl Network {
         done
     }
 
-    /// Max-min fair rates by water filling: the link with the smallest fair share fixes the
-    /// rate of every flow through it, which leaves that capacity to the others.
+    /// Max-min fair rates (`maxmin`): the link with the smallest fair share fixes the rate
+    /// of every flow through it, which leaves that capacity to the others.
     fn allocate(&mut self) {
         if !self.dirty {
             return;
         }
         self.dirty = false;
-        let mut cap = self.capacity.clone();
-        let mut count = vec![0u32; cap.len()];
-        let mut open: Vec<usize> = Vec::with_capacity(self.flows.len());
-        for (i, f) in self.flows.iter_mut().enumerate() {
-            f.rate = 0.0;
-            if f.links.iter().any(Option::is_some) {
-                open.push(i);
-                for l in f.links.iter().flatten() {
-                    count[*l] += 1;
-                }
-            }
-        }
-        while !open.is_empty() {
-            let Some((bottleneck, share)) = (0..cap.len())
-                .filter(|&l| count[l] > 0)
-                .map(|l| (l, cap[l].max(0.0) / count[l] as f64))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-            else {
-                break;
-            };
-            open.retain(|&i| {
-                let f = &mut self.flows[i];
-                if !f.links.contains(&Some(bottleneck)) {
-                    return true;
-                }
-                f.rate = share;
-                for l in f.links.iter().flatten() {
-                    cap[*l] -= share;
-                    count[*l] -= 1;
-                }
-                false
-            });
+        let open: Vec<u32> = (0..self.flows.len() as u32).collect();
+        let mut rate = vec![0.0; self.flows.len()];
+        let flows = &self.flows;
+        self.fair.solve(&open, |f| flows[f as usize].links.into_iter().flatten(), &self.capacity, &mut rate);
+        for (f, r) in self.flows.iter_mut().zip(rate) {
+            f.rate = r;
         }
     }
 }
