@@ -333,15 +333,14 @@ def _reproductions_table() -> Table:
     t.add_column("scenarios")
     t.add_column("runs", justify="right")
     for r in rp.REPRODUCTIONS.values():
+        if isinstance(r, rp.TuningFigure):
+            t.add_row(escape(r.name), escape(r.title), "bytesched job (simulator)", "-")
+            continue
         try:
             n = str(len(rp.plan_reproduction(r, Path(".")).jobs))
         except ScenarioError:
             n = "?"
         t.add_row(escape(r.name), escape(r.title), escape(", ".join(r.scenarios)), n)
-    from gradwire.tune import figures
-
-    for f in figures.FIGURES.values():
-        t.add_row(escape(f.name), escape(f.title), "bytesched job (simulator)", "-")
     return t
 
 
@@ -423,9 +422,13 @@ def reproduce(
         return
     if name is None:
         raise _fail(f"give a reproduction name ({', '.join(rp.REPRODUCTIONS)}) or --list")
-    from gradwire.tune import figures
+    try:
+        entry = rp.get(name)
+    except ScenarioError as e:
+        raise _fail(str(e)) from None
+    if isinstance(entry, rp.TuningFigure):
+        from gradwire.tune import figures
 
-    if name in figures.FIGURES:
         if sets or resume or cluster != "local":
             raise _fail(f"{name} runs the simulator's bytesched job directly: it takes no --set, --resume or --cluster")
         try:  # AutoByte's meta-network
@@ -433,13 +436,13 @@ def reproduce(
         except MissingExtra as e:
             raise _fail(str(e)) from None
         out_dir = out if out is not None else Path("results") / name
-        console.print(f"[bold]{escape(name)}[/]: {escape(figures.FIGURES[name].title)}{' (quick)' if quick else ''}")
+        console.print(f"[bold]{escape(name)}[/]: {escape(entry.title)}{' (quick)' if quick else ''}")
         record = figures.reproduce(name, out_dir, quick=quick, log=lambda m: console.print(escape(m)))
         console.print((out_dir / "table.md").read_text())
         console.print(f"[bold]outputs:[/] {escape(str(out_dir))}  [bold]wall time:[/] {record['wall_s']} s")
         return
+    repro = entry
     try:
-        repro = rp.get(name)
         out_dir = out if out is not None else Path("results") / repro.name
         plan = rp.plan_reproduction(repro, out_dir, list(sets or []), quick=quick)
     except ScenarioError as e:

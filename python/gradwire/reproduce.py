@@ -27,6 +27,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gradwire import pcn_bursts
 from gradwire._core import ScenarioError
@@ -62,6 +63,19 @@ class Metric:
 
 
 @dataclass(frozen=True)
+class Reduction:
+    """How a reproduction's runs become its table: `run` gives one run's metric columns
+    from (run dir, summary.json, scenario); `table`, if any, adds the columns that compare
+    runs (in place); `files`, if any, writes more outputs from (plan, results, out dir) and
+    returns their paths."""
+
+    name: str
+    run: Callable[[Path, dict, dict], dict]
+    table: Callable[[Any], None] | None = None
+    files: Callable[[Plan, dict, Path], dict] | None = None
+
+
+@dataclass(frozen=True)
 class Reproduction:
     name: str
     title: str
@@ -73,8 +87,8 @@ class Reproduction:
     """Sweep parameter whose values are the lines."""
     x_label: str
     metrics: tuple[Metric, ...]
-    reduce: str
-    """How a run becomes metrics: ``"fct"`` (summary.json) or ``"bst"`` (flows.csv per iteration)."""
+    reduce: Reduction
+    """How a run becomes metrics (FCT, BST, ICT, PCN below)."""
     x_scale: float = 1.0
     """x values are shown multiplied by this (e.g. 100 for a loss rate in %)."""
     quick: tuple[str, ...] = ()
@@ -128,143 +142,6 @@ PCN_NOTE = (
 
 #: pcn-fig9/10 reduced: 2 iterations, the paper's k = 1/4 only.
 PCN_QUICK = ("workload.iterations=2", "stop_ms=80.0")
-
-#: The registry: `gradwire reproduce NAME`.
-REPRODUCTIONS: dict[str, Reproduction] = {
-    r.name: r
-    for r in (
-        Reproduction(
-            name="dlcp-fig14",
-            title="DLCP Fig. 14: mean and p99 FCT of the PS gradient exchange vs number of workers",
-            scenarios=("repro/dlcp-fig14-resnet50", "repro/dlcp-fig14-inception_v3"),
-            x="workers",
-            series="scheme",
-            x_label="workers",
-            metrics=FCT_METRICS + ITER_METRICS,
-            reduce="fct",
-            quick=SMALL_LEAF_SPINE
-            + (
-                'sweep.workers=[{ name = "4", "workload.workers" = 4, "workload.servers" = 1 },'
-                ' { name = "8", "workload.workers" = 8, "workload.servers" = 2 }]',
-            ),
-        ),
-        Reproduction(
-            name="dlcp-fig16",
-            title="DLCP Fig. 16: p99 FCT under RTOmin 1, 5 and 10 ms (64 workers, 16 servers)",
-            scenarios=("repro/dlcp-fig16-resnet50", "repro/dlcp-fig16-inception_v3"),
-            x="transport.rto_min_us",
-            series="scheme",
-            x_label="RTOmin (ms)",
-            x_scale=1e-3,
-            metrics=(FCT_METRICS[1], FCT_METRICS[0]) + ITER_METRICS,
-            reduce="fct",
-            quick=SMALL_LEAF_SPINE + ("workload.workers=4", "workload.servers=1"),
-            note="RTOmin applies to the TCP-based schemes (DCTCP, PIAS); pFabric uses its own fixed "
-            "timeout (transport.pfabric_rto_us) and DLCP does not use it (its control messages have "
-            "transport.ctrl_rto_us), so their lines are flat by design.",
-        ),
-        Reproduction(
-            name="ltp-bst",
-            title="LTP §V-C: batch synchronization time under random link loss (8 workers, 1 PS)",
-            scenarios=("repro/ltp-bst-resnet50", "repro/ltp-bst-vgg16"),
-            x="topology.link_loss_rate",
-            series="scheme",
-            x_label="link loss rate (%)",
-            x_scale=100.0,
-            metrics=BST_METRICS,
-            reduce="bst",
-            quick=(
-                "topology.hosts_per_leaf=4",
-                "workload.workers=3",
-                "workload.iterations=3",
-            ),
-            quick_x=(0.0, 0.001, 0.01),
-            note="BST of an iteration = last finish − first start of its flows; median and p99 over the "
-            "iterations (nearest rank: with 10 iterations p99 is the maximum).",
-        ),
-        Reproduction(
-            name="rat-fig4",
-            title="RAT Fig. 4: ICT of the 97 MB ResNet50 allreduce vs oversubscription (2 spines, 4 leaves, 40G)",
-            scenarios=("repro/rat-fig4",),
-            x="oversubscription",
-            series="scheme",
-            x_label="oversubscription (x:1)",
-            metrics=(
-                *ICT_METRICS,
-                Metric("cross_rack_mb", "cross-rack MB per iteration (links)"),
-            ),
-            reduce="ict",
-            quick=RAT_QUICK,
-            quick_x=(2.0, 4.0),
-            note=ICT_NOTE,
-        ),
-        Reproduction(
-            name="rat-fig5",
-            title="RAT Fig. 5: ICT with k paused nodes re-drawn every d = 5 ms, normalised to k = 0 (64 hosts, 2 racks, 40G)",
-            scenarios=("repro/rat-fig5",),
-            x="k",
-            series="scheme",
-            x_label="paused nodes k",
-            metrics=(Metric("ict_mean_ms_norm", "ICT / ICT at k = 0"), *ICT_METRICS),
-            reduce="ict",
-            normalise="ict_mean_ms",
-            quick=(
-                *RAT_QUICK,
-                "topology.hosts_per_leaf=8",
-                "workload.servers=16",
-                "pauses.period_us=500.0",
-            ),
-            quick_x=(0.0, 2.0),
-            note=ICT_NOTE
-            + " With k nodes paused out of n, a node sends 1 − k/n of the time on average, so the model divides "
-            "the bandwidth term by 1 − k/n; it has no term for chain blocking, which is what makes ring slower.",
-        ),
-        Reproduction(
-            name="pcn-fig9",
-            title="PCN Fig. 9: bottleneck queue when each burst starts and at its peak, PCN off / on vs k",
-            scenarios=("repro/pcn-ddlgen",),
-            x="k",
-            series="scheme",
-            x_label="k",
-            metrics=(
-                Metric("start_queue_pkts", "queue at burst start (packets)"),
-                Metric("max_queue_pkts", "max queue per burst (packets)"),
-            ),
-            reduce="pcn",
-            quick=PCN_QUICK,
-            quick_x=(0.25,),
-            note=PCN_NOTE,
-        ),
-        Reproduction(
-            name="pcn-fig10",
-            title="PCN Fig. 10 and the k sweep: burst completion time, training and background throughput",
-            scenarios=("repro/pcn-ddlgen",),
-            x="k",
-            series="scheme",
-            x_label="k",
-            metrics=(
-                Metric("bct_ms", "burst completion time (ms)"),
-                Metric("train_gbps", "training throughput (Gbit/s)"),
-                Metric("bg_gbps", "background throughput (Gbit/s)"),
-                Metric("bg_lost_pct", "background lost vs off (%)"),
-                Metric("wait_ms", "START to burst start (ms)"),
-            ),
-            reduce="pcn",
-            quick=PCN_QUICK,
-            quick_x=(0.25,),
-            note=PCN_NOTE,
-        ),
-    )
-}
-
-
-def get(name: str) -> Reproduction:
-    try:
-        return REPRODUCTIONS[name]
-    except KeyError:
-        known = ", ".join(REPRODUCTIONS)
-        raise scenario_error(f"no reproduction named `{name}` (known: {known})") from None
-
 
 # ---------------------------------------------------------------------------------------
 # Planning
@@ -577,38 +454,65 @@ def iteration_metrics(flows_csv: Path, config: dict | None) -> dict:
 
 def run_metrics(repro: Reproduction, run_dir: Path, summary: dict, config: dict | None = None) -> dict:
     """The metric columns of one run (``config``: the run's scenario, for iteration times)."""
-    if repro.reduce == "fct":
+    return repro.reduce.run(run_dir, summary, config or {})
 
-        def us(k):
-            v = summary.get(k)
-            return math.nan if v is None else v / 1e3
 
-        out = {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
-        out.update(stage_fct(run_dir / "flows.csv"))
-        out.update(iteration_metrics(run_dir / "flows.csv", config))
-        return out
-    if repro.reduce == "bst":
-        import pandas as pd
+def fct_run(run_dir: Path, summary: dict, config: dict) -> dict:
+    """Mean and p99 FCT (summary.json), per stage (push / pull) and iteration times."""
 
-        flows = pd.read_csv(run_dir / "flows.csv")
-        bst = bst_per_iteration(flows)
-        ms = [v / 1e6 for v in bst.values()]
-        return {
-            "bst_median_ms": nearest_rank(ms, 0.5),
-            "bst_p99_ms": nearest_rank(ms, 0.99),
-            "bst_mean_ms": sum(ms) / len(ms) if ms else math.nan,
-            "iterations": int(flows["iteration"].nunique()),
-            "iterations_done": len(ms),
-        }
-    if repro.reduce == "ict":
-        import pandas as pd
+    def us(k):
+        v = summary.get(k)
+        return math.nan if v is None else v / 1e3
 
-        return ict_metrics(pd.read_csv(run_dir / "flows.csv"), summary, config or {})
-    if repro.reduce == "pcn":
-        pcn = summary.get("pcn") or {}
-        wait_ms = pcn.get("waited_ns", 0) / max(1, pcn.get("starts_sent", 0)) / 1e6
-        return {**pcn_metrics(run_dir, config or {}), "wait_ms": wait_ms}
-    raise ValueError(f"unknown reduction {repro.reduce!r}")
+    out = {"fct_mean_us": us("fct_mean_ns"), "fct_p99_us": us("fct_p99_ns")}
+    out.update(stage_fct(run_dir / "flows.csv"))
+    out.update(iteration_metrics(run_dir / "flows.csv", config))
+    return out
+
+
+def bst_run(run_dir: Path, summary: dict, config: dict) -> dict:
+    """Median, p99 and mean BST over the iterations (flows.csv)."""
+    import pandas as pd
+
+    flows = pd.read_csv(run_dir / "flows.csv")
+    bst = bst_per_iteration(flows)
+    ms = [v / 1e6 for v in bst.values()]
+    return {
+        "bst_median_ms": nearest_rank(ms, 0.5),
+        "bst_p99_ms": nearest_rank(ms, 0.99),
+        "bst_mean_ms": sum(ms) / len(ms) if ms else math.nan,
+        "iterations": int(flows["iteration"].nunique()),
+        "iterations_done": len(ms),
+    }
+
+
+def ict_run(run_dir: Path, summary: dict, config: dict) -> dict:
+    import pandas as pd
+
+    return ict_metrics(pd.read_csv(run_dir / "flows.csv"), summary, config)
+
+
+def pcn_run(run_dir: Path, summary: dict, config: dict) -> dict:
+    pcn = summary.get("pcn") or {}
+    wait_ms = pcn.get("waited_ns", 0) / max(1, pcn.get("starts_sent", 0)) / 1e6
+    return {**pcn_metrics(run_dir, config), "wait_ms": wait_ms}
+
+
+def pcn_table(df) -> None:
+    """Background throughput lost against PCN off at the same scenario and k."""
+    if not len(df) or "bg_gbps" not in df:
+        return
+    off = df[df["series"] == "off"].set_index(["scenario", "x"])["bg_gbps"]
+    ref = [off.get((r.scenario, r.x), math.nan) for r in df.itertuples()]
+    df["bg_lost_pct"] = [
+        100.0 * (1.0 - v / o) if not math.isnan(o) and o > 0 else math.nan for v, o in zip(df["bg_gbps"], ref)
+    ]
+
+
+def pcn_files(p: Plan, results: dict, out_dir: Path) -> dict:
+    """Every burst of every run (pcn_bursts.write)."""
+    runs = [(j.series, j.x, j.dir, j.spec.scenario) for i, j in enumerate(p.jobs) if i in results]
+    return pcn_bursts.write(runs, out_dir, p.repro.name)
 
 
 def pcn_metrics(run_dir: Path, config: dict) -> dict:
@@ -746,12 +650,8 @@ def build_table(p: Plan, results: dict[int, RunResult]):
             }
         )
     df = pd.DataFrame(rows)
-    if p.repro.reduce == "pcn" and len(df) and "bg_gbps" in df:
-        off = df[df["series"] == "off"].set_index(["scenario", "x"])["bg_gbps"]
-        ref = [off.get((r.scenario, r.x), math.nan) for r in df.itertuples()]
-        df["bg_lost_pct"] = [
-            100.0 * (1.0 - v / o) if not math.isnan(o) and o > 0 else math.nan for v, o in zip(df["bg_gbps"], ref)
-        ]
+    if p.repro.reduce.table is not None:
+        p.repro.reduce.table(df)
     m = p.repro.normalise
     if m and len(df):
         first = df.sort_values("x").groupby(["scenario", "series"])[m].transform("first")
@@ -906,9 +806,8 @@ def write_outputs(
     df.to_csv(paths["table_csv"], index=False)
     paths["table_md"] = write_markdown(p, df, out_dir / TABLE_MD)
     paths["plot"] = plot(p, df, out_dir / f"{p.repro.name}.png")
-    if p.repro.reduce == "pcn":
-        runs = [(j.series, j.x, j.dir, j.spec.scenario) for i, j in enumerate(p.jobs) if i in results]
-        paths.update(pcn_bursts.write(runs, out_dir, p.repro.name))
+    if p.repro.reduce.files is not None:
+        paths.update(p.repro.reduce.files(p, results, out_dir))
     manifest = {
         "name": p.repro.name,
         "title": p.repro.title,
@@ -970,3 +869,178 @@ def finished_runs(p: Plan, out_dir: Path) -> dict[int, RunResult]:
 def prepare_dirs(p: Plan, out_dir: Path) -> None:
     for short, runs in p.plans:
         write_manifest(Path(out_dir) / short, runs)
+
+
+# ---------------------------------------------------------------------------------------
+# The registry: `gradwire reproduce NAME`
+
+
+@dataclass(frozen=True)
+class TuningFigure:
+    """A figure of ByteScheduler's simulated training job under its tuners (AutoByte's):
+    no scenario sweep; `run` ("module:function", imported when run) draws it into a
+    directory, and AutoByte's network needs torch (gradwire.tune.figures.reproduce)."""
+
+    name: str
+    title: str
+    run: str
+
+
+FCT = Reduction("fct", fct_run)
+BST = Reduction("bst", bst_run)
+ICT = Reduction("ict", ict_run)
+PCN = Reduction("pcn", pcn_run, table=pcn_table, files=pcn_files)
+
+#: Every reproduction, by name: scenario sweeps and tuning figures.
+REPRODUCTIONS: dict[str, Reproduction | TuningFigure] = {
+    r.name: r
+    for r in (
+        Reproduction(
+            name="dlcp-fig14",
+            title="DLCP Fig. 14: mean and p99 FCT of the PS gradient exchange vs number of workers",
+            scenarios=("repro/dlcp-fig14-resnet50", "repro/dlcp-fig14-inception_v3"),
+            x="workers",
+            series="scheme",
+            x_label="workers",
+            metrics=FCT_METRICS + ITER_METRICS,
+            reduce=FCT,
+            quick=SMALL_LEAF_SPINE
+            + (
+                'sweep.workers=[{ name = "4", "workload.workers" = 4, "workload.servers" = 1 },'
+                ' { name = "8", "workload.workers" = 8, "workload.servers" = 2 }]',
+            ),
+        ),
+        Reproduction(
+            name="dlcp-fig16",
+            title="DLCP Fig. 16: p99 FCT under RTOmin 1, 5 and 10 ms (64 workers, 16 servers)",
+            scenarios=("repro/dlcp-fig16-resnet50", "repro/dlcp-fig16-inception_v3"),
+            x="transport.rto_min_us",
+            series="scheme",
+            x_label="RTOmin (ms)",
+            x_scale=1e-3,
+            metrics=(FCT_METRICS[1], FCT_METRICS[0]) + ITER_METRICS,
+            reduce=FCT,
+            quick=SMALL_LEAF_SPINE + ("workload.workers=4", "workload.servers=1"),
+            note="RTOmin applies to the TCP-based schemes (DCTCP, PIAS); pFabric uses its own fixed "
+            "timeout (transport.pfabric_rto_us) and DLCP does not use it (its control messages have "
+            "transport.ctrl_rto_us), so their lines are flat by design.",
+        ),
+        Reproduction(
+            name="ltp-bst",
+            title="LTP §V-C: batch synchronization time under random link loss (8 workers, 1 PS)",
+            scenarios=("repro/ltp-bst-resnet50", "repro/ltp-bst-vgg16"),
+            x="topology.link_loss_rate",
+            series="scheme",
+            x_label="link loss rate (%)",
+            x_scale=100.0,
+            metrics=BST_METRICS,
+            reduce=BST,
+            quick=(
+                "topology.hosts_per_leaf=4",
+                "workload.workers=3",
+                "workload.iterations=3",
+            ),
+            quick_x=(0.0, 0.001, 0.01),
+            note="BST of an iteration = last finish − first start of its flows; median and p99 over the "
+            "iterations (nearest rank: with 10 iterations p99 is the maximum).",
+        ),
+        Reproduction(
+            name="rat-fig4",
+            title="RAT Fig. 4: ICT of the 97 MB ResNet50 allreduce vs oversubscription (2 spines, 4 leaves, 40G)",
+            scenarios=("repro/rat-fig4",),
+            x="oversubscription",
+            series="scheme",
+            x_label="oversubscription (x:1)",
+            metrics=(
+                *ICT_METRICS,
+                Metric("cross_rack_mb", "cross-rack MB per iteration (links)"),
+            ),
+            reduce=ICT,
+            quick=RAT_QUICK,
+            quick_x=(2.0, 4.0),
+            note=ICT_NOTE,
+        ),
+        Reproduction(
+            name="rat-fig5",
+            title="RAT Fig. 5: ICT with k paused nodes re-drawn every d = 5 ms, normalised to k = 0 (64 hosts, 2 racks, 40G)",
+            scenarios=("repro/rat-fig5",),
+            x="k",
+            series="scheme",
+            x_label="paused nodes k",
+            metrics=(Metric("ict_mean_ms_norm", "ICT / ICT at k = 0"), *ICT_METRICS),
+            reduce=ICT,
+            normalise="ict_mean_ms",
+            quick=(
+                *RAT_QUICK,
+                "topology.hosts_per_leaf=8",
+                "workload.servers=16",
+                "pauses.period_us=500.0",
+            ),
+            quick_x=(0.0, 2.0),
+            note=ICT_NOTE
+            + " With k nodes paused out of n, a node sends 1 − k/n of the time on average, so the model divides "
+            "the bandwidth term by 1 − k/n; it has no term for chain blocking, which is what makes ring slower.",
+        ),
+        Reproduction(
+            name="pcn-fig9",
+            title="PCN Fig. 9: bottleneck queue when each burst starts and at its peak, PCN off / on vs k",
+            scenarios=("repro/pcn-ddlgen",),
+            x="k",
+            series="scheme",
+            x_label="k",
+            metrics=(
+                Metric("start_queue_pkts", "queue at burst start (packets)"),
+                Metric("max_queue_pkts", "max queue per burst (packets)"),
+            ),
+            reduce=PCN,
+            quick=PCN_QUICK,
+            quick_x=(0.25,),
+            note=PCN_NOTE,
+        ),
+        Reproduction(
+            name="pcn-fig10",
+            title="PCN Fig. 10 and the k sweep: burst completion time, training and background throughput",
+            scenarios=("repro/pcn-ddlgen",),
+            x="k",
+            series="scheme",
+            x_label="k",
+            metrics=(
+                Metric("bct_ms", "burst completion time (ms)"),
+                Metric("train_gbps", "training throughput (Gbit/s)"),
+                Metric("bg_gbps", "background throughput (Gbit/s)"),
+                Metric("bg_lost_pct", "background lost vs off (%)"),
+                Metric("wait_ms", "START to burst start (ms)"),
+            ),
+            reduce=PCN,
+            quick=PCN_QUICK,
+            quick_x=(0.25,),
+            note=PCN_NOTE,
+        ),
+        TuningFigure(
+            "autobyte-fig5",
+            "AutoByte converges to the grid optimum from two start points (autobyte.md Fig. 5)",
+            "gradwire.tune.figures:fig5",
+        ),
+        TuningFigure(
+            "autobyte-fig6",
+            "AutoByte vs BO under host bandwidth switched 10 ↔ 3 Gbit/s (Fig. 6)",
+            "gradwire.tune.figures:fig6",
+        ),
+        TuningFigure(
+            "autobyte-fig7", "AutoByte vs BO as a second and a third job join (Fig. 7)", "gradwire.tune.figures:fig7"
+        ),
+        TuningFigure(
+            "autobyte-fig8",
+            "No scheduling vs BO vs AutoByte over bandwidths, models, PS and ring (Figs. 8, 9)",
+            "gradwire.tune.figures:fig8",
+        ),
+    )
+}
+
+
+def get(name: str) -> Reproduction | TuningFigure:
+    try:
+        return REPRODUCTIONS[name]
+    except KeyError:
+        known = ", ".join(REPRODUCTIONS)
+        raise scenario_error(f"no reproduction named `{name}` (known: {known})") from None

@@ -28,7 +28,6 @@ import pytest
 
 from gradwire import reproduce as rp
 from gradwire.emu import unavailable_reason
-from gradwire.tune import figures
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "python" / "gradwire"
@@ -161,11 +160,11 @@ def test_readme_simulator_command_and_plot(wheel_venv):
 def test_reproduce_list(wheel_venv):
     p = wheel_venv.cli("reproduce", "--list")
     assert p.returncode == 0, p.stdout + p.stderr
-    for name in [*rp.REPRODUCTIONS, *figures.FIGURES]:
+    for name in rp.REPRODUCTIONS:
         assert name in p.stdout
 
 
-@pytest.mark.parametrize("name", list(rp.REPRODUCTIONS))
+@pytest.mark.parametrize("name", [n for n, r in rp.REPRODUCTIONS.items() if isinstance(r, rp.Reproduction)])
 def test_reproduce_quick_without_torch(wheel_venv, name):
     out = wheel_venv.cwd / "repro" / name
     p = wheel_venv.cli("reproduce", name, "--quick", "--out", str(out), *TINY.get(name, []))
@@ -179,7 +178,7 @@ def _one_line_extra(p: subprocess.CompletedProcess, what: str) -> None:
     assert lines == [f"error: {what} needs torch: {TORCH_EXTRA}"], p.stderr
 
 
-@pytest.mark.parametrize("name", list(figures.FIGURES))
+@pytest.mark.parametrize("name", [n for n, r in rp.REPRODUCTIONS.items() if isinstance(r, rp.TuningFigure)])
 def test_autobyte_reproductions_name_the_torch_extra(wheel_venv, name):
     p = wheel_venv.cli("reproduce", name, "--quick", "--out", str(wheel_venv.cwd / name))
     _one_line_extra(p, f"gradwire reproduce {name}")

@@ -231,3 +231,20 @@ def test_resume_keeps_finished_runs(cli, tmp_path):
     # a different configuration is not reused
     r = cli.invoke(app, [*args, "--resume", "--set", "seed=3"])
     assert r.exit_code == 0 and "0 runs already done, 6 to run" in r.stdout
+
+
+def test_one_registry_holds_every_reproduction_and_how_it_is_reduced():
+    """Scenario sweeps carry their reduction; AutoByte's figures are entries of the same
+    registry, each naming the function that draws it."""
+    import importlib
+
+    kinds = {type(r).__name__ for r in rp.REPRODUCTIONS.values()}
+    assert kinds == {"Reproduction", "TuningFigure"}
+    for name, r in rp.REPRODUCTIONS.items():
+        assert r.name == name
+        if isinstance(r, rp.Reproduction):
+            assert isinstance(r.reduce, rp.Reduction) and callable(r.reduce.run)
+        else:
+            module, function = r.run.split(":")
+            assert callable(getattr(importlib.import_module(module), function)), r.run
+    assert rp.get("pcn-fig10").reduce.files is rp.pcn_files

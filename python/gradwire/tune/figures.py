@@ -15,10 +15,10 @@ Each figure writes into its directory::
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,13 +30,6 @@ if TYPE_CHECKING:  # torch: loaded by reproduce(), which says which extra is mis
     from gradwire.tune.autobyte import AutoByte
 
 Log = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Figure:
-    name: str
-    title: str
-    run: Callable[[Path, bool, AutoByte, Log], dict]
 
 
 def _candidates(quick: bool) -> list[Candidate]:
@@ -359,26 +352,14 @@ def _plot_fig8(path: Path, rows: list[dict]) -> None:
     plt.close(fig)
 
 
-FIGURES = {
-    f.name: f
-    for f in (
-        Figure(
-            "autobyte-fig5", "AutoByte converges to the grid optimum from two start points (autobyte.md Fig. 5)", fig5
-        ),
-        Figure("autobyte-fig6", "AutoByte vs BO under host bandwidth switched 10 ↔ 3 Gbit/s (Fig. 6)", fig6),
-        Figure("autobyte-fig7", "AutoByte vs BO as a second and a third job join (Fig. 7)", fig7),
-        Figure(
-            "autobyte-fig8", "No scheduling vs BO vs AutoByte over bandwidths, models, PS and ring (Figs. 8, 9)", fig8
-        ),
-    )
-}
-
-
 def reproduce(name: str, out: Path, quick: bool = False, model: AutoByte | None = None, log: Log = print) -> dict:
     """Run one figure into ``out``; returns (and writes to reproduce.json) its record.
     Every figure runs AutoByte's meta-network: without torch this raises
     :class:`gradwire.extras.MissingExtra` before writing anything."""
-    fig = FIGURES[name]
+    from gradwire.reproduce import get
+
+    fig = get(name)  # a TuningFigure: its run is "module:function"
+    module, function = fig.run.split(":")
     t0 = time.perf_counter()
     if model is None:
         from gradwire.extras import require
@@ -388,7 +369,7 @@ def reproduce(name: str, out: Path, quick: bool = False, model: AutoByte | None 
 
         model = load_default()
     out.mkdir(parents=True, exist_ok=True)
-    result = fig.run(out, quick, model, log)
+    result = getattr(importlib.import_module(module), function)(out, quick, model, log)
     record = {"name": name, "title": fig.title, "quick": quick, "wall_s": round(time.perf_counter() - t0, 1), **result}
     (out / "reproduce.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
     return record
