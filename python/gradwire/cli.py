@@ -715,6 +715,50 @@ def emulate(
     raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err()))
 
 
+@app.command()
+def crosscheck(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results directory.")] = Path("results/crosscheck"),
+    quick: Annotated[bool, typer.Option("--quick", help="A fifth of the bytes: a smoke test.")] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--case", "-c", help="Run only the cases whose name contains this (repeatable).")
+    ] = None,
+) -> None:
+    """The same small jobs in the emulator (runtime, kernel TCP) and in their simulator twins,
+    with the ratio emulated / simulated per backend (needs root)."""
+    from rich.table import Table
+
+    from gradwire.emu import crosscheck as cc
+    from gradwire.emu.binary import EmulatorUnavailable, unavailable_reason
+    from gradwire.emu.job import JobError
+
+    reason = unavailable_reason()
+    if reason:
+        raise _fail(f"cannot emulate here: {reason}", 3)
+    try:
+        require("gradwire crosscheck", "torch", ("torch",))  # Gloo and the runtime's ranks
+    except MissingExtra as e:
+        raise _fail(str(e)) from None
+    todo = [c for c in cc.cases(quick) if not only or any(o in c.name for o in only)]
+    if not todo:
+        raise _fail(f"no case matches {only}: {', '.join(c.name for c in cc.cases(quick))}")
+    console, rows = _out(), []
+    for i, case in enumerate(todo, 1):
+        console.print(f"[{i}/{len(todo)}] [bold]{escape(case.name)}[/]")
+        slug = "".join(ch if ch.isalnum() else "-" for ch in case.name).strip("-")
+        try:
+            rows += cc.run_case(case, out / slug, log=lambda m: console.print(f"    {escape(m)}"))
+        except (JobError, EmulatorUnavailable) as e:
+            raise _fail(str(e)) from None
+    t = Table(header_style="bold", title="emulated / simulated seconds per iteration")
+    for col in ("case", "backend", "emulated s", "twin s", "ratio", "CPU-bound"):
+        t.add_column(col, justify="left" if col in ("case", "backend") else "right")
+    for r in rows:
+        cpu = {True: "yes", False: "no", None: "?"}[r["cpu_bound"]]
+        t.add_row(escape(r["case"]), r["backend"], f"{r['emulated_s']:.3f}", f"{r['twin_s']:.3f}", f"{r['ratio']}", cpu)
+    console.print(t)
+    console.print(f"table: {escape(str(cc.write(rows, out)))}")
+
+
 autobyte_app = typer.Typer(help="AutoByte's meta-network: regenerate its shipped weights.", no_args_is_help=True)
 app.add_typer(autobyte_app, name="autobyte")
 

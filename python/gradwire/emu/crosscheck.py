@@ -1,0 +1,136 @@
+"""``gradwire crosscheck``: the same small jobs in the emulator (real sockets: the runtime and
+the kernel's TCP) and in their simulator twins, side by side, with the ratio of the two.
+
+A case is an emulation scenario with overrides and its twin, a simulator scenario with the
+matching overrides; each emulator backend maps to a twin transport (Gloo and kernel CUBIC to
+the simulator's TCP at its default baseline, DLCP and LTP to themselves). A ratio far from 1
+means the worlds disagree, and the emulated run's CPU-bound flag (when the emulator reports
+one) says whether this machine's cores may be why.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gradwire.emu import job
+from gradwire.emu.command import BUILTIN, resolve
+
+#: twin overrides per emulator backend (the TCP twin runs the simulator's default baseline)
+TWIN = {
+    "gloo": ("transport.kind=newreno",),
+    "cubic": ("transport.kind=newreno",),
+    "dlcp": ("transport.kind=dlcp", "switch.policy=dlcp"),
+    "ltp": ("transport.kind=ltp", "transport.rto_min_us=10000.0"),
+}
+
+RTT_10MS = ("topology.link_delay_ns=2500000", "switch.buffer_bytes=4000000")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    emulate: str
+    """A built-in emulation scenario."""
+    twin: str
+    """Its twin under the emulation scenarios' sim/ folder."""
+    sets: tuple[str, ...]
+    """Overrides both worlds take (network keys)."""
+    emu_sets: tuple[str, ...] = ()
+    twin_sets: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ("gloo", "dlcp", "ltp")
+
+
+def _ring(rtt: str, loss: float, mb: float) -> Case:
+    b = int(mb * 1e6)
+    net = (f"topology.link_loss_rate={loss}", *(RTT_10MS if rtt == "10 ms" else ()))
+    return Case(
+        f"ring, {rtt} RTT, {loss:.0%} loss",
+        "allreduce-loss",
+        "allreduce-loss",
+        net,
+        (f"job.bytes={b}",),
+        (f"workload.bytes={b}",),
+    )
+
+
+def _ps(fan_in: int, loss: float, mb: float) -> Case:
+    b = int(mb * 1e6)
+    return Case(
+        f"PS {fan_in}:1, 10 us RTT, {loss:.0%} loss",
+        "ps-loss",
+        "ps-loss",
+        (f"topology.link_loss_rate={loss}", f"topology.hosts_per_leaf={fan_in + 1}"),
+        (f"job.bytes={b}",),
+        (f"workload.push_bytes={b}", f"workload.workers={fan_in + 1}"),
+        ("cubic", "dlcp", "ltp"),
+    )
+
+
+def cases(quick: bool = False) -> list[Case]:
+    """Ring and PS; 0 and 1 % loss; 10 us and 10 ms RTT (ring); incasts of 3:1 and 7:1 (PS).
+    `quick`: a fifth of the bytes."""
+    s = 0.2 if quick else 1.0
+    out = [_ring(rtt, loss, (25.0 if rtt == "10 us" else 5.0) * s) for rtt in ("10 us", "10 ms") for loss in (0, 0.01)]
+    out += [_ps(n, loss, 10.0 * s) for n in (3, 7) for loss in (0, 0.01)]
+    return out
+
+
+def _median(xs: list[float]) -> float:
+    xs = [x for x in xs if not math.isnan(x)]
+    return statistics.median(xs) if xs else math.nan
+
+
+def twin_seconds(case: Case, backend: str, out_dir: Path) -> float:
+    """Simulated seconds per iteration of the twin (median over its iterations)."""
+    import pandas as pd
+
+    from gradwire.reproduce import ict_per_iteration
+    from gradwire.runner import plan, simulate
+    from gradwire.scenarios import ScenarioSource
+
+    path = BUILTIN / "sim" / f"{case.twin}.toml"
+    sets = ["sweep={}", *case.sets, *case.twin_sets, *TWIN[backend]]
+    runs = plan(ScenarioSource(name=path.stem, origin=str(path), text=path.read_text()), sets).runs
+    res = simulate(runs[0], out_dir, show_progress=False)
+    flows = pd.read_csv(res.dir / "flows.csv")
+    return _median([v / 1e9 for v in ict_per_iteration(flows)])
+
+
+def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, timeout: float = 300.0) -> list[dict]:
+    """One case in both worlds: a row per backend."""
+    path = resolve(case.emulate)
+    sets = ["sweep={}", *case.sets, *case.emu_sets, f"job.backends={list(case.backends)!r}"]
+    _name, points = job.plan(path, sets)
+    summary = job.run_point(path, points[0], out_dir / "emulated", log=log, timeout=timeout)
+    rows = []
+    for backend in case.backends:
+        mine = [r for r in summary["rows"] if r["label"] == backend]
+        emu = _median([r["time_s"] for r in mine])
+        sim = twin_seconds(case, backend, out_dir / f"twin-{backend}")
+        rows.append(
+            {
+                "case": case.name,
+                "backend": backend,
+                "emulated_s": round(emu, 4),
+                "twin_s": round(sim, 4),
+                "ratio": round(emu / sim, 2) if sim > 0 else math.nan,
+                "cpu_bound": any(bool(r.get("cpu_bound")) for r in mine) if mine else None,
+            }
+        )
+        log(f"{backend}: emulated {emu:.3f} s, twin {sim:.3f} s")
+    return rows
+
+
+def write(rows: list[dict], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "crosscheck.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["case"])
+        w.writeheader()
+        w.writerows(rows)
+    return path
