@@ -31,6 +31,9 @@ link_delay_ns = 5000
 nic_queue_bytes = 1500000
 "#;
 
+/// Default of [`EmulateCfg::rx_coalesce_us`].
+pub const RX_COALESCE_US: f64 = 0.0;
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmulateCfg {
@@ -51,6 +54,12 @@ pub struct EmulateCfg {
     /// How long a port stays lowered when its burst never comes (default: twice the
     /// simulator's worker fallback, as `gradwire-sim` sets it).
     pub pcn_lease_us: Option<f64>,
+    /// Receive interrupt moderation of every host's NIC (a NIC's `rx-usecs`): a packet that
+    /// reaches a host waits up to this long for more, and what arrived meanwhile goes up
+    /// as one batch (merged where GRO would), in one write and one pass through the host's
+    /// stack. 0 writes each packet at its arrival time (with only what arrives in the same
+    /// round of the switch's loop).
+    pub rx_coalesce_us: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +75,11 @@ impl EmuScenario {
 
     pub fn offload(&self) -> bool {
         self.emulate.offload.unwrap_or(true)
+    }
+
+    /// See [`EmulateCfg::rx_coalesce_us`].
+    pub fn rx_coalesce(&self) -> gradwire_core::time::Time {
+        (self.emulate.rx_coalesce_us.unwrap_or(RX_COALESCE_US).max(0.0) * gradwire_core::time::US as f64) as u64
     }
 
     pub fn mtu(&self) -> u32 {
