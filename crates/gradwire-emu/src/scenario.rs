@@ -31,9 +31,6 @@ link_delay_ns = 5000
 nic_queue_bytes = 1500000
 "#;
 
-/// Default of [`EmulateCfg::rx_coalesce_us`].
-pub const RX_COALESCE_US: f64 = 0.0;
-
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmulateCfg {
@@ -57,8 +54,9 @@ pub struct EmulateCfg {
     /// Receive interrupt moderation of every host's NIC (a NIC's `rx-usecs`): a packet that
     /// reaches a host waits up to this long for more, and what arrived meanwhile goes up
     /// as one batch (merged where GRO would), in one write and one pass through the host's
-    /// stack. 0 writes each packet at its arrival time (with only what arrives in the same
-    /// round of the switch's loop).
+    /// stack. Default: one MTU-sized packet's serialization time at `host_link_gbps`. 0
+    /// writes each packet at its arrival time (with what arrives in the same round of the
+    /// switch's loop).
     pub rx_coalesce_us: Option<f64>,
 }
 
@@ -77,9 +75,17 @@ impl EmuScenario {
         self.emulate.offload.unwrap_or(true)
     }
 
-    /// See [`EmulateCfg::rx_coalesce_us`].
+    /// See [`EmulateCfg::rx_coalesce_us`]: by default one MTU-sized packet's time at the
+    /// host link rate (12 µs at 1 Gbit/s), so a slower network batches its deliveries as
+    /// a faster one does.
     pub fn rx_coalesce(&self) -> gradwire_core::time::Time {
-        (self.emulate.rx_coalesce_us.unwrap_or(RX_COALESCE_US).max(0.0) * gradwire_core::time::US as f64) as u64
+        match self.emulate.rx_coalesce_us {
+            Some(us) => (us.max(0.0) * gradwire_core::time::US as f64) as u64,
+            None => {
+                let gbps = self.sim.topology.host_link_gbps.max(1e-6);
+                (self.mtu() as f64 * 8.0 / gbps * gradwire_core::time::NS as f64) as u64
+            }
+        }
     }
 
     pub fn mtu(&self) -> u32 {
