@@ -638,10 +638,12 @@ mod tests {
         assert!(st.packets.conserved && st.packets.delivered == 3);
     }
 
+    type Delivery = (Time, Time, u32, Vec<u8>);
+
     /// Two racks, three senders into two receivers, packets of several sizes: every
     /// delivery as (wake time, arrival time, host, packet), waking for every event, or only
     /// at `next_wake`; and how many wakes.
-    fn deliveries(rx_coalesce_us: f64, every_event: bool) -> (Vec<(Time, Time, u32, Vec<u8>)>, usize) {
+    fn deliveries(rx_coalesce_us: f64, every_event: bool) -> (Vec<Delivery>, usize) {
         let mut sw = switch(&format!(
             "[topology]\nleaves = 2\nspines = 1\nuplinks_per_leaf = 1\nhosts_per_leaf = 3\nuplink_gbps = 1.0\n\
              [emulate]\nrx_coalesce_us = {rx_coalesce_us}\n"
@@ -668,7 +670,7 @@ mod tests {
         assert!(wakes_lazy * 2 < wakes_every, "{wakes_lazy} wakes against {wakes_every}");
         // with receive moderation a packet waits at most that long, and fewer wakes take them
         let (held, wakes_held) = deliveries(20.0, false);
-        let arrivals = |d: &[(Time, Time, u32, Vec<u8>)]| d.iter().map(|g| (g.1, g.2, g.3.clone())).collect::<Vec<_>>();
+        let arrivals = |d: &[Delivery]| d.iter().map(|g| (g.1, g.2, g.3.clone())).collect::<Vec<_>>();
         assert_eq!(arrivals(&held), arrivals(&want));
         assert!(held.iter().all(|g| g.0 >= g.1 && g.0 <= g.1 + 20 * US));
         assert!(wakes_held < wakes_lazy, "{wakes_held} wakes against {wakes_lazy}");
