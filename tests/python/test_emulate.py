@@ -239,6 +239,8 @@ def test_kernel_tcp_across_a_leaf_spine_with_random_loss(tmp_path):
         assert rows[cc]["time_s"] > 0 and not rows[cc].get("error"), rows[cc]
         # 2 MB at 200 Mbit/s is at least 80 ms: the shaper holds the rate
         assert rows[cc]["time_s"] > 0.08
+        # the CPU over the flows: the senders', the switch's, the kernel's
+        assert rows[cc]["switch_share"] > 0 and rows[cc]["cpu_bound"] == (rows[cc]["machine_busy"] >= 0.9)
     assert rows["cubic"]["retransmits"] > 0, "1 % random loss per link costs retransmissions"
     assert s["drops"]["random_loss"] > 0
     stats = json.loads((tmp_path / "out" / "switch.json").read_text())

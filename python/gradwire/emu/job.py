@@ -250,7 +250,7 @@ def start_flows(net: EmulatedNetwork, flows: list[dict], base_port: int = 5100) 
                 f["cc"],
                 start_at + f["start_s"],
             ),
-            env=_env(),
+            env=_env(GRADWIRE_EMU_SWITCH_PID=str(net.proc.pid) if net.proc else ""),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -260,7 +260,10 @@ def start_flows(net: EmulatedNetwork, flows: list[dict], base_port: int = 5100) 
 
 
 def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -> list[dict]:
-    rows = []
+    """The flows' rows; each carries the CPU shares over all the flows together (from the
+    first sender's start to the last one's end; `ranks_share` is the senders' CPU, a sink's
+    counts as `other_share`)."""
+    rows, results = [], []
     for f, p in senders:
         try:
             out, err = p.communicate(timeout=timeout)
@@ -278,6 +281,7 @@ def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -
             "cc": f["cc"],
         }
         if res:
+            results.append(res[0])
             r.update(
                 time_s=res[0]["fct_s"],
                 gbps=res[0]["gbps"],
@@ -289,6 +293,9 @@ def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -
                 error=(err or "no result").strip().splitlines()[-1:],
             )
         rows.append(r)
+    shares = cpu_shares(results, 0) if len(results) == len(rows) else {}
+    for r in rows:
+        r.update(shares)
     return rows
 
 

@@ -108,7 +108,8 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) 
     s = _connect(addr, port, cc)
     buf = bytes(CHUNK)
     time.sleep(max(0.0, start_at - time.time()))
-    t0 = time.perf_counter()
+    w0 = cpu_sample()
+    t0, c0 = time.perf_counter(), time.process_time()
     left = nbytes
     while left > 0:
         n = s.send(memoryview(buf)[: min(left, CHUNK)])
@@ -116,6 +117,8 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) 
     s.shutdown(socket.SHUT_WR)
     ok = s.recv(1) == b"k"
     fct = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    window = [w0, cpu_sample()]
     info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
     # struct tcp_info: tcpi_total_retrans is the u32 at offset 100
     retrans = int.from_bytes(info[100:104], sys.byteorder)
@@ -127,6 +130,9 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) 
         ok=ok,
         retransmits=retrans,
         gbps=nbytes * 8 / fct / 1e9,
+        # the sender's CPU and the machine's counters around the flow (job.cpu_shares)
+        cpu_s=[cpu],
+        cpu_windows=[window],
     )
 
 
