@@ -176,14 +176,17 @@ impl Engine {
             let tr = &job.schedule.transfers[t as usize];
             let at = self.epoch.elapsed().as_secs_f64() * 1e3;
             eprintln!(
-                "t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {}) unix={:.6}",
+                "t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {}) unix={:.6} packets {} retransmits {} timeouts {}",
                 self.rank,
                 job.call,
                 tr.src,
                 tr.dst,
                 tr.bytes(),
                 if slot.ep.is_receiver() { "received" } else { "sent" },
-                super::trace::unix_now()
+                super::trace::unix_now(),
+                stats.packets_sent,
+                stats.retransmits,
+                stats.timeouts
             );
         }
         let now = self.now();
