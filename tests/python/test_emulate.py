@@ -239,6 +239,8 @@ def test_kernel_tcp_across_a_leaf_spine_with_random_loss(tmp_path):
         assert rows[cc]["time_s"] > 0 and not rows[cc].get("error"), rows[cc]
         # 2 MB at 200 Mbit/s is at least 80 ms: the shaper holds the rate
         assert rows[cc]["time_s"] > 0.08
+        # the CPU over the flows: the senders', the switch's, the kernel's
+        assert rows[cc]["switch_share"] > 0 and rows[cc]["cpu_bound"] == (rows[cc]["machine_busy"] >= 0.9)
     assert rows["cubic"]["retransmits"] > 0, "1 % random loss per link costs retransmissions"
     assert s["drops"]["random_loss"] > 0
     stats = json.loads((tmp_path / "out" / "switch.json").read_text())
@@ -358,10 +360,16 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
         assert by[backend]["exact"], by[backend]
     # Gloo's kernel TCP runs the job's congestion control (cubic unless set), not the host's
     assert by["gloo"]["tcp_cc"] == "cubic", by["gloo"]
+    # every iteration says where the CPU went: ranks, switch, kernel, and whether it was CPU-bound
+    for r in s["rows"]:
+        assert 0 < r["ranks_share"] <= 1.05 and 0 < r["switch_share"] <= 1.05, r
+        assert r["machine_busy"] >= r["kernel_share"] and r["iter_switch_cpu_s"] > 0, r
+        assert r["cpu_bound"] == (r["machine_busy"] >= 0.9), r
     _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3"])
     s = run_point(path, points[0], tmp_path / "ps", log=lambda m: None)
     (row,) = s["rows"]
     assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
+    assert "cpu_bound" in row and row["ranks_share"] > 0, row
     assert s["packets"]["conserved"]
     # a DDP training step with gradwire's communication hook: 4 MB of gradients
     _, points = plan(path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"])

@@ -61,3 +61,17 @@ def test_a_congestion_control_the_kernel_has_is_allowed_for_the_namespaces(tmp_p
     assert allowed.read_text().split() == ["reno", "bbr", "cubic"]
     with pytest.raises(JobError, match="job.tcp_cc = 'vegas': this kernel has reno bbr cubic"):
         allow_congestion_control("vegas", tmp_path)
+
+
+def test_cpu_shares_cover_the_window_from_the_first_start_to_the_last_end():
+    from gradwire.emu.job import cpu_shares
+
+    # samples: [wall, machine busy, machine kernel, switch CPU] (seconds)
+    a = {"cpu_s": [0.2], "cpu_windows": [[[10.0, 100.0, 50.0, 5.0], [10.4, 100.7, 50.3, 5.2]]]}
+    b = {"cpu_s": [0.3], "cpu_windows": [[[10.1, 100.1, 50.05, 5.05], [10.5, 100.9, 50.4, 5.3]]]}
+    got = cpu_shares([a, b], 0, cores=2)
+    # 0.5 s on 2 cores: 1 core-second; busy 0.9, kernel 0.4, switch 0.3, ranks 0.5
+    assert got["machine_busy"] == 0.9 and got["kernel_share"] == 0.4
+    assert got["switch_share"] == 0.3 and got["ranks_share"] == 0.5 and got["other_share"] == 0.1
+    assert got["cpu_bound"] is True
+    assert cpu_shares([a, {"cpu_s": [0.3]}], 0, cores=2) == {}

@@ -7,7 +7,7 @@ use crate::offload::{
 use crate::scenario::EmuScenario;
 use crate::switch::{host_addr, Stats, Switch, HEADROOM};
 use crate::tun::Tun;
-use gradwire_core::time::{MS, NS};
+use gradwire_core::time::{Time, MS, NS};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -78,11 +78,14 @@ struct TunCounters {
     /// 1 ms late: the switch waiting for a core, while packets wait in the hosts' kernels.
     max_late_us: u64,
     late_over_1ms: u64,
-    /// Rounds of the loop, those that read nothing and went round again without sleeping
-    /// (an event due but not runnable yet), and timed sleeps: where the switch's CPU goes.
+    /// Rounds of the loop, those that polled the devices without sleeping (a device left
+    /// backlogged, or a delivery already due), and those that slept in the poll until a
+    /// device was readable or the next delivery was due: where the switch's CPU goes.
+    /// `polls`: `ppoll` calls (one per round).
     rounds: u64,
     idle_rounds: u64,
     sleeps: u64,
+    polls: u64,
 }
 
 #[derive(Serialize)]
@@ -190,9 +193,20 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
     // last found empty (`Switch::host_idle`): the host's kernel wrote it since then, so
     // that is the earliest it can have been sent. Stamped with the time of the read
     // instead, every stretch the switch spends off the CPU (tens of ms on a loaded
-    // machine) would be lost to the link. Each round reads every device first and then
-    // runs the fabric only as far as `Switch::horizon`, so no packet is stamped before an
-    // event that already ran.
+    // machine) would be lost to the link. Each round runs the fabric only as far as
+    // `Switch::horizon` (the earliest time a device was last found empty), so no packet is
+    // stamped before an event that already ran; then it waits in one `ppoll` on every
+    // device until one is readable or the next delivery is due (`Switch::next_wake`), and
+    // reads only the devices `ppoll` found readable: the others were found empty when it
+    // returned. An idle switch blocks; a busy one makes one system call per round to
+    // learn which devices hold packets, not one read per device.
+    let hosts = tuns.len();
+    let mut backlogged = false;
+    // Receive interrupt moderation (`[emulate] rx_coalesce_us`): when each host's held
+    // packets are due, counted from the first one's arrival. One timer for the whole
+    // switch: the wakes it costs follow the link rate, not the number of hosts.
+    let rx_coalesce = s.rx_coalesce();
+    let mut held: Vec<Time> = vec![0; hosts];
     while !STOP.load(Ordering::SeqCst) {
         let now = clock();
         if end.is_some_and(|e| now >= e) {
@@ -202,9 +216,99 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             write_stats(&sw, &tc)?;
             next_stats = now + 200 * MS;
         }
+        let horizon = sw.horizon(now);
+        if offload {
+            sw.advance(horizon, |h, at, head, pkt| {
+                let m = &mut merge[h as usize];
+                if m.is_empty() {
+                    held[h as usize] = at + rx_coalesce;
+                }
+                m.push(VnetHdr::parse(head), pkt)
+            });
+            // once one host's held packets are due, every host's go up: one wake (and one
+            // write per host and flow) for what the whole network delivered meanwhile,
+            // each packet at most `rx_coalesce` late
+            let now = clock();
+            let due = merge.iter().zip(&held).any(|(m, &t)| !m.is_empty() && t <= now);
+            for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| due && !m.is_empty()) {
+                let mut calls = 0;
+                let mut errors = 0;
+                let n = m.flush(|iov| {
+                    calls += 1;
+                    errors += tuns[h].send_parts(iov).is_err() as u64;
+                });
+                tc.writes += n;
+                tc.write_calls += calls;
+                tc.write_errors += errors;
+            }
+        } else {
+            sw.advance(horizon, |h, _, _, pkt| {
+                tc.write_calls += 1;
+                match tuns[h as usize].send(pkt) {
+                    Ok(()) => tc.writes += 1,
+                    Err(_) => tc.write_errors += 1,
+                }
+            });
+        }
+        tc.rounds += 1;
+        // A device left with packets in it is read again at once; otherwise sleep until a
+        // device is readable, the next delivery is due, or the next stats write.
+        let wait = if backlogged {
+            0
+        } else {
+            let now = clock();
+            let held = (merge.iter().zip(&held)).filter(|(m, _)| !m.is_empty()).map(|(_, &t)| t).min();
+            let due = sw.next_wake().into_iter().chain(held).fold(next_stats, Time::min);
+            due.saturating_sub(now).min(200 * MS)
+        };
+        if wait == 0 {
+            tc.idle_rounds += 1;
+        } else {
+            tc.sleeps += 1;
+        }
+        let ts = libc::timespec {
+            tv_sec: (wait / (1000 * MS)) as libc::time_t,
+            tv_nsec: ((wait % (1000 * MS)) / NS) as libc::c_long,
+        };
+        let asleep = clock();
+        // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
+        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+        let polled = clock();
+        tc.polls += 1;
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 && wait > 0 {
+            let late = polled.saturating_sub(asleep + wait) / (1000 * NS);
+            tc.max_late_us = tc.max_late_us.max(late);
+            tc.late_over_1ms += (late > 1000) as u64;
+        }
+        if n > 0 && opts.watch_stdin {
+            let stdin = fds.last().expect("pushed").revents;
+            if stdin & (libc::POLLHUP | libc::POLLERR) != 0 {
+                break;
+            }
+            if stdin & libc::POLLIN != 0 {
+                let mut b = [0u8; 64];
+                // SAFETY: reading into a local buffer.
+                if unsafe { libc::read(0, b.as_mut_ptr().cast(), b.len()) } <= 0 {
+                    break;
+                }
+            }
+        }
         let mut got = 0;
-        for (h, tun) in tuns.iter().enumerate() {
+        backlogged = false;
+        for (h, tun) in tuns.iter().enumerate().take(hosts) {
             let host = h as u32;
+            if n <= 0 || fds[h].revents == 0 {
+                // ppoll looked at the device before it returned and found nothing
+                sw.host_idle(host, polled);
+                continue;
+            }
             let read_at = clock();
             let mut empty = false;
             for _ in 0..BATCH {
@@ -267,67 +371,10 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                 sw.host_idle(host, clock());
             } else {
                 sw.host_backlogged(host, clock());
+                backlogged = true;
             }
         }
         tc.reads += got;
-        let horizon = sw.horizon(clock());
-        if offload {
-            sw.advance(horizon, |h, head, pkt| merge[h as usize].push(VnetHdr::parse(head), pkt));
-            for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| !m.is_empty()) {
-                let mut calls = 0;
-                let mut errors = 0;
-                let n = m.flush(|iov| {
-                    calls += 1;
-                    errors += tuns[h].send_parts(iov).is_err() as u64;
-                });
-                tc.writes += n;
-                tc.write_calls += calls;
-                tc.write_errors += errors;
-            }
-        } else {
-            sw.advance(horizon, |h, _, pkt| {
-                tc.write_calls += 1;
-                match tuns[h as usize].send(pkt) {
-                    Ok(()) => tc.writes += 1,
-                    Err(_) => tc.write_errors += 1,
-                }
-            });
-        }
-        tc.rounds += 1;
-        if got > 0 {
-            continue;
-        }
-        let now = clock();
-        let wait = sw.next_deadline().map_or(200 * MS, |t| t.saturating_sub(now)).min(200 * MS);
-        if wait == 0 {
-            tc.idle_rounds += 1;
-            continue;
-        }
-        tc.sleeps += 1;
-        let ts = libc::timespec {
-            tv_sec: (wait / (1000 * MS)) as libc::time_t,
-            tv_nsec: ((wait % (1000 * MS)) / NS) as libc::c_long,
-        };
-        // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
-        let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
-        if n == 0 {
-            let late = clock().saturating_sub(now + wait) / (1000 * NS);
-            tc.max_late_us = tc.max_late_us.max(late);
-            tc.late_over_1ms += (late > 1000) as u64;
-        }
-        if n > 0 && opts.watch_stdin {
-            let stdin = fds.last().expect("pushed").revents;
-            if stdin & (libc::POLLHUP | libc::POLLERR) != 0 {
-                break;
-            }
-            if stdin & libc::POLLIN != 0 {
-                let mut b = [0u8; 64];
-                // SAFETY: reading into a local buffer.
-                if unsafe { libc::read(0, b.as_mut_ptr().cast(), b.len()) } <= 0 {
-                    break;
-                }
-            }
-        }
     }
     write_stats(&sw, &tc)?;
     drop(tuns);

@@ -51,6 +51,13 @@ pub struct EmulateCfg {
     /// How long a port stays lowered when its burst never comes (default: twice the
     /// simulator's worker fallback, as `gradwire-sim` sets it).
     pub pcn_lease_us: Option<f64>,
+    /// Receive interrupt moderation of every host's NIC (a NIC's `rx-usecs`): a packet that
+    /// reaches a host waits up to this long for more, and what arrived meanwhile goes up
+    /// as one batch (merged where GRO would), in one write and one pass through the host's
+    /// stack. Default: one MTU-sized packet's serialization time at `host_link_gbps`. 0
+    /// writes each packet at its arrival time (with what arrives in the same round of the
+    /// switch's loop).
+    pub rx_coalesce_us: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +73,19 @@ impl EmuScenario {
 
     pub fn offload(&self) -> bool {
         self.emulate.offload.unwrap_or(true)
+    }
+
+    /// See [`EmulateCfg::rx_coalesce_us`]: by default one MTU-sized packet's time at the
+    /// host link rate (12 µs at 1 Gbit/s), so a slower network batches its deliveries as
+    /// a faster one does.
+    pub fn rx_coalesce(&self) -> gradwire_core::time::Time {
+        match self.emulate.rx_coalesce_us {
+            Some(us) => (us.max(0.0) * gradwire_core::time::US as f64) as u64,
+            None => {
+                let gbps = self.sim.topology.host_link_gbps.max(1e-6);
+                (self.mtu() as f64 * 8.0 / gbps * gradwire_core::time::NS as f64) as u64
+            }
+        }
     }
 
     pub fn mtu(&self) -> u32 {

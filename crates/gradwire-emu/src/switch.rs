@@ -163,6 +163,10 @@ pub struct Switch {
     backlogged: Vec<Option<Time>>,
     stale: StaleIngress,
     trace: Option<Trace>,
+    /// Per port: how long after its next `Arrive` / `TxDone` event a packet can reach a host
+    /// at the earliest (see [`Switch::next_wake`]).
+    arrive_lookahead: Vec<Time>,
+    txdone_lookahead: Vec<Time>,
 }
 
 impl Switch {
@@ -186,7 +190,29 @@ impl Switch {
             fabric.pools[pool] = BufferPool::unbounded();
         }
         let hosts = topo.hosts as usize;
+        // A packet that reaches a switch leaves it through one of the switch's ports: it
+        // reaches the far end no sooner than that port's link delay. A port's next packet
+        // starts at its TxDone and reaches the far end a link delay later.
+        let to_host = |p: &gradwire_sim::fabric::Port| topo.nodes[p.to as usize].kind == NodeKind::Host;
+        let arrive_lookahead: Vec<Time> = fabric
+            .ports
+            .iter()
+            .map(|p| match to_host(p) {
+                true => 0,
+                false => {
+                    let out = &fabric.node_ports[p.to as usize];
+                    out.iter().map(|&q| fabric.ports[q as usize].delay).min().unwrap_or(0)
+                }
+            })
+            .collect();
+        // and a delivery is held for the receive moderation (`rx_coalesce`) before the
+        // driver writes it, so nothing needs the fabric to run before then
+        let rx = s.rx_coalesce();
+        let arrive_lookahead: Vec<Time> = arrive_lookahead.into_iter().map(|a| a + rx).collect();
+        let txdone_lookahead = fabric.ports.iter().zip(&arrive_lookahead).map(|(p, a)| p.delay + a).collect();
         Switch {
+            arrive_lookahead,
+            txdone_lookahead,
             pcn: Pcn::new(s, &topo, &fabric),
             nic_limit: s.sim.host.nic_queue_bytes,
             spray: s.sim.routing.mode == RoutingMode::Spray,
@@ -405,9 +431,29 @@ impl Switch {
         self.events.peek().map(|Reverse((t, _))| *t)
     }
 
+    /// When the driver must run the fabric next so that no packet reaches its host late:
+    /// the earliest time a pending event can hand a packet to a host. An event that moves a
+    /// packet inside the fabric (a port finishing a packet, a packet reaching a switch)
+    /// delivers nothing itself, and what it causes reaches a host a link delay later at the
+    /// earliest, so it may run late, in time order, on the wake of a later event: the
+    /// fabric is a model on a virtual clock, only deliveries are bound to the wall clock.
+    /// With packets a serialization time apart on each hop this is one wake per delivery,
+    /// not one per event. Every event due by the wake runs then (`advance` runs the events
+    /// it causes up to its `now` as well), so a delivery is never later than it would be
+    /// with a wake per event.
+    pub fn next_wake(&self) -> Option<Time> {
+        self.events
+            .iter()
+            .map(|&Reverse((t, ev))| match ev {
+                Event::Arrive(p) => t + self.arrive_lookahead[p as usize],
+                Event::TxDone(p) => t + self.txdone_lookahead[p as usize],
+            })
+            .min()
+    }
+
     /// Run every event due by `now` (the driver passes [`Switch::horizon`]);
-    /// `deliver(host, headroom, packet)` writes to a host's TUN.
-    pub fn advance(&mut self, now: Time, mut deliver: impl FnMut(u32, &[u8], &[u8])) {
+    /// `deliver(host, arrival time, headroom, packet)` writes to a host's TUN.
+    pub fn advance(&mut self, now: Time, mut deliver: impl FnMut(u32, Time, &[u8], &[u8])) {
         while let Some(&Reverse((t, ev))) = self.events.peek() {
             if t > now {
                 break;
@@ -424,7 +470,7 @@ impl Switch {
         self.clock = self.clock.max(now);
     }
 
-    fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, &[u8], &[u8])) {
+    fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, Time, &[u8], &[u8])) {
         let port = &mut self.fabric.ports[p as usize];
         let (_, hdr) = port.wire.pop_front().expect("an Arrive event has a packet on the wire");
         if let Some(&(next, _)) = port.wire.front() {
@@ -438,7 +484,7 @@ impl Switch {
         }
         if self.topo.nodes[to as usize].kind == NodeKind::Host {
             let slot = &self.slots[hdr.id as usize];
-            deliver(to, &slot[..HEADROOM], &slot[HEADROOM..HEADROOM + hdr.wire_bytes as usize]);
+            deliver(to, t, &slot[..HEADROOM], &slot[HEADROOM..HEADROOM + hdr.wire_bytes as usize]);
             self.delivered += 1;
             return self.release_slot(hdr.id);
         }
@@ -567,7 +613,7 @@ mod tests {
     fn drain(sw: &mut Switch) -> Vec<(Time, u32, Vec<u8>)> {
         let mut out = Vec::new();
         while let Some(t) = sw.next_deadline() {
-            sw.advance(t, |h, _, p| out.push((t, h, p.to_vec())));
+            sw.advance(t, |h, _, _, p| out.push((t, h, p.to_vec())));
         }
         out
     }
@@ -590,6 +636,44 @@ mod tests {
         assert!(got.iter().all(|g| g.1 == 1));
         let st = sw.stats();
         assert!(st.packets.conserved && st.packets.delivered == 3);
+    }
+
+    type Delivery = (Time, Time, u32, Vec<u8>);
+
+    /// Two racks, three senders into two receivers, packets of several sizes: every
+    /// delivery as (wake time, arrival time, host, packet), waking for every event, or only
+    /// at `next_wake`; and how many wakes.
+    fn deliveries(rx_coalesce_us: f64, every_event: bool) -> (Vec<Delivery>, usize) {
+        let mut sw = switch(&format!(
+            "[topology]\nleaves = 2\nspines = 1\nuplinks_per_leaf = 1\nhosts_per_leaf = 3\nuplink_gbps = 1.0\n\
+             [emulate]\nrx_coalesce_us = {rx_coalesce_us}\n"
+        ));
+        for i in 0..60u64 {
+            let (src, dst) = [(0, 4), (1, 4), (3, 2)][i as usize % 3];
+            let len = [1500, 64, 900][(i as usize / 2) % 3];
+            send(&mut sw, src, &test_packet(host_addr(src), host_addr(dst), 0, len), i * 3 * US);
+        }
+        let (mut out, mut wakes) = (Vec::new(), 0);
+        while let Some(t) = if every_event { sw.next_deadline() } else { sw.next_wake() } {
+            sw.advance(t, |h, at, _, p| out.push((t, at, h, p.to_vec())));
+            wakes += 1;
+        }
+        (out, wakes)
+    }
+
+    #[test]
+    fn waking_only_for_deliveries_delivers_every_packet_at_its_time() {
+        let (want, wakes_every) = deliveries(0.0, true);
+        let (got, wakes_lazy) = deliveries(0.0, false);
+        assert_eq!(got.len(), 60);
+        assert_eq!(got, want);
+        assert!(wakes_lazy * 2 < wakes_every, "{wakes_lazy} wakes against {wakes_every}");
+        // with receive moderation a packet waits at most that long, and fewer wakes take them
+        let (held, wakes_held) = deliveries(20.0, false);
+        let arrivals = |d: &[Delivery]| d.iter().map(|g| (g.1, g.2, g.3.clone())).collect::<Vec<_>>();
+        assert_eq!(arrivals(&held), arrivals(&want));
+        assert!(held.iter().all(|g| g.0 >= g.1 && g.0 <= g.1 + 20 * US));
+        assert!(wakes_held < wakes_lazy, "{wakes_held} wakes against {wakes_lazy}");
     }
 
     #[test]
@@ -680,7 +764,7 @@ mod tests {
                 }
                 got += n;
             }
-            sw.advance(sw.horizon(now), |_, _, _| {});
+            sw.advance(sw.horizon(now), |_, _, _, _| {});
             if got == 0 {
                 sleeps += 1;
                 now += if sleeps % 100 == 0 { 10 * MS } else { 50 * US };
@@ -751,7 +835,7 @@ mod tests {
             send(&mut sw, src, &test_packet(host_addr(src), host_addr(0), 0, 1500), i * US / 4);
             // mid-run: some packets are still queued or on a wire
             if i == 200 {
-                sw.advance(i * US / 4, |_, _, _| {});
+                sw.advance(i * US / 4, |_, _, _, _| {});
                 let st = sw.stats();
                 assert!(st.packets.in_flight > 0 && st.packets.conserved);
             }

@@ -250,7 +250,7 @@ def start_flows(net: EmulatedNetwork, flows: list[dict], base_port: int = 5100) 
                 f["cc"],
                 start_at + f["start_s"],
             ),
-            env=_env(),
+            env=_env(GRADWIRE_EMU_SWITCH_PID=str(net.proc.pid) if net.proc else ""),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -260,7 +260,10 @@ def start_flows(net: EmulatedNetwork, flows: list[dict], base_port: int = 5100) 
 
 
 def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -> list[dict]:
-    rows = []
+    """The flows' rows; each carries the CPU shares over all the flows together (from the
+    first sender's start to the last one's end; `ranks_share` is the senders' CPU, a sink's
+    counts as `other_share`)."""
+    rows, results = [], []
     for f, p in senders:
         try:
             out, err = p.communicate(timeout=timeout)
@@ -278,6 +281,7 @@ def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -
             "cc": f["cc"],
         }
         if res:
+            results.append(res[0])
             r.update(
                 time_s=res[0]["fct_s"],
                 gbps=res[0]["gbps"],
@@ -289,6 +293,9 @@ def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -
                 error=(err or "no result").strip().splitlines()[-1:],
             )
         rows.append(r)
+    shares = cpu_shares(results, 0) if len(results) == len(rows) else {}
+    for r in rows:
+        r.update(shares)
     return rows
 
 
@@ -331,6 +338,46 @@ def _delta(before: dict, after: dict) -> dict:
     }
 
 
+# An iteration is CPU-bound when the machine's cores were busy at least this share of it:
+# then some thread of the job (a rank's engine, the switch, a kernel softirq) waited for
+# a core, and its time says as much about this machine as about the network.
+CPU_BOUND_BUSY = 0.9
+
+
+def cpu_shares(results: list[dict], it: int, cores: int | None = None) -> dict[str, Any]:
+    """Iteration `it`'s CPU, from the ranks' samples around it (`worker.cpu_sample`):
+    the window runs from the first rank's start to the last rank's end. Shares are of
+    all the machine's cores over that window: `ranks_share` (the ranks' processes, user +
+    system), `switch_share` (the switch process, user + system), `kernel_share` (the
+    machine's system, irq and softirq time, whoever it ran for: the ranks' and the
+    switch's system time are in it too), `other_share` (busy time that is neither the
+    ranks' nor the switch's: other processes on the machine, kernel threads, softirqs not
+    charged to them), `machine_busy`; `cpu_bound` when `machine_busy >= CPU_BOUND_BUSY`.
+    The machine's counters tick every 10 ms: about ±3 % of a 0.3 s window. Empty when a
+    rank sent no samples."""
+    cores = cores or os.cpu_count() or 1
+    wins = [r["cpu_windows"][it] for r in results if len(r.get("cpu_windows") or []) > it]
+    if not wins or len(wins) != len(results) or not all("cpu_s" in r for r in results):
+        return {}
+    first = min((w[0] for w in wins), key=lambda x: x[0])
+    last = max((w[1] for w in wins), key=lambda x: x[0])
+    cap = (last[0] - first[0]) * cores
+    if cap <= 0:
+        return {}
+    busy, kernel, switch = (last[i] - first[i] for i in (1, 2, 3))
+    ranks = sum(r["cpu_s"][it] for r in results)
+    return {
+        "iter_switch_cpu_s": round(switch, 3),
+        "kernel_cpu_s": round(kernel, 3),
+        "ranks_share": round(ranks / cap, 3),
+        "switch_share": round(switch / cap, 3),
+        "kernel_share": round(kernel / cap, 3),
+        "other_share": round(max(0.0, busy - ranks - switch) / cap, 3),
+        "machine_busy": round(busy / cap, 3),
+        "cpu_bound": bool(busy / cap >= CPU_BOUND_BUSY),
+    }
+
+
 def run_allreduce(
     net: EmulatedNetwork,
     job: dict,
@@ -353,6 +400,7 @@ def run_allreduce(
             GLOO_SOCKET_IFNAME="eth0",
             GRADWIRE_EMU_LINE_GBPS=str(gbps * LINE_RATE_SHARE),
             GRADWIRE_EMU_INIT=json.dumps(job.get("runtime", {})),
+            GRADWIRE_EMU_SWITCH_PID=str(net.proc.pid) if net.proc else "",
         )
         procs, logs = [], []
         for rank, h in enumerate(hosts):
@@ -434,6 +482,8 @@ def run_allreduce(
                     "tcp_cc": results[0].get("tcp_cc"),
                     "retransmits": sum(r["retransmits"] for r in results),
                     **counts,
+                    # this iteration's CPU: ranks, switch, kernel, and whether it was CPU-bound
+                    **cpu_shares(results, it),
                 }
             )
         t = [r["time_s"] for r in rows if r["label"] == backend]

@@ -18,11 +18,30 @@ def collect(out_dir: Path, runs: list[str]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+SHARES = ("ranks_share", "switch_share", "kernel_share", "other_share", "machine_busy")
+
+
 def summarize(df: pd.DataFrame) -> pd.DataFrame:
-    """Per run and label (backend or flow): median, min and max time."""
-    g = df.groupby(["run", "label"], sort=False)["time_s"]
-    out = pd.DataFrame({"median_s": g.median(), "min_s": g.min(), "max_s": g.max(), "n": g.count()}).reset_index()
-    return out
+    """Per run and label (backend or flow): median, min and max time; with the CPU
+    columns (`job.cpu_shares`), the median of each share and how many iterations were
+    CPU-bound."""
+    keys = ["run", "label"]
+    g = df.groupby(keys, sort=False)["time_s"]
+    out = pd.DataFrame({"median_s": g.median(), "min_s": g.min(), "max_s": g.max(), "n": g.count()})
+    if "cpu_bound" in df.columns:
+        gg = df.groupby(keys, sort=False)
+        for c in SHARES:
+            out[c] = gg[c].median()
+        out["cpu_bound"] = gg["cpu_bound"].apply(lambda s: int(s.fillna(False).astype(bool).sum()))
+    return out.reset_index()
+
+
+def cpu_cell(r: pd.Series) -> str:
+    """`ranks / switch / kernel % (busy %)` of one summary row, or '' without samples."""
+    if "ranks_share" not in r or pd.isna(r["ranks_share"]):
+        return ""
+    pct = [f"{100 * r[c]:.0f}" for c in ("ranks_share", "switch_share", "kernel_share")]
+    return f"{'/'.join(pct)} ({100 * r['machine_busy']:.0f})"
 
 
 def table(summary: pd.DataFrame, switch: dict[str, dict]) -> Table:
@@ -35,6 +54,8 @@ def table(summary: pd.DataFrame, switch: dict[str, dict]) -> Table:
         "max s",
         "drops (switch)",
         "ECN marks",
+        "CPU % ranks/switch/kernel (busy)",
+        "CPU-bound",
     ):
         t.add_column(col, justify="right" if col not in ("run", "what") else "left")
     for _, r in summary.iterrows():
@@ -48,6 +69,8 @@ def table(summary: pd.DataFrame, switch: dict[str, dict]) -> Table:
             f"{r['max_s']:.3f}",
             drops,
             str(sw.get("ecn_marks", "")),
+            cpu_cell(r),
+            f"{int(r['cpu_bound'])}/{int(r['n'])}" if "cpu_bound" in r and not pd.isna(r["cpu_bound"]) else "",
         )
     return t
 

@@ -27,6 +27,31 @@ import time
 CHUNK = 1 << 20
 
 
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_sample() -> list[float]:
+    """[wall time, machine busy, machine kernel (system + irq + softirq), the switch's CPU]
+    in seconds, read from /proc: the machine's counters (every namespace shares them) and
+    the switch process's (GRADWIRE_EMU_SWITCH_PID; the namespaces share its pid space).
+    Taken around each iteration, the front end turns two of them into that iteration's
+    CPU shares (`gradwire.emu.job.cpu_shares`)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v
+    busy = user + nice + system + irq + softirq + steal
+    switch = 0
+    pid = os.environ.get("GRADWIRE_EMU_SWITCH_PID")
+    if pid:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            switch = int(fields[11]) + int(fields[12])  # utime, stime
+        except OSError:
+            pass
+    return [time.time(), busy / _HZ, (system + irq + softirq) / _HZ, switch / _HZ]
+
+
 def _print(**kw) -> None:
     print(json.dumps(kw), flush=True)
 
@@ -83,7 +108,8 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) 
     s = _connect(addr, port, cc)
     buf = bytes(CHUNK)
     time.sleep(max(0.0, start_at - time.time()))
-    t0 = time.perf_counter()
+    w0 = cpu_sample()
+    t0, c0 = time.perf_counter(), time.process_time()
     left = nbytes
     while left > 0:
         n = s.send(memoryview(buf)[: min(left, CHUNK)])
@@ -91,6 +117,8 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) 
     s.shutdown(socket.SHUT_WR)
     ok = s.recv(1) == b"k"
     fct = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    window = [w0, cpu_sample()]
     info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
     # struct tcp_info: tcpi_total_retrans is the u32 at offset 100
     retrans = int.from_bytes(info[100:104], sys.byteorder)
@@ -102,6 +130,9 @@ def tcp_send(addr: str, port: int, nbytes: int, cc: str, start_at: float = 0.0) 
         ok=ok,
         retransmits=retrans,
         gbps=nbytes * 8 / fct / 1e9,
+        # the sender's CPU and the machine's counters around the flow (job.cpu_shares)
+        cpu_s=[cpu],
+        cpu_windows=[window],
     )
 
 
@@ -129,6 +160,7 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     times = []
     cpu = []
     exact = []
+    windows = []
     if backend == "gloo":
         import datetime
 
@@ -138,10 +170,12 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         dist.barrier()
         for _ in range(iters):
             x.fill_(rank + 1)
+            w0 = cpu_sample()
             t0, c0 = time.perf_counter(), time.process_time()
             dist.all_reduce(x)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
+            windows.append([w0, cpu_sample()])
             exact.append(bool((x == want).all()))
         dist.barrier()
         dist.destroy_process_group()
@@ -153,10 +187,12 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         lost = retx = 0
         for _ in range(iters):
             x.fill_(rank + 1)
+            w0 = cpu_sample()
             t0, c0 = time.perf_counter(), time.process_time()
             rep = comm.allreduce(x, algorithm="ring", loss_bound=loss_bound)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
+            windows.append([w0, cpu_sample()])
             exact.append(bool((x == want).all()))
             lost += rep.bytes_lost
             retx += rep.retransmits
@@ -175,6 +211,7 @@ def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         cpu_s=cpu,
         # the result is the exact sum everywhere (lossy transfers within their bound: not always)
         exact=exact,
+        cpu_windows=windows,
     )
 
 
@@ -187,7 +224,7 @@ def _recv_exact(c: socket.socket, n: int, buf: bytearray) -> None:
         n -= got
 
 
-def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
+def _tcp_ps(cc: str, nbytes: int, iters: int, cpu: list, windows: list) -> list[float]:
     """Parameter server over kernel TCP: rank 0 serves; every other rank pushes `nbytes`,
     then the server sends `nbytes` back to each (the same traffic as gradwire's PS with
     one server)."""
@@ -204,7 +241,8 @@ def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
         for c in conns:
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
         for _ in range(iters):
-            t0 = time.perf_counter()
+            w0 = cpu_sample()
+            t0, c0 = time.perf_counter(), time.process_time()
             pushes = [threading.Thread(target=_recv_exact, args=(c, nbytes, bytearray(CHUNK))) for c in conns]
             for t in pushes:
                 t.start()
@@ -216,13 +254,18 @@ def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
             for t in pulls:
                 t.join()
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            windows.append([w0, cpu_sample()])
         return times
     s = _connect(addr, port, cc)
     for _ in range(iters):
-        t0 = time.perf_counter()
+        w0 = cpu_sample()
+        t0, c0 = time.perf_counter(), time.process_time()
         s.sendall(data)
         _recv_exact(s, nbytes, buf)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        windows.append([w0, cpu_sample()])
     s.close()
     return times
 
@@ -230,8 +273,9 @@ def _tcp_ps(cc: str, nbytes: int, iters: int) -> list[float]:
 def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     rank = int(os.environ["RANK"])
     lost = retx = 0
+    cpu, windows = [], []
     if backend in ("cubic", "reno", "bbr"):
-        times = _tcp_ps(backend, nbytes, iters)
+        times = _tcp_ps(backend, nbytes, iters, cpu, windows)
     else:
         import torch
 
@@ -241,14 +285,17 @@ def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         comm = gradwire.init(**_init_kwargs(backend, ps_servers=1))
         times = []
         for _ in range(iters):
-            t0 = time.perf_counter()
+            w0 = cpu_sample()
+            t0, c0 = time.perf_counter(), time.process_time()
             push = comm.ps.push(x, loss_bound=loss_bound)
             pull = comm.ps.pull(x)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+            windows.append([w0, cpu_sample()])
             lost += push.bytes_lost + pull.bytes_lost
             retx += push.retransmits + pull.retransmits
         gradwire.destroy()
-    _print_job(rank, backend, nbytes, times, lost, retx)
+    _print_job(rank, backend, nbytes, times, lost, retx, cpu_s=cpu, cpu_windows=windows)
 
 
 def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
@@ -280,19 +327,24 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         model.register_comm_hook(state, gradwire.ddp.allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(rank)
-    times = []
+    times, cpu, windows = [], [], []
     for _ in range(iters + 1):  # the first step builds DDP's buckets: not timed
         x = torch.randn(8, width, generator=g)
-        t0 = time.perf_counter()
+        w0 = cpu_sample()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        windows.append([w0, cpu_sample()])
     dist.destroy_process_group()
     lost = state.bytes_lost if state else 0
     if state is not None:
         gradwire.destroy()
-    _print_job(rank, backend, layers * 4 * width * (width + 1), times[1:], lost, 0)
+    _print_job(
+        rank, backend, layers * 4 * width * (width + 1), times[1:], lost, 0, cpu_s=cpu[1:], cpu_windows=windows[1:]
+    )
 
 
 _JOBS = {"ddp": ddp, "ps": ps, "allreduce": allreduce}

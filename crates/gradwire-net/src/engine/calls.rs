@@ -43,11 +43,12 @@ impl Engine {
         let now = self.now();
         if self.tracer.on() {
             eprintln!(
-                "t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept",
+                "t={:.3}ms rank {} starts call {call} ('{}'), {} early datagrams kept unix={:.6}",
                 now as f64 / 1e9,
                 self.rank,
                 s.name,
-                self.early.len()
+                self.early.len(),
+                super::trace::unix_now()
             );
         }
         for t in s.receives_of(self.rank) {
@@ -127,6 +128,19 @@ impl Engine {
             if let Some(mask) = importance {
                 sender.set_importance_mask(mask);
             }
+            if self.tracer.on() {
+                let tr = &job.schedule.transfers[t as usize];
+                eprintln!(
+                    "t={:.3}ms rank {} call {} starts transfer {t} ({} -> {}, {} B) unix={:.6}",
+                    self.epoch.elapsed().as_secs_f64() * 1e3,
+                    self.rank,
+                    job.call,
+                    tr.src,
+                    tr.dst,
+                    tr.bytes(),
+                    super::trace::unix_now()
+                );
+            }
             let (ep, call) = (Ep::Send(sender), job.call);
             self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.dst, finished: false });
             self.job.as_mut().expect("job").report.transfers_sent += 1;
@@ -162,13 +176,17 @@ impl Engine {
             let tr = &job.schedule.transfers[t as usize];
             let at = self.epoch.elapsed().as_secs_f64() * 1e3;
             eprintln!(
-                "t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {})",
+                "t={at:.3}ms rank {} call {} finished transfer {t} ({} -> {}, {} B, {}) unix={:.6} packets {} retransmits {} timeouts {}",
                 self.rank,
                 job.call,
                 tr.src,
                 tr.dst,
                 tr.bytes(),
-                if slot.ep.is_receiver() { "received" } else { "sent" }
+                if slot.ep.is_receiver() { "received" } else { "sent" },
+                super::trace::unix_now(),
+                stats.packets_sent,
+                stats.retransmits,
+                stats.timeouts
             );
         }
         let now = self.now();

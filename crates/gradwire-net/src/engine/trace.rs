@@ -1,5 +1,5 @@
-//! `GRADWIRE_TRACE`: the engine's state on stderr every 10 s, and a line per call and per
-//! finished transfer.
+//! `GRADWIRE_TRACE`: the engine's state on stderr every 10 s, and a line per call, per
+//! started send and per finished transfer (with `unix=`, the wall clock all ranks share).
 
 use gradwire_core::time::Time;
 
@@ -15,6 +15,13 @@ pub(super) struct Tracer {
     /// Turns run, and turns that found nothing to do.
     turns: u64,
     idle_turns: u64,
+}
+
+/// Seconds since the Unix epoch: the one clock every rank's lines share (a rank's `t=` is
+/// since its own start), so a transfer's start at its sender and its end at its receiver
+/// can be compared.
+pub(super) fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
 impl Tracer {
