@@ -2,7 +2,8 @@
 # Everything this project checks on a lent GPU machine, as one call (device tool, 15 minutes):
 #   gpu: benchmarks/gpu_check/run.sh, the backend on CUDA tensors against Gloo (2 ranks, 1 GPU);
 #   emu: the emulator with cores to spare, allreduce-fast.toml (Gloo vs DLCP at 1 and 10 Gbit/s,
-#        0 and 1 % loss) with the ranks' and the switch's CPU time.
+#        0 and 1 % loss) with the ranks' and the switch's CPU time;
+#   xcheck: `gradwire crosscheck` (every case, emulator against simulator twin).
 # Needs python/gradwire/_core.abi3.so built here (carry it). Where the machine has no iproute2,
 # carry .devtools (bin/ip: Debian's ip with its libraries; bin/sysctl: a /proc/sys writer).
 #   PARTS="gpu emu" bash benchmarks/device/run.sh [OUT_DIR]     (default $OUT, else results/device)
@@ -16,15 +17,20 @@ echo "cores $(nproc); $(python3 -c 'import torch; print("torch", torch.__version
 if [[ $PARTS == *gpu* ]]; then
   timeout 300 bash benchmarks/gpu_check/run.sh "$OUT/gpu" 2>&1 | tee "$OUT/gpu.log"
 fi
+shim=$(mktemp -d)
+for tool in ip sysctl; do
+  command -v $tool >/dev/null || ln -s "$PWD/.devtools/bin/$tool" "$shim/$tool"
+done
+export PATH="$PATH:$shim"
 if [[ $PARTS == *emu* ]]; then
-  shim=$(mktemp -d)
-  for tool in ip sysctl; do
-    command -v $tool >/dev/null || ln -s "$PWD/.devtools/bin/$tool" "$shim/$tool"
-  done
-  export PATH="$PATH:$shim"
   echo "kernel $(uname -r); ip: $(command -v ip); sysctl: $(command -v sysctl); tun: $(ls /dev/net/tun)"
   timeout 400 python3 -m gradwire emulate benchmarks/device/allreduce-fast.toml --no-plot -o "$OUT/emu" 2>&1 |
     tee "$OUT/emu.log" | tail -25
   cp "$OUT/emu/summary.csv" "$OUT/emu_summary.csv" 2>/dev/null
   tar czf "$OUT/emu.tgz" -C "$OUT" emu && rm -rf "$OUT/emu"
+fi
+if [[ $PARTS == *xcheck* ]]; then
+  timeout 480 python3 -m gradwire crosscheck -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -40
+  cp "$OUT/xcheck/crosscheck.csv" "$OUT/crosscheck.csv" 2>/dev/null
+  rm -rf "$OUT/xcheck"
 fi
