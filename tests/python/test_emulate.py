@@ -378,6 +378,26 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
     assert row["label"] == "dlcp" and not row.get("error") and row["time_s"] > 0.08, row
 
 
+def test_a_training_job_reports_its_time_to_accuracy(tmp_path):
+    """`kind = "train"`: gradwire train's DDP job on Gloo and on the gradwire backend with
+    its loss-tolerant hook, one rank per namespace; both train the same replicas and say
+    when (in seconds of steps) they reached the target."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")  # the digits dataset
+    path = scenario(tmp_path, JOBS)
+    sets = ['job.kind="train"', 'job.backends=["gloo","dlcp"]', "job.epochs=2", "job.target=0.3"]
+    _, points = plan(path, sets)
+    s = run_point(path, points[0], tmp_path / "train", log=lambda m: None)
+    by = {r["label"]: r for r in s["rows"]}
+    for backend in ("gloo", "dlcp"):
+        r = by[backend]
+        assert not r.get("error"), r
+        assert r["steps"] > 0 and 0 < r["time_to_accuracy_s"] <= r["time_s"], r
+        assert "cpu_bound" in r, r
+    # the lossless network and the same seed: the same model, step for step
+    assert by["gloo"]["final_accuracy"] == by["dlcp"]["final_accuracy"]
+
+
 def test_ctrl_c_tears_down_a_running_job(tmp_path):
     """SIGINT to the whole process group, as Ctrl-C in a terminal: exit 130, nothing left."""
     path = scenario(

@@ -40,7 +40,7 @@ from typing import Any
 
 from .network import EmulatedNetwork
 
-JOB_KINDS = ("allreduce", "ps", "ddp", "flows", "incast")
+JOB_KINDS = ("allreduce", "ps", "ddp", "train", "flows", "incast")
 CCS = ("cubic", "reno", "bbr")
 # gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
 # a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
@@ -66,7 +66,7 @@ def needs_torch(job: dict[str, Any]) -> bool:
     """Whether a checked job's workers import torch: every allreduce and DDP run (torch
     tensors, and Gloo), and a parameter server on a gradwire transport; kernel-TCP flows,
     incasts and parameter servers do not."""
-    if job["kind"] in ("allreduce", "ddp"):
+    if job["kind"] in ("allreduce", "ddp", "train"):
         return True
     return job["kind"] == "ps" and any(b not in CCS for b in job["backends"])
 
@@ -168,7 +168,7 @@ def _check_job(job: Any, root: dict) -> dict:
                 raise JobError(f"job.{key}[{i}]: src equals dst")
         return out
 
-    if job["kind"] in ("allreduce", "ps", "ddp"):
+    if job["kind"] in ("allreduce", "ps", "ddp", "train"):
         hosts = job.get("hosts") or list(range(int(job.get("ranks", n))))
         job["hosts"] = [host("hosts", h) for h in hosts]
         if len(job["hosts"]) < 2:
@@ -182,6 +182,9 @@ def _check_job(job: Any, root: dict) -> dict:
         job["tcp_cc"] = job.get("tcp_cc", "cubic")
         if job["tcp_cc"] not in CCS:
             raise JobError(f"job.tcp_cc = {job['tcp_cc']!r}: one of {', '.join(CCS)}")
+        if job["kind"] == "train":
+            job["iterations"] = 1  # one row per backend: the whole training run
+            job["train"] = _train_plan(job)
     elif job["kind"] == "incast":
         rx = host("receiver", job.get("receiver", 0))
         senders = job.get("senders") or [h for h in range(n) if h != rx]
@@ -205,6 +208,22 @@ def _check_job(job: Any, root: dict) -> dict:
 
 
 # -- running ------------------------------------------------------------------------------
+def _train_plan(job: dict) -> dict:
+    """gradwire.train.worker's plan for a `kind = "train"` job: `model` ("cnn", the
+    default, or "resnet18") and `epochs`, `lr`, `batch`, `target`, `seed` (the model's
+    `gradwire train` defaults where left out)."""
+    from gradwire.train.job import MODEL_DEFAULTS
+
+    model = job.get("model", "cnn")
+    if model not in MODEL_DEFAULTS:
+        raise JobError(f"job.model = {model!r}: one of {', '.join(MODEL_DEFAULTS)}")
+    plan = {"model": model, "seed": int(job.get("seed", 0)), **MODEL_DEFAULTS[model]}
+    for key, kind in (("epochs", int), ("lr", float), ("batch", int), ("target", float)):
+        if key in job:
+            plan[key] = kind(job[key])
+    return plan
+
+
 def _worker(*args: Any) -> list[str]:
     return [sys.executable, "-m", "gradwire.emu.worker", *map(str, args)]
 
@@ -401,6 +420,7 @@ def run_allreduce(
             GRADWIRE_EMU_LINE_GBPS=str(gbps * LINE_RATE_SHARE),
             GRADWIRE_EMU_INIT=json.dumps(job.get("runtime", {})),
             GRADWIRE_EMU_SWITCH_PID=str(net.proc.pid) if net.proc else "",
+            GRADWIRE_EMU_TRAIN=json.dumps({**job.get("train", {}), "out": str(net.workdir / "train")}),
         )
         procs, logs = [], []
         for rank, h in enumerate(hosts):
@@ -484,9 +504,16 @@ def run_allreduce(
                     **counts,
                     # this iteration's CPU: ranks, switch, kernel, and whether it was CPU-bound
                     **cpu_shares(results, it),
+                    # what rank 0 measured beyond the time (train: the time to accuracy)
+                    **results[0].get("row", {}),
                 }
             )
         t = [r["time_s"] for r in rows if r["label"] == backend]
+        if job["kind"] == "train":
+            tta = rows[-1].get("time_to_accuracy_s")
+            reached = f"{tta:.2f} s to {job['train']['target']:.0%}" if tta is not None else "target not reached"
+            log(f"{backend}: {job['train']['model']} on {len(hosts)} ranks, {t[-1]:.2f} s of steps, {reached}")
+            continue
         log(f"{backend}: {job['bytes'] / 1e6:g} MB on {len(hosts)} ranks, {min(t):.3f}-{max(t):.3f} s")
     return rows
 
@@ -514,7 +541,7 @@ def run_point(
     job = point.job
     timeout = float(job.get("timeout_s", timeout))
     with EmulatedNetwork(scenario, out_dir, overrides=point.overrides) as net:
-        if job["kind"] in ("allreduce", "ps", "ddp"):
+        if job["kind"] in ("allreduce", "ps", "ddp", "train"):
             # Gloo's sockets take the namespace's default congestion control, which a new
             # namespace inherits from the machine's: pin it, so a verdict is not this host's.
             allow_congestion_control(job["tcp_cc"])

@@ -347,7 +347,39 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     )
 
 
-_JOBS = {"ddp": ddp, "ps": ps, "allreduce": allreduce}
+def train(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
+    """`gradwire train`'s job (gradwire.train.worker) on this rank: DDP to a target accuracy
+    on Gloo (BACKEND gloo) or on the "gradwire" backend with its loss-tolerant hook (a
+    transport). One "iteration" is the whole run; rank 0 adds the time to accuracy."""
+    from gradwire.train.worker import run
+
+    rank = int(os.environ["RANK"])
+    plan = json.loads(os.environ["GRADWIRE_EMU_TRAIN"])
+    if backend != "gloo":
+        # the process group's timeout is the backend's (torch's timeout)
+        kw = {k: v for k, v in _init_kwargs(backend).items() if k not in ("timeout", "peer_timeout")}
+        plan.update(transport=kw.pop("transport"), runtime=kw, loss_bound=loss_bound)
+    plan.update(
+        backend="gloo" if backend == "gloo" else "gradwire", inject_loss=0.0, out=plan["out"] + f"-{backend}.json"
+    )
+    w0, c0 = cpu_sample(), time.process_time()
+    res = run(plan)
+    cpu, w1 = time.process_time() - c0, cpu_sample()
+    keys = ("time_to_accuracy_s", "steps_to_accuracy", "final_accuracy", "steps", "median_step_s", "samples_per_s")
+    _print_job(
+        rank,
+        backend,
+        nbytes,
+        [res["train_seconds"]],
+        res.get("bytes_lost", 0) if rank == 0 else 0,  # already summed over the ranks
+        0,
+        cpu_s=[cpu],
+        cpu_windows=[[w0, w1]],
+        row={k: res.get(k) for k in keys} if rank == 0 else {},
+    )
+
+
+_JOBS = {"ddp": ddp, "ps": ps, "allreduce": allreduce, "train": train}
 
 
 def main(argv: list[str]) -> None:

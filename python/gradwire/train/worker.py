@@ -34,7 +34,12 @@ def accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 def run(plan: dict) -> dict:
     torch.set_num_threads(plan.get("threads", 1))
     if plan["backend"] == "gradwire":
-        opts = gt.Options(inject_loss=plan["inject_loss"], mss=plan.get("mss"))
+        opts = gt.Options(
+            inject_loss=plan["inject_loss"],
+            mss=plan.get("mss"),
+            transport=plan.get("transport"),
+            extra=plan.get("runtime") or {},  # the emulator's line rate and runtime table
+        )
         dist.init_process_group("gradwire", pg_options=opts)
     else:
         dist.init_process_group("gloo")
