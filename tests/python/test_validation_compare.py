@@ -24,7 +24,7 @@ def compare(monkeypatch):
 def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     scenario = ROOT / "scenarios" / "incast-dctcp.toml"
     plain = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
-    assert not any("tcp_sack" in a for a in plain), "sackless: gradwire's defaults"
+    assert not any("tcp_sack" in a for a in plain) and "baseline=sackless" in plain, "sackless: the preset"
     assert compare.TCP_MODES["sackless"][1] == [], "and ns-3's flags as leafspine.cc sets them"
     compare._tcp_mode = "ns3"
     ns3 = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
@@ -33,3 +33,6 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
         assert kv in ns3
     assert "transport.tcp_sack=true" in ours and "--sack=true" in theirs
     assert "transport.tcp_delack_count=2" in ours and "--delAckCount=2" in theirs
+    assert "transport.tcp_slow_start=per_ack" in ns3, "ns-3's TcpNewReno grows one segment per ACK"
+    dctcp = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
+    assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
