@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `transport.tcp_sack` | `true` | `net.ipv4.tcp_sack = 1` |
 //! | `transport.tcp_rack_tlp` | `true` | `net.ipv4.tcp_recovery = 1` (RACK, `tcp_recovery.c`), `net.ipv4.tcp_early_retrans = 3` (TLP) |
-//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` only; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
+//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
 //! | `transport.tcp_delack_count` | 2 | `__tcp_ack_snd_check` (`tcp_input.c`): ACK once more than one full segment is unacknowledged |
 //! | `transport.tcp_delack_timeout_us` | 40 000 | `TCP_DELACK_MIN` (HZ / 25) |
 //! | `transport.rto_min_us` | 200 000 | `TCP_RTO_MIN` (HZ / 5) |
@@ -35,7 +35,7 @@
 //! | `transport.tcp_delack_count` | 2 | `TcpSocket::DelAckCount` |
 //! | `transport.tcp_delack_timeout_us` | 200 000 | `TcpSocket::DelAckTimeout` |
 //! | `transport.rto_min_us` | 1 000 000 | `TcpSocketBase::MinRto` |
-//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` only) | `TcpL4Protocol::SocketType = TcpCubic` |
+//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`) | `TcpL4Protocol::SocketType = TcpCubic` |
 //! | `transport.tcp_slow_start` | `"per_ack"` where `tcp_cc = "reno"` is set, else `"per_segment"` | `TcpNewReno::SlowStart` (one segment per ACK); `TcpCubic` and `TcpDctcp` (a `TcpLinuxReno`) count segments |
 //! | `host.nic` | `"fifo"` | a point-to-point NetDevice's transmit queue is one drop-tail FIFO |
 //! | `host.nic_queue_bytes` | 150 000 | its default size, 100 packets of 1500 B |
@@ -80,6 +80,11 @@ pub fn apply(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     }
 }
 
+/// `transport.newreno_ecn = true`: RFC 3168 NewReno was asked for, which keeps Reno's growth.
+fn newreno_ecn(tree: &toml::Table) -> bool {
+    tree.get("transport").and_then(|t| t.get("newreno_ecn")).and_then(|v| v.as_bool()) == Some(true)
+}
+
 fn kind(tree: &toml::Table) -> Option<&str> {
     tree.get("transport").and_then(|t| t.get("kind")).and_then(|k| k.as_str())
 }
@@ -88,7 +93,7 @@ fn kind(tree: &toml::Table) -> Option<&str> {
 fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_sack", true.into())?;
     fill(tree, "transport", "tcp_rack_tlp", true.into())?;
-    if kind(tree) == Some("newreno") {
+    if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
         fill(tree, "transport", "tcp_cc", "cubic".into())?;
     }
     fill(tree, "transport", "tcp_delack_count", 2.into())?;
@@ -107,9 +112,12 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_delack_count", 2.into())?;
     fill(tree, "transport", "tcp_delack_timeout_us", NS3_DELACK_TIMEOUT_US.into())?;
     fill(tree, "transport", "rto_min_us", NS3_MIN_RTO_US.into())?;
-    if kind(tree) == Some("newreno") {
+    if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
         fill(tree, "transport", "tcp_cc", "cubic".into())?;
-        let reno = tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str()) == Some("reno");
+    }
+    if kind(tree) == Some("newreno") {
+        let cc = tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str());
+        let reno = cc.is_none_or(|c| c == "reno");
         fill(tree, "transport", "tcp_slow_start", if reno { "per_ack" } else { "per_segment" }.into())?;
     }
     let rto_min = lookup_f64(tree, "transport", "rto_min_us").unwrap_or(NS3_MIN_RTO_US);
