@@ -44,17 +44,19 @@ OUR_BIN = ROOT / "target" / "release" / "gradwire-sim"
 
 DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctcp.toml"]
 DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
-# TCP as each side runs it: gradwire's keys and leafspine's flags for the same thing.
-#  sackless: what the papers' ns-3 runs had (and gradwire's default): no SACK, one ACK a
-#    segment, NewReno recovery.
+# TCP as each side runs it: gradwire's keys and leafspine's flags for the same thing. Both
+# start from `baseline = "sackless"` (gradwire's default is Linux's TCP) and set the rest.
+#  sackless: what the papers' ns-3 runs had: no SACK, one ACK a segment, NewReno recovery.
 #  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
-#    limited transmit, PRR, and (ns-3's TcpSocketBase) the head resent on every partial
-#    ACK in recovery. Timestamps stay off on both sides (they would add 12 header bytes a
-#    packet).
+#    limited transmit, PRR, and (ns-3's TcpSocketBase) one more segment sent on every
+#    partial ACK in recovery; TcpNewReno's slow start grows one segment per ACK (TcpDctcp,
+#    a TcpLinuxReno, counts segments). Timestamps stay off on both sides (they would add
+#    12 header bytes a packet).
 TCP_MODES = {
-    "sackless": ([], []),
+    "sackless": (["baseline=sackless"], []),
     "ns3": (
         [
+            "baseline=sackless",
             "transport.tcp_sack=true",
             "transport.tcp_partial_ack_resend=true",
             "transport.tcp_delack_count=2",
@@ -63,6 +65,8 @@ TCP_MODES = {
         ["--sack=true", "--delAckCount=2", "--recovery=prr", "--limitedTransmit=true"],
     ),
 }
+# Keys for one transport only, per mode.
+TCP_MODE_TRANSPORT = {"ns3": {"newreno": ["transport.tcp_slow_start=per_ack"]}}
 _tcp_mode = "sackless"
 
 # Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
@@ -197,7 +201,7 @@ def snapshot_our_binary(work: Path) -> Path | None:
 
 def our_command(scenario: Path, out: Path, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
     sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={nic}"]
-    for kv in TCP_MODES[_tcp_mode][0]:
+    for kv in TCP_MODES[_tcp_mode][0] + TCP_MODE_TRANSPORT.get(_tcp_mode, {}).get(transport, []):
         sets += ["--set", kv]
     exe = _snapshot or (OUR_BIN if OUR_BIN.exists() else None)
     if exe:

@@ -24,7 +24,7 @@ def compare(monkeypatch):
 def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     scenario = ROOT / "scenarios" / "incast-dctcp.toml"
     plain = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
-    assert not any("tcp_sack" in a for a in plain), "sackless: gradwire's defaults"
+    assert not any("tcp_sack" in a for a in plain) and "baseline=sackless" in plain, "sackless: the preset"
     assert compare.TCP_MODES["sackless"][1] == [], "and ns-3's flags as leafspine.cc sets them"
     compare._tcp_mode = "ns3"
     ns3 = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
@@ -33,3 +33,32 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
         assert kv in ns3
     assert "transport.tcp_sack=true" in ours and "--sack=true" in theirs
     assert "transport.tcp_delack_count=2" in ours and "--delAckCount=2" in theirs
+    assert "transport.tcp_slow_start=per_ack" in ns3, "ns-3's TcpNewReno grows one segment per ACK"
+    dctcp = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
+    assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
+
+
+NS3_BIN = ROOT / "validation" / "ns3" / "build" / "leafspine"
+SIM_BIN = ROOT / "target" / "release" / "gradwire-sim"
+
+
+@pytest.mark.skipif(
+    not (NS3_BIN.exists() and SIM_BIN.exists()),
+    reason="needs validation/ns3/build.sh and cargo build --release -p gradwire-sim",
+)
+def test_a_small_sackless_incast_agrees_with_ns3(tmp_path):
+    """16 senders of 500 KB into one host, 5 seeds each side (seconds): the SACK-less TCP of
+    `baseline = "sackless"` against ns-3 with the same TCP, mean and p99 within 15 %."""
+    import subprocess
+
+    text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()
+    small = text.replace("senders = 32", "senders = 16").replace("flow_bytes = 1000000", "flow_bytes = 500000")
+    scenario = tmp_path / "incast-small.toml"
+    scenario.write_text(small.replace('name = "incast-dctcp"', 'name = "incast-small"'))
+    cmd = [sys.executable, str(ROOT / "validation" / "compare.py"), "--scenarios", str(scenario)]
+    cmd += ["--nics", "round_robin", "--seeds", "1,2,3,4,5", "--no-write", "--work", str(tmp_path / "out")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("incast-small")]
+    assert [row[1] for row in rows] == ["newreno", "dctcp"], r.stdout
+    assert all(row[11] == "PASS" for row in rows), r.stdout

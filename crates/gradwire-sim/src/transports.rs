@@ -3,7 +3,8 @@
 //! concrete transport.
 
 use crate::scenario::{
-    DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, TcpCc, TcpConnections, WorkloadKind,
+    DlcpImportance, DlcpRateHint, DlcpRateState, Scenario, ScenarioError, TcpCc, TcpConnections, TcpSlowStart,
+    WorkloadKind,
 };
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
@@ -32,6 +33,7 @@ pub fn params(s: &Scenario) -> Params {
             rack_tlp: tr.tcp_rack_tlp,
             partial_ack_resend: tr.tcp_partial_ack_resend,
             delayed_ack: DelayedAck { count: tr.tcp_delack_count, timeout: from_us(tr.tcp_delack_timeout_us) },
+            slow_start_per_ack: tr.tcp_slow_start == TcpSlowStart::PerAck,
             ..TcpConfig::default()
         },
         tcp_cubic: tr.tcp_cc == TcpCc::Cubic,

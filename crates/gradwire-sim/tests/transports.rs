@@ -74,7 +74,8 @@ fn ltp_incast_completes_near_dctcp() {
 #[test]
 fn ltp_under_random_loss_closes_early() {
     let dctcp = run(&["transport.kind=dctcp"]);
-    let newreno = run(&["transport.kind=newreno", "topology.link_loss_rate=0.01"]);
+    // The papers' baseline: SACK-less NewReno (`baseline = "sackless"`).
+    let newreno = run(&["transport.kind=newreno", "baseline=sackless", "topology.link_loss_rate=0.01"]);
     let ltp = run(&["transport.kind=ltp", "topology.link_loss_rate=0.01"]);
     assert!(mean(&ltp) <= 1.5 * mean(&dctcp), "mean {} vs lossless DCTCP {}", mean(&ltp), mean(&dctcp));
     assert!(p99(&ltp) <= 2.0 * p99(&dctcp), "p99 {} vs lossless DCTCP {}", p99(&ltp), p99(&dctcp));

@@ -25,6 +25,9 @@ pub trait AckExtra: Copy + Send {
 /// Delayed ACKs (RFC 5681 4.2): an in-order packet that leaves no hole is answered with
 /// the `count`th such packet, or `timeout` after the first unanswered one; anything else
 /// (out of order, filling a hole, a duplicate) at once. `count` 1: every packet at once.
+/// The flow's last packet is no exception: a TCP receiver does not know where the sender's
+/// data ends (ns-3's and Linux's hold it like any other), so an odd last segment waits for
+/// the timeout, and a sender whose RTO is shorter times out once, spuriously.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DelayedAck {
     /// Packets one ACK may answer (1: no delay).
@@ -133,7 +136,7 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
         let h = self.held.get_or_insert(Held { packets: 0, extra, due: now.saturating_add(self.delack.timeout) });
         h.packets += 1;
         h.extra = extra;
-        if h.packets >= self.delack.count || self.flow_bytes.in_order() == self.flow_bytes.size() {
+        if h.packets >= self.delack.count {
             self.release();
         }
     }

@@ -1,31 +1,42 @@
 //! Presets of the baselines' settings. Each fills a key the scenario (after overrides and
-//! sweep) leaves out, so anything set explicitly wins.
+//! sweep) leaves out, so anything set explicitly wins. Only TCP's keys (and, for `ns3`,
+//! the hosts' and pFabric's/PIAS's) are touched; DLCP and LTP ignore them.
 //!
-//! `baseline = "modern"` (the default) is gradwire's own: round-robin NICs, no handshake,
-//! and the TCP baselines without SACK or delayed ACKs (NewReno's recovery, RFC 6582), as
-//! the papers' ns-3 runs had them.
-//!
-//! `baseline = "linux"`: TCP as a Linux 6.x host runs it with its default sysctls, for
-//! comparisons with what users run (Gloo, NCCL's socket transport):
+//! `baseline = "modern"` (the default; `"linux"` is the same): TCP as a Linux 6.x host runs
+//! it with its default sysctls, for comparisons with what users run (Gloo, NCCL's socket
+//! transport). Round-robin host NICs, no handshake.
 //!
 //! | key | value | Linux's source |
 //! |---|---|---|
 //! | `transport.tcp_sack` | `true` | `net.ipv4.tcp_sack = 1` |
-//! | `transport.tcp_rack_tlp` | `true` | `net.ipv4.tcp_recovery = 1` (RACK), `tcp_early_retrans = 3` (TLP) |
-//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` only) | `net.ipv4.tcp_congestion_control = cubic` |
-//! | `transport.tcp_delack_count` | 2 | `__tcp_ack_snd_check`: ACK once more than one full segment is unacknowledged |
+//! | `transport.tcp_rack_tlp` | `true` | `net.ipv4.tcp_recovery = 1` (RACK, `tcp_recovery.c`), `net.ipv4.tcp_early_retrans = 3` (TLP) |
+//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
+//! | `transport.tcp_delack_count` | 2 | `__tcp_ack_snd_check` (`tcp_input.c`): ACK once more than one full segment is unacknowledged |
 //! | `transport.tcp_delack_timeout_us` | 40 000 | `TCP_DELACK_MIN` (HZ / 25) |
 //! | `transport.rto_min_us` | 200 000 | `TCP_RTO_MIN` (HZ / 5) |
-//! | `transport.rto_initial_us` | 1 000 000 | `TCP_TIMEOUT_INIT` (RFC 6298) |
+//! | `transport.tcp_partial_ack_resend` | `false` | only what the scoreboard deems lost is resent (`tcp_xmit_retransmit_queue`) |
+//! | `transport.tcp_slow_start` | `"per_segment"` | `tcp_slow_start` (`tcp_cong.c`): cwnd grows by the segments acknowledged |
 //!
-//! Not modelled: HyStart++, PRR (RFC 6937; RFC 6675's recovery stands in), quick-ACK mode
-//! at connection start, DSACK (a resend ACKed faster than min_RTT stands in).
+//! SACK recovery always runs PRR (RFC 6937; `tcp_cwnd_reduction`, Linux's default since
+//! 3.2). `rto_initial_us` is not filled: Linux's `TCP_TIMEOUT_INIT` (1 s) times the SYN,
+//! and the handshake's RTT sample puts a datacenter flow's first data RTO at RTOmin, which
+//! is what `rto_initial_us` left out gives. Not modelled: HyStart++, quick-ACK mode at
+//! connection start, DSACK (a resend ACKed faster than min_RTT stands in), timestamps,
+//! pacing.
 //!
-//! `baseline = "ns3"`: the settings an ns-3 user of 2023 running dlcp.md §5.2 would have
-//! had where gradwire's defaults differ:
+//! `baseline = "ns3"`: ns-3.37's TCP with its default attributes, and the settings an ns-3
+//! user of 2023 running dlcp.md §5.2 would have had around it:
 //!
-//! | key | value | why |
+//! | key | value | ns-3.37's source |
 //! |---|---|---|
+//! | `transport.tcp_sack` | `true` | `TcpSocketBase::Sack` |
+//! | `transport.tcp_rack_tlp` | `false` | ns-3.37 has no RACK or TLP |
+//! | `transport.tcp_partial_ack_resend` | `true` | `TcpSocketBase::ProcessAck`: a partial ACK in recovery calls `DoRetransmit` |
+//! | `transport.tcp_delack_count` | 2 | `TcpSocket::DelAckCount` |
+//! | `transport.tcp_delack_timeout_us` | 200 000 | `TcpSocket::DelAckTimeout` |
+//! | `transport.rto_min_us` | 1 000 000 | `TcpSocketBase::MinRto` |
+//! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`) | `TcpL4Protocol::SocketType = TcpCubic` |
+//! | `transport.tcp_slow_start` | `"per_ack"` where `tcp_cc = "reno"` is set, else `"per_segment"` | `TcpNewReno::SlowStart` (one segment per ACK); `TcpCubic` and `TcpDctcp` (a `TcpLinuxReno`) count segments |
 //! | `host.nic` | `"fifo"` | a point-to-point NetDevice's transmit queue is one drop-tail FIFO |
 //! | `host.nic_queue_bytes` | 150 000 | its default size, 100 packets of 1500 B |
 //! | `transport.tcp_handshake` | `true` | ns-3 sockets connect before they send |
@@ -33,6 +44,24 @@
 //! | `transport.tcp_conn_timeout_us` | 3 000 000 | `TcpSocket::ConnTimeout` |
 //! | `transport.pfabric_rto_us` | `transport.rto_min_us` | dlcp.md gives one RTOmin (10 ms) for every baseline |
 //! | `transport.pias_thresholds_from_workload` | `true` (unless `pias_thresholds` is set) | PIAS tunes its thresholds to the workload's flow sizes |
+//!
+//! Recovery is RFC 6675 with PRR (`TcpL4Protocol::RecoveryType = TcpPrrRecovery`), which
+//! gradwire's SACK recovery always runs. Not modelled: timestamps (`Timestamp = true`, 12
+//! bytes a segment), `ClockGranularity` (1 ms, below every RTOmin used here),
+//! `TcpCubic::HyStart`; limited transmit only acts without SACK in ns-3.37.
+//!
+//! `baseline = "sackless"`: the TCP of the papers' ns-3 runs (`Sack = false`,
+//! `DelAckCount = 1`, NewReno) and gradwire's default before SACK: runs are byte-identical
+//! to that default.
+//!
+//! | key | value |
+//! |---|---|
+//! | `transport.tcp_sack`, `tcp_rack_tlp`, `tcp_partial_ack_resend` | `false` |
+//! | `transport.tcp_cc` | `"reno"` (NewReno, RFC 6582 recovery) |
+//! | `transport.tcp_delack_count` | 1 (every segment ACKed at once) |
+//! | `transport.tcp_slow_start` | `"per_segment"` |
+//!
+//! `rto_min_us` keeps the schema's 10 ms under `sackless`.
 
 use super::ScenarioError;
 
@@ -42,14 +71,56 @@ pub const NS3_NIC_QUEUE_BYTES: i64 = 100 * 1500;
 /// Fill the preset named by `baseline` into `tree`, where its keys are absent.
 pub fn apply(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     match tree.get("baseline") {
-        None => return Ok(()),
-        Some(toml::Value::String(s)) if s == "modern" => return Ok(()),
-        Some(toml::Value::String(s)) if s == "ns3" => {}
-        Some(toml::Value::String(s)) if s == "linux" => return linux(tree),
+        None => modern(tree),
+        Some(toml::Value::String(s)) if s == "modern" || s == "linux" => modern(tree),
+        Some(toml::Value::String(s)) if s == "ns3" => ns3(tree),
+        Some(toml::Value::String(s)) if s == "sackless" => sackless(tree),
         // anything else: serde names the valid values
-        Some(_) => return Ok(()),
+        Some(_) => Ok(()),
     }
-    let rto_min = lookup_f64(tree, "transport", "rto_min_us").unwrap_or(10_000.0);
+}
+
+/// `transport.newreno_ecn = true`: RFC 3168 NewReno was asked for, which keeps Reno's growth.
+fn newreno_ecn(tree: &toml::Table) -> bool {
+    tree.get("transport").and_then(|t| t.get("newreno_ecn")).and_then(|v| v.as_bool()) == Some(true)
+}
+
+fn kind(tree: &toml::Table) -> Option<&str> {
+    tree.get("transport").and_then(|t| t.get("kind")).and_then(|k| k.as_str())
+}
+
+/// Linux's default TCP ([module docs](self)).
+fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
+    fill(tree, "transport", "tcp_sack", true.into())?;
+    fill(tree, "transport", "tcp_rack_tlp", true.into())?;
+    if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
+        fill(tree, "transport", "tcp_cc", "cubic".into())?;
+    }
+    fill(tree, "transport", "tcp_delack_count", 2.into())?;
+    fill(tree, "transport", "tcp_delack_timeout_us", LINUX_DELACK_MIN_US.into())?;
+    fill(tree, "transport", "rto_min_us", LINUX_RTO_MIN_US.into())?;
+    fill(tree, "transport", "tcp_partial_ack_resend", false.into())?;
+    fill(tree, "transport", "tcp_slow_start", "per_segment".into())?;
+    Ok(())
+}
+
+/// ns-3.37's default TCP and the hosts around it ([module docs](self)).
+fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
+    fill(tree, "transport", "tcp_sack", true.into())?;
+    fill(tree, "transport", "tcp_rack_tlp", false.into())?;
+    fill(tree, "transport", "tcp_partial_ack_resend", true.into())?;
+    fill(tree, "transport", "tcp_delack_count", 2.into())?;
+    fill(tree, "transport", "tcp_delack_timeout_us", NS3_DELACK_TIMEOUT_US.into())?;
+    fill(tree, "transport", "rto_min_us", NS3_MIN_RTO_US.into())?;
+    if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
+        fill(tree, "transport", "tcp_cc", "cubic".into())?;
+    }
+    if kind(tree) == Some("newreno") {
+        let cc = tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str());
+        let reno = cc.is_none_or(|c| c == "reno");
+        fill(tree, "transport", "tcp_slow_start", if reno { "per_ack" } else { "per_segment" }.into())?;
+    }
+    let rto_min = lookup_f64(tree, "transport", "rto_min_us").unwrap_or(NS3_MIN_RTO_US);
     let has_pias_list = tree
         .get("transport")
         .and_then(|t| t.get("pias_thresholds"))
@@ -67,25 +138,23 @@ pub fn apply(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     Ok(())
 }
 
-/// Linux's default TCP ([module docs](self)).
-fn linux(tree: &mut toml::Table) -> Result<(), ScenarioError> {
-    fill(tree, "transport", "tcp_sack", true.into())?;
-    fill(tree, "transport", "tcp_rack_tlp", true.into())?;
-    let kind = tree.get("transport").and_then(|t| t.get("kind")).and_then(|k| k.as_str());
-    if kind == Some("newreno") {
-        fill(tree, "transport", "tcp_cc", "cubic".into())?;
-    }
-    fill(tree, "transport", "tcp_delack_count", 2.into())?;
-    fill(tree, "transport", "tcp_delack_timeout_us", LINUX_DELACK_MIN_US.into())?;
-    fill(tree, "transport", "rto_min_us", LINUX_RTO_MIN_US.into())?;
-    fill(tree, "transport", "rto_initial_us", LINUX_RTO_INITIAL_US.into())?;
+/// The SACK-less TCP of the papers' ns-3 runs ([module docs](self)).
+fn sackless(tree: &mut toml::Table) -> Result<(), ScenarioError> {
+    fill(tree, "transport", "tcp_sack", false.into())?;
+    fill(tree, "transport", "tcp_rack_tlp", false.into())?;
+    fill(tree, "transport", "tcp_partial_ack_resend", false.into())?;
+    fill(tree, "transport", "tcp_cc", "reno".into())?;
+    fill(tree, "transport", "tcp_delack_count", 1.into())?;
+    fill(tree, "transport", "tcp_slow_start", "per_segment".into())?;
     Ok(())
 }
 
-/// Linux's `TCP_DELACK_MIN`, `TCP_RTO_MIN` and `TCP_TIMEOUT_INIT`, µs.
+/// Linux's `TCP_DELACK_MIN` and `TCP_RTO_MIN`, µs.
 pub const LINUX_DELACK_MIN_US: f64 = 40_000.0;
 pub const LINUX_RTO_MIN_US: f64 = 200_000.0;
-pub const LINUX_RTO_INITIAL_US: f64 = 1_000_000.0;
+/// ns-3.37's `TcpSocket::DelAckTimeout` and `TcpSocketBase::MinRto`, µs.
+pub const NS3_DELACK_TIMEOUT_US: f64 = 200_000.0;
+pub const NS3_MIN_RTO_US: f64 = 1_000_000.0;
 
 fn lookup_f64(tree: &toml::Table, table: &str, key: &str) -> Option<f64> {
     match tree.get(table)?.get(key)? {
@@ -106,37 +175,63 @@ fn fill(tree: &mut toml::Table, table: &str, key: &str, value: toml::Value) -> R
 
 #[cfg(test)]
 mod tests {
-    use crate::scenario::{load, NicDiscipline, TcpConnections};
+    use crate::scenario::{load, Baseline, NicDiscipline, TcpCc, TcpConnections, TcpSlowStart, TransportCfg};
 
     const BASE: &str = "[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
+    const RENO: &str = "[transport]\nkind = \"newreno\"\n";
 
-    #[test]
-    fn the_linux_preset_fills_linuxs_tcp_and_keeps_what_is_set() {
-        use crate::scenario::TcpCc;
-        let reno = "[transport]\nkind = \"newreno\"\n";
-        let t = &load(&format!("baseline = \"linux\"\n{BASE}{reno}"), &[]).unwrap()[0].scenario.transport;
-        assert!(t.tcp_sack && t.tcp_rack_tlp && t.tcp_cc == TcpCc::Cubic);
-        assert_eq!((t.tcp_delack_count, t.rto_min_us, t.rto_initial_us), (2, 200_000.0, Some(1_000_000.0)));
-        let ov = ["transport.rto_min_us=5000".to_string(), "transport.kind=\"dctcp\"".to_string()];
-        let t = &load(&format!("baseline = \"linux\"\n{BASE}{reno}"), &ov).unwrap()[0].scenario.transport;
-        assert_eq!(t.rto_min_us, 5000.0, "an explicit key wins");
-        assert_eq!(t.tcp_cc, TcpCc::Reno, "DCTCP keeps its own growth");
-        let t = &load(BASE, &[]).unwrap()[0].scenario.transport;
-        assert!(!t.tcp_sack && !t.tcp_rack_tlp && t.tcp_delack_count == 1, "modern stays SACK-less");
+    fn transport(baseline: Option<&str>, body: &str, ov: &[&str]) -> TransportCfg {
+        let head = baseline.map(|b| format!("baseline = \"{b}\"\n")).unwrap_or_default();
+        let ov: Vec<String> = ov.iter().map(|s| s.to_string()).collect();
+        load(&format!("{head}{BASE}{body}"), &ov).unwrap()[0].scenario.transport.clone()
     }
 
     #[test]
-    fn the_ns3_preset_fills_what_is_left_out_and_keeps_what_is_set() {
-        let s = &load(&format!("baseline = \"ns3\"\n{BASE}"), &[]).unwrap()[0].scenario;
+    fn modern_is_the_default_and_fills_linuxs_documented_keys() {
+        for b in [None, Some("modern"), Some("linux")] {
+            let t = transport(b, RENO, &[]);
+            assert!(t.tcp_sack && t.tcp_rack_tlp && !t.tcp_partial_ack_resend, "{b:?}");
+            assert_eq!(t.tcp_cc, TcpCc::Cubic);
+            assert_eq!((t.tcp_delack_count, t.tcp_delack_timeout_us), (2, 40_000.0));
+            assert_eq!((t.rto_min_us, t.rto_initial_us), (200_000.0, None), "the data's first RTO is RTOmin");
+            assert_eq!(t.tcp_slow_start, TcpSlowStart::PerSegment);
+        }
+        let s = &load(BASE, &[]).unwrap()[0].scenario;
+        assert_eq!(s.baseline, Baseline::Modern);
+        assert!(!s.transport.tcp_handshake && s.host.nic == NicDiscipline::RoundRobin);
+        let t = transport(None, RENO, &["transport.rto_min_us=5000", "transport.kind=\"dctcp\""]);
+        assert_eq!(t.rto_min_us, 5000.0, "an explicit key wins");
+        assert_eq!(t.tcp_cc, TcpCc::Reno, "DCTCP keeps its own growth");
+        assert!(t.tcp_sack && t.tcp_rack_tlp, "and recovers as Linux does");
+    }
+
+    #[test]
+    fn sackless_is_the_tcp_before_sack_key_for_key() {
+        let t = transport(Some("sackless"), RENO, &[]);
+        assert!(!t.tcp_sack && !t.tcp_rack_tlp && !t.tcp_partial_ack_resend);
+        assert_eq!((t.tcp_cc, t.tcp_delack_count, t.tcp_slow_start), (TcpCc::Reno, 1, TcpSlowStart::PerSegment));
+        assert_eq!((t.rto_min_us, t.rto_initial_us), (10_000.0, None), "the schema's RTOmin");
+        // The transport as the schema's defaults have it, so runs stay byte-identical.
+        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\nrto_min_us = 10000.0\n"), &[]).unwrap();
+        assert_eq!(format!("{t:?}"), format!("{:?}", none[0].scenario.transport));
+    }
+
+    #[test]
+    fn the_ns3_preset_fills_ns3s_tcp_and_hosts_and_keeps_what_is_set() {
+        let s = &load(&format!("baseline = \"ns3\"\n{BASE}{RENO}"), &[]).unwrap()[0].scenario;
+        let t = &s.transport;
+        assert!(t.tcp_sack && !t.tcp_rack_tlp && t.tcp_partial_ack_resend);
+        assert_eq!((t.tcp_delack_count, t.tcp_delack_timeout_us, t.rto_min_us), (2, 200_000.0, 1_000_000.0));
+        assert_eq!((t.tcp_cc, t.tcp_slow_start), (TcpCc::Cubic, TcpSlowStart::PerSegment), "ns-3.37's TcpCubic");
         assert_eq!((s.host.nic, s.host.nic_queue_bytes), (NicDiscipline::Fifo, 150_000));
-        assert!(s.transport.tcp_handshake && s.transport.pias_thresholds_from_workload);
-        assert_eq!(s.transport.tcp_connections, TcpConnections::PerFlow);
-        assert_eq!(s.transport.pfabric_rto_us, Some(s.transport.rto_min_us));
+        assert!(t.tcp_handshake && t.pias_thresholds_from_workload);
+        assert_eq!(t.tcp_connections, TcpConnections::PerFlow);
+        assert_eq!(t.pfabric_rto_us, Some(t.rto_min_us));
+        let t = transport(Some("ns3"), RENO, &["transport.tcp_cc=\"reno\""]);
+        assert_eq!(t.tcp_slow_start, TcpSlowStart::PerAck, "ns-3's TcpNewReno counts ACKs");
         let ov = ["transport.rto_min_us=5000.0".to_string(), "host.nic=round_robin".to_string()];
         let s = &load(&format!("baseline = \"ns3\"\n{BASE}"), &ov).unwrap()[0].scenario;
         assert_eq!(s.host.nic, NicDiscipline::RoundRobin, "an explicit key wins");
         assert_eq!(s.transport.pfabric_rto_us, Some(5000.0), "pFabric's RTO follows RTOmin");
-        let modern = &load(BASE, &[]).unwrap()[0].scenario;
-        assert!(!modern.transport.tcp_handshake && modern.host.nic == NicDiscipline::RoundRobin);
     }
 }

@@ -44,18 +44,21 @@ pub struct Scenario {
     pub baseline: Baseline,
 }
 
-/// How the baselines around a transport are configured.
+/// How the baselines around a transport are configured (each key's source: `preset.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Baseline {
-    /// gradwire's defaults: round-robin NICs, no handshake.
+    /// TCP as Linux runs it by default (SACK, RACK-TLP, CUBIC for plain TCP, delayed
+    /// ACKs, Linux's RTOmin); round-robin NICs, no handshake. `"linux"` is the same.
     #[default]
+    #[serde(alias = "linux")]
     Modern,
-    /// What an ns-3 run of dlcp.md §5.2 would have had (see `preset.rs`).
+    /// ns-3.37's TCP defaults (SACK, PRR, delayed ACKs every 2 segments, its RTOmin) and
+    /// what an ns-3 run of dlcp.md §5.2 would have had around it (FIFO NICs, handshakes).
     Ns3,
-    /// TCP as Linux runs it by default: SACK, RACK-TLP, CUBIC, delayed ACKs, Linux's
-    /// RTOs (see `preset.rs`).
-    Linux,
+    /// The TCP of the papers' ns-3 runs and of gradwire before SACK: NewReno recovery
+    /// (RFC 6582) without SACK, every segment ACKed at once.
+    Sackless,
 }
 
 impl Baseline {
@@ -371,6 +374,28 @@ pub struct TransportCfg {
     /// With `tcp_delack_count` > 1: the longest an ACK waits (Linux: 40 ms).
     #[serde(skip_serializing_if = "is_default_delack_timeout")]
     pub tcp_delack_timeout_us: f64,
+    /// newreno/dctcp/pias: how slow start grows the window, by every segment an ACK
+    /// covers (`per_segment`: Linux's `tcp_slow_start`) or by one segment per ACK
+    /// (`per_ack`: ns-3's `TcpNewReno::SlowStart`, RFC 5681 without byte counting).
+    #[serde(skip_serializing_if = "TcpSlowStart::is_per_segment")]
+    pub tcp_slow_start: TcpSlowStart,
+}
+
+/// Slow start's growth per ACK (`transport.tcp_slow_start`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TcpSlowStart {
+    /// One segment per segment acknowledged (RFC 3465 byte counting; Linux).
+    #[default]
+    PerSegment,
+    /// One segment per ACK, however many it covers (ns-3's NewReno).
+    PerAck,
+}
+
+impl TcpSlowStart {
+    fn is_per_segment(&self) -> bool {
+        *self == TcpSlowStart::PerSegment
+    }
 }
 
 /// The loss-based TCP baseline's window growth (`transport.tcp_cc`).
@@ -565,6 +590,7 @@ impl Default for TransportCfg {
             tcp_cc: TcpCc::Reno,
             tcp_delack_count: 1,
             tcp_delack_timeout_us: LINUX_DELACK_TIMEOUT_US,
+            tcp_slow_start: TcpSlowStart::PerSegment,
             tcp_conn_timeout_us: NS3_CONN_TIMEOUT_US,
             tcp_connections: TcpConnections::PerFlow,
             pias_thresholds_from_workload: false,

@@ -46,7 +46,7 @@ mod tests {
         // three senders on host 0 to hosts 1..3, started in the order 3, 1, 2 (the FIFO
         // serves them in the order they handed their windows over)
         let text = format!(
-            "seed = 1\nstop_ms = 50\n[topology]\nleaves = 1\nspines = 1\nhosts_per_leaf = 4\n\
+            "seed = 1\nstop_ms = 1000\n[topology]\nleaves = 1\nspines = 1\nhosts_per_leaf = 4\n\
              [transport]\nkind = \"dctcp\"\ninit_cwnd_packets = 10\n\
              [workload]\nkind = \"flows\"\n\
              flows = [{{src = 0, dst = 3, bytes = 14600, start_us = 0.0}}, \

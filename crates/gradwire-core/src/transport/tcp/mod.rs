@@ -110,6 +110,12 @@ pub struct TcpConfig {
     /// does not). It repairs a lost retransmission one round trip after the last
     /// partial ACK instead of at the RTO, at the price of resending some that were not lost.
     pub partial_ack_resend: bool,
+    /// Slow start grows the window by one segment per ACK, however many segments the ACK
+    /// covers (RFC 5681 3.1 without RFC 3465's byte counting; ns-3's
+    /// `TcpNewReno::SlowStart`), instead of by every segment acknowledged (Linux's
+    /// `tcp_slow_start`). With delayed ACKs every 2 segments the window grows 1.5x per round
+    /// trip instead of 2x.
+    pub slow_start_per_ack: bool,
 }
 
 impl Default for TcpConfig {
@@ -129,6 +135,7 @@ impl Default for TcpConfig {
             rack_tlp: false,
             delayed_ack: DelayedAck::OFF,
             partial_ack_resend: false,
+            slow_start_per_ack: false,
         }
     }
 }

@@ -41,6 +41,8 @@ pub(super) struct Scoreboard {
     loss_scan: u64,
     /// No lost segment awaiting retransmission lies below this.
     retx_scan: u64,
+    /// Times a segment (or a retransmission of it) has been deemed lost, ever.
+    marks: u64,
 }
 
 impl Scoreboard {
@@ -121,7 +123,14 @@ impl Scoreboard {
         self.lost += !was.lost as u64;
         self.retx_out -= was.retx_out as u64;
         self.retx_scan = self.retx_scan.min(idx);
+        self.marks += 1;
         true
+    }
+
+    /// Times a segment or a retransmission has been deemed lost so far (a new loss shows
+    /// as a change).
+    pub(super) fn marks(&self) -> u64 {
+        self.marks
     }
 
     /// RFC 6675 IsLost with `dupthresh`: every segment with at least `dupthresh` SACKed

@@ -149,6 +149,8 @@ pub struct TcpSender {
     partial_acked: u64,
     /// Segment to send regardless of cwnd (fast retransmit, partial ACK).
     forced_retx: Option<u64>,
+    /// One new segment may go regardless of cwnd (`partial_ack_resend` with no hole to fill).
+    forced_new: bool,
 
     /// Records for segments from `snd_una`'s on; with SACK, the scoreboard.
     board: Scoreboard,
@@ -199,6 +201,7 @@ impl TcpSender {
             phase: Phase::Open,
             partial_acked: 0,
             forced_retx: None,
+            forced_new: false,
             board: Scoreboard::default(),
             rtt: RttEstimator::new(&cfg),
             rto_deadline: None,
@@ -348,14 +351,20 @@ impl TcpSender {
         total / self.mss()
     }
 
-    /// ns-3 `TcpNewReno::IncreaseWindow`: slow start capped at ssthresh, the remaining
-    /// segments go to congestion avoidance (at most one increment per ACK).
+    /// ns-3 `TcpNewReno::IncreaseWindow`: slow start, then the remaining segments go to
+    /// congestion avoidance (at most one increment per ACK). Slow start grows by every
+    /// segment acknowledged up to ssthresh (Linux's `tcp_slow_start`, ns-3's
+    /// `TcpLinuxReno`), or with `slow_start_per_ack` by one segment per ACK (ns-3's
+    /// `TcpNewReno::SlowStart`).
     fn increase_window(&mut self, now: Time, mut segs: u64) {
         let mss = self.mss();
         if segs == 0 {
             return;
         }
-        if self.cwnd < self.ssthresh {
+        if self.cwnd < self.ssthresh && self.cfg.slow_start_per_ack {
+            self.cwnd += mss;
+            segs -= 1;
+        } else if self.cwnd < self.ssthresh {
             let grown = self.cwnd.saturating_add(segs.saturating_mul(mss)).min(self.ssthresh);
             segs = segs.saturating_sub((grown - self.cwnd) / mss);
             self.cwnd = grown;
@@ -471,13 +480,11 @@ impl TcpSender {
                 self.phase = Phase::Open;
                 self.dupacks = 0;
             }
-            // With SACK the scoreboard says what to resend (RFC 6675), and ns-3 also the
-            // head (`partial_ack_resend`).
+            // With SACK the scoreboard says what to resend (RFC 6675), and ns-3 sends one
+            // more segment on a partial ACK (`partial_ack_resend`).
             Phase::Recovery { .. } if self.cfg.sack => {
-                let head = self.snd_una / self.mss();
-                if self.cfg.partial_ack_resend && self.board.get(head).is_some_and(|s| !s.sacked) {
-                    self.board.mark_lost(head);
-                    self.forced_retx = Some(head * self.mss());
+                if self.cfg.partial_ack_resend {
+                    self.partial_ack_retransmit();
                 }
             }
             Phase::Recovery { .. } => {
@@ -494,6 +501,28 @@ impl TcpSender {
                     self.phase = Phase::Open;
                 }
             }
+        }
+    }
+
+    /// ns-3.37's `TcpSocketBase::ProcessAck` on a partial ACK in SACK recovery: unless
+    /// the new head has been retransmitted already (`IsRetransmittedDataAcked`),
+    /// `DoRetransmit` sends, whatever cwnd says, the first segment deemed lost and never
+    /// retransmitted (`NextSeg` rule 1), else new data (rule 2), else the head again.
+    fn partial_ack_retransmit(&mut self) {
+        let mss = self.mss();
+        let head = self.snd_una / mss;
+        if self.board.get(head).is_none_or(|s| s.sacked || s.retransmitted) {
+            return;
+        }
+        let end = self.high_tx.div_ceil(mss);
+        let lost = self.board.range(head, end).position(|s| s.lost && !s.retransmitted && !s.sacked);
+        if let Some(off) = lost {
+            self.forced_retx = Some((head + off as u64) * mss);
+        } else if self.snd_nxt < self.size {
+            self.forced_new = true;
+        } else {
+            self.board.mark_lost(head);
+            self.forced_retx = Some(head * mss);
         }
     }
 
@@ -519,6 +548,7 @@ impl TcpSender {
         }
         self.dupacks = 0;
         self.forced_retx = None;
+        self.forced_new = false;
         self.rtt.backoff();
         self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
     }
@@ -539,6 +569,7 @@ impl TcpSender {
         self.done_pending = true;
         self.rto_deadline = None;
         self.forced_retx = None;
+        self.forced_new = false;
         self.tlp_deadline = None;
         self.rack.timer = None;
     }
@@ -567,6 +598,9 @@ impl TcpSender {
             if seq >= self.snd_una && seq < self.high_tx && self.board.get(seq / mss).is_some_and(|s| s.lost) {
                 return Some(seq);
             }
+        }
+        if std::mem::take(&mut self.forced_new) && self.snd_nxt < self.size {
+            return Some(self.snd_nxt);
         }
         let pipe = self.board.pipe(self.outstanding_segs()) * mss;
         if let Some(idx) = self.board.next_lost() {
@@ -604,8 +638,14 @@ impl TcpSender {
 
     /// PRR's window for the next sends (RFC 6937 section 3): while the network holds more
     /// than ssthresh, send in proportion to what is delivered; below it, catch up towards
-    /// ssthresh by at most what was delivered plus one segment (PRR-SSRB).
-    fn prr_update(&mut self, delivered: u64) {
+    /// ssthresh by at most what was delivered, plus one segment (PRR-SSRB) only on a `safe`
+    /// ACK, one that cumulatively acknowledges a retransmission and reveals no new loss
+    /// (Linux 4.x `tcp_cwnd_reduction`: `FLAG_RETRANS_DATA_ACKED` without
+    /// `FLAG_LOST_RETRANS`; ns-3.37 `TcpPrrRecovery::DoRecovery`: `m_isRetransDataAcked`;
+    /// RFC 6937bis's SafeACK). Any other ACK sends no more than it delivered, so a
+    /// recovery whose retransmissions are lost again does not keep adding a segment per ACK
+    /// into the port that dropped them.
+    fn prr_update(&mut self, delivered: u64, safe: bool) {
         let mss = self.mss();
         self.prr.delivered += delivered;
         let pipe = self.board.pipe(self.outstanding_segs()) * mss;
@@ -613,7 +653,11 @@ impl TcpSender {
         let sndcnt = if pipe > self.ssthresh {
             (p.delivered as u128 * self.ssthresh as u128).div_ceil(p.recover_fs as u128) as i128 - p.out as i128
         } else {
-            let limit = (p.delivered as i128 - p.out as i128).max(delivered as i128) + mss as i128;
+            let limit = if safe {
+                (p.delivered as i128 - p.out as i128).max(delivered as i128) + mss as i128
+            } else {
+                delivered as i128
+            };
             (self.ssthresh as i128 - pipe as i128).min(limit)
         };
         self.cwnd = pipe + sndcnt.max(0) as u64;
@@ -713,6 +757,9 @@ impl Endpoint for TcpSender {
         }
         let mss = self.mss();
         let (una0, sacked0) = (self.snd_una, self.board.sacked());
+        // PRR's safe ACK (below): it acknowledges a retransmission cumulatively.
+        let retx_acked =
+            ack > self.snd_una && self.board.range(una0 / mss, ack / mss).any(|s| s.retransmitted && !s.sacked);
         if ack > self.snd_una {
             self.on_new_ack(now, ack, pkt.ece);
         }
@@ -726,13 +773,15 @@ impl Endpoint for TcpSender {
             }
         }
         if !self.finished {
+            let marks0 = self.board.marks();
             self.detect_losses(now);
             if matches!(self.phase, Phase::Recovery { .. }) {
                 // RFC 6937's DeliveredData: newly acknowledged plus newly SACKed bytes (a
                 // SACKed segment now cumulatively acknowledged counts once).
                 let delivered =
                     (self.snd_una - una0) as i64 + (self.board.sacked() as i64 - sacked0 as i64) * mss as i64;
-                self.prr_update(delivered.max(0) as u64);
+                let safe = retx_acked && self.board.marks() == marks0;
+                self.prr_update(delivered.max(0) as u64, safe);
             }
             self.arm_tlp(now);
         }

@@ -264,3 +264,66 @@ fn recovery_sends_in_proportion_to_what_is_delivered() {
     assert!((8..=11).contains(&in_recovery), "{per_ack:?}");
     assert!(per_ack.iter().all(|&n| n <= 2), "no burst: {per_ack:?}");
 }
+
+#[test]
+fn slow_start_per_ack_grows_one_segment_for_an_ack_of_two() {
+    // Ten segments out, ACKed two at a time (delayed ACKs): five ACKs of two segments.
+    for (per_ack, grown) in [(false, 10), (true, 5)] {
+        let cfg = TcpConfig { slow_start_per_ack: per_ack, ..sack() };
+        let mut s = TcpSender::new(cfg, 7, 1, 2, 100 * MSS, 0);
+        assert_eq!(std::iter::from_fn(|| s.poll_transmit(0)).count(), 10);
+        for i in 1..=5 {
+            s.handle_packet(10, &Packet::ack(7, 2, 1, 2 * i * MSS, 40));
+        }
+        assert_eq!(s.cwnd_bytes(), (10 + grown) * MSS, "per_ack = {per_ack}");
+    }
+}
+
+#[test]
+fn prr_adds_a_segment_only_on_an_ack_of_a_retransmission() {
+    // 20 out, segments 0 and 1 lost: the SACKs of 2..20 start recovery and bring pipe
+    // under ssthresh. A further SACK-less duplicate ACK sends nothing; the cumulative ACK
+    // of the resent segment 0 (a safe ACK) may send what it delivered plus one.
+    let cfg = TcpConfig { init_cwnd_packets: 20, ..sack() };
+    let mut s = TcpSender::new(cfg, 7, 1, 2, 100 * MSS, 0);
+    assert_eq!(std::iter::from_fn(|| s.poll_transmit(0)).count(), 20);
+    let mut sent = Vec::new();
+    for i in 2..20 {
+        let mut a = Packet::ack(7, 2, 1, 0, 40);
+        a.rank = i * MSS;
+        s.handle_packet(10, &a);
+        sent.extend(std::iter::from_fn(|| s.poll_transmit(10)).map(|p| p.seq / MSS));
+    }
+    assert!(s.in_recovery() && sent.contains(&0) && sent.contains(&1), "{sent:?}");
+    let mut dup = Packet::ack(7, 2, 1, 0, 40);
+    dup.rank = 19 * MSS;
+    s.handle_packet(20, &dup);
+    assert_eq!(s.poll_transmit(20), None, "nothing delivered, nothing sent");
+    let mut a = Packet::ack(7, 2, 1, MSS, 40);
+    a.rank = 0;
+    s.handle_packet(30, &a);
+    let after: Vec<u64> = std::iter::from_fn(|| s.poll_transmit(30)).map(|p| p.seq / MSS).collect();
+    assert!(!after.is_empty() && after.len() <= 2, "delivered one, may send two: {after:?}");
+}
+
+#[test]
+fn ns3s_partial_ack_resends_a_hole_not_yet_resent_but_not_one_in_flight() {
+    // Segments 3 and 5 lost in a 40-segment flow: with `partial_ack_resend` nothing is
+    // sent twice that was not lost (ns-3's DoRetransmit skips a head already resent).
+    let cfg = TcpConfig { partial_ack_resend: true, ..sack() };
+    let o = run(cfg, 40 * MSS, drop_first(&[3, 5]));
+    assert_eq!((o.sender.stats().retransmits, o.sender.stats().timeouts), (2, 0));
+    // Both retransmissions of 3 lost: only the RTO repairs it, as in ns-3.
+    let mut lost = 0;
+    let script: Script = Box::new(move |p: &Packet| {
+        if p.seq / MSS == 3 && lost < 2 {
+            lost += 1;
+            None
+        } else {
+            Some(0)
+        }
+    });
+    let o = run(cfg, 40 * MSS, script);
+    assert_eq!(o.sender.stats().timeouts, 1);
+    assert!(o.delivered_at > 0);
+}
