@@ -30,7 +30,7 @@ if [[ $PARTS == *emu* ]]; then
   tar czf "$OUT/emu.tgz" -C "$OUT" emu && rm -rf "$OUT/emu"
 fi
 if [[ $PARTS == *xcheck* ]]; then
-  timeout 480 python3 -m gradwire crosscheck -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -40
+  timeout 500 python3 -m gradwire crosscheck -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -40
   cp "$OUT/xcheck/crosscheck.csv" "$OUT/crosscheck.csv" 2>/dev/null
   rm -rf "$OUT/xcheck"
 fi

@@ -749,6 +749,7 @@ def crosscheck(
             rows += cc.run_case(case, out / slug, log=lambda m: console.print(f"    {escape(m)}"))
         except (JobError, EmulatorUnavailable) as e:
             raise _fail(str(e)) from None
+        cc.write(rows, out)  # after every case: a run cut short keeps what it measured
     t = Table(header_style="bold", title="emulated / simulated seconds per iteration")
     for col in ("case", "backend", "emulated s", "twin s", "ratio", "CPU-bound"):
         t.add_column(col, justify="left" if col in ("case", "backend") else "right")
