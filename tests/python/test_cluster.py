@@ -185,21 +185,31 @@ def test_no_cluster_at_the_address_is_one_line(tmp_path):
     )
 
 
-def test_ctrl_c_cancels_the_clusters_tasks(ray_cluster, tmp_path):
-    """SIGINT once the first runs are back: exit 130 at once, and no run lands afterwards
-    (the tasks still queued or running are cancelled, not left to finish)."""
-    out = tmp_path / "r"
-    proc = subprocess.Popen(
+def _reproduce_on(ray_cluster, out: Path) -> subprocess.Popen:
+    """`gradwire reproduce dlcp-fig16 --quick` (tiny) on the cluster, in the background."""
+    return subprocess.Popen(
         [sys.executable, "-m", "gradwire", "reproduce", "dlcp-fig16", "--quick", *TINY, "--cluster", "ray",
          "--address", ray_cluster.address, "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
     )  # fmt: skip
+
+
+def _wait_for_runs(proc: subprocess.Popen, out: Path, n: int, within: float = 120) -> None:
+    """Until `n` runs are back in `out` (the job still running)."""
+    deadline = time.monotonic() + within
+    while len(list(out.glob("*/*/summary.json"))) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"no run came back from the cluster in {within:.0f} s"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_cancels_the_clusters_tasks(ray_cluster, tmp_path):
+    """SIGINT once the first runs are back: exit 130 at once, and no run lands afterwards
+    (the tasks still queued or running are cancelled, not left to finish)."""
+    out = tmp_path / "r"
+    proc = _reproduce_on(ray_cluster, out)
     try:
-        deadline = time.monotonic() + 120
-        while len(list(out.glob("*/*/summary.json"))) < 2:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no run came back from the cluster in 120 s"
-            time.sleep(0.05)
+        _wait_for_runs(proc, out, 2)
         proc.send_signal(signal.SIGINT)
         t0 = time.monotonic()
         stdout, stderr = proc.communicate(timeout=60)
@@ -232,17 +242,9 @@ def test_sweep_completes_when_a_node_dies(ray_cluster, tmp_path):
     local, remote = tmp_path / "local", tmp_path / "ray"
     p = gradwire("reproduce", "dlcp-fig16", "--quick", *TINY, "--jobs", "2", "--out", str(local))
     assert p.returncode == 0, p.stderr
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gradwire", "reproduce", "dlcp-fig16", "--quick", *TINY, "--cluster", "ray",
-         "--address", ray_cluster.address, "--out", str(remote)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-    )  # fmt: skip
+    proc = _reproduce_on(ray_cluster, remote)
     try:
-        deadline = time.monotonic() + 120
-        while len(list(remote.glob("*/*/summary.json"))) < 2:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no run came back from the cluster in 120 s"
-            time.sleep(0.05)
+        _wait_for_runs(proc, remote, 2)
         worker = ray_cluster.nodes[1]
         ray_cluster.kill(worker)
         killed_after = len(list(remote.glob("*/*/summary.json")))
