@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import INCAST, SMALL, set_args
+from interrupt import interrupt
 from typer.testing import CliRunner
 
 from gradwire.cli import app
@@ -111,10 +111,7 @@ def test_ctrl_c_stops_reproduce_at_once_and_resume_finishes(tmp_path):
             assert time.monotonic() < deadline, "no run finished in 300 s"
             time.sleep(0.05)
         workers = _children(proc.pid)
-        proc.send_signal(signal.SIGINT)  # the launcher only, as `kill -INT` would
-        t0 = time.monotonic()
-        stdout, stderr = proc.communicate(timeout=60)
-        stopped_in = time.monotonic() - t0
+        stdout, stderr, stopped_in = interrupt(proc)  # the launcher only
     finally:
         if proc.poll() is None:
             proc.kill()

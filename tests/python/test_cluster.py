@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from interrupt import interrupt
 
 RAY = Path(sys.executable).parent / "ray"
 RAY_CLI = str(RAY) if RAY.exists() else shutil.which("ray")
@@ -210,10 +211,7 @@ def test_ctrl_c_cancels_the_clusters_tasks(ray_cluster, tmp_path):
     proc = _reproduce_on(ray_cluster, out)
     try:
         _wait_for_runs(proc, out, 2)
-        proc.send_signal(signal.SIGINT)
-        t0 = time.monotonic()
-        stdout, stderr = proc.communicate(timeout=60)
-        stopped_in = time.monotonic() - t0
+        stdout, stderr, stopped_in = interrupt(proc)
     finally:
         if proc.poll() is None:
             proc.kill()
