@@ -130,7 +130,7 @@ def test_reproduce_quick(tmp_path, name):
 
 
 def test_figure_6s_optimum_does_not_move_between_10_and_3_gbits():
-    """The bound of docs/reproductions.md, Fig. 6: in this model ⟨2 MB, 6×⟩ beats the
+    """The bound of docs/notes/reproductions-autobyte.md, Fig. 6: in this model ⟨2 MB, 6×⟩ beats the
     paper's ⟨8 MB, 3×⟩ (its 10 Gbit/s optimum) and ⟨4 MB, 2×⟩ (its 3 Gbit/s one) at both
     rates, so BO's static choice is the per-phase optimum. A model change that moves the
     optimum fails here, and the bound table (benchmarks/autobyte_fig6_bound) must be rerun."""
