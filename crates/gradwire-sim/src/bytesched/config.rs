@@ -151,8 +151,8 @@ pub struct JobCfg {
     pub ps_split_bytes: u64,
     /// PS: each server's one thread spends this long on every push piece it receives
     /// (ps-lite's request handling and the merge) before it counts towards the aggregate;
-    /// serial per server, pieces in arrival order. Default 0: docs/notes/reproductions-autobyte.md (Fig. 6)
-    /// ablates it.
+    /// serial per server, pieces in arrival order. Default 0: Fig. 6's bound in
+    /// docs/notes/reproductions-autobyte.md ablates it.
     #[serde(default)]
     pub ps_server_overhead_us: f64,
     /// PS: when a partition's credit returns (default: its own push arrived).
