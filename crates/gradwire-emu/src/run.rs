@@ -161,6 +161,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
     let cpu0 = cpu_seconds();
     let clock = || started.elapsed().as_nanos() as u64 * NS;
     let mut tc = TunCounters::default();
+    let mut run_delay = RunDelay::open();
     let mut fds: Vec<libc::pollfd> =
         tuns.iter().map(|t| libc::pollfd { fd: t.raw(), events: libc::POLLIN, revents: 0 }).collect();
     if opts.watch_stdin {
@@ -271,9 +272,24 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             tv_nsec: ((wait % (1000 * MS)) / NS) as libc::c_long,
         };
         let asleep = clock();
+        let delay0 = if wait > 0 { run_delay.read() } else { None };
         // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
         let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
         let polled = clock();
+        // Woken before the timeout, by a host's write: every device ppoll reports readable
+        // was written at or after that wake-up (the first write caused it), which is the
+        // return time less the time the thread then waited for a core. Without this the
+        // packets would enter at the time the device was found empty before the sleep, up
+        // to a whole sleep early: on a 10 ms RTT path, RTT samples of 0.6-8 ms.
+        // (Only if it slept: a device found readable by ppoll's first scan was written
+        // before the call, when the thread may have been off the CPU.)
+        let woken = match (delay0, run_delay.read()) {
+            (Some((d0, s0)), Some((d1, s1))) if n > 0 && s1 > s0 => {
+                Some(polled.saturating_sub(d1.saturating_sub(d0)).max(asleep))
+            }
+            _ => None,
+        }
+        .filter(|&t| t < asleep + wait);
         tc.polls += 1;
         if n < 0 {
             let e = io::Error::last_os_error();
@@ -308,6 +324,9 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                 // ppoll looked at the device before it returned and found nothing
                 sw.host_idle(host, polled);
                 continue;
+            }
+            if let Some(t) = woken {
+                sw.host_idle(host, t);
             }
             let read_at = clock();
             let mut empty = false;
@@ -380,4 +399,43 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
     drop(tuns);
     drop(built);
     Ok(SIGNAL.load(Ordering::SeqCst))
+}
+
+/// This thread's time runnable but not running and its count of times put on a CPU
+/// (`/proc/thread-self/schedstat`, second and third fields), read around a `ppoll`: whether
+/// it slept, and how long after its wake-up the switch got a core.
+struct RunDelay(Option<std::fs::File>);
+
+impl RunDelay {
+    fn open() -> Self {
+        RunDelay(std::fs::File::open("/proc/thread-self/schedstat").ok())
+    }
+
+    /// (run delay, times scheduled in)
+    fn read(&mut self) -> Option<(Time, u64)> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 96];
+        let n = self.0.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let mut fields = std::str::from_utf8(&buf[..n]).ok()?.split_ascii_whitespace().skip(1);
+        let delay: u64 = fields.next()?.parse().ok()?;
+        let slices: u64 = fields.next()?.parse().ok()?;
+        Some((delay * NS, slices))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The switch tells a sleep from a return at ppoll's first scan by this thread's count
+    /// of times put on a CPU: a sleep adds at least one.
+    #[test]
+    fn run_delay_counts_a_sleep_as_a_time_put_on_a_cpu() {
+        let mut rd = RunDelay::open();
+        let (d0, s0) = rd.read().expect("/proc/thread-self/schedstat");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let (d1, s1) = rd.read().unwrap();
+        assert!(s1 > s0, "{s0} -> {s1}");
+        assert!(d1 >= d0);
+    }
 }

@@ -11,7 +11,7 @@ use gradwire_core::packet::Packet;
 use gradwire_core::time::{Time, MS, US};
 use gradwire_core::transport::dlcp::DlcpConfig;
 use gradwire_core::transport::ltp::LtpConfig;
-use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats, Pacing, Params, Receiver, Sender};
+use gradwire_core::transport::{Carry, Endpoint, EndpointEvent, EndpointStats, Pacing, Params, Receiver, Sender};
 use gradwire_core::wire::HEADER_LEN;
 
 /// Which transport carries the transfers: the core's kinds, of which the runtime runs
@@ -109,6 +109,10 @@ impl TransportConfig {
                 pacing: Pacing { burst: self.burst, catch_up: 0 },
                 ..LtpConfig::default()
             },
+            // The runtime does not know the path's RTT: each transfer to a peer starts
+            // from the last one's measured RTprop (the simulator's starts from the
+            // topology's). LT thresholds stay per transfer (docs/notes/emulation-measurements.md).
+            carry: Carry { ltp_rtt: true, ..Carry::default() },
             ..Params::default()
         }
     }

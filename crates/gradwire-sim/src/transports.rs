@@ -87,6 +87,8 @@ pub fn params(s: &Scenario) -> Params {
             dlcp_rate_by_priority: tr.dlcp_rate_state == DlcpRateState::PairPriority,
             dlcp_rate_strict: tr.dlcp_rate_state == DlcpRateState::PairStrict,
             ltp_threshold: true,
+            ltp_path: tr.ltp_carry_path,
+            ltp_rtt: false, // `initial_rtprop` is the topology's base RTT
             tcp_connection: tr.tcp_connections == TcpConnections::Persistent,
         },
     }

@@ -118,3 +118,60 @@ fn newreno_ecn_backs_off_on_marks_where_plain_newreno_fills_the_buffer() {
         load(&two_long_net(), &["transport.kind=\"dctcp\"".into(), "transport.newreno_ecn=true".into()]).unwrap_err();
     assert_eq!(err.key, "transport.newreno_ecn");
 }
+
+/// The emulator's ring twin (`emu/scenarios/sim/allreduce-loss.toml`) at 10 ms RTT: 4 ranks,
+/// 5 MB, 1.25 MB ring steps at 1 Gbit/s.
+const RING_10MS: &str = r#"
+name = "ring-10ms"
+seed = 1
+stop_ms = 60000.0
+[topology]
+kind = "leaf_spine"
+leaves = 1
+spines = 1
+uplinks_per_leaf = 1
+hosts_per_leaf = 4
+host_link_gbps = 1.0
+uplink_gbps = 1.0
+link_delay_ns = 2500000
+[switch]
+buffer = "per_port"
+buffer_bytes = 4000000
+policy = "dlcp"
+[host]
+nic_queue_bytes = 0
+[transport]
+kind = "ltp"
+loss_bound = 0.01
+[workload]
+kind = "collective"
+algorithm = "ring"
+bytes = 5000000
+workers = 4
+iterations = 4
+"#;
+
+/// Regression, LTP at 10 ms RTT (a step's floor: 10.5 ms of serialization + 5 ms one way):
+/// - with the RTO floored as a whole (`max(srtt + 4 rttvar, min_rto)`), `rttvar` decayed on
+///   the steady path and the queueing of each Startup round fired it: 16 960 spurious
+///   retransmissions at 0 loss, 75 ms per step;
+/// - with every transfer in Startup from 10 packets (the default, each round a new flow as
+///   in ltp.md), 75 ms per step; with the path carried per host pair (`ltp_carry_path`),
+///   the last iteration's steps are within 25 % of the floor.
+#[test]
+fn ltp_ring_at_10ms_rtt_reaches_its_floor_without_spurious_retransmissions() {
+    let fct = |s: &Summary| s.fct_mean_ns.unwrap() / 1e6;
+    let (flows, sum) = common::run(RING_10MS, &["transport.ltp_carry_path=true"]);
+    let (_, cold) = common::run(RING_10MS, &[]);
+    assert!(sum.packets.conserved && cold.packets.conserved);
+    assert_eq!((sum.retransmits, cold.retransmits), (0, 0), "no loss, no retransmission: {sum:?} {cold:?}");
+    // flows.csv: ..., fct_ns (7th), retransmits, timeouts, iteration (10th), ...
+    let last: Vec<f64> = (flows.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()))
+        .filter(|c| c[9] == "3")
+        .map(|c| c[6].parse::<f64>().unwrap() / 1e6)
+        .collect();
+    assert_eq!(last.len(), 24);
+    let floor = 10.5 + 5.0;
+    assert!(last.iter().all(|&t| t < 1.25 * floor), "last iteration's steps {last:?} vs floor {floor} ms");
+    assert!(fct(&cold) > 3.0 * floor, "every transfer in Startup: {} ms", fct(&cold));
+}

@@ -3,7 +3,8 @@ the kernel's TCP) and in their simulator twins, side by side, with the ratio of 
 
 A case is an emulation scenario with overrides and its twin, a simulator scenario with the
 matching overrides; each emulator backend maps to a twin transport (Gloo and kernel CUBIC to
-the simulator's TCP at its default baseline, DLCP and LTP to themselves). A ratio far from 1
+the simulator's TCP at its default baseline, Gloo's on persistent connections; DLCP and LTP
+to themselves). A ratio far from 1
 means the worlds disagree, and the emulated run's CPU-bound flag (when the emulator reports
 one) says whether this machine's cores may be why.
 """
@@ -20,12 +21,13 @@ from pathlib import Path
 from gradwire.emu import job
 from gradwire.emu.command import BUILTIN, resolve
 
-#: twin overrides per emulator backend (the TCP twin runs the simulator's default baseline)
+#: twin overrides per emulator backend (the TCP twins run the simulator's default baseline,
+#: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets)
 TWIN = {
-    "gloo": ("transport.kind=newreno",),
+    "gloo": ("transport.kind=newreno", 'transport.tcp_connections="persistent"'),
     "cubic": ("transport.kind=newreno",),
     "dlcp": ("transport.kind=dlcp", "switch.policy=dlcp"),
-    "ltp": ("transport.kind=ltp", "transport.rto_min_us=10000.0"),
+    "ltp": ("transport.kind=ltp",),
 }
 
 RTT_10MS = ("topology.link_delay_ns=2500000", "switch.buffer_bytes=4000000")

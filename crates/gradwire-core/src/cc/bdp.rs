@@ -166,8 +166,11 @@ impl BdpCc {
         cc.rtprop = Some((rtprop.max(1), now));
         cc.phase = BdpPhase::ProbeBw;
         cc.cycle_stamp = now;
-        // Start at a gain-1 phase: the estimate is old, don't probe on top of it at once.
-        cc.cycle_index = 2;
+        // Start with the probing phase (gain 1.25): the carried estimate comes from a
+        // transfer that may never have filled the pipe (one that ends in Startup measures
+        // about half its rate), and a transfer is often too short to reach the cycle's
+        // probing phase later; an estimate too high drains in the next phase (0.75).
+        cc.cycle_index = 0;
         cc
     }
 
@@ -438,6 +441,6 @@ mod tests {
         assert!(cc.measured());
         assert_eq!(cc.bdp_bytes(), 25_000);
         assert_eq!(cc.cwnd_bytes(), 50_000);
-        assert_eq!(cc.pacing_bps(), 10_000_000_000);
+        assert_eq!(cc.pacing_bps(), 12_500_000_000, "opens with the probing phase (gain 1.25)");
     }
 }

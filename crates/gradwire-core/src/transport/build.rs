@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 
 use super::dlcp::{CarriedRate, DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, PairSenders, RateHint};
-use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
+use super::ltp::{LtThreshold, LtpConfig, LtpReceiver, LtpSender, PathModel};
 use super::pfabric::{PFabricConfig, PFabricReceiver, PFabricSender};
 use super::pias::{PiasConfig, PiasSender, WEB_SEARCH_THRESHOLDS};
 use super::roles::{Receiver, Sender};
@@ -155,6 +155,16 @@ pub struct Carry {
     /// its own across transfers (ltp.md §III-B1), and a measured duration is only reused
     /// for a transfer of the same size (the same layer next iteration).
     pub ltp_threshold: bool,
+    /// LTP's path model (RTprop, BtlBw), per (sender host, receiver host): a transfer
+    /// starts from what the link's last transfer measured, skipping Startup, as a
+    /// connection's BBR state persists (a deviation: ltp.md treats each round as a
+    /// separate flow).
+    pub ltp_path: bool,
+    /// Without `ltp_path`: a transfer still takes the link's last measured RTprop as its
+    /// initial estimate (its RTO and its pacing before the first sample), as Linux seeds
+    /// a new connection's RTO from `tcp_metrics`; for a driver that does not know the
+    /// path's RTT (the runtime).
+    pub ltp_rtt: bool,
     /// NewReno's and DCTCP's window, RTT and congestion state, per (sender host, receiver
     /// host): the pair's flows ride one persistent connection, as Gloo's and NCCL's
     /// sockets do, restarting from the initial window after an idle RTO as Linux does.
@@ -321,6 +331,7 @@ pub struct Builder {
     /// Per receiving host, the hosts sending DLCP data into it (`RateHint::ReceiverShare`).
     loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
     lt: Links<(HostId, HostId, u64), LtThreshold>,
+    paths: Links<(HostId, HostId), PathModel>,
     tcp_conns: Links<(HostId, HostId), TcpConnState>,
 }
 
@@ -346,6 +357,7 @@ impl Builder {
             strict: Default::default(),
             loads: Default::default(),
             lt: Default::default(),
+            paths: Default::default(),
             tcp_conns: Default::default(),
         })
     }
@@ -364,6 +376,7 @@ impl Builder {
     /// Forgets every carried state.
     pub fn forget(&self) {
         self.lt.lock().expect("not poisoned").clear();
+        self.paths.lock().expect("not poisoned").clear();
         self.rates.lock().expect("not poisoned").clear();
         self.sending.lock().expect("not poisoned").clear();
         self.strict.lock().expect("not poisoned").clear();
@@ -433,6 +446,17 @@ impl Builder {
                 }
             }
             Kind::Dlcp => Box::new(DlcpSender::new(self.dlcp(t), t.flow, t.src, t.dst, t.bytes, now)),
+            Kind::Ltp if self.params.carry.ltp_path || self.params.carry.ltp_rtt => {
+                let path = cell(&self.paths, (t.src, t.dst));
+                let last = *path.lock().expect("not poisoned");
+                let (cfg, (f, src, dst, bytes)) = (self.ltp(t), (t.flow, t.src, t.dst, t.bytes));
+                let s = match last {
+                    Some(p) if self.params.carry.ltp_path => LtpSender::with_path(cfg, f, src, dst, bytes, now, p),
+                    Some(p) => LtpSender::new(LtpConfig { initial_rtprop: p.rtprop, ..cfg }, f, src, dst, bytes, now),
+                    None => LtpSender::new(cfg, f, src, dst, bytes, now),
+                };
+                Box::new(s.leaving_path_in(path))
+            }
             Kind::Ltp => Box::new(LtpSender::new(self.ltp(t), t.flow, t.src, t.dst, t.bytes, now)),
             _ => return None,
         })

@@ -303,6 +303,12 @@ pub struct TransportCfg {
     pub pfabric_rto_us: Option<f64>,
     /// LTP: deadline slack C, deadline = max(LT threshold) + C (30 ms in a DC).
     pub ltp_c_ms: f64,
+    /// LTP: a transfer starts from the path model (RTprop, BtlBw) the last transfer
+    /// between the same two hosts measured, skipping Startup (a deviation, as a
+    /// connection's BBR state persists), instead of each round being a new flow in
+    /// Startup (ltp.md §IV-A: "each round of transmission is regarded as a separate flow").
+    #[serde(skip_serializing_if = "is_false")]
+    pub ltp_carry_path: bool,
     /// DLCP: where rate-control state lives (`tensor`: every transfer starts at line
     /// rate, as dlcp.md; `pair`: carried across the transfers of one host pair, a deviation;
     /// `pair_shared`, `pair_priority`, `pair_strict`: as `pair`, and how the pair's
@@ -575,6 +581,7 @@ impl Default for TransportCfg {
             pias_thresholds: Vec::new(),
             pfabric_rto_us: None,
             ltp_c_ms: 30.0,
+            ltp_carry_path: false,
             dlcp_rate_state: DlcpRateState::Tensor,
             dlcp_resend_at_line_rate: true,
             dlcp_retx_quiet_us: 0.0,

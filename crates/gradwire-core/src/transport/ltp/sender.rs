@@ -10,6 +10,7 @@ use crate::tensor::Segmentation;
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::pacer::Pacer;
+use crate::transport::shared::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 /// How many later-sent packets must be ACKed before an unACKed one is declared lost.
@@ -80,6 +81,8 @@ pub struct LtpSender {
     lost: u64,
     spurious: u64,
     done_pending: bool,
+    /// With [`crate::transport::Carry::ltp_path`]: the link's path model, left when done.
+    carried_path: Option<Carried<PathModel>>,
 }
 
 impl LtpSender {
@@ -103,7 +106,16 @@ impl LtpSender {
         path: PathModel,
     ) -> Self {
         let cc = BdpCc::warm(cfg.cc, path.rtprop, path.btlbw_bps, now);
+        // The RTO starts from the measured RTprop too, not from the configured guess.
+        let cfg = LtpConfig { initial_rtprop: path.rtprop, ..cfg };
         Self::build(cfg, flow, src, dst, size_bytes, now, cc)
+    }
+
+    /// Leave the path model in `cell` when done (if it was measured), for the next
+    /// transfer on the link to start from ([`Self::with_path`]).
+    pub fn leaving_path_in(mut self, cell: Carried<PathModel>) -> Self {
+        self.carried_path = Some(cell);
+        self
     }
 
     fn build(cfg: LtpConfig, flow: FlowId, src: HostId, dst: HostId, size: u64, now: Time, cc: BdpCc) -> Self {
@@ -143,6 +155,7 @@ impl LtpSender {
             lost: 0,
             spurious: 0,
             done_pending: false,
+            carried_path: None,
             cfg,
         };
         if n == 0 {
@@ -213,8 +226,12 @@ impl LtpSender {
         self.state == State::Done
     }
 
+    /// `srtt + max(4 rttvar, min_rto)`, doubled per backoff. The floor bounds the variance
+    /// term, as Linux's `rto_min` does (RFC 6298's clock-granularity term), not the whole
+    /// RTO: a floor on the RTO itself lets a path whose RTT is steady near `min_rto` time
+    /// out on every packet that queues behind a burst.
     fn rto(&self) -> Time {
-        let base = self.srtt.saturating_add(4 * self.rttvar).max(self.cfg.min_rto);
+        let base = self.srtt.saturating_add((4 * self.rttvar).max(self.cfg.min_rto));
         base.saturating_mul(1 << self.backoff)
     }
 
@@ -225,6 +242,9 @@ impl LtpSender {
     }
 
     fn finish(&mut self) {
+        if let Some(cell) = self.carried_path.as_ref().filter(|_| self.cc.measured()) {
+            *cell.lock().expect("not poisoned") = Some(self.path());
+        }
         self.state = State::Done;
         self.done_pending = true;
         self.in_flight.clear();

@@ -398,3 +398,104 @@ proptest! {
         }
     }
 }
+
+/// A 10 ms RTT path at 1 Gbit/s, `min_rto` 1 ms: the RTO's floor bounds its variance term
+/// (`srtt + max(4 rttvar, min_rto)`), so the queue Startup builds never fires it. With the
+/// floor on the whole RTO, `rttvar` decays toward 0 on the steady path and a packet
+/// queued a little longer than the last ones timed out (spuriously: nothing is lost).
+#[test]
+fn a_steady_rtt_far_above_min_rto_never_times_out() {
+    let pipe = Link { bps: 1_000_000_000, delay: 5 * MS };
+    let c = LtpConfig { initial_rtprop: 10 * MS, initial_btlbw_bps: pipe.bps, loss_tolerant: false, ..cfg(0.0) };
+    let size = 1_250_000;
+    let s = LtpSender::new(c.clone(), FLOW, SRC, DST, size, 0);
+    let r = LtpReceiver::new(c, FLOW, DST, SRC, size);
+    let o = run_with(s, r, size, pipe, no_loss(), 2_000 * MS);
+    check_finished(&o, size, 0.0);
+    assert_eq!(o.delivered_bytes, Some(size));
+    let st = o.sender.stats();
+    assert_eq!((st.timeouts, st.retransmits, o.sender.lost()), (0, 0, 0));
+}
+
+/// With `leaving_path_in`, a finished sender leaves its measured path model, and a sender
+/// started from it skips Startup. At 10 ms RTT the first 1.25 MB transfer spends ~7 round
+/// trips growing its window from 10 packets and, never filling the pipe, measures about
+/// half its rate; each warm transfer after it opens with the probing phase (gain 1.25), so
+/// the chain climbs to the pipe's rate and then takes one serialization plus one RTT.
+#[test]
+fn transfers_started_from_the_last_ones_path_skip_startup_and_reach_the_pipe() {
+    let pipe = Link { bps: 1_000_000_000, delay: 5 * MS };
+    let c = LtpConfig { initial_rtprop: 10 * MS, initial_btlbw_bps: pipe.bps, loss_tolerant: false, ..cfg(0.0) };
+    let size = 1_250_000;
+    let cell: crate::transport::shared::Carried<PathModel> = Default::default();
+    let mut took = vec![];
+    for i in 0..8 {
+        let s = match *cell.lock().unwrap() {
+            Some(path) => LtpSender::with_path(c.clone(), FLOW, SRC, DST, size, 0, path),
+            None => LtpSender::new(c.clone(), FLOW, SRC, DST, size, 0),
+        };
+        assert_eq!(s.congestion_control().phase() == crate::cc::BdpPhase::ProbeBw, i > 0);
+        let s = s.leaving_path_in(cell.clone());
+        let o = run_with(s, LtpReceiver::new(c.clone(), FLOW, DST, SRC, size), size, pipe, no_loss(), 2_000 * MS);
+        check_finished(&o, size, 0.0);
+        let path = cell.lock().unwrap().expect("a measured path is left");
+        assert_eq!(path, o.sender.path());
+        assert!(path.rtprop >= 10 * MS && path.btlbw_bps <= pipe.bps, "{path:?}");
+        assert_eq!(o.sender.stats().timeouts, 0);
+        took.push(o.delivered_at.unwrap());
+    }
+    let wire = serialization(1500, pipe.bps) * size.div_ceil(1440);
+    let last = *took.last().unwrap();
+    assert!(last < (wire + 10 * MS) * 115 / 100, "warm: {took:?} vs serialization {wire} + one RTT");
+    assert!(took[0] > 3 * last, "Startup: {took:?}");
+}
+
+/// The builder's per-link carry for a driver that does not know the path's RTT (the
+/// runtime, `Carry::ltp_rtt`): a link's first transfer starts from a 10 µs guess, and its
+/// RTO (1 ms floor) fires before the first ACK of a 10 ms path; the next transfer starts
+/// from the measured RTprop and times out no more. With `Carry::ltp_path` it also skips
+/// Startup.
+#[test]
+fn the_builder_starts_a_links_next_transfer_from_the_last_ones_measurements() {
+    use crate::transport::{Builder, Carry, Kind, Params, Transfer};
+    let pipe = Link { bps: 1_000_000_000, delay: 5 * MS };
+    let size = 1_250_000;
+    let t = Transfer {
+        flow: FLOW,
+        src: SRC,
+        dst: DST,
+        bytes: size,
+        loss_bound: 0.0,
+        loss_tolerant: false,
+        priority: 1,
+        elem_bytes: 4,
+        line_rate_bps: pipe.bps,
+        important_fraction: None,
+    };
+    for carry in [Carry { ltp_rtt: true, ..Carry::default() }, Carry { ltp_path: true, ..Carry::default() }] {
+        let ltp = LtpConfig { initial_rtprop: 10 * US, ..LtpConfig::default() };
+        let b = Builder::new(Params { kind: Kind::Ltp, ltp: ltp.clone(), carry, ..Params::default() }).unwrap();
+        let mut runs = vec![];
+        for _ in 0..2 {
+            let (mut s, mut r) = (b.sender(&t, 0).unwrap(), b.receiver(&t).unwrap());
+            let tags = Tags::new(FLOW, SRC, DST, size, ltp.data_priority, ltp.ctrl_priority);
+            let (o, missing) = placing_pipe(
+                &mut s,
+                &mut r,
+                pipe,
+                no_loss(),
+                2_000 * MS,
+                tags,
+                |r, t, p| r.receive(t, p),
+                |_, _, _| false,
+            );
+            assert!(missing.is_empty(), "{carry:?}");
+            runs.push((o.delivered.unwrap().0, s.stats().timeouts));
+        }
+        let [(t1, rto1), (t2, rto2)] = runs[..] else { unreachable!() };
+        assert!(rto1 > 0 && rto2 == 0, "{carry:?}: RTOs {rto1} then {rto2}");
+        if carry.ltp_path {
+            assert!(t1 > 2 * t2, "{carry:?}: Startup {t1} vs warm {t2}");
+        }
+    }
+}
