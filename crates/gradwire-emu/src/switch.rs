@@ -138,6 +138,8 @@ pub struct Switch {
     loss: Vec<f64>,
     loss_rng: Vec<Xoshiro256PlusPlus>,
     spray_rng: Xoshiro256PlusPlus,
+    /// The scenario's seed: ECMP hashes it with the flow, as the simulator does.
+    seed: u64,
     events: BinaryHeap<Reverse<(Time, Event)>>,
     slots: Vec<Box<[u8]>>,
     free: Vec<u32>,
@@ -217,6 +219,7 @@ impl Switch {
             nic_limit: s.sim.host.nic_queue_bytes,
             spray: s.sim.routing.mode == RoutingMode::Spray,
             spray_rng: Xoshiro256PlusPlus::seed_from_u64(s.sim.seed ^ 0x5eed),
+            seed: s.sim.seed,
             topo,
             fabric,
             routes,
@@ -493,7 +496,7 @@ impl Switch {
             0 => return self.drop(hdr.id, DropReason::NoRoute),
             1 => next[0],
             n if self.spray => next[self.spray_rng.gen_range(0..n)],
-            n => next[hdr.flow as usize % n],
+            _ => self.routes.ecmp(to, hdr.dst, hdr.flow, self.seed).expect("has hops"),
         };
         self.offer(chosen, hdr, t);
     }
@@ -897,5 +900,43 @@ mod tests {
         let st = sw.stats();
         let spine: u64 = st.ports.iter().filter(|p| p.name.starts_with("spine")).map(|p| p.dequeued).sum();
         assert_eq!(spine, 1);
+    }
+
+    /// ECMP: the emulator forwards each flow on the spine the simulator's routing picks for
+    /// the same flow id, node and seed (`Routes::ecmp`), and another seed splits the same
+    /// flows differently.
+    #[test]
+    fn ecmp_picks_the_simulators_port_for_each_flow() {
+        let toml = |seed: u64| {
+            format!("seed = {seed}\n[topology]\nleaves = 2\nspines = 4\nuplinks_per_leaf = 4\nhosts_per_leaf = 2\n")
+        };
+        let spine_of = |seed: u64| -> Vec<String> {
+            let mut picks = Vec::new();
+            for sport in 0..40u16 {
+                let mut sw = switch(&toml(seed));
+                let mut p = test_packet(host_addr(0), host_addr(2), 0, 200);
+                p[20..22].copy_from_slice(&(5000 + sport).to_be_bytes());
+                send(&mut sw, 0, &p, 0);
+                drain(&mut sw);
+                let st = sw.stats();
+                let up = st.ports.iter().filter(|q| q.name.starts_with("leaf0->spine") && q.offered == 1);
+                let emulated = up.map(|q| q.name.clone()).collect::<Vec<_>>().concat();
+                // the simulator's forwarding of the same flow id (`Simulation::new`'s build)
+                let sim = scenario::load(&toml(seed)).unwrap().sim;
+                let topo = Topology::build(&sim.topology);
+                let fabric = Fabric::build(&sim, &topo);
+                let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
+                let leaf0 = fabric.ports.iter().find(|q| q.name.starts_with("leaf0->spine")).unwrap().from;
+                let flow = crate::ipv4::parse(&p).unwrap().flow_hash();
+                let port = routes.ecmp(leaf0, 2, flow, seed).unwrap();
+                assert_eq!(emulated, fabric.ports[port as usize].name, "flow {flow:#x}, seed {seed}");
+                picks.push(emulated);
+            }
+            picks
+        };
+        let (a, b) = (spine_of(1), spine_of(2));
+        let spines: std::collections::BTreeSet<&String> = a.iter().collect();
+        assert_eq!(spines.len(), 4, "40 flows over 4 spines: {spines:?}");
+        assert_ne!(a, b, "the seed enters the hash");
     }
 }

@@ -93,6 +93,26 @@ impl Routes {
         let (start, len) = self.sets[node as usize * self.hosts as usize + host as usize];
         &self.ports[start as usize..(start + len) as usize]
     }
+
+    /// The port ECMP forwards `flow` on at `node` toward `host` (`None`: no route): a
+    /// seeded hash of (flow, node), so each switch splits flows on its own. The simulator
+    /// and the emulator both forward with it, so a flow takes the same path in both.
+    #[inline]
+    pub fn ecmp(&self, node: NodeId, host: u32, flow: u32, seed: u64) -> Option<PortId> {
+        match self.next_hops(node, host) {
+            [] => None,
+            [one] => Some(*one),
+            hops => Some(hops[(flow_hash(flow, node, seed) % hops.len() as u64) as usize]),
+        }
+    }
+}
+
+/// Deterministic per-(flow, switch) ECMP choice: splitmix64 of the pair and the seed.
+fn flow_hash(flow: u32, node: NodeId, seed: u64) -> u64 {
+    let mut z = ((flow as u64) << 32 | node as u64) ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ impl Simulation {
             0 => return self.drop(h.id, DropReason::NoRoute),
             1 => hops[0],
             n => match self.scenario.routing.mode {
-                RoutingMode::Ecmp => hops[(flow_hash(flow, node, self.scenario.seed) % n as u64) as usize],
+                RoutingMode::Ecmp => self.routes.ecmp(node, dst, flow, self.scenario.seed).expect("has hops"),
                 RoutingMode::Spray => hops[self.rng.gen_range(0..n)],
             },
         };
@@ -165,12 +165,4 @@ impl Simulation {
         self.counts.dropped += 1;
         self.drops_by_reason[reason as usize] += 1;
     }
-}
-
-/// Deterministic per-(flow, switch) ECMP choice: splitmix64 of the pair and the seed.
-fn flow_hash(flow: u32, node: NodeId, seed: u64) -> u64 {
-    let mut z = ((flow as u64) << 32 | node as u64) ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
