@@ -41,6 +41,7 @@ mod receiver;
 mod runs;
 mod sender;
 mod share;
+pub mod spec;
 mod strict;
 #[cfg(test)]
 mod tests;
@@ -48,13 +49,14 @@ mod tests;
 pub use receiver::DlcpReceiver;
 pub use sender::{CarriedRate, DlcpSender};
 pub use share::{HostLoad, RateHint};
+pub use spec::{DlcpBuild, RateState, DLCP};
 pub use strict::PairSenders;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
-use crate::transport::build::ConfigError;
 use crate::transport::pacer::Pacing;
 use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
+use crate::transport::spec::ConfigError;
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -148,7 +150,7 @@ pub struct DlcpConfig {
     /// feedback).
     pub start_rate_frac: f64,
     /// With a rate state carried across a host pair's transfers
-    /// ([`super::Carry::dlcp_rate`]): a pair that has sent nothing for longer than this
+    /// ([`RateState`] other than `Tensor`): a pair that has sent nothing for longer than this
     /// starts its next transfer fresh, at the start rate, as dlcp.md starts every tensor,
     /// instead of at a rate learned before it went idle (a deviation; RFC 5681 §4.1
     /// restarts a TCP connection's window after an idle retransmission timeout the same
