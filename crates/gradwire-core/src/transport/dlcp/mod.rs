@@ -346,6 +346,7 @@ impl RetxReq {
     /// Encode the missing `runs` (sorted, disjoint) as a batch for `round`: a run of at
     /// least [`RETX_BITMAP_BITS`] segments as one run message, anything sparser as
     /// bitmaps of the next [`RETX_BITMAP_BITS`] segments. The last message is flagged.
+    #[inline]
     fn batch(round: u64, runs: &[std::ops::Range<u64>]) -> Vec<RetxReq> {
         let round = Self::round_of(round);
         let bits = RETX_BITMAP_BITS as u64;

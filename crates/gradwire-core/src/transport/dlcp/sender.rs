@@ -226,6 +226,7 @@ impl DlcpSender {
     }
 
     /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
+    #[inline]
     fn update_sending(&mut self) {
         let now = self.state == State::Sending && !self.queue.is_empty();
         if now == self.counted {
@@ -266,6 +267,7 @@ impl DlcpSender {
     }
 
     /// The rate this sender paces at: its rate control's, or its share of it.
+    #[inline]
     pub(super) fn pacing_rate_bps(&self) -> u64 {
         if let Some(pair) = &self.pair_strict {
             return pair.pace(self.cfg.data_priority, self.cc.rate_bps(), self.cc.min_rate_bps());
