@@ -34,7 +34,7 @@ fn base_cfg(mss: u32) -> EngineConfig {
     if let Some(mb) = std::env::var("GOODPUT_SOCKBUF_MB").ok().and_then(|v| v.parse::<usize>().ok()) {
         c.socket_buffer_bytes = mb << 20;
     }
-    c.transport.kind = TransportKind::Dlcp;
+    c.transport.kind = TransportKind::named("dlcp");
     c.transport.mss = mss;
     // Paced as a real job on loopback is (`line_rate::LOOPBACK_BPS`); GOODPUT_LINE_RATE_GBPS
     // overrides it (the pacer used to be a fixed 25 Gbit/s).

@@ -156,7 +156,7 @@ impl Communicator {
             )));
         }
         crate::endpoint::parse_transport(cfg.transport.kind.name()).map_err(NetError::Config)?;
-        cfg.transport.params().validate().map_err(|e| NetError::Config(format!("transport {e}")))?;
+        cfg.transport.builder().map_err(|e| NetError::Config(format!("transport {e}")))?;
         let schedules = Schedules::new(world, collectives)?;
         let data_addr = udp.local_addr().map_err(|e| NetError::io("reading the UDP socket address", e))?;
         let (mss, line_rate_bps) = (cfg.transport.mss, cfg.transport.line_rate_bps);

@@ -22,7 +22,6 @@ use gradwire_core::collective::Schedule;
 
 use crate::algorithms::{Algorithm, CallKind};
 use crate::endpoint::TransportKind;
-use crate::job::Dtype;
 
 pub const DESC_MAGIC: [u8; 2] = *b"GC";
 pub const DESC_VERSION: u8 = 1;
@@ -40,7 +39,7 @@ pub struct CallDesc {
     pub algorithm: u8,
     /// 4 or 8 (bytes per element).
     pub dtype: u8,
-    /// 0 DLCP, 1 LTP.
+    /// The transport's wire code ([`gradwire_core::transport::TransportSpec::wire_code`]).
     pub transport: u8,
     pub elements: u64,
     pub loss_bound: f64,
@@ -73,14 +72,17 @@ impl fmt::Display for DescError {
 
 const OPS: [&str; 5] = ["a custom schedule", "allreduce", "broadcast", "ps push", "ps pull"];
 const ALGORITHMS: [&str; 5] = ["-", "ring", "tree", "rat", "ps"];
-const TRANSPORTS: [&str; 2] = ["dlcp", "ltp"];
+/// The runtime transport whose wire code is `code`.
+fn transport_named(code: u8) -> Option<&'static str> {
+    TransportKind::all().into_iter().find(|k| k.spec().wire_code() == Some(code)).map(|k| k.name())
+}
 
 impl CallDesc {
     pub fn new(
         session: u64,
         kind: Option<CallKind>,
         schedule: &Schedule,
-        dtype: Dtype,
+        elem_bytes: u32,
         transport: TransportKind,
     ) -> Self {
         let (op, algorithm, loss_bound, root) = match kind {
@@ -95,13 +97,10 @@ impl CallDesc {
             call: 0,
             op,
             algorithm,
-            dtype: dtype.size() as u8,
-            transport: match transport {
-                TransportKind::Dlcp => 0,
-                TransportKind::Ltp => 1,
-                _ => u8::MAX, // the runtime runs DLCP and LTP only
-            },
-            elements: schedule.bytes / dtype.size() as u64,
+            dtype: elem_bytes as u8,
+            // the runtime runs only the transports with a wire code
+            transport: transport.spec().wire_code().unwrap_or(u8::MAX),
+            elements: schedule.bytes / elem_bytes as u64,
             loss_bound,
             root,
             schedule: fingerprint(schedule),
@@ -154,7 +153,7 @@ impl CallDesc {
         if !matches!(d.dtype, 4 | 8) {
             return Err(DescError::BadField("dtype"));
         }
-        if d.transport as usize >= TRANSPORTS.len() {
+        if transport_named(d.transport).is_none() {
             return Err(DescError::BadField("transport"));
         }
         if !(0.0..=1.0).contains(&d.loss_bound) {
@@ -166,6 +165,7 @@ impl CallDesc {
     /// The first field in which `self` and `other` differ: (name, self's value, other's).
     pub fn difference(&self, other: &CallDesc) -> Option<(&'static str, String, String)> {
         let dtype = |d: u8| if d == 4 { "float32" } else { "float64" };
+        let transport = |t: u8| transport_named(t).unwrap_or("?").to_string();
         let fields: [(&'static str, String, String); 8] = [
             ("operation", OPS[self.op as usize].into(), OPS[other.op as usize].into()),
             ("algorithm", ALGORITHMS[self.algorithm as usize].into(), ALGORITHMS[other.algorithm as usize].into()),
@@ -173,7 +173,7 @@ impl CallDesc {
             ("element count", self.elements.to_string(), other.elements.to_string()),
             ("root", self.root.to_string(), other.root.to_string()),
             ("loss bound", self.loss_bound.to_string(), other.loss_bound.to_string()),
-            ("transport", TRANSPORTS[self.transport as usize].into(), TRANSPORTS[other.transport as usize].into()),
+            ("transport", transport(self.transport), transport(other.transport)),
             (
                 "schedule (tree_arity, pipeline_chunks, topology, ps_servers or mss differ)",
                 format!("{:#018x}", self.schedule),

@@ -1,5 +1,6 @@
-//! The runtime's transport settings, as the core's [`Params`], and its endpoints: the
-//! core's [`Builder`] makes them, so the runtime names no concrete transport.
+//! The runtime's transport settings, as the core's [`RuntimeKnobs`], and its endpoints:
+//! the core's [`Builder`] makes them from the registry (each transport's module says how
+//! it runs here), so the runtime names no concrete transport.
 //!
 //! Ranks are the endpoints' host ids; a transfer's flow id names (call, transfer) on the
 //! wire. A receiver is posted before any of its data can arrive (every rank knows the
@@ -9,22 +10,29 @@ use std::ops::Range;
 
 use gradwire_core::packet::Packet;
 use gradwire_core::time::{Time, MS, US};
-use gradwire_core::transport::dlcp::DlcpConfig;
-use gradwire_core::transport::ltp::LtpConfig;
-use gradwire_core::transport::{Carry, Endpoint, EndpointEvent, EndpointStats, Pacing, Params, Receiver, Sender};
+use gradwire_core::transport::{
+    Builder, ConfigError, Endpoint, EndpointEvent, EndpointStats, Pacing, Receiver, RuntimeKnobs, Sender,
+};
 use gradwire_core::wire::HEADER_LEN;
 
-/// Which transport carries the transfers: the core's kinds, of which the runtime runs
-/// those whose receiver places payload (DLCP, LTP).
+/// Which transport carries the transfers: the core's registered kinds, of which the
+/// runtime runs those with a wire code ([`runtime_transports`]).
 pub use gradwire_core::transport::Kind as TransportKind;
+
+/// The transports the runtime runs: those whose module says how (a wire code in the call
+/// descriptors and a runtime builder).
+pub fn runtime_transports() -> Vec<TransportKind> {
+    TransportKind::all().into_iter().filter(|k| k.spec().wire_code().is_some()).collect()
+}
 
 /// The transport called `name`, if the runtime runs it.
 pub fn parse_transport(name: &str) -> Result<TransportKind, String> {
     let kind: TransportKind = name.parse()?;
-    if kind.places_payload() {
+    if kind.spec().wire_code().is_some() {
         Ok(kind)
     } else {
-        Err(format!("transport {name:?} is a simulator baseline: the runtime runs \"dlcp\" or \"ltp\""))
+        let names: Vec<String> = runtime_transports().iter().map(|k| format!("{:?}", k.name())).collect();
+        Err(format!("transport {name:?} is a simulator baseline: the runtime runs {}", names.join(" or ")))
     }
 }
 
@@ -58,7 +66,7 @@ pub struct TransportConfig {
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig {
-            kind: TransportKind::Dlcp,
+            kind: TransportKind::named("dlcp"),
             mss: 1440,
             line_rate_bps: 25_000_000_000,
             burst: 20 * US,
@@ -76,45 +84,23 @@ const CTRL_RTO: Time = 50 * MS;
 const HEADER_BYTES: u32 = 28 + HEADER_LEN as u32;
 
 impl TransportConfig {
-    /// The core's parameters for these settings; each transfer adds its loss bound,
-    /// priority, element size and the line rate.
-    pub fn params(&self) -> Params {
-        Params {
-            kind: self.kind,
-            dlcp: DlcpConfig {
-                mss: self.mss,
-                header_bytes: HEADER_BYTES,
-                ctrl_bytes: HEADER_BYTES,
-                line_rate_bps: self.line_rate_bps,
-                ctrl_rto: CTRL_RTO,
-                rate_period: self.rate_period,
-                retx_quiet: self.retx_quiet,
-                pacing: Pacing { burst: self.burst, catch_up: self.max_catch_up },
-                ..DlcpConfig::default()
-            },
-            ltp: LtpConfig {
-                mss: self.mss,
-                header_bytes: HEADER_BYTES,
-                ack_bytes: HEADER_BYTES,
-                ctrl_bytes: HEADER_BYTES,
-                initial_btlbw_bps: self.line_rate_bps,
-                ctrl_rto: CTRL_RTO,
-                min_rto: 5 * MS,
-                // The paper's hard deadline closes with whatever arrived, short of the bound
-                // if loss is heavy (5 % loss: 11 % missing under a 2 % bound). A runtime call
-                // promises its loss bound, so the receiver closes early only once the bound
-                // is met: no deadline (an hour is never reached; the stall timeout comes first).
-                lt_c: 3600 * 1000 * MS,
-                // LTP's window bounds its bursts; slots missed in a gap are not made up.
-                pacing: Pacing { burst: self.burst, catch_up: 0 },
-                ..LtpConfig::default()
-            },
-            // The runtime does not know the path's RTT: each transfer to a peer starts
-            // from the last one's measured RTprop (the simulator's starts from the
-            // topology's). LT thresholds stay per transfer (docs/notes/emulation-measurements.md).
-            carry: Carry { ltp_rtt: true, ..Carry::default() },
-            ..Params::default()
+    /// The core's runtime settings; each transfer adds its loss bound, priority, element
+    /// size and the line rate.
+    pub fn knobs(&self) -> RuntimeKnobs {
+        RuntimeKnobs {
+            mss: self.mss,
+            header_bytes: HEADER_BYTES,
+            line_rate_bps: self.line_rate_bps,
+            pacing: Pacing { burst: self.burst, catch_up: self.max_catch_up },
+            rate_period: self.rate_period,
+            retx_quiet: self.retx_quiet,
+            ctrl_rto: CTRL_RTO,
         }
+    }
+
+    /// The builder of this transport's endpoints.
+    pub fn builder(&self) -> Result<Builder, ConfigError> {
+        Builder::for_runtime(self.kind, &self.knobs())
     }
 }
 

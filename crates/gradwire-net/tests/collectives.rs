@@ -37,8 +37,8 @@ fn lossless(kind: TransportKind) {
 }
 
 cases!(lossless {
-    dlcp_star_allreduce_is_exact_without_loss: (TransportKind::Dlcp);
-    ltp_star_allreduce_is_exact_without_loss: (TransportKind::Ltp);
+    dlcp_star_allreduce_is_exact_without_loss: (TransportKind::named("dlcp"));
+    ltp_star_allreduce_is_exact_without_loss: (TransportKind::named("ltp"));
 });
 
 cases!(lossy_push {
@@ -54,7 +54,7 @@ fn lossy_push(mss: u32, send_thread: bool) {
     let (n, bound) = (4, 0.10);
     let elems = (100 * mss as usize / 4).max(100_000);
     let comms = local_job(n, |r| {
-        let mut c = EngineConfig { send_thread, ..cfg(TransportKind::Dlcp) };
+        let mut c = EngineConfig { send_thread, ..cfg(TransportKind::named("dlcp")) };
         c.transport.mss = mss;
         if r != 0 {
             c.impairments = vec![Impairment { loss: 0.05, delay: Duration::ZERO }; n as usize];
@@ -93,7 +93,8 @@ fn lossy_push(mss: u32, send_thread: bool) {
 #[test]
 fn a_dead_peer_fails_the_call_within_the_timeout() {
     let n = 3;
-    let mut comms = local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(2), ..cfg(TransportKind::Dlcp) });
+    let mut comms =
+        local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(2), ..cfg(TransportKind::named("dlcp")) });
     let dead = comms.pop().unwrap();
     drop(dead); // rank 2 exits before the call
     let sched = star(n, 10_000, 0.0);
@@ -114,7 +115,8 @@ fn a_dead_peer_fails_the_call_within_the_timeout() {
 fn a_stalled_peer_times_out_with_a_clear_error() {
     // Rank 2 never makes the call: the others wait `peer_timeout`, then fail.
     let n = 3;
-    let comms = local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(1), ..cfg(TransportKind::Dlcp) });
+    let comms =
+        local_job(n, |_| EngineConfig { peer_timeout: Duration::from_secs(1), ..cfg(TransportKind::named("dlcp")) });
     let sched = star(n, 10_000, 0.0);
     let t0 = Instant::now();
     let errs = Communicator::on_each(&comms[..2], |r, c| {
@@ -133,7 +135,7 @@ fn a_stalled_peer_times_out_with_a_clear_error() {
 #[test]
 fn garbage_and_foreign_datagrams_are_counted_and_ignored() {
     let n = 2;
-    let comms = local_job(n, |_| cfg(TransportKind::Dlcp));
+    let comms = local_job(n, |_| cfg(TransportKind::named("dlcp")));
     let addr = comms[0].data_addr();
     let junk = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     junk.send_to(b"not a gradwire datagram", addr).unwrap();
@@ -167,7 +169,7 @@ fn garbage_and_foreign_datagrams_are_counted_and_ignored() {
 #[test]
 fn calls_run_in_order_and_results_stay_exact() {
     let (n, elems) = (3, 20_000);
-    let comms = local_job(n, |_| cfg(TransportKind::Dlcp));
+    let comms = local_job(n, |_| cfg(TransportKind::named("dlcp")));
     let sched = star(n, elems as u64, 0.0);
     let out = Communicator::on_each(&comms, |r, c| {
         let mut results = Vec::new();
@@ -198,7 +200,7 @@ fn every_algorithm(mss: u32, send_thread: bool) {
     for n in [2u32, 3, 5] {
         let elems = 30_011; // not a multiple of anything
         let comms = local_job(n, |_| {
-            let mut c = EngineConfig { send_thread, ..cfg(TransportKind::Dlcp) };
+            let mut c = EngineConfig { send_thread, ..cfg(TransportKind::named("dlcp")) };
             c.transport.mss = mss;
             c
         });
@@ -225,7 +227,7 @@ fn every_algorithm(mss: u32, send_thread: bool) {
 #[test]
 fn bad_calls_are_refused_before_anything_is_sent() {
     use gradwire_net::{Algorithm, CollectiveConfig};
-    let comms = local_job(2, |_| cfg(TransportKind::Dlcp));
+    let comms = local_job(2, |_| cfg(TransportKind::named("dlcp")));
     let mut x = vec![0f32; 10];
     let e = comms[0].allreduce(&mut x, Algorithm::Ring, 1.5).unwrap_err();
     assert!(e.to_string().contains("loss_bound 1.5"), "{e}");
@@ -242,7 +244,7 @@ fn injected_delay_slows_a_call_down_and_loses_nothing() {
     let (n, elems) = (2, 50_000);
     let delay = Duration::from_millis(40);
     let comms = local_job(n, |r| {
-        let mut c = cfg(TransportKind::Dlcp);
+        let mut c = cfg(TransportKind::named("dlcp"));
         if r == 1 {
             c.impairments = vec![Impairment { loss: 0.0, delay }; n as usize];
         }

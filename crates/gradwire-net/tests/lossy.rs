@@ -77,12 +77,12 @@ fn lossy_job(kind: TransportKind, n: u32, loss: f64) {
 }
 
 cases!(lossy_job {
-    ltp_closes_under_1_percent_loss_2_ranks: (TransportKind::Ltp, 2, 0.01);
-    ltp_closes_under_5_percent_loss_2_ranks: (TransportKind::Ltp, 2, 0.05);
-    ltp_closes_under_1_percent_loss_4_ranks: (TransportKind::Ltp, 4, 0.01);
-    ltp_closes_under_5_percent_loss_4_ranks: (TransportKind::Ltp, 4, 0.05);
-    dlcp_closes_under_1_percent_loss_2_ranks: (TransportKind::Dlcp, 2, 0.01);
-    dlcp_closes_under_5_percent_loss_2_ranks: (TransportKind::Dlcp, 2, 0.05);
-    dlcp_closes_under_1_percent_loss_4_ranks: (TransportKind::Dlcp, 4, 0.01);
-    dlcp_closes_under_5_percent_loss_4_ranks: (TransportKind::Dlcp, 4, 0.05);
+    ltp_closes_under_1_percent_loss_2_ranks: (TransportKind::named("ltp"), 2, 0.01);
+    ltp_closes_under_5_percent_loss_2_ranks: (TransportKind::named("ltp"), 2, 0.05);
+    ltp_closes_under_1_percent_loss_4_ranks: (TransportKind::named("ltp"), 4, 0.01);
+    ltp_closes_under_5_percent_loss_4_ranks: (TransportKind::named("ltp"), 4, 0.05);
+    dlcp_closes_under_1_percent_loss_2_ranks: (TransportKind::named("dlcp"), 2, 0.01);
+    dlcp_closes_under_5_percent_loss_2_ranks: (TransportKind::named("dlcp"), 2, 0.05);
+    dlcp_closes_under_1_percent_loss_4_ranks: (TransportKind::named("dlcp"), 4, 0.01);
+    dlcp_closes_under_5_percent_loss_4_ranks: (TransportKind::named("dlcp"), 4, 0.05);
 });

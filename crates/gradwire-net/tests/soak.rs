@@ -75,10 +75,10 @@ fn thousands_of_random_calls_with_strays_stay_exact_and_memory_stays_flat() {
         })
     };
     let jobs: Vec<(&str, Vec<Communicator>)> = vec![
-        ("dlcp", job(TransportKind::Dlcp, 0.0)),
-        ("dlcp 2% loss", job(TransportKind::Dlcp, 0.02)),
-        ("ltp", job(TransportKind::Ltp, 0.0)),
-        ("ltp 2% loss", job(TransportKind::Ltp, 0.02)),
+        ("dlcp", job(TransportKind::named("dlcp"), 0.0)),
+        ("dlcp 2% loss", job(TransportKind::named("dlcp"), 0.02)),
+        ("ltp", job(TransportKind::named("ltp"), 0.0)),
+        ("ltp 2% loss", job(TransportKind::named("ltp"), 0.02)),
     ];
     let stop = AtomicBool::new(false);
     let t0 = Instant::now();

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use gradwire_core::collective::RackMap;
-use gradwire_net::endpoint::{parse_transport, TransportKind};
+use gradwire_net::endpoint::{parse_transport, runtime_transports};
 use gradwire_net::inject::Impairment;
 use gradwire_net::rendezvous::{MAX_MSS, MIN_MSS};
 use gradwire_net::{
@@ -648,7 +648,7 @@ fn algorithms() -> Vec<&'static str> {
 /// The transports the runtime runs, by name (Python's `runtime.TRANSPORTS`).
 #[pyfunction]
 fn transports() -> Vec<&'static str> {
-    TransportKind::ALL.iter().filter(|k| k.places_payload()).map(|k| k.name()).collect()
+    runtime_transports().iter().map(|k| k.name()).collect()
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

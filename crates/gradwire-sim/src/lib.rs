@@ -10,7 +10,6 @@
 //! [`workload`] (flows and their dependencies), [`sim`] (the world that ties them
 //! together), [`output`] (flows.csv, summary.json, queues.csv) and [`scenario`] (TOML).
 
-pub mod baselines;
 pub mod bytesched;
 pub mod engine;
 pub mod fabric;

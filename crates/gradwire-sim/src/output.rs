@@ -132,7 +132,7 @@ impl Summary {
         Summary {
             name: s.name.clone(),
             seed: s.seed,
-            transport: format!("{:?}", s.transport.kind).to_lowercase(),
+            transport: s.transport.kind.name().to_string(),
             flows: sim.flows.len() as u64,
             flows_finished: fcts.len() as u64,
             fct_mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),

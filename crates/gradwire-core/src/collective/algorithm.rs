@@ -2,7 +2,7 @@
 //! for every driver, with the checks their loaders forward.
 
 use super::{ps, rat, ring, tree, CollectiveOptions, PsLayout, RackMap, Schedule};
-use crate::transport::build::named;
+use crate::transport::spec::named;
 use crate::transport::{check_loss_bound, ConfigError};
 
 /// An allreduce algorithm.

@@ -150,3 +150,15 @@ impl CtrlChannel {
         Some(p)
     }
 }
+
+/// The key of the reliable control channel, read by the transports that run one.
+pub(crate) static KEYS: crate::transport::spec::KeySet = crate::transport::spec::KeySet {
+    name: "ctrl",
+    keys: &[crate::transport::spec::Key::new(
+        "ctrl_rto_us",
+        crate::transport::spec::KeyType::F64,
+        crate::transport::spec::Value::Float(1000.0),
+        ["float > 0, µs", "`1000.0`", "Retransmission timeout of control messages."],
+    )],
+    check: |cfg| crate::transport::spec::check_positive_number("ctrl_rto_us", cfg.values.f64("ctrl_rto_us")),
+};

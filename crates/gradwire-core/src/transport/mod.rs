@@ -6,7 +6,6 @@
 //! re-arms its timer from `poll_timeout`. An endpoint never reads a clock.
 
 mod acking;
-pub(crate) mod build;
 mod ctrl;
 pub mod dlcp;
 pub mod ltp;
@@ -14,15 +13,20 @@ mod pacer;
 pub mod pfabric;
 pub mod pias;
 mod received;
+pub mod registry;
 mod roles;
 mod shared;
+pub mod spec;
 pub mod tcp;
 
 pub use acking::{AckExtra, AckingReceiver};
-pub use build::{Builder, Carry, ConfigError, Kind, Pair, Params, Transfer};
 pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
-pub use shared::{check_loss_bound, Carried};
+pub use shared::check_loss_bound;
+pub use spec::{
+    Build, Builder, Carried, Common, Config, ConfigError, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs, Transfer,
+    TransportSpec, Value, Values,
+};
 
 use crate::packet::{FlowId, Packet};
 use crate::time::Time;

@@ -47,6 +47,7 @@ impl Pacer {
     }
 
     /// A packet of `wire_bytes` left at `now`, paced at `rate_bps`.
+    #[inline]
     pub fn on_sent(&mut self, now: Time, wire_bytes: u32, rate_bps: u64) {
         self.next = self.next.max(now.saturating_sub(self.cfg.catch_up)) + serialization(wire_bytes, rate_bps);
     }

@@ -27,8 +27,9 @@
 use crate::packet::{FlowId, HostId, Packet};
 use crate::switch::MAX_QUEUES;
 use crate::time::{Time, MS};
+use crate::transport::spec::{Build, Config, ConfigError, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value};
 use crate::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
-use crate::transport::{forward_to_inner, Endpoint};
+use crate::transport::{forward_to_inner, tcp, Endpoint};
 
 /// Demotion thresholds (bytes) used by PIAS's own ns-2 simulations for the web search
 /// workload (DCTCP paper's distribution) with 8 queues at 90% load: 759, 1132, 1456, 1737,
@@ -133,6 +134,125 @@ impl Endpoint for PiasSender {
     }
 
     forward_to_inner!();
+}
+
+/// PIAS demotion thresholds for a workload: the flow-size quantiles `i / levels`
+/// (i = 1 .. levels-1), so each of `levels` queues is where an equal share of the flows
+/// finish. PIAS derives them from the size distribution by optimisation (pias.md §4.2);
+/// equal-count quantiles are the simple rule that puts them where the sizes are.
+pub fn thresholds_for(sizes: impl Iterator<Item = u64>, levels: u8) -> Vec<u64> {
+    let mut sizes: Vec<u64> = sizes.filter(|&b| b > 0).collect();
+    sizes.sort_unstable();
+    let mut out: Vec<u64> = Vec::new();
+    if sizes.is_empty() {
+        return out;
+    }
+    for i in 1..levels.clamp(1, 8) as usize {
+        let t = sizes[(i * sizes.len() / levels as usize).min(sizes.len() - 1)];
+        if out.last().is_none_or(|&last| t > last) {
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// PIAS's keys.
+pub static KEYS: KeySet = KeySet {
+    name: "pias",
+    keys: &[
+        Key::new("pias_thresholds", KeyType::List, Value::List(Vec::new()), ["list of up to 7 strictly increasing integers, bytes", "`[]`", "Demotion thresholds in bytes sent (a flow moves to the next lower-priority queue after each); empty = PIAS's web-search thresholds."]),
+        Key::hidden("pias_thresholds_from_workload", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "Derive the demotion thresholds from the workload's flow sizes instead of `pias_thresholds`: the size quantiles `i / levels` (`levels` = `switch.queues`), so an equal share of flows finishes in each queue (a simpler rule than PIAS's own optimisation over the size distribution)."]),
+    ],
+    check: check_keys,
+};
+
+fn check_thresholds(th: &[u64]) -> Result<(), ConfigError> {
+    if th.len() > WEB_SEARCH_THRESHOLDS.len() {
+        return Err(ConfigError::new("pias_thresholds", format!("at most 7 thresholds (got {})", th.len())));
+    }
+    if th.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(ConfigError::new("pias_thresholds", "must be strictly increasing"));
+    }
+    Ok(())
+}
+
+fn check_keys(cfg: &Config) -> Result<(), ConfigError> {
+    check_thresholds(cfg.values.list("pias_thresholds"))
+}
+
+/// PIAS's builder.
+pub struct PiasBuild {
+    cfg: PiasConfig,
+    from_workload: bool,
+    handshakes: Option<tcp::spec::Handshakes>,
+}
+
+impl PiasBuild {
+    /// The settings its flows get.
+    pub fn config(&self) -> &PiasConfig {
+        &self.cfg
+    }
+}
+
+impl Build for PiasBuild {
+    fn build(&self, t: &Transfer, now: Time) -> Pair {
+        let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
+        let pair: Pair = (
+            Box::new(PiasSender::new(self.cfg, f, src, dst, bytes, now)),
+            Box::new(PiasSender::receiver(&self.cfg, f, dst, src, bytes)),
+        );
+        tcp::spec::opened(&self.handshakes, t, pair)
+    }
+
+    fn data_priority(&self) -> u8 {
+        self.cfg.tcp.priority
+    }
+
+    fn see_workload(&mut self, sizes: &mut dyn Iterator<Item = u64>, queues: u8) -> Result<(), ConfigError> {
+        if self.from_workload {
+            let th = thresholds_for(sizes, queues);
+            check_thresholds(&th)?;
+            let th: &[u64] = if th.is_empty() { &WEB_SEARCH_THRESHOLDS } else { &th };
+            self.cfg = PiasConfig::new(self.cfg.tcp, th);
+        }
+        Ok(())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+static SETS: [&KeySet; 2] = [&tcp::spec::KEYS, &KEYS];
+
+/// PIAS in the registry.
+pub struct Pias;
+/// The registry's PIAS.
+pub static PIAS: Pias = Pias;
+
+impl TransportSpec for Pias {
+    fn name(&self) -> &'static str {
+        "pias"
+    }
+
+    fn about(&self) -> &'static str {
+        "PIAS (a baseline): DCTCP whose packets are demoted through the strict-priority queues as the flow sends more bytes (`pias_thresholds`)."
+    }
+
+    fn keys(&self) -> &'static [&'static KeySet] {
+        &SETS
+    }
+
+    fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
+        let tcp = tcp::spec::config(cfg, tcp::spec::dctcp(cfg));
+        let th = cfg.values.list("pias_thresholds");
+        let th: &[u64] = if th.is_empty() { &WEB_SEARCH_THRESHOLDS } else { th };
+        Ok(Box::new(PiasBuild {
+            cfg: PiasConfig::new(tcp, th),
+            from_workload: cfg.values.bool("pias_thresholds_from_workload"),
+            handshakes: tcp::spec::Handshakes::new(cfg),
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -246,5 +366,15 @@ mod tests {
             s.handle_packet(2, a);
         }
         assert_eq!(s.poll_event(), Some(EndpointEvent::SenderDone));
+    }
+
+    #[test]
+    fn pias_thresholds_are_the_size_quantiles_and_strictly_increase() {
+        let sizes = (1..=800u64).map(|i| i * 1000);
+        assert_eq!(thresholds_for(sizes, 8), vec![101_000, 201_000, 301_000, 401_000, 501_000, 601_000, 701_000]);
+        // repeated sizes collapse into one threshold
+        let few = [5u64, 5, 5, 5, 9, 9, 9, 9].into_iter();
+        assert_eq!(thresholds_for(few, 4), vec![5, 9]);
+        assert!(thresholds_for(std::iter::empty(), 8).is_empty());
     }
 }

@@ -1,12 +1,10 @@
 //! The two ends of a transfer that carries a tensor (DLCP, LTP), as a driver sees them:
 //! what a receiver places where, what it still misses, when either end is done. A driver
 //! holding `Box<dyn Sender>` / `Box<dyn Receiver>` (from [`super::Builder`]) names no
-//! concrete transport. Both are `Send`, so a driver may run them on its own thread.
+//! concrete transport; each transport implements them in its own module. Both are `Send`, so a driver may run them on its own thread.
 
 use std::ops::Range;
 
-use super::dlcp::{DlcpReceiver, DlcpSender};
-use super::ltp::{LtpReceiver, LtpSender};
 use super::Endpoint;
 use crate::packet::Packet;
 use crate::time::Time;
@@ -50,24 +48,6 @@ pub trait Receiver: Endpoint + Send {
     fn post(&mut self, _now: Time) {}
 }
 
-impl Sender for DlcpSender {
-    fn released(&self) -> bool {
-        self.finish_received()
-    }
-
-    fn is_closed(&self) -> bool {
-        self.is_done()
-    }
-
-    fn set_importance_mask(&mut self, mask: Vec<bool>) {
-        DlcpSender::set_importance_mask(self, mask)
-    }
-
-    fn pacing_rate_bps(&self) -> u64 {
-        self.rate_bps()
-    }
-}
-
 /// A receiver over the core's [`crate::tensor::Reassembly`]: the transport's own methods
 /// answer, plus `extra` items.
 macro_rules! reassembling_receiver {
@@ -94,28 +74,4 @@ macro_rules! reassembling_receiver {
     };
 }
 
-reassembling_receiver!(DlcpReceiver {
-    fn post(&mut self, now: Time) {
-        DlcpReceiver::post(self, now)
-    }
-});
-
-reassembling_receiver!(LtpReceiver {
-    fn needs_close_notice(&self) -> bool {
-        true
-    }
-});
-
-impl Sender for LtpSender {
-    fn released(&self) -> bool {
-        self.stop_received()
-    }
-
-    fn is_closed(&self) -> bool {
-        self.is_done()
-    }
-
-    fn pacing_rate_bps(&self) -> u64 {
-        self.congestion_control().pacing_bps()
-    }
-}
+pub(crate) use reassembling_receiver;

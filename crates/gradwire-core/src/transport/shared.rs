@@ -1,15 +1,9 @@
 //! What the tensor transports (DLCP, LTP) share: how a tensor is cut into segments, how
 //! much of it may be missing, and the checks of their configurations.
 
-use std::sync::{Arc, Mutex};
-
-use super::build::ConfigError;
+use super::spec::ConfigError;
 use crate::tensor::{Segmentation, TensorId};
 use crate::time::Time;
-
-/// State a link keeps across transfers ([`super::Carry`]): one cell per link, read by the
-/// link's next endpoint when it is built and written by the live one.
-pub type Carried<T> = Arc<Mutex<Option<T>>>;
 
 /// Segments of at most `mss` bytes holding whole elements of `elem_bytes` (both clamped
 /// into range: the endpoints never fail on a configuration, loaders refuse it).

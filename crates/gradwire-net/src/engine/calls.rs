@@ -14,7 +14,7 @@ impl Engine {
         let call = self.next_call;
         self.next_call = self.next_call.wrapping_add(1) & CALL_MASK;
         // Tell every peer what this call is, first: they check it against theirs.
-        let mut desc = CallDesc::new(self.session, req.kind, &req.schedule, req.dtype, self.cfg.transport.kind);
+        let mut desc = CallDesc::new(self.session, req.kind, &req.schedule, req.dtype.size(), self.cfg.transport.kind);
         desc.call = self.calls_started;
         self.calls_started += 1;
         for link in self.links.iter_mut().flatten() {

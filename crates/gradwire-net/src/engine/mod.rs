@@ -231,7 +231,9 @@ impl Engine {
         cmds: Receiver<Command>,
         counters: Arc<std::sync::Mutex<Counters>>,
     ) -> io::Result<(Self, Arc<Waker>)> {
-        let transports = Builder::new(cfg.transport.params())
+        let transports = cfg
+            .transport
+            .builder()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("transport {e}")))?;
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);

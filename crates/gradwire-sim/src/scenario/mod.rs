@@ -8,10 +8,12 @@ mod error;
 mod names;
 mod preset;
 mod schema;
+mod transport_cfg;
 mod validate;
 
 pub use error::ScenarioError;
 pub use schema::*;
+pub use transport_cfg::docs_tables as transport_docs_tables;
 
 /// One concrete simulation of a scenario file: a point of its sweep.
 #[derive(Debug, Clone)]
@@ -234,7 +236,7 @@ mod tests {
         assert_eq!(runs.len(), 4);
         assert_eq!(runs[0].name, "kind=newreno,senders=2");
         assert!(runs.iter().all(|r| r.scenario.seed == 7));
-        assert_eq!(runs[3].scenario.transport.kind, TransportKind::Dctcp);
+        assert_eq!(runs[3].scenario.transport.kind, TransportKind::named("dctcp"));
         assert_eq!(runs[3].scenario.workload.senders, Some(8));
     }
 
@@ -249,7 +251,7 @@ mod tests {
         assert_eq!(runs[1].name, "scheme=spray-dctcp");
         assert_eq!(runs[1].params, vec![("scheme".to_string(), "spray-dctcp".to_string())]);
         assert_eq!(runs[1].scenario.routing.mode, RoutingMode::Spray);
-        assert_eq!(runs[0].scenario.transport.kind, TransportKind::NewReno);
+        assert_eq!(runs[0].scenario.transport.kind, TransportKind::named("newreno"));
         let e = load(&format!("{MIN}[sweep]\nscheme = [{{ \"transport.kind\" = \"dctcp\" }}]\n"), &[]).unwrap_err();
         assert_eq!(e.key, "sweep.scheme");
     }

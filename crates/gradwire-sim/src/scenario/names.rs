@@ -1,22 +1,8 @@
-//! Scenario keys whose values are the core's names (a transport kind, a collective
-//! algorithm), read and written as those names with serde's own wording for an unknown one.
+//! Scenario keys whose values are the core's names (a collective algorithm; a transport
+//! kind: `transport_cfg.rs`), read and written as those names with serde's own wording for an unknown one.
 
 use serde::de::Error;
 use serde::{Deserialize, Deserializer, Serializer};
-
-pub mod transport_kind {
-    use super::*;
-    use gradwire_core::transport::Kind;
-
-    pub fn serialize<S: Serializer>(k: &Kind, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(k.name())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Kind, D::Error> {
-        let name = String::deserialize(d)?;
-        Kind::from_name(&name).ok_or_else(|| D::Error::unknown_variant(&name, Kind::NAMES))
-    }
-}
 
 pub mod algorithm {
     use super::*;

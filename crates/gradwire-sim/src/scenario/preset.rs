@@ -130,7 +130,7 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "host", "nic_queue_bytes", NS3_NIC_QUEUE_BYTES.into())?;
     fill(tree, "transport", "tcp_handshake", true.into())?;
     fill(tree, "transport", "tcp_connections", "per_flow".into())?;
-    fill(tree, "transport", "tcp_conn_timeout_us", super::NS3_CONN_TIMEOUT_US.into())?;
+    fill(tree, "transport", "tcp_conn_timeout_us", gradwire_core::transport::tcp::spec::NS3_CONN_TIMEOUT_US.into())?;
     fill(tree, "transport", "pfabric_rto_us", rto_min.into())?;
     if !has_pias_list {
         fill(tree, "transport", "pias_thresholds_from_workload", true.into())?;
@@ -175,7 +175,7 @@ fn fill(tree: &mut toml::Table, table: &str, key: &str, value: toml::Value) -> R
 
 #[cfg(test)]
 mod tests {
-    use crate::scenario::{load, Baseline, NicDiscipline, TcpCc, TcpConnections, TcpSlowStart, TransportCfg};
+    use crate::scenario::{load, Baseline, NicDiscipline, TransportCfg};
 
     const BASE: &str = "[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
     const RENO: &str = "[transport]\nkind = \"newreno\"\n";
@@ -190,48 +190,69 @@ mod tests {
     fn modern_is_the_default_and_fills_linuxs_documented_keys() {
         for b in [None, Some("modern"), Some("linux")] {
             let t = transport(b, RENO, &[]);
-            assert!(t.tcp_sack && t.tcp_rack_tlp && !t.tcp_partial_ack_resend, "{b:?}");
-            assert_eq!(t.tcp_cc, TcpCc::Cubic);
-            assert_eq!((t.tcp_delack_count, t.tcp_delack_timeout_us), (2, 40_000.0));
-            assert_eq!((t.rto_min_us, t.rto_initial_us), (200_000.0, None), "the data's first RTO is RTOmin");
-            assert_eq!(t.tcp_slow_start, TcpSlowStart::PerSegment);
+            assert!(
+                t.keys.bool("tcp_sack") && t.keys.bool("tcp_rack_tlp") && !t.keys.bool("tcp_partial_ack_resend"),
+                "{b:?}"
+            );
+            assert_eq!(t.keys.str("tcp_cc"), "cubic");
+            assert_eq!((t.keys.u32("tcp_delack_count"), t.keys.f64("tcp_delack_timeout_us")), (2, 40_000.0));
+            assert_eq!(
+                (t.keys.f64("rto_min_us"), t.keys.opt_f64("rto_initial_us")),
+                (200_000.0, None),
+                "the data's first RTO is RTOmin"
+            );
+            assert_eq!(t.keys.str("tcp_slow_start"), "per_segment");
         }
         let s = &load(BASE, &[]).unwrap()[0].scenario;
         assert_eq!(s.baseline, Baseline::Modern);
-        assert!(!s.transport.tcp_handshake && s.host.nic == NicDiscipline::RoundRobin);
+        assert!(!s.transport.keys.bool("tcp_handshake") && s.host.nic == NicDiscipline::RoundRobin);
         let t = transport(None, RENO, &["transport.rto_min_us=5000", "transport.kind=\"dctcp\""]);
-        assert_eq!(t.rto_min_us, 5000.0, "an explicit key wins");
-        assert_eq!(t.tcp_cc, TcpCc::Reno, "DCTCP keeps its own growth");
-        assert!(t.tcp_sack && t.tcp_rack_tlp, "and recovers as Linux does");
+        assert_eq!(t.keys.f64("rto_min_us"), 5000.0, "an explicit key wins");
+        assert_eq!(t.keys.str("tcp_cc"), "reno", "DCTCP keeps its own growth");
+        assert!(t.keys.bool("tcp_sack") && t.keys.bool("tcp_rack_tlp"), "and recovers as Linux does");
     }
 
     #[test]
     fn sackless_is_the_tcp_before_sack_key_for_key() {
         let t = transport(Some("sackless"), RENO, &[]);
-        assert!(!t.tcp_sack && !t.tcp_rack_tlp && !t.tcp_partial_ack_resend);
-        assert_eq!((t.tcp_cc, t.tcp_delack_count, t.tcp_slow_start), (TcpCc::Reno, 1, TcpSlowStart::PerSegment));
-        assert_eq!((t.rto_min_us, t.rto_initial_us), (10_000.0, None), "the schema's RTOmin");
+        assert!(!t.keys.bool("tcp_sack") && !t.keys.bool("tcp_rack_tlp") && !t.keys.bool("tcp_partial_ack_resend"));
+        assert_eq!(
+            (t.keys.str("tcp_cc"), t.keys.u32("tcp_delack_count"), t.keys.str("tcp_slow_start")),
+            ("reno", 1, "per_segment")
+        );
+        assert_eq!(
+            (t.keys.f64("rto_min_us"), t.keys.opt_f64("rto_initial_us")),
+            (10_000.0, None),
+            "the schema's RTOmin"
+        );
         // The transport as the schema's defaults have it, so runs stay byte-identical.
         let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\nrto_min_us = 10000.0\n"), &[]).unwrap();
-        assert_eq!(format!("{t:?}"), format!("{:?}", none[0].scenario.transport));
+        assert_eq!(t, none[0].scenario.transport);
     }
 
     #[test]
     fn the_ns3_preset_fills_ns3s_tcp_and_hosts_and_keeps_what_is_set() {
         let s = &load(&format!("baseline = \"ns3\"\n{BASE}{RENO}"), &[]).unwrap()[0].scenario;
         let t = &s.transport;
-        assert!(t.tcp_sack && !t.tcp_rack_tlp && t.tcp_partial_ack_resend);
-        assert_eq!((t.tcp_delack_count, t.tcp_delack_timeout_us, t.rto_min_us), (2, 200_000.0, 1_000_000.0));
-        assert_eq!((t.tcp_cc, t.tcp_slow_start), (TcpCc::Cubic, TcpSlowStart::PerSegment), "ns-3.37's TcpCubic");
+        assert!(t.keys.bool("tcp_sack") && !t.keys.bool("tcp_rack_tlp") && t.keys.bool("tcp_partial_ack_resend"));
+        assert_eq!(
+            (t.keys.u32("tcp_delack_count"), t.keys.f64("tcp_delack_timeout_us"), t.keys.f64("rto_min_us")),
+            (2, 200_000.0, 1_000_000.0)
+        );
+        assert_eq!(
+            (t.keys.str("tcp_cc"), t.keys.str("tcp_slow_start")),
+            ("cubic", "per_segment"),
+            "ns-3.37's TcpCubic"
+        );
         assert_eq!((s.host.nic, s.host.nic_queue_bytes), (NicDiscipline::Fifo, 150_000));
-        assert!(t.tcp_handshake && t.pias_thresholds_from_workload);
-        assert_eq!(t.tcp_connections, TcpConnections::PerFlow);
-        assert_eq!(t.pfabric_rto_us, Some(t.rto_min_us));
+        assert!(t.keys.bool("tcp_handshake") && t.keys.bool("pias_thresholds_from_workload"));
+        assert_eq!(t.keys.str("tcp_connections"), "per_flow");
+        assert_eq!(t.keys.opt_f64("pfabric_rto_us"), Some(t.keys.f64("rto_min_us")));
         let t = transport(Some("ns3"), RENO, &["transport.tcp_cc=\"reno\""]);
-        assert_eq!(t.tcp_slow_start, TcpSlowStart::PerAck, "ns-3's TcpNewReno counts ACKs");
+        assert_eq!(t.keys.str("tcp_slow_start"), "per_ack", "ns-3's TcpNewReno counts ACKs");
         let ov = ["transport.rto_min_us=5000.0".to_string(), "host.nic=round_robin".to_string()];
         let s = &load(&format!("baseline = \"ns3\"\n{BASE}"), &ov).unwrap()[0].scenario;
         assert_eq!(s.host.nic, NicDiscipline::RoundRobin, "an explicit key wins");
-        assert_eq!(s.transport.pfabric_rto_us, Some(5000.0), "pFabric's RTO follows RTOmin");
+        assert_eq!(s.transport.keys.opt_f64("pfabric_rto_us"), Some(5000.0), "pFabric's RTO follows RTOmin");
     }
 }

@@ -54,56 +54,8 @@ impl Scenario {
                 ));
             }
         }
-        if tr.tcp_connections == TcpConnections::Persistent
-            && !matches!(tr.kind, TransportKind::NewReno | TransportKind::Dctcp)
-        {
-            return Err(ScenarioError::new(
-                "transport.tcp_connections",
-                format!(
-                    "\"persistent\" carries TCP state across a host pair's flows: kind = \"newreno\" or \"dctcp\" (got {:?}; PIAS tags each flow by its own bytes)",
-                    tr.kind
-                ),
-            ));
-        }
-        if tr.tcp_cc != TcpCc::Reno && tr.kind != TransportKind::NewReno {
-            return Err(ScenarioError::new(
-                "transport.tcp_cc",
-                format!(
-                    "the window growth of the loss-based TCP baseline (kind = \"newreno\", got {:?}); dctcp and pias grow as DCTCP",
-                    tr.kind
-                ),
-            ));
-        }
-        if tr.newreno_ecn && tr.kind != TransportKind::NewReno {
-            return Err(ScenarioError::new(
-                "transport.newreno_ecn",
-                format!("RFC 3168 ECN is a NewReno option (kind = \"newreno\", got {:?})", tr.kind),
-            ));
-        }
-        // durations are written in µs / ms: positive numbers before they become picoseconds
-        // (a negative one would turn into 0); their ranges are the core's, below
-        let durations = [
-            ("transport.rto_min_us", Some(tr.rto_min_us)),
-            ("transport.rto_max_us", Some(tr.rto_max_us)),
-            ("transport.rto_initial_us", tr.rto_initial_us),
-            ("transport.rate_period_us", Some(tr.rate_period_us)),
-            ("transport.ctrl_rto_us", Some(tr.ctrl_rto_us)),
-            ("transport.ltp_c_ms", Some(tr.ltp_c_ms)),
-            ("transport.pfabric_rto_us", tr.pfabric_rto_us),
-        ];
-        for (key, v) in durations {
-            if let Some(v) = v {
-                positive(key, v)?;
-            }
-        }
         // the transport's own ranges: the core's checks, under the scenario's keys
         crate::transports::validate(self)?;
-        if !(tr.dlcp_retx_quiet_us >= 0.0 && tr.dlcp_retx_quiet_us.is_finite()) {
-            return Err(ScenarioError::new(
-                "transport.dlcp_retx_quiet_us",
-                format!("must be a non-negative number of µs (got {})", tr.dlcp_retx_quiet_us),
-            ));
-        }
         if !(s.dlcp_d.is_finite() && s.dlcp_d >= 0.0) {
             return Err(ScenarioError::new("switch.dlcp_d", format!("must be >= 0 (got {})", s.dlcp_d)));
         }
@@ -132,7 +84,6 @@ impl Scenario {
         }
         self.validate_pauses()?;
         self.validate_pcn()?;
-        positive("transport.tcp_conn_timeout_us", self.transport.tcp_conn_timeout_us)?;
         self.validate_workload()
     }
 

@@ -159,10 +159,7 @@ impl Simulation {
             .collect::<Result<Vec<_>, _>>()?;
 
         let mut factory = EndpointFactory::new(&s)?;
-        if s.transport.kind == crate::scenario::TransportKind::Pias && s.transport.pias_thresholds_from_workload {
-            let sizes = workload.flows.iter().map(|f| f.bytes);
-            factory.set_pias_thresholds(&crate::baselines::pias_thresholds(sizes, s.switch.queues))?;
-        }
+        factory.see_workload(workload.flows.iter().map(|f| f.bytes), s.switch.queues)?;
         let nflows = workload.flows.len();
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,

@@ -41,6 +41,7 @@ mod receiver;
 mod runs;
 mod sender;
 mod share;
+pub mod spec;
 mod strict;
 #[cfg(test)]
 mod tests;
@@ -48,13 +49,14 @@ mod tests;
 pub use receiver::DlcpReceiver;
 pub use sender::{CarriedRate, DlcpSender};
 pub use share::{HostLoad, RateHint};
+pub use spec::{DlcpBuild, RateState, DLCP};
 pub use strict::PairSenders;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
-use crate::transport::build::ConfigError;
 use crate::transport::pacer::Pacing;
 use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
+use crate::transport::spec::ConfigError;
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -148,7 +150,7 @@ pub struct DlcpConfig {
     /// feedback).
     pub start_rate_frac: f64,
     /// With a rate state carried across a host pair's transfers
-    /// ([`super::Carry::dlcp_rate`]): a pair that has sent nothing for longer than this
+    /// ([`RateState`] other than `Tensor`): a pair that has sent nothing for longer than this
     /// starts its next transfer fresh, at the start rate, as dlcp.md starts every tensor,
     /// instead of at a rate learned before it went idle (a deviation; RFC 5681 §4.1
     /// restarts a TCP connection's window after an idle retransmission timeout the same
@@ -344,6 +346,7 @@ impl RetxReq {
     /// Encode the missing `runs` (sorted, disjoint) as a batch for `round`: a run of at
     /// least [`RETX_BITMAP_BITS`] segments as one run message, anything sparser as
     /// bitmaps of the next [`RETX_BITMAP_BITS`] segments. The last message is flagged.
+    #[inline]
     fn batch(round: u64, runs: &[std::ops::Range<u64>]) -> Vec<RetxReq> {
         let round = Self::round_of(round);
         let bits = RETX_BITMAP_BITS as u64;

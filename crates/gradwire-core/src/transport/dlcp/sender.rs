@@ -14,7 +14,7 @@ use crate::tensor::Segmentation;
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::pacer::Pacer;
-use crate::transport::shared::Carried;
+use crate::transport::spec::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub struct DlcpSender {
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
 
-    /// With [`super::super::Carry::dlcp_rate`]: the host pair's rate state, left after
+    /// With `dlcp_rate_state` other than `tensor` ([`super::RateState`]): the host pair's rate state, left after
     /// every rate decision for the pair's next transfer.
     carried_rate: Option<Carried<CarriedRate>>,
     /// With [`DlcpSender::sharing_rate_with`]: the host pair's senders that have data to
@@ -93,7 +93,7 @@ pub struct DlcpSender {
 }
 
 /// A host pair's rate-control state as its last transfer left it
-/// ([`super::super::Carry::dlcp_rate`]), and when that pair last sent.
+/// (`dlcp_rate_state` other than `tensor` ([`super::RateState`])), and when that pair last sent.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CarriedRate {
     /// The rate control's state.
@@ -194,7 +194,7 @@ impl DlcpSender {
 
     /// Splits the rate with the host pair's other senders that have data to send: `sending`
     /// counts them (this one while its queue is not empty) and each paces at its rate
-    /// divided by the count (a deviation; see [`super::super::Carry::dlcp_rate_shared`]).
+    /// divided by the count (a deviation; see [`super::RateState::PairShared`]).
     pub fn sharing_rate_with(mut self, sending: Arc<AtomicU32>) -> Self {
         self.pair_sending = Some(sending);
         self.update_sending();
@@ -205,7 +205,7 @@ impl DlcpSender {
     /// rate with the senders counted in `ahead`, the pair's counts at higher priorities, and
     /// not with those below it, so the pair's most important tensor paces at its whole
     /// rate and the host NIC's strict priority orders the rest (a deviation; see
-    /// [`super::super::Carry::dlcp_rate_by_priority`]).
+    /// [`super::RateState::PairPriority`]).
     pub fn sharing_rate_ahead_of(mut self, ahead: Vec<Arc<AtomicU32>>) -> Self {
         self.pair_ahead = ahead.into_boxed_slice();
         self
@@ -215,7 +215,7 @@ impl DlcpSender {
     /// over the pair: `pair` holds the pair's senders with data and their priorities; the
     /// ones at the highest priority present split the rate less a minimal pace (one packet
     /// per period) for each one below them, which paces at that minimal pace (a deviation;
-    /// see [`super::super::Carry::dlcp_rate_strict`]). The slot of the next packet follows
+    /// see [`super::RateState::PairStrict`]). The slot of the next packet follows
     /// the pace when asked ([`Pacer::on_sent_following`]), so a sender whose turn comes
     /// need not wait out a slot taken at the minimal pace; and whenever this one stops
     /// sending it names the pair's others in [`EndpointEvent::Wake`].
@@ -226,6 +226,7 @@ impl DlcpSender {
     }
 
     /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
+    #[inline]
     fn update_sending(&mut self) {
         let now = self.state == State::Sending && !self.queue.is_empty();
         if now == self.counted {
@@ -266,6 +267,7 @@ impl DlcpSender {
     }
 
     /// The rate this sender paces at: its rate control's, or its share of it.
+    #[inline]
     pub(super) fn pacing_rate_bps(&self) -> u64 {
         if let Some(pair) = &self.pair_strict {
             return pair.pace(self.cfg.data_priority, self.cc.rate_bps(), self.cc.min_rate_bps());

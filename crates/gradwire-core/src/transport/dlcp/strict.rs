@@ -1,6 +1,6 @@
 //! Strict priority inside a host pair's rate (`pair_strict`, a deviation from dlcp.md).
 //!
-//! With the pair's rate state ([`super::super::Carry::dlcp_rate`]) the transfers of one
+//! With the pair's rate state (`dlcp_rate_state` other than `tensor` ([`super::RateState`])) the transfers of one
 //! host pair that have data to send can split the pair's rate evenly (`pair_shared`) or
 //! by priority (`pair_priority`, where a tensor splits it only with those at its priority
 //! or above, so the pair may send more than its rate). [`PairSenders`] splits it so that

@@ -46,6 +46,7 @@
 
 mod receiver;
 mod sender;
+pub mod spec;
 #[cfg(test)]
 mod tests;
 
@@ -53,13 +54,14 @@ use std::sync::Arc;
 
 pub use receiver::LtpReceiver;
 pub use sender::LtpSender;
+pub use spec::{LtpBuild, LTP};
 
 use crate::cc::BdpConfig;
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
-use crate::transport::build::ConfigError;
 use crate::transport::pacer::Pacing;
 use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
+use crate::transport::spec::ConfigError;
 
 /// Which segments are critical: always delivered, and retransmitted ahead of normal data.
 #[derive(Clone, Debug, PartialEq)]

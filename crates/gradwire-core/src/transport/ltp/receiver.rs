@@ -9,7 +9,7 @@ use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
-use crate::transport::shared::Carried;
+use crate::transport::spec::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub struct LtpReceiver {
     /// The Early Close rule has been evaluated at this time: thresholds up to it are done.
     checked_until: Time,
     late_discards: u64,
-    /// With [`super::super::Carry::ltp_threshold`]: the link's LT state, left when the
+    /// With the LTP builder's carried thresholds ([`super::spec::LtpBuild`]): the link's LT state, left when the
     /// transfer is delivered for the link's next transfer.
     carried_lt: Option<Carried<LtThreshold>>,
     stats: EndpointStats,

@@ -10,7 +10,7 @@ use crate::tensor::Segmentation;
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::pacer::Pacer;
-use crate::transport::shared::Carried;
+use crate::transport::spec::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 /// How many later-sent packets must be ACKed before an unACKed one is declared lost.

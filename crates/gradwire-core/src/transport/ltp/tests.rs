@@ -427,7 +427,7 @@ fn transfers_started_from_the_last_ones_path_skip_startup_and_reach_the_pipe() {
     let pipe = Link { bps: 1_000_000_000, delay: 5 * MS };
     let c = LtpConfig { initial_rtprop: 10 * MS, initial_btlbw_bps: pipe.bps, loss_tolerant: false, ..cfg(0.0) };
     let size = 1_250_000;
-    let cell: crate::transport::shared::Carried<PathModel> = Default::default();
+    let cell: crate::transport::spec::Carried<PathModel> = Default::default();
     let mut took = vec![];
     for i in 0..8 {
         let s = match *cell.lock().unwrap() {
@@ -451,13 +451,14 @@ fn transfers_started_from_the_last_ones_path_skip_startup_and_reach_the_pipe() {
 }
 
 /// The builder's per-link carry for a driver that does not know the path's RTT (the
-/// runtime, `Carry::ltp_rtt`): a link's first transfer starts from a 10 µs guess, and its
+/// runtime, `LtpCarry::rtt`): a link's first transfer starts from a 10 µs guess, and its
 /// RTO (1 ms floor) fires before the first ACK of a 10 ms path; the next transfer starts
-/// from the measured RTprop and times out no more. With `Carry::ltp_path` it also skips
+/// from the measured RTprop and times out no more. With `LtpCarry::path` it also skips
 /// Startup.
 #[test]
 fn the_builder_starts_a_links_next_transfer_from_the_last_ones_measurements() {
-    use crate::transport::{Builder, Carry, Kind, Params, Transfer};
+    use crate::transport::ltp::spec::{LtpBuild, LtpCarry};
+    use crate::transport::spec::{Build, Transfer};
     let pipe = Link { bps: 1_000_000_000, delay: 5 * MS };
     let size = 1_250_000;
     let t = Transfer {
@@ -472,9 +473,9 @@ fn the_builder_starts_a_links_next_transfer_from_the_last_ones_measurements() {
         line_rate_bps: pipe.bps,
         important_fraction: None,
     };
-    for carry in [Carry { ltp_rtt: true, ..Carry::default() }, Carry { ltp_path: true, ..Carry::default() }] {
+    for carry in [LtpCarry { rtt: true, ..LtpCarry::default() }, LtpCarry { path: true, ..LtpCarry::default() }] {
         let ltp = LtpConfig { initial_rtprop: 10 * US, ..LtpConfig::default() };
-        let b = Builder::new(Params { kind: Kind::Ltp, ltp: ltp.clone(), carry, ..Params::default() }).unwrap();
+        let b = LtpBuild::new(ltp.clone(), carry);
         let mut runs = vec![];
         for _ in 0..2 {
             let (mut s, mut r) = (b.sender(&t, 0).unwrap(), b.receiver(&t).unwrap());
@@ -494,7 +495,7 @@ fn the_builder_starts_a_links_next_transfer_from_the_last_ones_measurements() {
         }
         let [(t1, rto1), (t2, rto2)] = runs[..] else { unreachable!() };
         assert!(rto1 > 0 && rto2 == 0, "{carry:?}: RTOs {rto1} then {rto2}");
-        if carry.ltp_path {
+        if carry.path {
             assert!(t1 > 2 * t2, "{carry:?}: Startup {t1} vs warm {t2}");
         }
     }

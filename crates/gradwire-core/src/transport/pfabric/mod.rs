@@ -30,11 +30,13 @@
 
 mod receiver;
 mod sender;
+pub mod spec;
 #[cfg(test)]
 mod tests;
 
 pub use receiver::{PFabricReceiver, Sack};
 pub use sender::PFabricSender;
+pub use spec::PFABRIC;
 
 use crate::time::{Time, SEC, US};
 

@@ -33,6 +33,7 @@ mod receiver;
 mod rtt;
 pub mod scoreboard;
 mod sender;
+pub mod spec;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -40,6 +41,7 @@ mod tests_recovery;
 
 pub use receiver::{EceEcho, TcpReceiver};
 pub use sender::{TcpConnState, TcpSender};
+pub use spec::{DCTCP, NEWRENO};
 
 use crate::time::{Time, MS};
 pub use crate::transport::acking::DelayedAck;

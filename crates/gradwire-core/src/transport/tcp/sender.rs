@@ -8,7 +8,7 @@ use super::scoreboard::Scoreboard;
 use super::{CongestionControl, TcpConfig};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
-use crate::transport::shared::Carried;
+use crate::transport::spec::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 /// Congestion state, named after ns-3's `TcpCongState_t`.

@@ -1,0 +1,285 @@
+//! The TCP family in the registry: NewReno and DCTCP, and the keys every TCP-based
+//! transport reads ([`KEYS`]): windows, RTOs, SACK, RACK-TLP, delayed ACKs, and the
+//! realism options around a flow (a handshake per flow or per host pair, one persistent
+//! connection per host pair).
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use super::handshake::{Accepting, Connecting, HandshakeConfig};
+use super::{CongestionControl, DelayedAck, TcpConfig, TcpConnState, TcpReceiver, TcpSender};
+use crate::packet::HostId;
+use crate::time::{from_us, Time};
+use crate::transport::shared::check_positive;
+use crate::transport::spec::{
+    cell, check_positive_number, Build, Config, ConfigError, Key, KeySet, KeyType, Links, Pair, Transfer,
+    TransportSpec, Value,
+};
+
+/// Linux's minimum delayed-ACK timeout (`TCP_DELACK_MIN`), µs.
+pub const LINUX_DELACK_TIMEOUT_US: f64 = 40_000.0;
+/// ns-3's default `TcpSocket::ConnTimeout`, µs.
+pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
+
+const CC: &[&str] = &["reno", "cubic"];
+const CONNECTIONS: &[&str] = &["per_flow", "per_pair", "persistent"];
+const SLOW_START: &[&str] = &["per_segment", "per_ack"];
+
+/// The keys of the TCP family.
+pub static KEYS: KeySet = KeySet {
+    name: "tcp",
+    keys: &[
+        Key::new("init_cwnd_packets", KeyType::U32, Value::Int(10), ["integer > 0, packets", "`10`", "Initial congestion window."]),
+        Key::new("rto_min_us", KeyType::F64, Value::Float(10_000.0), ["float > 0, µs", "`10000.0` (`200000.0` under `baseline = \"modern\"`, the default)", "Minimum retransmission timeout (RTOmin)."]),
+        Key::new("rto_max_us", KeyType::F64, Value::Float(60_000_000.0), ["float > 0, µs", "`60000000.0`", "Maximum retransmission timeout (exponential backoff cap); also the cap of a SYN's backoff."]),
+        Key::optional("rto_initial_us", KeyType::F64, false, ["float > 0, µs", "`rto_min_us`", "RTO before the first RTT sample."]),
+        Key::new("dupack_threshold", KeyType::U32, Value::Int(3), ["integer > 0", "`3`", "Duplicate ACKs that trigger fast retransmit."]),
+        Key::new("dctcp_g", KeyType::F64, Value::Float(1.0 / 16.0), ["float in (0, 1]", "`0.0625` (1/16)", "DCTCP's EWMA gain for the marked fraction α (the kinds that run DCTCP)."]),
+        Key::hidden("newreno_ecn", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "`newreno` only: answer ECN marks as RFC 3168 (classic ECN TCP): data packets are ECN-capable and an ACK echoing CE halves cwnd (ssthresh = cwnd/2, at least 2 MSS), at most once per window of data; loss is handled as before. `false`: NewReno reacts to loss only."]),
+        Key::hidden("tcp_handshake", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "A connection is opened before data (SYN, SYN-ACK, ACK; `ack_bytes` packets in the flow's queue). A lost SYN or SYN-ACK waits `tcp_conn_timeout_us`, doubling per retry, since no RTT has been measured yet."]),
+        Key::hidden("tcp_conn_timeout_us", KeyType::F64, Value::Float(NS3_CONN_TIMEOUT_US), ["float > 0, µs", "`3000000`", "With `tcp_handshake`: the wait for a SYN-ACK before the SYN is sent again (ns-3's `TcpSocket::ConnTimeout`, 3 s)."]),
+        Key::hidden("tcp_connections", KeyType::Choice(CONNECTIONS), Value::Str(std::borrow::Cow::Borrowed("per_flow")), ["`\"per_flow\"` \\| `\"per_pair\"` \\| `\"persistent\"`", "`\"per_flow\"`", "With `tcp_handshake`: every flow (tensor) opens its own connection, or the first flow between two hosts opens one that later flows of the pair reuse (they start at once; window and RTT state stay per flow). `persistent` (`newreno`, `dctcp`; with or without `tcp_handshake`): the pair's flows also ride that one connection's window, RTT and congestion state, each starting where the last one left it, as Gloo's and NCCL's sockets do; after more than an RTO without sending, the window restarts as Linux's `tcp_slow_start_after_idle` (halved per idle RTO, not below the initial window). Concurrent flows of one pair each run their own copy of it."]),
+        Key::hidden("tcp_sack", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `baseline = \"modern\"`, the default)", "SACK-based loss recovery (RFC 2018 / 6675): every ACK names the segment it answers, the sender keeps a per-segment scoreboard and resends every hole with 3 SACKed segments above it while `pipe` < cwnd. `false`: NewReno's recovery (RFC 6582), one hole per round trip, as the papers' ns-3 runs had it."]),
+        Key::hidden("tcp_rack_tlp", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_sack`: RACK-TLP (RFC 8985): a segment sent before one that was delivered is lost once an RTT plus the reordering window (0 until reordering is seen, then min_RTT / 4) has passed; a tail loss probe 2 SRTTs after the last ACK (plus the delayed-ACK timeout when one segment is out) replaces most tail RTOs."]),
+        Key::hidden("tcp_partial_ack_resend", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "With `tcp_sack`: every partial ACK in recovery sends one more segment whatever cwnd says, as ns-3.37's `TcpSocketBase::ProcessAck` does (`DoRetransmit`): nothing if the new head was resent already, else the first segment deemed lost and never resent, else new data, else the head again (Linux does not). `baseline = \"ns3\"` and `validation/compare.py --tcp ns3` set it."]),
+        Key::hidden("tcp_cc", KeyType::Choice(CC), Value::Str(std::borrow::Cow::Borrowed("reno")), ["`\"reno\"` \\| `\"cubic\"`", "`\"reno\"`", "`newreno` only: the window's growth, RFC 5681 or CUBIC (RFC 9438: C = 0.4, beta = 0.7, fast convergence, the Reno-friendly region; no HyStart++)."]),
+        Key::hidden("tcp_delack_count", KeyType::U32, Value::Int(1), ["int >= 1", "`1` (`2` under `modern` and `ns3`)", "In-order segments one ACK answers (Linux: 2). Out-of-order segments, segments that fill a hole, and (DCTCP) a change of CE state are answered at once; a flow's last segment is not (the receiver does not know the data ends there), so an odd last segment waits for the timeout."]),
+        Key::hidden("tcp_delack_timeout_us", KeyType::F64, Value::Float(LINUX_DELACK_TIMEOUT_US), ["float > 0, µs", "`40000`", "With `tcp_delack_count` > 1: the longest an ACK waits (Linux's `TCP_DELACK_MIN`; ns-3's `DelAckTimeout` is 200 ms)."]),
+        Key::hidden("tcp_slow_start", KeyType::Choice(SLOW_START), Value::Str(std::borrow::Cow::Borrowed("per_segment")), ["`\"per_segment\"` \\| `\"per_ack\"`", "`\"per_segment\"`", "Slow start grows the window by every segment an ACK covers (Linux's `tcp_slow_start`, ns-3's `TcpCubic` and `TcpLinuxReno`/`TcpDctcp`), or by one segment per ACK however many it covers (ns-3's `TcpNewReno::SlowStart`, RFC 5681 without byte counting): with delayed ACKs every 2 segments, 1.5× per round trip instead of 2×."]),
+    ],
+    check,
+};
+
+/// The TCP settings every TCP-based kind reads, with congestion control `cc`.
+pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
+    let (c, v) = (&cfg.common, &cfg.values);
+    let rto_min_us = v.f64("rto_min_us");
+    TcpConfig {
+        mss: c.mss,
+        header_bytes: c.header_bytes,
+        ack_bytes: c.ack_bytes,
+        init_cwnd_packets: v.u32("init_cwnd_packets"),
+        rto_min: from_us(rto_min_us),
+        rto_max: from_us(v.f64("rto_max_us")),
+        rto_initial: from_us(v.opt_f64("rto_initial_us").unwrap_or(rto_min_us)),
+        dupack_threshold: v.u32("dupack_threshold"),
+        priority: c.priority,
+        sack: v.bool("tcp_sack"),
+        rack_tlp: v.bool("tcp_rack_tlp"),
+        partial_ack_resend: v.bool("tcp_partial_ack_resend"),
+        delayed_ack: DelayedAck { count: v.u32("tcp_delack_count"), timeout: from_us(v.f64("tcp_delack_timeout_us")) },
+        slow_start_per_ack: v.str("tcp_slow_start") == "per_ack",
+        cc,
+    }
+}
+
+/// DCTCP's congestion control under `cfg`.
+pub fn dctcp(cfg: &Config) -> CongestionControl {
+    CongestionControl::Dctcp { g: cfg.values.f64("dctcp_g") }
+}
+
+fn check(cfg: &Config) -> Result<(), ConfigError> {
+    let (v, kind) = (&cfg.values, cfg.kind.name());
+    if v.str("tcp_connections") == "persistent" && !matches!(kind, "newreno" | "dctcp") {
+        return Err(ConfigError::new(
+            "tcp_connections",
+            format!(
+                "\"persistent\" carries TCP state across a host pair's flows: kind = \"newreno\" or \"dctcp\" (got {kind:?}; a kind that tags each flow by its own bytes cannot share one)"
+            ),
+        ));
+    }
+    if v.str("tcp_cc") != "reno" && kind != "newreno" {
+        return Err(ConfigError::new(
+            "tcp_cc",
+            format!(
+                "the window growth of the loss-based TCP baseline (kind = \"newreno\", got {kind:?}); the DCTCP-based kinds grow as DCTCP"
+            ),
+        ));
+    }
+    if v.bool("newreno_ecn") && kind != "newreno" {
+        return Err(ConfigError::new(
+            "newreno_ecn",
+            format!("RFC 3168 ECN is a NewReno option (kind = \"newreno\", got {kind:?})"),
+        ));
+    }
+    // durations are written in µs: positive numbers before they become picoseconds (a
+    // negative one would turn into 0)
+    for key in ["rto_min_us", "rto_max_us", "rto_initial_us"] {
+        if let Some(x) = v.opt_f64(key) {
+            check_positive_number(key, x)?;
+        }
+    }
+    let t = config(cfg, CongestionControl::NewReno);
+    for (key, x) in [("init_cwnd_packets", t.init_cwnd_packets), ("dupack_threshold", t.dupack_threshold)] {
+        if x == 0 {
+            return Err(ConfigError::new(key, "must be positive (got 0)"));
+        }
+    }
+    check_positive("rto_min_us", t.rto_min)?;
+    if t.delayed_ack.count == 0 {
+        return Err(ConfigError::new("tcp_delack_count", "must be positive (got 0)"));
+    }
+    if t.delayed_ack.count > 1 {
+        check_positive("tcp_delack_timeout_us", t.delayed_ack.timeout)?;
+    }
+    if t.rack_tlp && !t.sack {
+        return Err(ConfigError::new("tcp_rack_tlp", "needs SACK (RACK reads the SACK scoreboard)"));
+    }
+    if v.str("tcp_cc") == "cubic" && v.bool("newreno_ecn") {
+        return Err(ConfigError::new("tcp_cc", "CUBIC here is loss-based: not with newreno_ecn"));
+    }
+    check_positive("rto_max_us", t.rto_max)?;
+    check_positive("rto_initial_us", t.rto_initial)?;
+    let g = v.f64("dctcp_g");
+    if !(g > 0.0 && g <= 1.0) {
+        return Err(ConfigError::new("dctcp_g", format!("must be in (0, 1] (got {g})")));
+    }
+    check_positive_number("tcp_conn_timeout_us", v.f64("tcp_conn_timeout_us"))
+}
+
+/// Opens TCP connections in front of flows (`tcp_handshake`), per flow or once per host
+/// pair.
+pub struct Handshakes {
+    cfg: HandshakeConfig,
+    /// `Some` with `tcp_connections = "per_pair"` or `"persistent"`: the pairs already
+    /// connected.
+    connected: Option<Mutex<HashSet<(HostId, HostId)>>>,
+}
+
+impl Handshakes {
+    /// `Some` when `cfg` opens connections.
+    pub fn new(cfg: &Config) -> Option<Handshakes> {
+        let v = &cfg.values;
+        v.bool("tcp_handshake").then(|| Handshakes {
+            cfg: HandshakeConfig {
+                conn_timeout: from_us(v.f64("tcp_conn_timeout_us")),
+                max_timeout: from_us(v.f64("rto_max_us")),
+                bytes: cfg.common.ack_bytes,
+                priority: cfg.common.priority,
+            },
+            connected: (v.str("tcp_connections") != "per_flow").then(Default::default),
+        })
+    }
+
+    /// `t`'s pair, behind a handshake if its connection must be opened.
+    pub fn wrap(&self, t: &Transfer, (s, r): Pair) -> Pair {
+        if let Some(done) = &self.connected {
+            if !done.lock().expect("not poisoned").insert((t.src, t.dst)) {
+                return (s, r);
+            }
+        }
+        let (f, src, dst) = (t.flow, t.src, t.dst);
+        (
+            Box::new(Connecting::new(s, self.cfg, f, src, dst, t.bytes)),
+            Box::new(Accepting::new(r, self.cfg, f, dst, src)),
+        )
+    }
+}
+
+/// Wraps `pair` in `handshakes`, if any.
+pub fn opened(handshakes: &Option<Handshakes>, t: &Transfer, pair: Pair) -> Pair {
+    match handshakes {
+        None => pair,
+        Some(h) => h.wrap(t, pair),
+    }
+}
+
+/// NewReno's and DCTCP's builder.
+pub struct TcpBuild {
+    tcp: TcpConfig,
+    /// `tcp_connections = "persistent"`: the pair's window, RTT and congestion state.
+    conns: Option<Links<(HostId, HostId), TcpConnState>>,
+    handshakes: Option<Handshakes>,
+}
+
+impl TcpBuild {
+    fn new(cfg: &Config, cc: CongestionControl) -> TcpBuild {
+        TcpBuild {
+            tcp: config(cfg, cc),
+            conns: (cfg.values.str("tcp_connections") == "persistent").then(|| Mutex::new(HashMap::new())),
+            handshakes: Handshakes::new(cfg),
+        }
+    }
+}
+
+impl Build for TcpBuild {
+    fn build(&self, t: &Transfer, now: Time) -> Pair {
+        let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
+        let mut sender = TcpSender::new(self.tcp, f, src, dst, bytes, now);
+        if let Some(conns) = &self.conns {
+            sender = sender.on_connection(cell(conns, (src, dst)), now);
+        }
+        let pair: Pair = (Box::new(sender), Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)));
+        opened(&self.handshakes, t, pair)
+    }
+
+    fn data_priority(&self) -> u8 {
+        self.tcp.priority
+    }
+
+    fn forget(&self) {
+        if let Some(conns) = &self.conns {
+            conns.lock().expect("not poisoned").clear();
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+static SETS: [&KeySet; 1] = [&KEYS];
+
+/// TCP NewReno (a baseline), optionally with RFC 3168 ECN or CUBIC's growth.
+pub struct NewReno;
+/// The registry's NewReno.
+pub static NEWRENO: NewReno = NewReno;
+
+impl TransportSpec for NewReno {
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
+
+    fn about(&self) -> &'static str {
+        "TCP NewReno (a baseline): reacts to loss only (with `newreno_ecn`, to ECN marks as RFC 3168; with `tcp_cc = \"cubic\"`, grows as CUBIC)."
+    }
+
+    fn keys(&self) -> &'static [&'static KeySet] {
+        &SETS
+    }
+
+    fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
+        let cc = if cfg.values.bool("newreno_ecn") {
+            CongestionControl::NewRenoEcn
+        } else if cfg.values.str("tcp_cc") == "cubic" {
+            CongestionControl::Cubic
+        } else {
+            CongestionControl::NewReno
+        };
+        Ok(Box::new(TcpBuild::new(cfg, cc)))
+    }
+}
+
+/// DCTCP (a baseline).
+pub struct Dctcp;
+/// The registry's DCTCP.
+pub static DCTCP: Dctcp = Dctcp;
+
+impl TransportSpec for Dctcp {
+    fn name(&self) -> &'static str {
+        "dctcp"
+    }
+
+    fn about(&self) -> &'static str {
+        "DCTCP (a baseline): sends ECT packets and reacts to the fraction of CE-marked bytes (RFC 8257)."
+    }
+
+    fn keys(&self) -> &'static [&'static KeySet] {
+        &SETS
+    }
+
+    fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
+        Ok(Box::new(TcpBuild::new(cfg, dctcp(cfg))))
+    }
+}
