@@ -6,6 +6,7 @@ Test files and `#[cfg(test)] mod tests` blocks are left out.
 
     tools/import_cycles.py [crates/...]   (default: every crate under crates/)
 """
+
 import re
 import sys
 from pathlib import Path
@@ -62,34 +63,32 @@ def graph(src: Path):
     edges = {m: set() for m in mods}
     for mod, f in mods.items():
         text = strip_tests(f.read_text())
-        here = list(mod) if f.stem in ("mod", "lib") else list(mod[:-1])
         paths = [p for m in re.finditer(r"^\s*use\s+([^;]+);", text, re.M) for p in expand(m.group(1))]
         # paths written out in code (`crate::job::Dtype`), outside `use` lines and comments
-        code = "\n".join(l for l in text.splitlines() if not re.match(r"^\s*(pub(\([^)]*\))?\s+)?use\s|^\s*//", l))
+        code = "\n".join(ln for ln in text.splitlines() if not re.match(r"^\s*(pub(\([^)]*\))?\s+)?use\s|^\s*//", ln))
         paths += re.findall(r"\b((?:crate|super)(?:::\w+)+)", code)
         for path in paths:
-            if True:
-                segs = [s.strip() for s in path.split(" as ")[0].split("::") if s.strip()]
-                if not segs:
-                    continue
-                if segs[0] == "crate":
-                    abs_ = segs[1:]
-                elif segs[0] == "super":
-                    base = list(mod)
-                    while segs and segs[0] == "super":
-                        base = base[:-1]
-                        segs = segs[1:]
-                    abs_ = base + segs
-                elif segs[0] == "self":
-                    abs_ = list(mod) + segs[1:]
-                else:
-                    continue
-                for n in range(len(abs_), -1, -1):
-                    t = tuple(abs_[:n])
-                    if t in mods:
-                        if t != mod:
-                            edges[mod].add(t)
-                        break
+            segs = [s.strip() for s in path.split(" as ")[0].split("::") if s.strip()]
+            if not segs:
+                continue
+            if segs[0] == "crate":
+                abs_ = segs[1:]
+            elif segs[0] == "super":
+                base = list(mod)
+                while segs and segs[0] == "super":
+                    base = base[:-1]
+                    segs = segs[1:]
+                abs_ = base + segs
+            elif segs[0] == "self":
+                abs_ = list(mod) + segs[1:]
+            else:
+                continue
+            for n in range(len(abs_), -1, -1):
+                t = tuple(abs_[:n])
+                if t in mods:
+                    if t != mod:
+                        edges[mod].add(t)
+                    break
     return mods, edges
 
 
