@@ -27,6 +27,24 @@ def test_the_cases_cover_ring_and_ps_loss_rtt_and_incast():
         assert all(b in cc.TWIN for b in c.backends), c
 
 
+def test_gloos_twin_keeps_its_connections_and_every_twin_key_loads():
+    """Gloo keeps one socket per rank pair, so its twin's flows ride persistent connections;
+    every twin's overrides are keys the simulator accepts (a no-op key would load silently
+    only if it existed, and a typo would fail here, not in a 16-core run)."""
+    from gradwire.emu.command import BUILTIN
+    from gradwire.runner import plan
+    from gradwire.scenarios import ScenarioSource
+
+    assert 'transport.tcp_connections="persistent"' in cc.TWIN["gloo"]
+    for name in ("allreduce-loss", "ps-loss"):
+        path = BUILTIN / "sim" / f"{name}.toml"
+        src = ScenarioSource(name=name, origin=str(path), text=path.read_text())
+        for backend, sets in cc.TWIN.items():
+            if name == "ps-loss" and backend == "gloo":
+                continue
+            assert plan(src, ["sweep={}", *sets]).runs, (name, backend)
+
+
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 def test_one_case_runs_in_both_worlds(tmp_path):
     pytest.importorskip("torch")
