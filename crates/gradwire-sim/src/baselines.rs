@@ -89,7 +89,7 @@ mod tests {
         let mut sim = Simulation::new(s).unwrap();
         sim.run();
         assert!(sim.conservation().holds());
-        let fct: Vec<u64> = sim.flows.iter().map(|f| f.finished.unwrap() - f.started.unwrap()).collect();
+        let fct: Vec<u64> = sim.flows.iter().map(|f| f.finished().unwrap() - f.started().unwrap()).collect();
         let waited = fct.iter().filter(|&&t| t >= 20 * MS).count();
         let quick = fct.iter().filter(|&&t| t < MS).count();
         assert!(waited > 0 && quick > waited, "{fct:?}");
@@ -97,7 +97,7 @@ mod tests {
         let s = &load(&text.replace("tcp_handshake = true", "tcp_handshake = false"), &[]).unwrap()[0].scenario;
         let mut sim = Simulation::new(s).unwrap();
         sim.run();
-        assert!(sim.flows.iter().all(|f| f.finished.unwrap() - f.started.unwrap() < 20 * MS));
+        assert!(sim.flows.iter().all(|f| f.finished().unwrap() - f.started().unwrap() < 20 * MS));
     }
 
     #[test]

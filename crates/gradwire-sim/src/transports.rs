@@ -230,7 +230,6 @@ mod tests {
             bytes,
             start: 0,
             gate: None,
-            feeds: Vec::new(),
             layer: 0,
             layers: 1,
             pull: false,
