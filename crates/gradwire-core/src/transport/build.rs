@@ -310,6 +310,8 @@ pub struct Builder {
     params: Params,
     /// `params.tcp` with the kind's congestion control.
     tcp: TcpConfig,
+    /// The same, shared by every TCP sender this builder makes.
+    tcp_shared: Arc<TcpConfig>,
     pias: PiasConfig,
     rates: Links<(HostId, HostId), CarriedRate>,
     /// Per host pair (and data priority, with `Carry::dlcp_rate_by_priority`; else 0), its
@@ -340,6 +342,7 @@ impl Builder {
         Ok(Builder {
             pias: PiasConfig::new(tcp, thresholds),
             tcp,
+            tcp_shared: Arc::new(tcp),
             params,
             rates: Default::default(),
             sending: Default::default(),
@@ -468,7 +471,7 @@ impl Builder {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
         match self.params.kind {
             Kind::NewReno | Kind::Dctcp => {
-                let mut sender = TcpSender::new(self.tcp, f, src, dst, bytes, now);
+                let mut sender = TcpSender::with_config(self.tcp_shared.clone(), f, src, dst, bytes, now);
                 if self.params.carry.tcp_connection {
                     sender = sender.on_connection(cell(&self.tcp_conns, (src, dst)), now);
                 }
