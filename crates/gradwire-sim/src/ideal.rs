@@ -189,7 +189,7 @@ pub fn solve(s: &Scenario, topo: &Topology, wl: &Workload, mode: IdealMode) -> F
             }
             landing.pop();
             finished[f as usize] = Some(t);
-            for &b in &wl.flows[f as usize].feeds {
+            for &b in wl.feeds(f) {
                 barrier_left[b as usize] -= 1;
                 if barrier_left[b as usize] == 0 {
                     for &g in &wl.barriers[b as usize].releases {
@@ -373,8 +373,8 @@ mod tests {
                 assert!(r.started[f].unwrap() >= spec.start);
                 assert!(r.finished[f].unwrap() >= r.started[f].unwrap());
                 if spec.gate.is_some() {
-                    let release = wl.flows.iter().enumerate().filter(|(_, g)| g.feeds.contains(&spec.gate.unwrap()));
-                    let last = release.map(|(g, _)| r.finished[g].unwrap()).max().unwrap();
+                    let release = (0..wl.flows.len()).filter(|&g| wl.feeds(g as u32).contains(&spec.gate.unwrap()));
+                    let last = release.map(|g| r.finished[g].unwrap()).max().unwrap();
                     assert_eq!(r.started[f].unwrap(), spec.start.max(last + spec.gate_delay));
                 }
             }

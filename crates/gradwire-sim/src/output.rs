@@ -124,7 +124,7 @@ pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
 
 impl Summary {
     pub fn of(sim: &Simulation) -> Summary {
-        let mut fcts: Vec<u64> = sim.flows.iter().filter_map(|f| Some((f.finished? - f.started?) / NS)).collect();
+        let mut fcts: Vec<u64> = sim.flows.iter().filter_map(|f| Some((f.finished()? - f.started()?) / NS)).collect();
         fcts.sort_unstable();
         let c: Conservation = sim.conservation();
         let wall = sim.wall.as_secs_f64();
@@ -165,17 +165,24 @@ impl Summary {
 
 /// `flows.csv`: one row per flow; unfinished flows have empty finish and FCT.
 pub fn flows_csv(sim: &Simulation) -> String {
-    let mut out = String::from(
-        "flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n",
-    );
+    let mut out = Vec::new();
+    write_flows_csv(sim, &mut out).expect("writing to memory");
+    String::from_utf8(out).expect("ASCII")
+}
+
+/// [`flows_csv`] written out as it is made (millions of rows need not sit in memory).
+pub fn write_flows_csv(sim: &Simulation, out: &mut impl io::Write) -> io::Result<()> {
+    out.write_all(b"flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n")?;
+    let mut row = String::new();
     for (i, (spec, st)) in sim.workload.flows.iter().zip(&sim.flows).enumerate() {
         let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
-        let start = st.started.map(|t| t / NS);
-        let finish = st.finished.map(|t| t / NS);
-        let fct = st.finished.zip(st.started).map(|(f, s)| (f - s) / NS);
+        let start = st.started().map(|t| t / NS);
+        let finish = st.finished().map(|t| t / NS);
+        let fct = st.finished().zip(st.started()).map(|(f, s)| (f - s) / NS);
         let stats = sim.flow_stats(i as u32);
+        row.clear();
         let _ = writeln!(
-            out,
+            row,
             "{i},{},{},{},{},{},{},{},{},{},{},{}",
             spec.src,
             spec.dst,
@@ -189,8 +196,9 @@ pub fn flows_csv(sim: &Simulation) -> String {
             spec.pull as u8,
             spec.layer
         );
+        out.write_all(row.as_bytes())?;
     }
-    out
+    Ok(())
 }
 
 pub fn queues_csv(sim: &Simulation) -> String {
@@ -234,7 +242,9 @@ impl Simulation {
     pub fn write_outputs(&self, dir: &Path) -> io::Result<Summary> {
         std::fs::create_dir_all(dir)?;
         let summary = self.summary();
-        std::fs::write(dir.join("flows.csv"), flows_csv(self))?;
+        let mut flows = io::BufWriter::new(std::fs::File::create(dir.join("flows.csv"))?);
+        write_flows_csv(self, &mut flows)?;
+        io::Write::flush(&mut flows)?;
         let json = serde_json::to_string_pretty(&summary).map_err(io::Error::other)?;
         std::fs::write(dir.join("summary.json"), json + "\n")?;
         if !self.queue_samples.is_empty() {

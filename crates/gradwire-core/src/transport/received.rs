@@ -81,6 +81,11 @@ impl ReceivedBytes {
         if end <= start {
             return;
         }
+        if start == self.next && self.ooo.is_empty() {
+            // in order with no hole above: most packets, and no map node to allocate
+            self.next = end;
+            return;
+        }
         // Ranges starting at or before `end` may touch the new one; walk them backwards.
         let touching: Vec<(u64, u64)> =
             self.ooo.range(..=end).rev().take_while(|&(_, &e)| e >= start).map(|(&s, &e)| (s, e)).collect();
@@ -96,6 +101,10 @@ impl ReceivedBytes {
             }
             self.ooo.remove(&s);
             self.next = self.next.max(e);
+        }
+        if self.ooo.is_empty() {
+            // an emptied map keeps its node: free it (a finished flow's receiver lingers)
+            self.ooo = BTreeMap::new();
         }
     }
 }

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 
 const USAGE: &str = "usage: gradwire-sim SCENARIO.toml [--out DIR] [--seed N] [--set key=value]... [--quiet]";
 
-/// The allocator of the Python extension too (see `gradwire-py`): 4 % less CPU.
+/// The allocator of the Python extension too (see `gradwire-py`): 4 % less CPU. The
+/// `system-alloc` feature leaves it out, for heap profilers that hook malloc.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

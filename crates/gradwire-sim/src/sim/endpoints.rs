@@ -15,7 +15,7 @@ impl Simulation {
 
     pub(super) fn launch_flow(&mut self, f: u32) {
         let spec = &self.workload.flows[f as usize];
-        self.flows[f as usize].started = Some(self.now);
+        self.flows[f as usize].set_started(Some(self.now));
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
         let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
@@ -114,6 +114,9 @@ impl Simulation {
         if woken {
             self.wake_senders();
         }
+        if self.eps[flow as usize].0[0].endpoint.is_none() {
+            self.retire_receiver(flow);
+        }
     }
 
     /// Senders that may pace faster now (`EndpointEvent::Wake`): one waiting for its slot
@@ -199,13 +202,13 @@ impl Simulation {
 
     pub(super) fn finish_flow(&mut self, f: u32) {
         let st = &mut self.flows[f as usize];
-        if st.finished.is_some() {
+        if st.finished().is_some() {
             return;
         }
-        st.finished = Some(self.now);
+        st.set_finished(Some(self.now));
         self.flows_done += 1;
-        for i in 0..self.workload.flows[f as usize].feeds.len() {
-            let b = self.workload.flows[f as usize].feeds[i] as usize;
+        for i in 0..self.workload.feeds(f).len() {
+            let b = self.workload.feeds(f)[i] as usize;
             self.barrier_left[b] -= 1;
             if self.barrier_left[b] == 0 {
                 for j in 0..self.workload.barriers[b].releases.len() {

@@ -24,6 +24,7 @@ impl Simulation {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
+        self.flow_packet_sent(p.flow);
         if self.pcn.is_some() {
             self.pcn_on_send(id, p.flow);
         }
@@ -31,7 +32,7 @@ impl Simulation {
         let pool = &self.fabric.pools[self.fabric.ports[nic].pool as usize];
         if pool.used_bytes + u64::from(p.wire_bytes) > pool.capacity_bytes {
             self.fabric.ports[nic].queue.count_drop(DropReason::HostNic);
-            return self.drop(id, DropReason::HostNic);
+            return self.drop(id, p.flow, DropReason::HostNic);
         }
         self.forward(p.src, Hdr::of(id, &p));
     }
@@ -61,7 +62,7 @@ mod tests {
     }
 
     fn fcts(sim: &Simulation) -> Vec<u64> {
-        sim.flows.iter().map(|f| f.finished.unwrap() - f.started.unwrap()).collect()
+        sim.flows.iter().map(|f| f.finished().unwrap() - f.started().unwrap()).collect()
     }
 
     #[test]
@@ -85,6 +86,6 @@ mod tests {
         assert!(sim.drops_by_reason[host_nic] > 0);
         assert_eq!(sim.drops_by_reason.iter().sum::<u64>(), sim.drops_by_reason[host_nic]);
         assert_eq!(sim.port_counters("host0->leaf0").unwrap().dropped[host_nic], sim.drops_by_reason[host_nic]);
-        assert!(sim.flows.iter().all(|f| f.finished.is_some()), "TCP recovers what the NIC dropped");
+        assert!(sim.flows.iter().all(|f| f.finished().is_some()), "TCP recovers what the NIC dropped");
     }
 }

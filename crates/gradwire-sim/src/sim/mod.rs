@@ -31,14 +31,41 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use ready::ReadyLists;
 use std::time::Instant;
 
-/// Run-time state of one flow.
-#[derive(Clone, Debug, Default)]
+/// Run-time state of one flow: 40 bytes, kept for every flow of the run.
+#[derive(Clone, Copy, Debug)]
 pub struct FlowState {
-    pub started: Option<Time>,
-    pub finished: Option<Time>,
+    /// `NOT_YET` until it starts / finishes.
+    started: Time,
+    finished: Time,
     /// The sender's counters as of when it closed; while it is live, see
     /// [`Simulation::flow_stats`].
     pub stats: EndpointStats,
+}
+
+const NOT_YET: Time = Time::MAX;
+
+impl Default for FlowState {
+    fn default() -> Self {
+        FlowState { started: NOT_YET, finished: NOT_YET, stats: EndpointStats::default() }
+    }
+}
+
+impl FlowState {
+    pub fn started(&self) -> Option<Time> {
+        (self.started != NOT_YET).then_some(self.started)
+    }
+
+    pub fn finished(&self) -> Option<Time> {
+        (self.finished != NOT_YET).then_some(self.finished)
+    }
+
+    fn set_started(&mut self, t: Option<Time>) {
+        self.started = t.unwrap_or(NOT_YET);
+    }
+
+    fn set_finished(&mut self, t: Option<Time>) {
+        self.finished = t.unwrap_or(NOT_YET);
+    }
 }
 
 /// How far a run has got; cheap to call between `step`s.
@@ -265,11 +292,11 @@ impl Simulation {
         let t0 = Instant::now();
         let r = crate::ideal::solve(&self.scenario, &self.topo, &self.workload, self.scenario.ideal);
         for (st, (s, f)) in self.flows.iter_mut().zip(r.started.into_iter().zip(r.finished)) {
-            st.started = s;
-            st.finished = f.filter(|_| s.is_some());
+            st.set_started(s);
+            st.set_finished(f.filter(|_| s.is_some()));
         }
-        self.flows_done = self.flows.iter().filter(|f| f.finished.is_some()).count() as u64;
-        self.now = self.flows.iter().filter_map(|f| f.finished).max().unwrap_or(0);
+        self.flows_done = self.flows.iter().filter(|f| f.finished().is_some()).count() as u64;
+        self.now = self.flows.iter().filter_map(FlowState::finished).max().unwrap_or(0);
         self.events_processed = r.events;
         self.wall += t0.elapsed();
         self.finished = true;
@@ -344,7 +371,7 @@ impl Simulation {
             lost.extend(pr.wire.drain(..).map(|(_, h)| h));
             for h in lost {
                 self.fabric.ports[port as usize].queue.count_drop(DropReason::LinkDown);
-                self.drop(h.id, DropReason::LinkDown);
+                self.drop(h.id, h.flow, DropReason::LinkDown);
             }
         }
         self.routes = Routes::compute(&self.topo, &self.fabric.node_ports, &self.fabric.hops());

@@ -8,10 +8,32 @@ impl Simulation {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
+        self.flow_packet_sent(p.flow);
         if self.pcn.is_some() {
             self.pcn_on_send(id, p.flow);
         }
         self.forward(p.src, Hdr::of(id, &p));
+    }
+
+    /// Count a packet of `flow` into the network (see [`EndpointPair::retire`]).
+    #[inline]
+    pub(super) fn flow_packet_sent(&mut self, flow: u32) {
+        if let Some(pair) = self.eps.get_mut(flow as usize) {
+            pair.packet_sent();
+        }
+    }
+
+    /// Count a packet of `flow` out of the network; true if it was the flow's last.
+    #[inline]
+    fn flow_packet_gone(&mut self, flow: u32) -> bool {
+        self.eps.get_mut(flow as usize).is_some_and(EndpointPair::packet_gone)
+    }
+
+    /// The flow's receiver, if nothing can reach it any more, is freed.
+    pub(super) fn retire_receiver(&mut self, flow: u32) {
+        if let Some(pair) = self.eps.get_mut(flow as usize) {
+            pair.retire();
+        }
     }
 
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
@@ -19,7 +41,7 @@ impl Simulation {
         let (dst, flow) = (h.dst, h.flow);
         let hops = self.routes.next_hops(node, dst);
         let port = match hops.len() {
-            0 => return self.drop(h.id, DropReason::NoRoute),
+            0 => return self.drop(h.id, h.flow, DropReason::NoRoute),
             1 => hops[0],
             n => match self.scenario.routing.mode {
                 RoutingMode::Ecmp => self.routes.ecmp(node, dst, flow, self.scenario.seed).expect("has hops"),
@@ -36,16 +58,16 @@ impl Simulation {
         let pr = &mut self.fabric.ports[port as usize];
         if !pr.up {
             pr.queue.count_drop(DropReason::LinkDown);
-            return self.drop(h.id, DropReason::LinkDown);
+            return self.drop(h.id, h.flow, DropReason::LinkDown);
         }
         let pool = &mut self.fabric.pools[pr.pool as usize];
         let admit = pr.queue.enqueue(h, &h, pool);
         while let Some(victim) = self.fabric.ports[port as usize].queue.pop_evicted() {
-            self.drop(victim.id, DropReason::Evicted);
+            self.drop(victim.id, victim.flow, DropReason::Evicted);
         }
         let pr = &mut self.fabric.ports[port as usize];
         match admit {
-            Admit::Dropped(reason) => self.drop(h.id, reason),
+            Admit::Dropped(reason) => self.drop(h.id, h.flow, reason),
             Admit::Queued { marked } => {
                 if marked {
                     self.fabric.packets.get_mut(h.id).ecn.ce = true;
@@ -130,7 +152,7 @@ impl Simulation {
         let loss = self.scenario.topology.link_loss_rate;
         if loss > 0.0 && self.rng.gen::<f64>() < loss {
             self.fabric.ports[port as usize].queue.count_drop(DropReason::RandomLoss);
-            return self.drop(h.id, DropReason::RandomLoss);
+            return self.drop(h.id, h.flow, DropReason::RandomLoss);
         }
         match self.topo.nodes[to as usize].kind {
             NodeKind::Switch => self.forward(to, h),
@@ -141,9 +163,16 @@ impl Simulation {
     pub(super) fn receive(&mut self, host: NodeId, id: PktId) {
         let p = self.fabric.packets.release(id);
         self.counts.delivered += 1;
-        if self.pcn.is_some() && self.pcn_receive(host, id, &p) {
-            return;
+        let last = self.flow_packet_gone(p.flow);
+        if !(self.pcn.is_some() && self.pcn_receive(host, id, &p)) {
+            self.hand_to_endpoint(host, &p);
         }
+        if last {
+            self.retire_receiver(p.flow);
+        }
+    }
+
+    fn hand_to_endpoint(&mut self, host: NodeId, p: &Packet) {
         // direction, not packet kind, picks the endpoint: control packets flow both ways
         let Some(pair) = self.eps.get_mut(p.flow as usize) else {
             self.strays += 1;
@@ -151,7 +180,7 @@ impl Simulation {
         };
         let side = (host == pair.0[1].host) as usize;
         match &mut pair.0[side].endpoint {
-            Some(e) if p.dst == host => e.handle_packet(self.now, &p),
+            Some(e) if p.dst == host => e.handle_packet(self.now, p),
             _ => {
                 self.strays += 1;
                 return;
@@ -160,9 +189,12 @@ impl Simulation {
         self.drive(2 * p.flow + side as u32);
     }
 
-    pub(super) fn drop(&mut self, id: PktId, reason: DropReason) {
+    pub(super) fn drop(&mut self, id: PktId, flow: u32, reason: DropReason) {
         self.fabric.packets.release(id);
         self.counts.dropped += 1;
         self.drops_by_reason[reason as usize] += 1;
+        if self.flow_packet_gone(flow) {
+            self.retire_receiver(flow);
+        }
     }
 }

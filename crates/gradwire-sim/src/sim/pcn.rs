@@ -182,6 +182,7 @@ impl Simulation {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
+        self.flow_packet_sent(p.flow);
         self.pcn.as_mut().expect("pcn is on").tag(id, Some(mark));
         self.forward(p.src, Hdr::of(id, &p));
     }

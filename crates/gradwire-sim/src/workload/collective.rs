@@ -257,8 +257,7 @@ mod tests {
         // a push of iteration 1 waits for its worker's pulls of iteration 0
         let push = &wl.flows[n];
         let gate = push.gate.unwrap();
-        let fed_by: Vec<usize> =
-            wl.flows.iter().enumerate().filter(|(_, f)| f.feeds.contains(&gate)).map(|(i, _)| i).collect();
+        let fed_by: Vec<usize> = (0..wl.flows.len()).filter(|&i| wl.feeds(i as u32).contains(&gate)).collect();
         assert!(fed_by.iter().all(|&i| i < n && wl.flows[i].iteration == 0));
         assert!(fed_by.iter().any(|&i| wl.flows[i].pull && wl.flows[i].dst == push.src));
     }

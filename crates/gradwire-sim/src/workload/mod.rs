@@ -11,6 +11,8 @@ use crate::topology::Topology;
 use gradwire_core::time::{from_us, Time};
 use rand::Rng;
 
+/// One flow of a workload. 56 bytes: a datacenter-scale workload has millions, kept for
+/// the whole run (the barriers a flow feeds are in [`Workload::feeds`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowSpec {
     pub src: u32,
@@ -18,21 +20,21 @@ pub struct FlowSpec {
     pub bytes: u64,
     /// Earliest start; a flow gated by a barrier starts at max(start, barrier release).
     pub start: Time,
+    /// A gated flow starts this long after its barrier releases it (compute time).
+    pub gate_delay: Time,
     /// Barrier this flow waits for, if any.
     pub gate: Option<u32>,
-    /// Barriers this flow's completion counts toward.
-    pub feeds: Vec<u32>,
     /// DNN layer the data belongs to (0 = input side) and the model's layer count, for
     /// layer-priority tagging; (0, 1) for non-DNN traffic.
     pub layer: u32,
     pub layers: u32,
-    /// A PS pull (server to worker): loss-tolerant transports use the pull bound.
-    pub pull: bool,
     /// Training iteration the flow belongs to (0 outside DNN workloads).
     pub iteration: u32,
-    /// A gated flow starts this long after its barrier releases it (compute time).
-    pub gate_delay: Time,
+    /// A PS pull (server to worker): loss-tolerant transports use the pull bound.
+    pub pull: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<FlowSpec>() == 56);
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Barrier {
@@ -46,9 +48,47 @@ pub struct Workload {
     pub barriers: Vec<Barrier>,
     /// ddlgen: the burst flows (PCN announces each before it starts).
     pub bursts: Vec<u32>,
+    /// The barriers each flow's completion counts toward, flow by flow (CSR): flow f's are
+    /// `feed_list[feed_start[f]..feed_start[f + 1]]`, in the order they were added.
+    feed_start: Vec<u32>,
+    feed_list: Vec<u32>,
+    /// While building: (flow, barrier) in the order added; `index_feeds` files them.
+    edges: Vec<(u32, u32)>,
 }
 
 impl Workload {
+    /// Barriers flow `f`'s completion counts toward.
+    #[inline]
+    pub fn feeds(&self, f: u32) -> &[u32] {
+        match (self.feed_start.get(f as usize), self.feed_start.get(f as usize + 1)) {
+            (Some(&a), Some(&b)) => &self.feed_list[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+
+    /// File the edges `barrier` recorded by flow (a stable counting sort, so each flow's
+    /// barriers keep the order they were added in), and drop the building slack.
+    fn index_feeds(&mut self) {
+        let n = self.flows.len();
+        let mut start = vec![0u32; n + 1];
+        for &(f, _) in &self.edges {
+            start[f as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut list = vec![0u32; self.edges.len()];
+        for &(f, b) in &self.edges {
+            list[next[f as usize] as usize] = b;
+            next[f as usize] += 1;
+        }
+        self.edges = Vec::new();
+        self.feed_start = start;
+        self.feed_list = list;
+        self.flows.shrink_to_fit();
+    }
+
     fn flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time) -> u32 {
         self.tagged_flow(src, dst, bytes, start, 0, 1)
     }
@@ -59,13 +99,12 @@ impl Workload {
             dst,
             bytes,
             start,
+            gate_delay: 0,
             gate: None,
-            feeds: Vec::new(),
             layer,
             layers,
-            pull: false,
             iteration: 0,
-            gate_delay: 0,
+            pull: false,
         });
         (self.flows.len() - 1) as u32
     }
@@ -78,9 +117,7 @@ impl Workload {
     /// A barrier released when every flow in `after` finishes, gating every flow in `then`.
     fn barrier(&mut self, after: &[u32], then: &[u32]) {
         let id = self.barriers.len() as u32;
-        for &f in after {
-            self.flows[f as usize].feeds.push(id);
-        }
+        self.edges.extend(after.iter().map(|&f| (f, id)));
         for &f in then {
             self.flows[f as usize].gate = Some(id);
         }
@@ -145,6 +182,7 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Worklo
         WorkloadKind::Collective => collective::build(&mut out, s, topo, start),
         WorkloadKind::Ddlgen => ddlgen(&mut out, s, start, rng),
     }
+    out.index_feeds();
     Ok(out)
 }
 

@@ -10,6 +10,7 @@ use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
 use crate::transport::spec::Carried;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use std::sync::Arc;
 
 /// Congestion state, named after ns-3's `TcpCongState_t`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +132,9 @@ impl Dctcp {
 
 /// Sending side of one flow of `size` bytes; done when every byte is acknowledged.
 pub struct TcpSender {
-    cfg: TcpConfig,
+    /// Shared by the senders a [`Builder`](crate::transport::Builder) makes: a datacenter
+    /// run has millions of senders, 10^5 or more of them live at once.
+    cfg: Arc<TcpConfig>,
     flow: FlowId,
     src: HostId,
     dst: HostId,
@@ -166,7 +169,8 @@ pub struct TcpSender {
     prr: Prr,
 
     dctcp: Option<Dctcp>,
-    cubic: Option<Cubic>,
+    /// Boxed: only CUBIC senders have it, and the sender stays within 512 bytes.
+    cubic: Option<Box<Cubic>>,
     stats: EndpointStats,
     finished: bool,
     done_pending: bool,
@@ -178,14 +182,27 @@ pub struct TcpSender {
 
 impl TcpSender {
     /// A flow starting at `now`: the next `poll_transmit` releases the initial window.
-    pub fn new(cfg: TcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, _now: Time) -> Self {
+    pub fn new(cfg: TcpConfig, flow: FlowId, src: HostId, dst: HostId, size_bytes: u64, now: Time) -> Self {
+        Self::with_config(Arc::new(cfg), flow, src, dst, size_bytes, now)
+    }
+
+    /// [`new`](Self::new) with a configuration shared with other senders.
+    pub fn with_config(
+        cfg: Arc<TcpConfig>,
+        flow: FlowId,
+        src: HostId,
+        dst: HostId,
+        size_bytes: u64,
+        _now: Time,
+    ) -> Self {
         let mss = cfg.mss.max(1) as u64;
         let dctcp = match cfg.cc {
             CongestionControl::Dctcp { g } => Some(Dctcp::new(g)),
             _ => None,
         };
-        let cubic = (cfg.cc == CongestionControl::Cubic).then(Cubic::default);
+        let cubic = (cfg.cc == CongestionControl::Cubic).then(Box::<Cubic>::default);
         let empty = size_bytes == 0;
+        let (cwnd, rtt) = (cfg.init_cwnd_packets.max(1) as u64 * mss, RttEstimator::new(&cfg));
         TcpSender {
             cfg,
             flow,
@@ -195,7 +212,7 @@ impl TcpSender {
             snd_una: 0,
             snd_nxt: 0,
             high_tx: 0,
-            cwnd: cfg.init_cwnd_packets.max(1) as u64 * mss,
+            cwnd,
             ssthresh: u64::MAX,
             dupacks: 0,
             phase: Phase::Open,
@@ -203,7 +220,7 @@ impl TcpSender {
             forced_retx: None,
             forced_new: false,
             board: Scoreboard::default(),
-            rtt: RttEstimator::new(&cfg),
+            rtt,
             rto_deadline: None,
             rack: Rack::default(),
             tlp_deadline: None,
@@ -231,7 +248,7 @@ impl TcpSender {
         if let Some(st) = state {
             self.rtt = st.rtt.settled();
             self.ssthresh = st.ssthresh;
-            self.cubic = st.cubic;
+            self.cubic = st.cubic.map(Box::new);
             if let (Some(d), Some(a)) = (&mut self.dctcp, st.dctcp_alpha) {
                 d.alpha = a;
             }
@@ -559,7 +576,7 @@ impl TcpSender {
                 cwnd: self.cwnd,
                 ssthresh: self.ssthresh,
                 rtt: self.rtt,
-                cubic: self.cubic,
+                cubic: self.cubic.as_deref().copied(),
                 dctcp_alpha: self.dctcp.map(|d| d.alpha),
                 last_sent: self.last_sent,
             };

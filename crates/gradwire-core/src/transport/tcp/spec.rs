@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::handshake::{Accepting, Connecting, HandshakeConfig};
 use super::{CongestionControl, DelayedAck, TcpConfig, TcpConnState, TcpReceiver, TcpSender};
@@ -188,6 +188,9 @@ pub fn opened(handshakes: &Option<Handshakes>, t: &Transfer, pair: Pair) -> Pair
 /// NewReno's and DCTCP's builder.
 pub struct TcpBuild {
     tcp: TcpConfig,
+    /// The same, shared by every sender this builder makes (a sender keeps a pointer, not
+    /// a copy: per-flow state stays small at 10^6 flows).
+    tcp_shared: Arc<TcpConfig>,
     /// `tcp_connections = "persistent"`: the pair's window, RTT and congestion state.
     conns: Option<Links<(HostId, HostId), TcpConnState>>,
     handshakes: Option<Handshakes>,
@@ -195,8 +198,10 @@ pub struct TcpBuild {
 
 impl TcpBuild {
     fn new(cfg: &Config, cc: CongestionControl) -> TcpBuild {
+        let tcp = config(cfg, cc);
         TcpBuild {
-            tcp: config(cfg, cc),
+            tcp,
+            tcp_shared: Arc::new(tcp),
             conns: (cfg.values.str("tcp_connections") == "persistent").then(|| Mutex::new(HashMap::new())),
             handshakes: Handshakes::new(cfg),
         }
@@ -206,7 +211,7 @@ impl TcpBuild {
 impl Build for TcpBuild {
     fn build(&self, t: &Transfer, now: Time) -> Pair {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
-        let mut sender = TcpSender::new(self.tcp, f, src, dst, bytes, now);
+        let mut sender = TcpSender::with_config(self.tcp_shared.clone(), f, src, dst, bytes, now);
         if let Some(conns) = &self.conns {
             sender = sender.on_connection(cell(conns, (src, dst)), now);
         }
