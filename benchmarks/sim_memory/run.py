@@ -71,9 +71,10 @@ def main():
             procs = {tag: start(b, k, a.stop_ms, outs[tag]) for tag, b in (("old", a.old), ("new", a.new))}
             res = {tag: finish(*procs[tag]) for tag in procs}
             s_old, s_new = summary(outs["old"]), summary(outs["new"])
-            with open(os.path.join(outs["old"], "flows.csv"), "rb") as f1, open(
-                os.path.join(outs["new"], "flows.csv"), "rb"
-            ) as f2:
+            with (
+                open(os.path.join(outs["old"], "flows.csv"), "rb") as f1,
+                open(os.path.join(outs["new"], "flows.csv"), "rb") as f2,
+            ):
                 same = f1.read() == f2.read() and s_old == s_new
             flows = s_new["flows"]
             row = {
