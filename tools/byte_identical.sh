@@ -9,6 +9,7 @@
 # says how). Exit 1 if any output differs.
 set -u
 old=$1 new=$2 out=${3:-/tmp/byte_identical}
+mkdir -p "$out"
 full=0; [ "${4:-}" = "--full" ] && full=1
 here=$(cd "$(dirname "$0")/.." && pwd)
 sc=$here/python/gradwire/scenarios
