@@ -16,6 +16,8 @@ use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 use gradwire_core::prefetch;
 
+use super::lazy::Chunked;
+
 /// Driver state of one endpoint.
 pub(super) struct EpSlot {
     pub endpoint: Option<Box<dyn Endpoint>>,
@@ -43,6 +45,11 @@ impl EndpointPair {
         EndpointPair([slot(src), slot(dst)])
     }
 
+    /// A pair not in use (its flow has not started, or is done with).
+    pub fn vacant() -> Self {
+        Self::new(0, 0)
+    }
+
     /// A packet of the flow entered the network.
     #[inline]
     pub fn packet_sent(&mut self) {
@@ -68,19 +75,105 @@ impl EndpointPair {
     /// no deadline). By `Endpoint`'s contract such an endpoint never sends, times out or
     /// reports anything unless a packet arrives, so the [`Retired`] stand-in, which does
     /// the same, leaves the run unchanged: a stale timer event or a wake still finds an
-    /// endpoint that has nothing to do. Returns whether it retired one.
-    pub fn retire(&mut self) -> bool {
+    /// endpoint that has nothing to do. Returns whether the whole pair may go too (the
+    /// sender's slot is off its NIC's ready list as well).
+    fn retire(&mut self) -> bool {
         let [s, r] = &mut self.0;
         if s.endpoint.is_some() || s.in_flight != 0 || r.in_ready {
             return false;
         }
         match &r.endpoint {
-            Some(e) if std::mem::size_of_val(&**e) != 0 && e.poll_timeout().is_none() => {
-                r.endpoint = Some(Box::new(Retired));
-                true
+            Some(e) if e.poll_timeout().is_none() => {
+                if std::mem::size_of_val(&**e) != 0 {
+                    r.endpoint = Some(Box::new(Retired));
+                }
+                !s.in_ready
             }
             _ => false,
         }
+    }
+
+    /// In use: from its flow's start until [`Pairs::retire`] frees it (a started flow's
+    /// receiver is never `None` until then).
+    fn is_open(&self) -> bool {
+        self.0[1].endpoint.is_some()
+    }
+}
+
+/// The flows' endpoint pairs, indexed by flow; a pair exists from its flow's start until
+/// the flow is done with (sender gone, receiver retired and off the ready lists, nothing
+/// in the network), so flows that have not started, or are over, cost nothing here.
+pub(super) struct Pairs {
+    table: Chunked<EndpointPair>,
+    /// Pairs of finished flows opened again by a stale timer of their retired receiver.
+    pub reopened: u64,
+}
+
+impl Pairs {
+    pub fn new(flows: usize) -> Self {
+        Pairs { table: Chunked::new(flows), reopened: 0 }
+    }
+
+    #[inline]
+    pub fn get(&self, flow: u32) -> Option<&EndpointPair> {
+        self.table.get(flow)
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, flow: u32) -> Option<&mut EndpointPair> {
+        self.table.get_mut(flow)
+    }
+
+    /// Flow `flow` starts: its pair, from `src` to `dst`, with both endpoints.
+    pub fn open(&mut self, flow: u32, src: u32, dst: u32, sender: Box<dyn Endpoint>, receiver: Box<dyn Endpoint>) -> &mut EndpointPair {
+        let pair = self.table.get_or_alloc(flow, EndpointPair::vacant);
+        debug_assert!(!pair.is_open(), "flow {flow} started twice");
+        *pair = EndpointPair::new(src, dst);
+        pair.0[0].endpoint = Some(sender);
+        pair.0[1].endpoint = Some(receiver);
+        self.table.open(flow);
+        self.table.get_mut(flow).expect("just allocated")
+    }
+
+    /// Endpoint `ep`'s slot, if its pair is open.
+    #[inline]
+    pub fn slot_mut(&mut self, ep: u32) -> Option<&mut EpSlot> {
+        self.table.get_mut(ep / 2).filter(|p| p.is_open()).map(|p| &mut p.0[(ep % 2) as usize])
+    }
+
+    /// Flow `flow`'s pair is open.
+    #[inline]
+    pub fn is_open(&self, flow: u32) -> bool {
+        self.get(flow).is_some_and(EndpointPair::is_open)
+    }
+
+    /// A stale timer or a drive reached the receiver of a started flow whose pair was
+    /// freed: the pair comes back as it was left (sender gone, receiver [`Retired`], off
+    /// the ready list; `src` and `dst` its hosts), so the event does exactly what it did
+    /// before pairs were freed. It goes again once it is off the ready list.
+    pub fn reopen_retired(&mut self, flow: u32, src: u32, dst: u32) {
+        self.reopened += 1;
+        self.open(flow, src, dst, Box::new(Retired), Box::new(Retired)).0[0].endpoint = None;
+    }
+
+    /// Retire flow `flow`'s receiver if nothing can reach it again, and free the pair once
+    /// nothing refers to it (see [`EndpointPair::retire`]).
+    pub fn retire(&mut self, flow: u32) {
+        if let Some(pair) = self.table.get_mut(flow) {
+            if pair.is_open() && pair.retire() {
+                *pair = EndpointPair::vacant();
+                self.table.close(flow);
+            }
+        }
+    }
+
+    pub fn chunks(&self) -> usize {
+        self.table.chunks_allocated()
+    }
+
+    /// Pairs open now.
+    pub fn open_pairs(&self) -> u64 {
+        self.table.in_use()
     }
 }
 
@@ -114,8 +207,8 @@ const BODY_PREFETCH: usize = 640;
 
 /// Start loading endpoint `ep`'s slot (its pair's cache line) into cache.
 #[inline]
-pub(super) fn prefetch_slot(eps: &[EndpointPair], ep: u32) {
-    if let Some(pair) = eps.get((ep / 2) as usize) {
+pub(super) fn prefetch_slot(eps: &Pairs, ep: u32) {
+    if let Some(pair) = eps.get(ep / 2) {
         prefetch::line(pair as *const EndpointPair as *const u8);
     }
 }
@@ -123,8 +216,8 @@ pub(super) fn prefetch_slot(eps: &[EndpointPair], ep: u32) {
 /// Start loading endpoint `ep`'s body into cache. Reads the slot (prefetch it first, a
 /// step earlier) but not the body, so it never stalls on the miss it is hiding.
 #[inline]
-pub(super) fn prefetch_endpoint(eps: &[EndpointPair], ep: u32) {
-    let Some(pair) = eps.get((ep / 2) as usize) else { return };
+pub(super) fn prefetch_endpoint(eps: &Pairs, ep: u32) {
+    let Some(pair) = eps.get(ep / 2) else { return };
     if let Some(e) = &pair.0[(ep % 2) as usize].endpoint {
         let base = &**e as *const dyn Endpoint as *const u8;
         let len = std::mem::size_of_val(&**e).min(BODY_PREFETCH);
@@ -137,14 +230,8 @@ pub(super) fn prefetch_endpoint(eps: &[EndpointPair], ep: u32) {
 /// Start loading what delivering a packet of `flow` to host `dst` touches: the endpoint
 /// of that side (reads the pair's line, which `prefetch_slot` loaded a packet earlier).
 #[inline]
-pub(super) fn prefetch_delivery(eps: &[EndpointPair], flow: u32, dst: u32) {
-    let Some(pair) = eps.get(flow as usize) else { return };
+pub(super) fn prefetch_delivery(eps: &Pairs, flow: u32, dst: u32) {
+    let Some(pair) = eps.get(flow) else { return };
     let side = (pair.0[1].host == dst) as u32;
     prefetch_endpoint(eps, 2 * flow + side);
-}
-
-/// Endpoint `ep`'s slot in `eps`.
-#[inline]
-pub(super) fn slot_mut(eps: &mut [EndpointPair], ep: u32) -> &mut EpSlot {
-    &mut eps[(ep / 2) as usize].0[(ep % 2) as usize]
 }

@@ -6,6 +6,7 @@
 mod endpoints;
 mod eps;
 mod fifo_nic;
+mod lazy;
 mod packets;
 mod pause;
 mod pcn;
@@ -18,7 +19,8 @@ use crate::scenario::{RoutingMode, Scenario, ScenarioError};
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::transports::EndpointFactory;
 use crate::workload::{self, Workload};
-use eps::EndpointPair;
+use eps::{EndpointPair, Pairs};
+use lazy::Chunked;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
 use gradwire_core::transport::{EndpointEvent, EndpointStats};
@@ -31,7 +33,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use ready::ReadyLists;
 use std::time::Instant;
 
-/// Run-time state of one flow: 40 bytes, kept for every flow of the run.
+/// Run-time state of one flow: 40 bytes, kept for every flow from its start to the end of
+/// the run (a flow that has not started has none: see [`Simulation::flow_state`]).
 #[derive(Clone, Copy, Debug)]
 pub struct FlowState {
     /// `NOT_YET` until it starts / finishes.
@@ -110,9 +113,11 @@ pub struct Simulation {
     routes: Routes,
     pub(crate) workload: Workload,
     barrier_left: Vec<u32>,
-    pub(crate) flows: Vec<FlowState>,
-    /// Flow f's sender and receiver, with the driver's state for each.
-    eps: Vec<EndpointPair>,
+    /// Started flows' times and closing counters (chunks allocated as flows start).
+    flows: Chunked<FlowState>,
+    /// Flow f's sender and receiver, with the driver's state for each, from the flow's
+    /// start until it is done with.
+    eps: Pairs,
     events: EventQueue,
     rng: Xoshiro256PlusPlus,
     factory: EndpointFactory,
@@ -191,8 +196,8 @@ impl Simulation {
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,
             barrier_left: workload.barriers.iter().map(|b| b.waiting_for).collect(),
-            flows: vec![FlowState::default(); nflows],
-            eps: workload.flows.iter().map(|f| EndpointPair::new(f.src, f.dst)).collect(),
+            flows: Chunked::new(nflows),
+            eps: Pairs::new(nflows),
             events: EventQueue::new(),
             rng,
             factory,
@@ -270,6 +275,13 @@ impl Simulation {
                 break;
             }
             debug_assert!(t >= self.now, "time went backwards");
+            if self.events_processed % (1 << 22) == 0 && std::env::var_os("GW_DIAG").is_some() {
+                let started = self.flow_states().filter(|f| f.started().is_some()).count();
+                let unsent = (0..self.flows.len() as u32).filter(|&f| self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()).is_some_and(|e| e.stats().packets_sent == 0)).count();
+                let live_s = (0..self.flows.len() as u32).filter(|&f| self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()).is_some()).count();
+                eprintln!("diag unsent_senders={unsent} live_senders={live_s} wheel/heap events={}", self.events.len());
+                eprintln!("diag t={}us ev={} started={} done={} open_pairs={} chunks={} reopened={} flowchunks={} rss={}", t / 1_000_000, self.events_processed, started, self.flows_done, self.eps.open_pairs(), self.eps.chunks(), self.eps.reopened, self.flows.chunks_allocated(), std::fs::read_to_string("/proc/self/statm").unwrap_or_default().split_whitespace().nth(1).unwrap_or("").parse::<u64>().unwrap_or(0) * 4096 >> 20);
+            }
             self.now = t;
             self.events_processed += 1;
             // load what the next event touches while this one runs
@@ -291,16 +303,38 @@ impl Simulation {
     fn run_fluid(&mut self) -> bool {
         let t0 = Instant::now();
         let r = crate::ideal::solve(&self.scenario, &self.topo, &self.workload, self.scenario.ideal);
-        for (st, (s, f)) in self.flows.iter_mut().zip(r.started.into_iter().zip(r.finished)) {
+        for (i, (s, f)) in r.started.into_iter().zip(r.finished).enumerate() {
+            let st = self.flows.get_or_alloc(i as u32, FlowState::default);
             st.set_started(s);
             st.set_finished(f.filter(|_| s.is_some()));
         }
-        self.flows_done = self.flows.iter().filter(|f| f.finished().is_some()).count() as u64;
-        self.now = self.flows.iter().filter_map(FlowState::finished).max().unwrap_or(0);
+        self.flows_done = self.flow_states().filter(|f| f.finished().is_some()).count() as u64;
+        self.now = self.flow_states().filter_map(|f| f.finished()).max().unwrap_or(0);
         self.events_processed = r.events;
         self.wall += t0.elapsed();
         self.finished = true;
         true
+    }
+
+    /// Flow f's times and counters so far (all unset before it starts).
+    #[inline]
+    pub fn flow_state(&self, f: u32) -> FlowState {
+        self.flows.get(f).copied().unwrap_or_default()
+    }
+
+    /// Every flow's [`flow_state`](Self::flow_state), in flow order.
+    pub fn flow_states(&self) -> impl ExactSizeIterator<Item = FlowState> + '_ {
+        (0..self.flows.len() as u32).map(|f| self.flow_state(f))
+    }
+
+    /// Flows of the workload.
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Flows whose endpoint pair exists now (started, and not yet done with).
+    pub fn open_endpoint_pairs(&self) -> u64 {
+        self.eps.open_pairs()
     }
 
     /// Run to the end.

@@ -18,7 +18,7 @@ impl Simulation {
     /// Count a packet of `flow` into the network (see [`EndpointPair::retire`]).
     #[inline]
     pub(super) fn flow_packet_sent(&mut self, flow: u32) {
-        if let Some(pair) = self.eps.get_mut(flow as usize) {
+        if let Some(pair) = self.eps.get_mut(flow) {
             pair.packet_sent();
         }
     }
@@ -26,14 +26,13 @@ impl Simulation {
     /// Count a packet of `flow` out of the network; true if it was the flow's last.
     #[inline]
     fn flow_packet_gone(&mut self, flow: u32) -> bool {
-        self.eps.get_mut(flow as usize).is_some_and(EndpointPair::packet_gone)
+        self.eps.get_mut(flow).is_some_and(EndpointPair::packet_gone)
     }
 
-    /// The flow's receiver, if nothing can reach it any more, is freed.
+    /// The flow's receiver, if nothing can reach it any more, is freed, and its pair too
+    /// once nothing refers to it.
     pub(super) fn retire_receiver(&mut self, flow: u32) {
-        if let Some(pair) = self.eps.get_mut(flow as usize) {
-            pair.retire();
-        }
+        self.eps.retire(flow);
     }
 
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
@@ -174,7 +173,7 @@ impl Simulation {
 
     fn hand_to_endpoint(&mut self, host: NodeId, p: &Packet) {
         // direction, not packet kind, picks the endpoint: control packets flow both ways
-        let Some(pair) = self.eps.get_mut(p.flow as usize) else {
+        let Some(pair) = self.eps.get_mut(p.flow) else {
             self.strays += 1;
             return;
         };
