@@ -28,7 +28,8 @@ impl Simulation {
     }
 
     pub(super) fn start_batch(&mut self) {
-        while let Some(&(t, f)) = self.starts.get(self.next_start) {
+        while let Some(&f) = self.starts.get(self.next_start) {
+            let t = self.workload.flows[f as usize].start;
             if t > self.now {
                 self.events.push(t, Target::Starts);
                 break;

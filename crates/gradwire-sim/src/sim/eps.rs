@@ -16,7 +16,6 @@ use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 use gradwire_core::prefetch;
 
-use super::lazy::Chunked;
 
 /// Driver state of one endpoint.
 pub(super) struct EpSlot {
@@ -93,58 +92,91 @@ impl EndpointPair {
         }
     }
 
-    /// In use: from its flow's start until [`Pairs::retire`] frees it (a started flow's
-    /// receiver is never `None` until then).
-    fn is_open(&self) -> bool {
-        self.0[1].endpoint.is_some()
-    }
 }
 
-/// The flows' endpoint pairs, indexed by flow; a pair exists from its flow's start until
+/// The flows' endpoint pairs, found by flow; a pair exists from its flow's start until
 /// the flow is done with (sender gone, receiver retired and off the ready lists, nothing
-/// in the network), so flows that have not started, or are over, cost nothing here.
+/// in the network), so a flow that has not started, or is over, costs 4 bytes here (its
+/// entry in `slot_of`) instead of a 64-byte line.
+///
+/// Open pairs live in a slab of [`SLAB_CHUNK`]-pair chunks (grown a chunk at a time, never
+/// moved); a freed pair's line is the next one handed out, while it is still in cache.
 pub(super) struct Pairs {
-    table: Chunked<EndpointPair>,
+    /// Per flow: its pair's slab index, `NONE` when it has none.
+    slot_of: Vec<u32>,
+    slab: Vec<Box<[EndpointPair; SLAB_CHUNK]>>,
+    /// Slab indices free for reuse (most recently freed last); `slab_len` past the last
+    /// one ever used.
+    free: Vec<u32>,
+    slab_len: u32,
+    open: u64,
     /// Pairs of finished flows opened again by a stale timer of their retired receiver.
     pub reopened: u64,
 }
 
+const NONE: u32 = u32::MAX;
+const SLAB_BITS: u32 = 10;
+const SLAB_CHUNK: usize = 1 << SLAB_BITS;
+
 impl Pairs {
     pub fn new(flows: usize) -> Self {
-        Pairs { table: Chunked::new(flows), reopened: 0 }
+        Pairs { slot_of: vec![NONE; flows], slab: Vec::new(), free: Vec::new(), slab_len: 0, open: 0, reopened: 0 }
     }
 
     #[inline]
+    fn at(&self, i: u32) -> Option<&EndpointPair> {
+        let c = self.slab.get((i >> SLAB_BITS) as usize)?;
+        Some(&c[i as usize & (SLAB_CHUNK - 1)])
+    }
+
+    #[inline]
+    fn at_mut(&mut self, i: u32) -> Option<&mut EndpointPair> {
+        let c = self.slab.get_mut((i >> SLAB_BITS) as usize)?;
+        Some(&mut c[i as usize & (SLAB_CHUNK - 1)])
+    }
+
+    /// Flow `flow`'s pair, if it is open.
+    #[inline]
     pub fn get(&self, flow: u32) -> Option<&EndpointPair> {
-        self.table.get(flow)
+        self.at(*self.slot_of.get(flow as usize)?)
     }
 
     #[inline]
     pub fn get_mut(&mut self, flow: u32) -> Option<&mut EndpointPair> {
-        self.table.get_mut(flow)
+        let i = *self.slot_of.get(flow as usize)?;
+        self.at_mut(i)
     }
 
     /// Flow `flow` starts: its pair, from `src` to `dst`, with both endpoints.
     pub fn open(&mut self, flow: u32, src: u32, dst: u32, sender: Box<dyn Endpoint>, receiver: Box<dyn Endpoint>) -> &mut EndpointPair {
-        let pair = self.table.get_or_alloc(flow, EndpointPair::vacant);
-        debug_assert!(!pair.is_open(), "flow {flow} started twice");
+        debug_assert_eq!(self.slot_of[flow as usize], NONE, "flow {flow} started twice");
+        let i = self.free.pop().unwrap_or_else(|| {
+            if self.slab_len as usize == self.slab.len() * SLAB_CHUNK {
+                let v: Vec<EndpointPair> = (0..SLAB_CHUNK).map(|_| EndpointPair::vacant()).collect();
+                self.slab.push(v.into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("SLAB_CHUNK pairs")));
+            }
+            self.slab_len += 1;
+            self.slab_len - 1
+        });
+        self.slot_of[flow as usize] = i;
+        self.open += 1;
+        let pair = self.at_mut(i).expect("allocated");
         *pair = EndpointPair::new(src, dst);
         pair.0[0].endpoint = Some(sender);
         pair.0[1].endpoint = Some(receiver);
-        self.table.open(flow);
-        self.table.get_mut(flow).expect("just allocated")
+        pair
     }
 
     /// Endpoint `ep`'s slot, if its pair is open.
     #[inline]
     pub fn slot_mut(&mut self, ep: u32) -> Option<&mut EpSlot> {
-        self.table.get_mut(ep / 2).filter(|p| p.is_open()).map(|p| &mut p.0[(ep % 2) as usize])
+        self.get_mut(ep / 2).map(|p| &mut p.0[(ep % 2) as usize])
     }
 
     /// Flow `flow`'s pair is open.
     #[inline]
     pub fn is_open(&self, flow: u32) -> bool {
-        self.get(flow).is_some_and(EndpointPair::is_open)
+        self.slot_of.get(flow as usize).is_some_and(|&i| i != NONE)
     }
 
     /// A stale timer or a drive reached the receiver of a started flow whose pair was
@@ -159,21 +191,25 @@ impl Pairs {
     /// Retire flow `flow`'s receiver if nothing can reach it again, and free the pair once
     /// nothing refers to it (see [`EndpointPair::retire`]).
     pub fn retire(&mut self, flow: u32) {
-        if let Some(pair) = self.table.get_mut(flow) {
-            if pair.is_open() && pair.retire() {
+        let Some(&i) = self.slot_of.get(flow as usize) else { return };
+        if let Some(pair) = self.at_mut(i) {
+            if pair.retire() {
                 *pair = EndpointPair::vacant();
-                self.table.close(flow);
+                self.slot_of[flow as usize] = NONE;
+                self.free.push(i);
+                self.open -= 1;
             }
         }
     }
 
-    pub fn chunks(&self) -> usize {
-        self.table.chunks_allocated()
-    }
-
     /// Pairs open now.
     pub fn open_pairs(&self) -> u64 {
-        self.table.in_use()
+        self.open
+    }
+
+    /// Slab lines ever handed out (the most pairs open at once).
+    pub fn slab_len(&self) -> u32 {
+        self.slab_len
     }
 }
 

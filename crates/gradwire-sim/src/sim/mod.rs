@@ -142,8 +142,9 @@ pub struct Simulation {
     pauses: Option<NodePauses>,
     /// `[pcn]`, when on.
     pcn: Option<PcnWorld>,
-    /// Ungated flows by (start time, id); `next_start` is the first not yet started.
-    starts: Vec<(Time, u32)>,
+    /// Ungated flows by (start time, id): 4 bytes each, the time is the spec's;
+    /// `next_start` is the first not yet started.
+    starts: Vec<u32>,
     next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: ReadyLists,
@@ -230,13 +231,13 @@ impl Simulation {
         };
         // Ungated flows wait in a time-sorted list rather than in the event heap, which
         // stays small: a DNN iteration schedules ~10^5 starts up front.
+        let specs = &sim.workload.flows;
         sim.starts = (0..nflows as u32)
-            .filter(|&f| sim.workload.flows[f as usize].gate.is_none_or(|b| sim.barrier_left[b as usize] == 0))
-            .map(|f| (sim.workload.flows[f as usize].start, f))
+            .filter(|&f| specs[f as usize].gate.is_none_or(|b| sim.barrier_left[b as usize] == 0))
             .collect();
-        sim.starts.sort_unstable();
-        if let Some(&(t, _)) = sim.starts.first() {
-            sim.events.push(t, Target::Starts);
+        sim.starts.sort_unstable_by_key(|&f| (specs[f as usize].start, f));
+        if let Some(&f) = sim.starts.first() {
+            sim.events.push(specs[f as usize].start, Target::Starts);
         }
         for (i, f) in sim.scenario.failures.iter().enumerate() {
             sim.events.push(from_us(f.at_us), Target::Failure(i as u32));
@@ -280,7 +281,7 @@ impl Simulation {
                 let unsent = (0..self.flows.len() as u32).filter(|&f| self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()).is_some_and(|e| e.stats().packets_sent == 0)).count();
                 let live_s = (0..self.flows.len() as u32).filter(|&f| self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()).is_some()).count();
                 eprintln!("diag unsent_senders={unsent} live_senders={live_s} wheel/heap events={}", self.events.len());
-                eprintln!("diag t={}us ev={} started={} done={} open_pairs={} chunks={} reopened={} flowchunks={} rss={}", t / 1_000_000, self.events_processed, started, self.flows_done, self.eps.open_pairs(), self.eps.chunks(), self.eps.reopened, self.flows.chunks_allocated(), std::fs::read_to_string("/proc/self/statm").unwrap_or_default().split_whitespace().nth(1).unwrap_or("").parse::<u64>().unwrap_or(0) * 4096 >> 20);
+                eprintln!("diag t={}us ev={} started={} done={} open_pairs={} slab={} reopened={} flowchunks={} rss={}", t / 1_000_000, self.events_processed, started, self.flows_done, self.eps.open_pairs(), self.eps.slab_len(), self.eps.reopened, self.flows.chunks_allocated(), std::fs::read_to_string("/proc/self/statm").unwrap_or_default().split_whitespace().nth(1).unwrap_or("").parse::<u64>().unwrap_or(0) * 4096 >> 20);
             }
             self.now = t;
             self.events_processed += 1;
@@ -335,6 +336,11 @@ impl Simulation {
     /// Flows whose endpoint pair exists now (started, and not yet done with).
     pub fn open_endpoint_pairs(&self) -> u64 {
         self.eps.open_pairs()
+    }
+
+    /// The most endpoint pairs open at once so far (what their slab holds).
+    pub fn endpoint_pairs_peak(&self) -> u32 {
+        self.eps.slab_len()
     }
 
     /// Run to the end.
