@@ -45,6 +45,7 @@ impl<T> Chunked<T> {
     }
 
     /// Chunks allocated now.
+    #[cfg(test)]
     pub fn chunks_allocated(&self) -> usize {
         self.chunks.iter().filter(|c| c.is_some()).count()
     }

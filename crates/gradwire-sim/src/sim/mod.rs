@@ -276,13 +276,6 @@ impl Simulation {
                 break;
             }
             debug_assert!(t >= self.now, "time went backwards");
-            if self.events_processed % (1 << 22) == 0 && std::env::var_os("GW_DIAG").is_some() {
-                let started = self.flow_states().filter(|f| f.started().is_some()).count();
-                let unsent = (0..self.flows.len() as u32).filter(|&f| self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()).is_some_and(|e| e.stats().packets_sent == 0)).count();
-                let live_s = (0..self.flows.len() as u32).filter(|&f| self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()).is_some()).count();
-                eprintln!("diag unsent_senders={unsent} live_senders={live_s} wheel/heap events={}", self.events.len());
-                eprintln!("diag t={}us ev={} started={} done={} open_pairs={} slab={} reopened={} flowchunks={} rss={}", t / 1_000_000, self.events_processed, started, self.flows_done, self.eps.open_pairs(), self.eps.slab_len(), self.eps.reopened, self.flows.chunks_allocated(), std::fs::read_to_string("/proc/self/statm").unwrap_or_default().split_whitespace().nth(1).unwrap_or("").parse::<u64>().unwrap_or(0) * 4096 >> 20);
-            }
             self.now = t;
             self.events_processed += 1;
             // load what the next event touches while this one runs
