@@ -23,22 +23,23 @@ fn unstarted_flows_hold_no_endpoint_state() {
     assert!(flows > 400, "{flows}");
     assert_eq!(sim.open_endpoint_pairs(), 0, "nothing has started");
     assert_eq!(sim.endpoint_pairs_peak(), 0, "no pair was ever made");
-    let mut saw_waiting = false;
+    let (mut saw_waiting, mut most_freed) = (false, 0);
     loop {
-        let over = sim.step(500);
+        let over = sim.step(2000);
         let started = sim.flow_states().filter(|f| f.started().is_some()).count() as u64;
         let open = sim.open_endpoint_pairs();
         assert!(open <= started, "{open} pairs open, {started} flows started");
         saw_waiting |= started < flows / 2 && open > 0;
+        most_freed = most_freed.max(started - open);
         if over {
             break;
         }
     }
     assert!(saw_waiting, "the run never had started and unstarted flows at once");
     assert_eq!(sim.progress().flows_done, flows, "every flow finished");
-    // the iterations run one after another: pairs are reused, never one per flow
+    // done flows gave their pairs back, and later ones reused them: never one per flow
     let peak = sim.endpoint_pairs_peak() as u64;
+    eprintln!("{flows} flows, at most {peak} pairs at once, up to {most_freed} given back");
     assert!(peak <= flows / 2, "{peak} pairs for {flows} flows");
-    // every finished flow's pair went back but those whose receivers still linger
-    assert!(sim.open_endpoint_pairs() <= peak / 4, "{} still open", sim.open_endpoint_pairs());
+    assert!(most_freed >= flows / 2, "only {most_freed} of {flows} pairs given back");
 }
