@@ -114,7 +114,8 @@ pub(super) struct Pairs {
     pub reopened: u64,
 }
 
-const NONE: u32 = u32::MAX;
+/// No pair (in `slot_of`, and as a pooled packet's tag).
+pub(super) const NONE: u32 = u32::MAX;
 const SLAB_BITS: u32 = 10;
 const SLAB_CHUNK: usize = 1 << SLAB_BITS;
 
@@ -145,6 +146,40 @@ impl Pairs {
     pub fn get_mut(&mut self, flow: u32) -> Option<&mut EndpointPair> {
         let i = *self.slot_of.get(flow as usize)?;
         self.at_mut(i)
+    }
+
+    /// Count a packet of `flow` into the network; returns its pair's slab index, the tag
+    /// the packet carries until [`packet_gone`](Self::packet_gone) (`NONE`, and nothing
+    /// counted, if the flow has no pair open). A counted packet keeps its pair open, so the
+    /// index stays its flow's.
+    #[inline]
+    pub fn packet_sent(&mut self, flow: u32) -> u32 {
+        let Some(&i) = self.slot_of.get(flow as usize) else { return NONE };
+        match self.at_mut(i) {
+            Some(pair) => {
+                pair.packet_sent();
+                i
+            }
+            None => NONE,
+        }
+    }
+
+    /// A packet tagged `tag` by [`packet_sent`](Self::packet_sent) left the network; true
+    /// if it was its flow's last.
+    #[inline]
+    pub fn packet_gone(&mut self, tag: u32) -> bool {
+        self.at_mut(tag).is_some_and(EndpointPair::packet_gone)
+    }
+
+    /// The pair a delivered packet of `flow`, tagged `tag`, is for: by its tag if it was
+    /// counted, else by its flow.
+    #[inline]
+    pub fn pair_of(&mut self, tag: u32, flow: u32) -> Option<&mut EndpointPair> {
+        if tag != NONE {
+            self.at_mut(tag)
+        } else {
+            self.get_mut(flow)
+        }
     }
 
     /// Flow `flow` starts: its pair, from `src` to `dst`, with both endpoints.

@@ -22,8 +22,8 @@ impl Simulation {
     fn send_to_fifo_nic(&mut self, mut p: Packet) {
         p.sent_at = self.now;
         self.counts.sent += 1;
-        let id = self.fabric.packets.alloc(p);
-        self.flow_packet_sent(p.flow);
+        let tag = self.flow_packet_sent(p.flow);
+        let id = self.fabric.packets.alloc(p, tag);
         if self.pcn.is_some() {
             self.pcn_on_send(id, p.flow);
         }

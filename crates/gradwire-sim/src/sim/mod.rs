@@ -19,7 +19,7 @@ use crate::scenario::{RoutingMode, Scenario, ScenarioError};
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::transports::EndpointFactory;
 use crate::workload::{self, Workload};
-use eps::{EndpointPair, Pairs};
+use eps::Pairs;
 use lazy::Chunked;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
