@@ -16,7 +16,6 @@ use gradwire_core::transport::{Endpoint, EndpointEvent, EndpointStats};
 
 use gradwire_core::prefetch;
 
-
 /// Driver state of one endpoint.
 pub(super) struct EpSlot {
     pub endpoint: Option<Box<dyn Endpoint>>,
@@ -91,7 +90,6 @@ impl EndpointPair {
             _ => false,
         }
     }
-
 }
 
 /// The flows' endpoint pairs, found by flow; a pair exists from its flow's start until
@@ -183,7 +181,14 @@ impl Pairs {
     }
 
     /// Flow `flow` starts: its pair, from `src` to `dst`, with both endpoints.
-    pub fn open(&mut self, flow: u32, src: u32, dst: u32, sender: Box<dyn Endpoint>, receiver: Box<dyn Endpoint>) -> &mut EndpointPair {
+    pub fn open(
+        &mut self,
+        flow: u32,
+        src: u32,
+        dst: u32,
+        sender: Box<dyn Endpoint>,
+        receiver: Box<dyn Endpoint>,
+    ) -> &mut EndpointPair {
         debug_assert_eq!(self.slot_of[flow as usize], NONE, "flow {flow} started twice");
         let i = self.free.pop().unwrap_or_else(|| {
             if self.slab_len as usize == self.slab.len() * SLAB_CHUNK {
