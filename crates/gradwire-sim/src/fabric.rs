@@ -109,6 +109,11 @@ impl PacketPool {
         }
     }
 
+    /// Packet `id`'s tag.
+    pub fn tag(&self, id: PktId) -> u32 {
+        self.slots[id as usize].1
+    }
+
     pub fn get(&self, id: PktId) -> &Packet {
         &self.slots[id as usize].0
     }

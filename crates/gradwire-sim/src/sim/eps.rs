@@ -97,16 +97,14 @@ impl EndpointPair {
 /// in the network), so a flow that has not started, or is over, costs 4 bytes here (its
 /// entry in `slot_of`) instead of a 64-byte line.
 ///
-/// Open pairs live in a slab of [`SLAB_CHUNK`]-pair chunks (grown a chunk at a time, never
-/// moved); a freed pair's line is the next one handed out, while it is still in cache.
+/// Open pairs live in a slab as long as the most ever open at once; a freed pair's line is
+/// the next one handed out, while it is still in cache.
 pub(super) struct Pairs {
     /// Per flow: its pair's slab index, `NONE` when it has none.
     slot_of: Vec<u32>,
-    slab: Vec<Box<[EndpointPair; SLAB_CHUNK]>>,
-    /// Slab indices free for reuse (most recently freed last); `slab_len` past the last
-    /// one ever used.
+    slab: Vec<EndpointPair>,
+    /// Slab indices free for reuse (most recently freed last).
     free: Vec<u32>,
-    slab_len: u32,
     open: u64,
     /// Pairs of finished flows opened again by a stale timer of their retired receiver.
     pub reopened: u64,
@@ -114,24 +112,20 @@ pub(super) struct Pairs {
 
 /// No pair (in `slot_of`, and as a pooled packet's tag).
 pub(super) const NONE: u32 = u32::MAX;
-const SLAB_BITS: u32 = 10;
-const SLAB_CHUNK: usize = 1 << SLAB_BITS;
 
 impl Pairs {
     pub fn new(flows: usize) -> Self {
-        Pairs { slot_of: vec![NONE; flows], slab: Vec::new(), free: Vec::new(), slab_len: 0, open: 0, reopened: 0 }
+        Pairs { slot_of: vec![NONE; flows], slab: Vec::new(), free: Vec::new(), open: 0, reopened: 0 }
     }
 
     #[inline]
     fn at(&self, i: u32) -> Option<&EndpointPair> {
-        let c = self.slab.get((i >> SLAB_BITS) as usize)?;
-        Some(&c[i as usize & (SLAB_CHUNK - 1)])
+        self.slab.get(i as usize)
     }
 
     #[inline]
     fn at_mut(&mut self, i: u32) -> Option<&mut EndpointPair> {
-        let c = self.slab.get_mut((i >> SLAB_BITS) as usize)?;
-        Some(&mut c[i as usize & (SLAB_CHUNK - 1)])
+        self.slab.get_mut(i as usize)
     }
 
     /// Flow `flow`'s pair, if it is open.
@@ -160,6 +154,12 @@ impl Pairs {
             }
             None => NONE,
         }
+    }
+
+    /// Flow `flow`'s pair's slab index (`NONE` if it has none open).
+    #[inline]
+    pub fn index_of(&self, flow: u32) -> u32 {
+        self.slot_of.get(flow as usize).copied().unwrap_or(NONE)
     }
 
     /// A packet tagged `tag` by [`packet_sent`](Self::packet_sent) left the network; true
@@ -191,12 +191,8 @@ impl Pairs {
     ) -> &mut EndpointPair {
         debug_assert_eq!(self.slot_of[flow as usize], NONE, "flow {flow} started twice");
         let i = self.free.pop().unwrap_or_else(|| {
-            if self.slab_len as usize == self.slab.len() * SLAB_CHUNK {
-                let v: Vec<EndpointPair> = (0..SLAB_CHUNK).map(|_| EndpointPair::vacant()).collect();
-                self.slab.push(v.into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("SLAB_CHUNK pairs")));
-            }
-            self.slab_len += 1;
-            self.slab_len - 1
+            self.slab.push(EndpointPair::vacant());
+            self.slab.len() as u32 - 1
         });
         self.slot_of[flow as usize] = i;
         self.open += 1;
@@ -249,7 +245,7 @@ impl Pairs {
 
     /// Slab lines ever handed out (the most pairs open at once).
     pub fn slab_len(&self) -> u32 {
-        self.slab_len
+        self.slab.len() as u32
     }
 }
 

@@ -11,9 +11,8 @@ impl Simulation {
     /// then arm its timer (pacing included: no NIC will ask it for its next packet).
     pub(super) fn drive_fifo(&mut self, ep: u32) {
         let now = self.now;
-        loop {
-            let Some(sl) = self.eps.slot_mut(ep) else { break };
-            let Some(p) = sl.endpoint.as_mut().and_then(|e| e.poll_transmit(now)) else { break };
+        while let Some(p) = self.eps.slot_mut(ep).and_then(|sl| sl.endpoint.as_mut()).and_then(|e| e.poll_transmit(now))
+        {
             self.send_to_fifo_nic(p);
         }
         self.settle(ep);

@@ -190,7 +190,11 @@ impl Simulation {
     }
 
     pub(super) fn drop(&mut self, id: PktId, flow: u32, reason: DropReason) {
-        let (_, tag) = self.fabric.packets.release(id);
+        // A drop does not read the packet, whose line is cold: without PCN every packet
+        // was counted into its flow's open pair, so the flow's index gives its tag. (PCN
+        // sends control packets for flows not started, which carry no pair.)
+        let tag = if self.pcn.is_some() { self.fabric.packets.tag(id) } else { self.eps.index_of(flow) };
+        self.fabric.packets.release(id);
         self.counts.dropped += 1;
         self.drops_by_reason[reason as usize] += 1;
         if self.flow_packet_gone(tag) {
