@@ -20,23 +20,24 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 - ``incast``: ``receiver``, ``senders`` (a list of hosts), ``bytes``, ``cc``.
 
 ``[sweep]`` maps dotted keys (network or ``job.*``) to lists of values; every
-combination is one run. ``job.timeout_s`` bounds each backend's (or the flows') run.
+combination is one run (expanded by the simulator's own code, as ``gradwire run``
+does). ``job.timeout_s`` bounds each backend's (or the flows') run.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import secrets
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gradwire._core import ScenarioError, expand_scenario
 
 from .network import EmulatedNetwork
 
@@ -71,66 +72,40 @@ def needs_torch(job: dict[str, Any]) -> bool:
     return job["kind"] == "ps" and any(b not in CCS for b in job["backends"])
 
 
-def _literal(v: Any) -> str:
+def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
+    """The scenario's sweep points, each with its checked `[job]`. Overrides and sweeps are
+    the simulator's own (`_core.expand_scenario`): the same syntax, values and labels as
+    `gradwire run`. The switch gets each point's network keys as `--set` overrides."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise JobError(f"{path}: {e}") from None
+    try:
+        expanded = expand_scenario(text, list(sets))
+    except ScenarioError as e:
+        raise JobError(f"{path}: {e}") from None
+    fixed = [s for s in sets if not s.split("=", 1)[0].strip().startswith(("job.", "sweep"))]
+    name = Path(path).stem
+    points = []
+    for label, params, root in expanded:
+        name = root.get("name", name)
+        net = fixed + [f"{k}={_toml(v)}" for k, v, _ in params if not k.startswith("job.")]
+        raw = [(k, v) for k, v, _ in params]
+        points.append(Point(label or name, raw, net, root, _check_job(root.get("job"), root)))
+    return name, points
+
+
+def _toml(v: Any) -> str:
+    """A value as a TOML literal, for the switch's `--set`."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
         return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(x)}" for k, x in v.items()) + " }"
     return repr(v)
-
-
-def _set(root: dict, key: str, value: Any) -> None:
-    parts = key.split(".")
-    for p in parts[:-1]:
-        root = root.setdefault(p, {})
-    root[parts[-1]] = value
-
-
-def _parse_set(s: str) -> tuple[str, Any]:
-    if "=" not in s:
-        raise JobError(f"--set {s!r} is not KEY=VALUE")
-    k, raw = (x.strip() for x in s.split("=", 1))
-    try:
-        v = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        v = raw
-    return k, v
-
-
-def _label(v: Any, i: int) -> str:
-    """A directory-safe name for a sweep value: scalars as they are, a flow list by its
-    congestion controls, a table by its `name`, anything else by its index."""
-    if isinstance(v, dict) and "name" in v:
-        return str(v["name"])
-    if isinstance(v, list) and v and all(isinstance(f, dict) and "cc" in f for f in v):
-        return "+".join(f["cc"] for f in v)
-    if isinstance(v, (dict, list)):
-        return f"#{i}"
-    return str(v)
-
-
-def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
-    try:
-        root = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise JobError(f"{path}: {e}") from None
-    fixed = [_parse_set(s) for s in sets]
-    for k, v in fixed:
-        _set(root, k, v)
-    sweep = root.pop("sweep", {})
-    if not isinstance(sweep, dict) or any(not isinstance(v, list) or not v for v in sweep.values()):
-        raise JobError("[sweep] must map dotted keys to non-empty lists of values")
-    name = root.get("name", Path(path).stem)
-    points = []
-    for combo in itertools.product(*sweep.values()) if sweep else [()]:
-        r = json.loads(json.dumps(root))
-        params = list(zip(sweep.keys(), combo))
-        for k, v in params:
-            _set(r, k, v)
-        net = [f"{k}={_literal(v)}" for k, v in [*fixed, *params] if not k.startswith("job.")]
-        label = ",".join(f"{k.rsplit('.', 1)[-1]}={_label(v, sweep[k].index(v))}" for k, v in params) or name
-        points.append(Point(label, params, net, r, _check_job(r.get("job"), r)))
-    return name, points
 
 
 def _hosts(root: dict) -> int:
