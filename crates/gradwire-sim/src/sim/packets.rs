@@ -4,7 +4,14 @@ use super::eps::{prefetch_delivery, prefetch_slot};
 use super::*;
 
 impl Simulation {
-    pub(super) fn send_from_host(&mut self, mut p: Packet) {
+    pub(super) fn send_from_host(&mut self, p: Packet) {
+        let (id, p) = self.enter_network(p);
+        self.forward(p.src, Hdr::of(id, &p));
+    }
+
+    /// A packet an endpoint sent, stamped, counted and pooled: its id in the fabric.
+    #[inline]
+    pub(super) fn enter_network(&mut self, mut p: Packet) -> (PktId, Packet) {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
@@ -12,7 +19,7 @@ impl Simulation {
         if self.pcn.is_some() {
             self.pcn_on_send(id, p.flow);
         }
-        self.forward(p.src, Hdr::of(id, &p));
+        (id, p)
     }
 
     /// Count a packet of `flow` into the network (see [`EndpointPair::retire`]).
