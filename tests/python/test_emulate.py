@@ -365,6 +365,9 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
         assert 0 < r["ranks_share"] <= 1.05 and 0 < r["switch_share"] <= 1.05, r
         assert r["machine_busy"] >= r["kernel_share"] and r["iter_switch_cpu_s"] > 0, r
         assert r["cpu_bound"] == (r["machine_busy"] >= 0.9), r
+        # the hosts' kernel receive path runs inside the switch's TUN writes: part of its CPU
+        assert 0 < r["switch_rx_cpu_s"] <= r["switch_cpu_s"], r
+    assert 0 < s["switch_rx_cpu_seconds"] < s["switch_cpu_seconds"], s
     _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3"])
     s = run_point(path, points[0], tmp_path / "ps", log=lambda m: None)
     (row,) = s["rows"]

@@ -322,6 +322,9 @@ def _delta(before: dict, after: dict) -> dict:
             if k != "random_loss"
         )
 
+    def rx_cpu(stats: dict) -> float:
+        return stats.get("tun", {}).get("write_cpu_seconds", 0.0)
+
     return {
         "packets": after["packets"]["sent"] - before["packets"]["sent"],
         "ecn_marks": after["ecn_marks"] - before["ecn_marks"],
@@ -329,6 +332,8 @@ def _delta(before: dict, after: dict) -> dict:
         "nic_drops": drops(after, True) - drops(before, True),
         "switch_drops": drops(after, False) - drops(before, False),
         "switch_cpu_s": round(after["cpu_seconds"] - before["cpu_seconds"], 3),
+        # of which the hosts' kernel receive path, run inside the switch's TUN writes
+        "switch_rx_cpu_s": round(rx_cpu(after) - rx_cpu(before), 3),
     }
 
 
@@ -342,7 +347,8 @@ def cpu_shares(results: list[dict], it: int, cores: int | None = None) -> dict[s
     """Iteration `it`'s CPU, from the ranks' samples around it (`worker.cpu_sample`):
     the window runs from the first rank's start to the last rank's end. Shares are of
     all the machine's cores over that window: `ranks_share` (the ranks' processes, user +
-    system), `switch_share` (the switch process, user + system), `kernel_share` (the
+    system), `switch_share` (the switch process, user + system; about half is the hosts'
+    receive path its TUN writes run), `kernel_share` (the
     machine's system, irq and softirq time, whoever it ran for: the ranks' and the
     switch's system time are in it too), `other_share` (busy time that is neither the
     ranks' nor the switch's: other processes on the machine, kernel threads, softirqs not
@@ -537,6 +543,8 @@ def run_point(
         "ecn_marks": switch["ecn_marks"],
         "packets": switch["packets"],
         "switch_cpu_seconds": switch["cpu_seconds"],
+        # the receiving hosts' kernel input path, which a TUN write runs in the writer
+        "switch_rx_cpu_seconds": switch.get("tun", {}).get("write_cpu_seconds", 0.0),
         "wall_seconds": switch["wall_seconds"],
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
