@@ -293,19 +293,35 @@ def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -
     return rows
 
 
-def _udp_rcvbuf_errors(net: EmulatedNetwork, hosts: list[int]) -> int:
-    """Datagrams the hosts' kernels dropped because a socket's receive buffer was full
-    (`RcvbufErrors` of /proc/net/snmp, per namespace): loss past the switch, when a
-    receiving process does not keep up."""
-    total = 0
+# The hosts' kernel counters a run reports (summed over its hosts, `/proc/net/snmp` and
+# `/proc/net/netstat` of each namespace): column name -> (table, counter).
+KERNEL_COUNTERS = {
+    # datagrams dropped because a socket's receive buffer was full: loss past the switch,
+    # when a receiving process does not keep up
+    "host_rcvbuf_drops": ("Udp", "RcvbufErrors"),
+    # how the kernels' TCP recovered (Gloo, kernel-TCP flows and parameter servers)
+    "tcp_retrans_segs": ("Tcp", "RetransSegs"),
+    "tcp_timeouts": ("TcpExt", "TCPTimeouts"),
+    "tcp_loss_probes": ("TcpExt", "TCPLossProbes"),
+    "tcp_sack_recoveries": ("TcpExt", "TCPSackRecovery"),
+    "tcp_lost_retransmits": ("TcpExt", "TCPLostRetransmit"),
+    "tcp_spurious_rtos": ("TcpExt", "TCPSpuriousRTOs"),
+}
+
+
+def _kernel_counters(net: EmulatedNetwork, hosts: list[int]) -> dict[str, int]:
+    """`KERNEL_COUNTERS` now, summed over `hosts` (each namespace has its own)."""
+    total = dict.fromkeys(KERNEL_COUNTERS, 0)
     for h in hosts:
-        lines = [
-            ln.split()
-            for ln in net.run(h, ["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout.splitlines()
-            if ln.startswith("Udp:")
-        ]
-        if len(lines) >= 2 and "RcvbufErrors" in lines[0]:
-            total += int(lines[1][lines[0].index("RcvbufErrors")])
+        text = net.run(h, ["cat", "/proc/net/snmp", "/proc/net/netstat"], capture_output=True, text=True).stdout
+        tables: dict[str, dict[str, int]] = {}
+        lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+        # each table is a header line of names and a line of values, both "Name: ..."
+        for names, values in zip(lines, lines[1:]):
+            if names[0] == values[0] and not names[1].lstrip("-").isdigit():
+                tables[names[0].rstrip(":")] = dict(zip(names[1:], (int(v) for v in values[1:])))
+        for col, (table, name) in KERNEL_COUNTERS.items():
+            total[col] += tables.get(table, {}).get(name, 0)
     return total
 
 
@@ -390,7 +406,7 @@ def run_allreduce(
     hosts = job["hosts"]
     for k, backend in enumerate(job["backends"]):
         before = net.stats()
-        rcvbuf0 = _udp_rcvbuf_errors(net, hosts)
+        kernel0 = _kernel_counters(net, hosts)
         bg = start_flows(net, job["background"], base_port=5100 + 100 * k) if job["background"] else []
         env = _env(
             MASTER_ADDR=net.addr(hosts[0]),
@@ -449,7 +465,7 @@ def run_allreduce(
             if p.poll() is None:
                 p.kill()
         counts = _delta(before, net.stats())
-        counts["host_rcvbuf_drops"] = _udp_rcvbuf_errors(net, hosts) - rcvbuf0
+        counts.update({k: v - kernel0[k] for k, v in _kernel_counters(net, hosts).items()})
         if errors:
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
