@@ -5,9 +5,9 @@
 //!   `split_bytes` are split evenly over all servers; workers push, and a server pulls a
 //!   tensor part back to every worker once all workers' pushes of it are in.
 //! - `ring`: layers fused into buckets of at least `bucket_bytes` (in backward order, as
-//!   DDP does), each bucket ring-allreduced by the core's `collective::ring` (reduce-scatter
-//!   + all-gather, 2(N-1) steps; a worker's step waits for the chunk it receives in the
-//!   previous step).
+//!   DDP does), each bucket ring-allreduced by the core's `collective::ring`: reduce-scatter
+//!   and all-gather, 2(N-1) steps; a worker's step waits for the chunk it receives in the
+//!   previous step.
 
 use super::{ps_placement, Workload};
 use crate::models::ModelProfile;
