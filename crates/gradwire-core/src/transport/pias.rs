@@ -225,8 +225,6 @@ static SETS: [&KeySet; 2] = [&tcp::spec::KEYS, &KEYS];
 
 /// PIAS in the registry.
 pub struct Pias;
-/// The registry's PIAS.
-pub static PIAS: Pias = Pias;
 
 impl TransportSpec for Pias {
     fn info(&self) -> Info {

@@ -251,8 +251,6 @@ static SETS: [&KeySet; 2] = [&crate::transport::ctrl::KEYS, &KEYS];
 
 /// DLCP in the registry.
 pub struct Dlcp;
-/// The registry's DLCP.
-pub static DLCP: Dlcp = Dlcp;
 
 impl TransportSpec for Dlcp {
     fn info(&self) -> Info {

@@ -146,8 +146,6 @@ static SETS: [&KeySet; 2] = [&crate::transport::ctrl::KEYS, &KEYS];
 
 /// LTP in the registry.
 pub struct Ltp;
-/// The registry's LTP.
-pub static LTP: Ltp = Ltp;
 
 impl TransportSpec for Ltp {
     fn info(&self) -> Info {

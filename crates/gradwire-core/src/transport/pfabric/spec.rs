@@ -58,8 +58,6 @@ static SETS: [&KeySet; 1] = [&KEYS];
 
 /// pFabric in the registry.
 pub struct PFabric;
-/// The registry's pFabric.
-pub static PFABRIC: PFabric = PFabric;
 
 impl TransportSpec for PFabric {
     fn info(&self) -> Info {

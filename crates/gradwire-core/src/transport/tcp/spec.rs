@@ -233,8 +233,6 @@ static SETS: [&KeySet; 1] = [&KEYS];
 
 /// TCP NewReno (a baseline), optionally with RFC 3168 ECN or CUBIC's growth.
 pub struct NewReno;
-/// The registry's NewReno.
-pub static NEWRENO: NewReno = NewReno;
 
 impl TransportSpec for NewReno {
     fn info(&self) -> Info {
@@ -255,8 +253,6 @@ impl TransportSpec for NewReno {
 
 /// DCTCP (a baseline).
 pub struct Dctcp;
-/// The registry's DCTCP.
-pub static DCTCP: Dctcp = Dctcp;
 
 impl TransportSpec for Dctcp {
     fn info(&self) -> Info {
