@@ -24,8 +24,8 @@ pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
 pub use shared::check_loss_bound;
 pub use spec::{
-    Build, Builder, Carried, Common, Config, ConfigError, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs, Transfer,
-    TransportSpec, Value, Values,
+    AsAny, Build, Builder, Carried, Common, Config, ConfigError, Info, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs,
+    Transfer, TransportSpec, Value, Values,
 };
 
 use crate::packet::{FlowId, Packet};

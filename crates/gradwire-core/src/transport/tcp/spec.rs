@@ -3,7 +3,6 @@
 //! realism options around a flow (a handshake per flow or per host pair, one persistent
 //! connection per host pair).
 
-use std::any::Any;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -13,7 +12,7 @@ use crate::packet::HostId;
 use crate::time::{from_us, Time};
 use crate::transport::shared::check_positive;
 use crate::transport::spec::{
-    cell, check_positive_number, Build, Config, ConfigError, Key, KeySet, KeyType, Links, Pair, Transfer,
+    cell, check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Links, Pair, Transfer,
     TransportSpec, Value,
 };
 
@@ -228,30 +227,16 @@ impl Build for TcpBuild {
             conns.lock().expect("not poisoned").clear();
         }
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 static SETS: [&KeySet; 1] = [&KEYS];
 
 /// TCP NewReno (a baseline), optionally with RFC 3168 ECN or CUBIC's growth.
 pub struct NewReno;
-/// The registry's NewReno.
-pub static NEWRENO: NewReno = NewReno;
 
 impl TransportSpec for NewReno {
-    fn name(&self) -> &'static str {
-        "newreno"
-    }
-
-    fn about(&self) -> &'static str {
-        "TCP NewReno (a baseline): reacts to loss only (with `newreno_ecn`, to ECN marks as RFC 3168; with `tcp_cc = \"cubic\"`, grows as CUBIC)."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new("newreno", "TCP NewReno (a baseline): reacts to loss only (with `newreno_ecn`, to ECN marks as RFC 3168; with `tcp_cc = \"cubic\"`, grows as CUBIC).", &SETS)
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
@@ -268,20 +253,14 @@ impl TransportSpec for NewReno {
 
 /// DCTCP (a baseline).
 pub struct Dctcp;
-/// The registry's DCTCP.
-pub static DCTCP: Dctcp = Dctcp;
 
 impl TransportSpec for Dctcp {
-    fn name(&self) -> &'static str {
-        "dctcp"
-    }
-
-    fn about(&self) -> &'static str {
-        "DCTCP (a baseline): sends ECT packets and reacts to the fraction of CE-marked bytes (RFC 8257)."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new(
+            "dctcp",
+            "DCTCP (a baseline): sends ECT packets and reacts to the fraction of CE-marked bytes (RFC 8257).",
+            &SETS,
+        )
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
