@@ -60,7 +60,9 @@ impl PortHeader for Hdr {
 
 /// Packets live here while in the network; a handle is an index, freed on delivery or drop.
 /// Each slot is one cache line: a 56-byte packet at a 56-byte stride would straddle two
-/// lines in most slots, and a host's read of a cold packet would then miss twice.
+/// lines in most slots, and a host's read of a cold packet would then miss twice. The
+/// line's spare bytes carry a tag for the driver (the simulator: where the packet's flow
+/// keeps its endpoints), read with the packet at no extra miss.
 #[derive(Default)]
 pub struct PacketPool {
     slots: Vec<Slot>,
@@ -70,27 +72,32 @@ pub struct PacketPool {
 
 #[derive(Clone, Copy)]
 #[repr(align(64))]
-struct Slot(Packet);
+struct Slot(Packet, u32);
+
+const _: () = assert!(std::mem::size_of::<Slot>() == 64);
 
 impl PacketPool {
-    pub fn alloc(&mut self, p: Packet) -> PktId {
+    /// Pool `p` with `tag`; returns its handle.
+    pub fn alloc(&mut self, p: Packet, tag: u32) -> PktId {
         self.live += 1;
         match self.free.pop() {
             Some(id) => {
-                self.slots[id as usize] = Slot(p);
+                self.slots[id as usize] = Slot(p, tag);
                 id
             }
             None => {
-                self.slots.push(Slot(p));
+                self.slots.push(Slot(p, tag));
                 (self.slots.len() - 1) as PktId
             }
         }
     }
 
-    pub fn release(&mut self, id: PktId) -> Packet {
+    /// Free packet `id`; returns it and its tag.
+    pub fn release(&mut self, id: PktId) -> (Packet, u32) {
         self.live -= 1;
         self.free.push(id);
-        self.slots[id as usize].0
+        let Slot(p, tag) = self.slots[id as usize];
+        (p, tag)
     }
 
     /// Start loading packet `id` into cache (a hint: a packet is cold by the time the
@@ -100,6 +107,11 @@ impl PacketPool {
         if let Some(slot) = self.slots.get(id as usize) {
             gradwire_core::prefetch::line(slot as *const Slot as *const u8);
         }
+    }
+
+    /// Packet `id`'s tag.
+    pub fn tag(&self, id: PktId) -> u32 {
+        self.slots[id as usize].1
     }
 
     pub fn get(&self, id: PktId) -> &Packet {

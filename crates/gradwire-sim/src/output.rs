@@ -124,7 +124,7 @@ pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
 
 impl Summary {
     pub fn of(sim: &Simulation) -> Summary {
-        let mut fcts: Vec<u64> = sim.flows.iter().filter_map(|f| Some((f.finished()? - f.started()?) / NS)).collect();
+        let mut fcts: Vec<u64> = sim.flow_states().filter_map(|f| Some((f.finished()? - f.started()?) / NS)).collect();
         fcts.sort_unstable();
         let c: Conservation = sim.conservation();
         let wall = sim.wall.as_secs_f64();
@@ -133,14 +133,14 @@ impl Summary {
             name: s.name.clone(),
             seed: s.seed,
             transport: s.transport.kind.name().to_string(),
-            flows: sim.flows.len() as u64,
+            flows: sim.flow_count() as u64,
             flows_finished: fcts.len() as u64,
             fct_mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),
             fct_p50_ns: percentile(&fcts, 50.0),
             fct_p99_ns: percentile(&fcts, 99.0),
             fct_max_ns: fcts.last().copied(),
-            retransmits: (0..sim.flows.len() as u32).map(|f| sim.flow_stats(f).retransmits).sum(),
-            timeouts: (0..sim.flows.len() as u32).map(|f| sim.flow_stats(f).timeouts).sum(),
+            retransmits: (0..sim.flow_count() as u32).map(|f| sim.flow_stats(f).retransmits).sum(),
+            timeouts: (0..sim.flow_count() as u32).map(|f| sim.flow_stats(f).timeouts).sum(),
             drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize])).collect(),
             ecn_marks: sim.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
             stray_packets: sim.strays,
@@ -174,7 +174,7 @@ pub fn flows_csv(sim: &Simulation) -> String {
 pub fn write_flows_csv(sim: &Simulation, out: &mut impl io::Write) -> io::Result<()> {
     out.write_all(b"flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n")?;
     let mut row = String::new();
-    for (i, (spec, st)) in sim.workload.flows.iter().zip(&sim.flows).enumerate() {
+    for (i, (spec, st)) in sim.workload.flows.iter().zip(sim.flow_states()).enumerate() {
         let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
         let start = st.started().map(|t| t / NS);
         let finish = st.finished().map(|t| t / NS);

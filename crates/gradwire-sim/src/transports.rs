@@ -310,7 +310,7 @@ mod tests {
         let mut sim = crate::sim::Simulation::new(s).unwrap();
         sim.run();
         assert!(sim.conservation().holds());
-        let fct: Vec<u64> = sim.flows.iter().map(|f| f.finished().unwrap() - f.started().unwrap()).collect();
+        let fct: Vec<u64> = sim.flow_states().map(|f| f.finished().unwrap() - f.started().unwrap()).collect();
         let waited = fct.iter().filter(|&&t| t >= 20 * gradwire_core::time::MS).count();
         let quick = fct.iter().filter(|&&t| t < gradwire_core::time::MS).count();
         assert!(waited > 0 && quick > waited, "{fct:?}");
@@ -318,6 +318,6 @@ mod tests {
         let s = &load(&text.replace("tcp_handshake = true", "tcp_handshake = false"), &[]).unwrap()[0].scenario;
         let mut sim = crate::sim::Simulation::new(s).unwrap();
         sim.run();
-        assert!(sim.flows.iter().all(|f| f.finished().unwrap() - f.started().unwrap() < 20 * gradwire_core::time::MS));
+        assert!(sim.flow_states().all(|f| f.finished().unwrap() - f.started().unwrap() < 20 * gradwire_core::time::MS));
     }
 }

@@ -1,7 +1,7 @@
 //! Flows and their endpoints: starting flows, feeding transports, the host NIC pull
 //! scheduler, barriers.
 
-use super::eps::{prefetch_endpoint, prefetch_slot, slot_mut};
+use super::eps::{prefetch_endpoint, prefetch_slot};
 use super::*;
 use gradwire_core::transport::Endpoint;
 
@@ -15,22 +15,21 @@ impl Simulation {
 
     pub(super) fn launch_flow(&mut self, f: u32) {
         let spec = &self.workload.flows[f as usize];
-        self.flows[f as usize].set_started(Some(self.now));
+        self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
         let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
         // receivers send ACKs and control: they go first
         let class = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
-        let [s, r] = &mut self.eps[f as usize].0;
-        s.class = class;
-        s.endpoint = Some(sender);
-        r.endpoint = Some(receiver);
+        let pair = self.eps.open(f, spec.src, spec.dst, sender, receiver);
+        pair.0[0].class = class;
         self.drive(2 * f);
         self.drive(2 * f + 1);
     }
 
     pub(super) fn start_batch(&mut self) {
-        while let Some(&(t, f)) = self.starts.get(self.next_start) {
+        while let Some(&f) = self.starts.get(self.next_start) {
+            let t = self.workload.flows[f as usize].start;
             if t > self.now {
                 self.events.push(t, Target::Starts);
                 break;
@@ -41,7 +40,8 @@ impl Simulation {
     }
 
     pub(super) fn timer(&mut self, ep: u32) {
-        let sl = slot_mut(&mut self.eps, ep);
+        self.reopen_if_retired(ep);
+        let Some(sl) = self.eps.slot_mut(ep) else { return };
         if sl.timer_at == self.now {
             sl.timer_at = Time::MAX;
         }
@@ -56,10 +56,11 @@ impl Simulation {
     /// After an endpoint was fed: settle its events and timer, and offer it to its host's
     /// NIC, which pulls packets one at a time when the link is free (see `pull_nic`).
     pub(super) fn drive(&mut self, ep: u32) {
+        self.reopen_if_retired(ep);
+        let Some(sl) = self.eps.slot_mut(ep) else { return };
         if self.fifo_nic {
             return self.drive_fifo(ep);
         }
-        let sl = slot_mut(&mut self.eps, ep);
         if sl.endpoint.is_none() {
             return;
         }
@@ -75,8 +76,11 @@ impl Simulation {
     /// Drain an endpoint's events and re-arm its timer.
     pub(super) fn settle(&mut self, ep: u32) {
         let now = self.now;
-        let sl = slot_mut(&mut self.eps, ep);
-        let Some(e) = sl.endpoint.as_mut() else { return };
+        let Some(sl) = self.eps.slot_mut(ep) else { return };
+        let Some(e) = sl.endpoint.as_mut() else {
+            // a finished sender popped off the ready list: the pair may go now
+            return self.retire_receiver(ep / 2);
+        };
         let mut delivered = false;
         let mut sender_done = false;
         let mut woken = false;
@@ -105,8 +109,10 @@ impl Simulation {
         if sender_done {
             // keep the receiver: a late retransmission still gets its ACK. The sender's
             // counters are final now; while it lives, `flow_stats` asks it.
-            self.flows[flow as usize].stats = e.stats();
-            slot_mut(&mut self.eps, ep).endpoint = None;
+            self.flows.get_or_alloc(flow, FlowState::default).stats = e.stats();
+            if let Some(sl) = self.eps.slot_mut(ep) {
+                sl.endpoint = None;
+            }
         }
         if delivered {
             self.finish_flow(flow);
@@ -114,7 +120,7 @@ impl Simulation {
         if woken {
             self.wake_senders();
         }
-        if self.eps[flow as usize].0[0].endpoint.is_none() {
+        if self.eps.get(flow).is_some_and(|p| p.0[0].endpoint.is_none()) {
             self.retire_receiver(flow);
         }
     }
@@ -126,7 +132,7 @@ impl Simulation {
         let now = self.now;
         for i in 0..self.woken.len() {
             let ep = 2 * self.woken[i];
-            let Some(pair) = self.eps.get_mut((ep / 2) as usize) else { continue };
+            let Some(pair) = self.eps.get_mut(ep / 2) else { continue };
             let sl = &mut pair.0[0];
             if sl.endpoint.is_some() && !sl.in_ready && sl.timer_at > now {
                 sl.timer_at = now;
@@ -138,9 +144,9 @@ impl Simulation {
 
     /// Flow f's sender counters: the live sender's, or those it closed with.
     pub fn flow_stats(&self, f: u32) -> EndpointStats {
-        match &self.eps[f as usize].0[0].endpoint {
+        match self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()) {
             Some(e) => e.stats(),
-            None => self.flows[f as usize].stats,
+            None => self.flow_state(f).stats,
         }
     }
 
@@ -166,7 +172,7 @@ impl Simulation {
                 self.hold_sender(host, class, ep);
                 continue;
             }
-            let sl = slot_mut(&mut self.eps, ep);
+            let sl = self.eps.slot_mut(ep).expect("a ready endpoint's pair is open");
             let late_timeouts = &mut self.late_timeouts;
             let packet = sl.endpoint.as_mut().and_then(|e| {
                 if e.poll_timeout().is_some_and(|t| t <= now) {
@@ -201,7 +207,7 @@ impl Simulation {
     }
 
     pub(super) fn finish_flow(&mut self, f: u32) {
-        let st = &mut self.flows[f as usize];
+        let st = self.flows.get_or_alloc(f, FlowState::default);
         if st.finished().is_some() {
             return;
         }
@@ -219,6 +225,26 @@ impl Simulation {
                 }
             }
         }
+    }
+}
+
+impl Simulation {
+    /// Before a timer or a drive of endpoint `ep` of a started flow: if it is a receiver
+    /// whose pair was freed, the pair comes back with it retired (see
+    /// [`super::eps::Pairs::reopen_retired`]).
+    #[inline]
+    fn reopen_if_retired(&mut self, ep: u32) {
+        if ep % 2 == 1 && !self.eps.is_open(ep / 2) {
+            self.reopen_retired(ep / 2);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reopen_retired(&mut self, flow: u32) {
+        let spec = &self.workload.flows[flow as usize];
+        debug_assert!(self.flow_state(flow).started().is_some(), "flow {flow} has not started");
+        self.eps.reopen_retired(flow, spec.src, spec.dst);
     }
 }
 

@@ -4,7 +4,6 @@
 //! `host.nic_queue_bytes` is dropped there as `host_nic`. Senders then learn of NIC
 //! queueing through their RTT and of NIC overflow as loss, as they would in ns-3.
 
-use super::eps::slot_mut;
 use super::*;
 
 impl Simulation {
@@ -12,9 +11,8 @@ impl Simulation {
     /// then arm its timer (pacing included: no NIC will ask it for its next packet).
     pub(super) fn drive_fifo(&mut self, ep: u32) {
         let now = self.now;
-        loop {
-            let sl = slot_mut(&mut self.eps, ep);
-            let Some(p) = sl.endpoint.as_mut().and_then(|e| e.poll_transmit(now)) else { break };
+        while let Some(p) = self.eps.slot_mut(ep).and_then(|sl| sl.endpoint.as_mut()).and_then(|e| e.poll_transmit(now))
+        {
             self.send_to_fifo_nic(p);
         }
         self.settle(ep);
@@ -56,7 +54,7 @@ mod tests {
     }
 
     fn fcts(sim: &Simulation) -> Vec<u64> {
-        sim.flows.iter().map(|f| f.finished().unwrap() - f.started().unwrap()).collect()
+        sim.flow_states().map(|f| f.finished().unwrap() - f.started().unwrap()).collect()
     }
 
     #[test]
@@ -80,6 +78,6 @@ mod tests {
         assert!(sim.drops_by_reason[host_nic] > 0);
         assert_eq!(sim.drops_by_reason.iter().sum::<u64>(), sim.drops_by_reason[host_nic]);
         assert_eq!(sim.port_counters("host0->leaf0").unwrap().dropped[host_nic], sim.drops_by_reason[host_nic]);
-        assert!(sim.flows.iter().all(|f| f.finished().is_some()), "TCP recovers what the NIC dropped");
+        assert!(sim.flow_states().all(|f| f.finished().is_some()), "TCP recovers what the NIC dropped");
     }
 }

@@ -6,6 +6,7 @@
 mod endpoints;
 mod eps;
 mod fifo_nic;
+mod lazy;
 mod packets;
 mod pause;
 mod pcn;
@@ -18,11 +19,12 @@ use crate::scenario::{RoutingMode, Scenario, ScenarioError};
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::transports::EndpointFactory;
 use crate::workload::{self, Workload};
-use eps::EndpointPair;
+use eps::Pairs;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
 use gradwire_core::transport::{EndpointEvent, EndpointStats};
 use gradwire_core::Packet;
+use lazy::Chunked;
 use pause::NodePauses;
 pub use pcn::PcnStats;
 use pcn::PcnWorld;
@@ -31,7 +33,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use ready::ReadyLists;
 use std::time::Instant;
 
-/// Run-time state of one flow: 40 bytes, kept for every flow of the run.
+/// Run-time state of one flow: 40 bytes, kept for every flow from its start to the end of
+/// the run (a flow that has not started has none: see [`Simulation::flow_state`]).
 #[derive(Clone, Copy, Debug)]
 pub struct FlowState {
     /// `NOT_YET` until it starts / finishes.
@@ -110,9 +113,11 @@ pub struct Simulation {
     routes: Routes,
     pub(crate) workload: Workload,
     barrier_left: Vec<u32>,
-    pub(crate) flows: Vec<FlowState>,
-    /// Flow f's sender and receiver, with the driver's state for each.
-    eps: Vec<EndpointPair>,
+    /// Started flows' times and closing counters (chunks allocated as flows start).
+    flows: Chunked<FlowState>,
+    /// Flow f's sender and receiver, with the driver's state for each, from the flow's
+    /// start until it is done with.
+    eps: Pairs,
     events: EventQueue,
     rng: Xoshiro256PlusPlus,
     factory: EndpointFactory,
@@ -137,8 +142,9 @@ pub struct Simulation {
     pauses: Option<NodePauses>,
     /// `[pcn]`, when on.
     pcn: Option<PcnWorld>,
-    /// Ungated flows by (start time, id); `next_start` is the first not yet started.
-    starts: Vec<(Time, u32)>,
+    /// Ungated flows by (start time, id): 4 bytes each, the time is the spec's;
+    /// `next_start` is the first not yet started.
+    starts: Vec<u32>,
     next_start: usize,
     /// Per host, per class: endpoints that may have a packet for the NIC.
     ready: ReadyLists,
@@ -191,8 +197,8 @@ impl Simulation {
         let mut sim = Simulation {
             stop: (s.stop_ms * MS as f64).round() as Time,
             barrier_left: workload.barriers.iter().map(|b| b.waiting_for).collect(),
-            flows: vec![FlowState::default(); nflows],
-            eps: workload.flows.iter().map(|f| EndpointPair::new(f.src, f.dst)).collect(),
+            flows: Chunked::new(nflows),
+            eps: Pairs::new(nflows),
             events: EventQueue::new(),
             rng,
             factory,
@@ -225,13 +231,13 @@ impl Simulation {
         };
         // Ungated flows wait in a time-sorted list rather than in the event heap, which
         // stays small: a DNN iteration schedules ~10^5 starts up front.
+        let specs = &sim.workload.flows;
         sim.starts = (0..nflows as u32)
-            .filter(|&f| sim.workload.flows[f as usize].gate.is_none_or(|b| sim.barrier_left[b as usize] == 0))
-            .map(|f| (sim.workload.flows[f as usize].start, f))
+            .filter(|&f| specs[f as usize].gate.is_none_or(|b| sim.barrier_left[b as usize] == 0))
             .collect();
-        sim.starts.sort_unstable();
-        if let Some(&(t, _)) = sim.starts.first() {
-            sim.events.push(t, Target::Starts);
+        sim.starts.sort_unstable_by_key(|&f| (specs[f as usize].start, f));
+        if let Some(&f) = sim.starts.first() {
+            sim.events.push(specs[f as usize].start, Target::Starts);
         }
         for (i, f) in sim.scenario.failures.iter().enumerate() {
             sim.events.push(from_us(f.at_us), Target::Failure(i as u32));
@@ -291,16 +297,43 @@ impl Simulation {
     fn run_fluid(&mut self) -> bool {
         let t0 = Instant::now();
         let r = crate::ideal::solve(&self.scenario, &self.topo, &self.workload, self.scenario.ideal);
-        for (st, (s, f)) in self.flows.iter_mut().zip(r.started.into_iter().zip(r.finished)) {
+        for (i, (s, f)) in r.started.into_iter().zip(r.finished).enumerate() {
+            let st = self.flows.get_or_alloc(i as u32, FlowState::default);
             st.set_started(s);
             st.set_finished(f.filter(|_| s.is_some()));
         }
-        self.flows_done = self.flows.iter().filter(|f| f.finished().is_some()).count() as u64;
-        self.now = self.flows.iter().filter_map(FlowState::finished).max().unwrap_or(0);
+        self.flows_done = self.flow_states().filter(|f| f.finished().is_some()).count() as u64;
+        self.now = self.flow_states().filter_map(|f| f.finished()).max().unwrap_or(0);
         self.events_processed = r.events;
         self.wall += t0.elapsed();
         self.finished = true;
         true
+    }
+
+    /// Flow f's times and counters so far (all unset before it starts).
+    #[inline]
+    pub fn flow_state(&self, f: u32) -> FlowState {
+        self.flows.get(f).copied().unwrap_or_default()
+    }
+
+    /// Every flow's [`flow_state`](Self::flow_state), in flow order.
+    pub fn flow_states(&self) -> impl ExactSizeIterator<Item = FlowState> + '_ {
+        (0..self.flows.len() as u32).map(|f| self.flow_state(f))
+    }
+
+    /// Flows of the workload.
+    pub fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// Flows whose endpoint pair exists now (started, and not yet done with).
+    pub fn open_endpoint_pairs(&self) -> u64 {
+        self.eps.open_pairs()
+    }
+
+    /// The most endpoint pairs open at once so far (what their slab holds).
+    pub fn endpoint_pairs_peak(&self) -> u32 {
+        self.eps.slab_len()
     }
 
     /// Run to the end.

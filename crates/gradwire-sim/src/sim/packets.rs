@@ -14,33 +14,33 @@ impl Simulation {
     pub(super) fn enter_network(&mut self, mut p: Packet) -> (PktId, Packet) {
         p.sent_at = self.now;
         self.counts.sent += 1;
-        let id = self.fabric.packets.alloc(p);
-        self.flow_packet_sent(p.flow);
+        let tag = self.flow_packet_sent(p.flow);
+        let id = self.fabric.packets.alloc(p, tag);
         if self.pcn.is_some() {
             self.pcn_on_send(id, p.flow);
         }
         (id, p)
     }
 
-    /// Count a packet of `flow` into the network (see [`EndpointPair::retire`]).
+    /// Count a packet of `flow` into the network (see [`EndpointPair::retire`]); returns
+    /// the tag it carries in the pool: its flow's pair, which stays put while the packet
+    /// is counted (`Pairs::NONE` if the flow has none open: a PCN control packet before
+    /// the flow starts, counted neither in nor out).
     #[inline]
-    pub(super) fn flow_packet_sent(&mut self, flow: u32) {
-        if let Some(pair) = self.eps.get_mut(flow as usize) {
-            pair.packet_sent();
-        }
+    pub(super) fn flow_packet_sent(&mut self, flow: u32) -> u32 {
+        self.eps.packet_sent(flow)
     }
 
-    /// Count a packet of `flow` out of the network; true if it was the flow's last.
+    /// Count a packet that carried `tag` out of the network; true if it was its flow's last.
     #[inline]
-    fn flow_packet_gone(&mut self, flow: u32) -> bool {
-        self.eps.get_mut(flow as usize).is_some_and(EndpointPair::packet_gone)
+    fn flow_packet_gone(&mut self, tag: u32) -> bool {
+        self.eps.packet_gone(tag)
     }
 
-    /// The flow's receiver, if nothing can reach it any more, is freed.
+    /// The flow's receiver, if nothing can reach it any more, is freed, and its pair too
+    /// once nothing refers to it.
     pub(super) fn retire_receiver(&mut self, flow: u32) {
-        if let Some(pair) = self.eps.get_mut(flow as usize) {
-            pair.retire();
-        }
+        self.eps.retire(flow);
     }
 
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
@@ -157,20 +157,20 @@ impl Simulation {
     }
 
     pub(super) fn receive(&mut self, host: NodeId, id: PktId) {
-        let p = self.fabric.packets.release(id);
+        let (p, tag) = self.fabric.packets.release(id);
         self.counts.delivered += 1;
-        let last = self.flow_packet_gone(p.flow);
+        let last = self.flow_packet_gone(tag);
         if !(self.pcn.is_some() && self.pcn_receive(host, id, &p)) {
-            self.hand_to_endpoint(host, &p);
+            self.hand_to_endpoint(host, &p, tag);
         }
         if last {
             self.retire_receiver(p.flow);
         }
     }
 
-    fn hand_to_endpoint(&mut self, host: NodeId, p: &Packet) {
+    fn hand_to_endpoint(&mut self, host: NodeId, p: &Packet, tag: u32) {
         // direction, not packet kind, picks the endpoint: control packets flow both ways
-        let Some(pair) = self.eps.get_mut(p.flow as usize) else {
+        let Some(pair) = self.eps.pair_of(tag, p.flow) else {
             self.strays += 1;
             return;
         };
@@ -186,10 +186,14 @@ impl Simulation {
     }
 
     pub(super) fn drop(&mut self, id: PktId, flow: u32, reason: DropReason) {
+        // A drop does not read the packet, whose line is cold: without PCN every packet
+        // was counted into its flow's open pair, so the flow's index gives its tag. (PCN
+        // sends control packets for flows not started, which carry no pair.)
+        let tag = if self.pcn.is_some() { self.fabric.packets.tag(id) } else { self.eps.index_of(flow) };
         self.fabric.packets.release(id);
         self.counts.dropped += 1;
         self.drops_by_reason[reason as usize] += 1;
-        if self.flow_packet_gone(flow) {
+        if self.flow_packet_gone(tag) {
             self.retire_receiver(flow);
         }
     }

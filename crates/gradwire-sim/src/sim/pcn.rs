@@ -181,8 +181,8 @@ impl Simulation {
     fn send_marked(&mut self, mut p: Packet, mark: PcnMark) {
         p.sent_at = self.now;
         self.counts.sent += 1;
-        let id = self.fabric.packets.alloc(p);
-        self.flow_packet_sent(p.flow);
+        let tag = self.flow_packet_sent(p.flow);
+        let id = self.fabric.packets.alloc(p, tag);
         self.pcn.as_mut().expect("pcn is on").tag(id, Some(mark));
         self.forward(p.src, Hdr::of(id, &p));
     }
