@@ -18,7 +18,7 @@ impl Simulation {
         self.flows[f as usize].set_started(Some(self.now));
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
-        let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
+        let (sender, receiver) = self.factory.make(f, spec, rate, self.now, &mut self.hosts);
         // receivers send ACKs and control: they go first
         let class = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
         let [s, r] = &mut self.eps[f as usize].0;
@@ -48,7 +48,7 @@ impl Simulation {
         let Some(e) = sl.endpoint.as_mut() else { return };
         if e.poll_timeout().is_some_and(|t| t <= self.now) {
             self.late_timeouts += late(&**e, self.now);
-            e.handle_timeout(self.now);
+            e.handle_timeout_with(self.now, self.hosts.host(sl.host));
         }
         self.drive(ep);
     }
@@ -80,6 +80,7 @@ impl Simulation {
         let mut delivered = false;
         let mut sender_done = false;
         let mut woken = false;
+        let mut handed = false;
         while let Some(ev) = e.poll_event() {
             match ev {
                 EndpointEvent::Delivered { .. } => delivered = true,
@@ -87,6 +88,10 @@ impl Simulation {
                 EndpointEvent::Wake { flow } => {
                     self.woken.push(flow);
                     woken = true;
+                }
+                EndpointEvent::HandOn => {
+                    e.hand_on(self.hosts.host(sl.host));
+                    handed = true;
                 }
             }
         }
@@ -101,12 +106,15 @@ impl Simulation {
                 self.events.push(t.max(now), Target::Timer(ep));
             }
         }
-        let flow = ep / 2;
+        let (flow, host) = (ep / 2, sl.host);
         if sender_done {
             // keep the receiver: a late retransmission still gets its ACK. The sender's
             // counters are final now; while it lives, `flow_stats` asks it.
             self.flows[flow as usize].stats = e.stats();
             slot_mut(&mut self.eps, ep).endpoint = None;
+        }
+        if handed {
+            self.refresh_stale(host);
         }
         if delivered {
             self.finish_flow(flow);
@@ -116,6 +124,18 @@ impl Simulation {
         }
         if self.eps[flow as usize].0[0].endpoint.is_none() {
             self.retire_receiver(flow);
+        }
+    }
+
+    /// The flows whose view of `host`'s shared state an endpoint just changed (a DLCP
+    /// pair's count of senders with data) read it again, before any of them is asked for
+    /// a packet.
+    fn refresh_stale(&mut self, host: u32) {
+        let state = self.hosts.host(host);
+        while let Some(flow) = state.take_stale() {
+            if let Some(e) = self.eps.get_mut(flow as usize).and_then(|p| p.0[0].endpoint.as_mut()) {
+                e.hand_on(state);
+            }
         }
     }
 
@@ -168,10 +188,11 @@ impl Simulation {
             }
             let sl = slot_mut(&mut self.eps, ep);
             let late_timeouts = &mut self.late_timeouts;
+            let hosts = &mut self.hosts;
             let packet = sl.endpoint.as_mut().and_then(|e| {
                 if e.poll_timeout().is_some_and(|t| t <= now) {
                     *late_timeouts += late(&**e, now);
-                    e.handle_timeout(now);
+                    e.handle_timeout_with(now, hosts.host(host));
                 }
                 e.poll_transmit(now)
             });
