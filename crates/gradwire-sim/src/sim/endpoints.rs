@@ -130,7 +130,7 @@ impl Simulation {
     /// The flows whose view of `host`'s shared state an endpoint just changed (a DLCP
     /// pair's count of senders with data) read it again, before any of them is asked for
     /// a packet.
-    fn refresh_stale(&mut self, host: u32) {
+    pub(super) fn refresh_stale(&mut self, host: u32) {
         let state = self.hosts.host(host);
         while let Some(flow) = state.take_stale() {
             if let Some(e) = self.eps.get_mut(flow as usize).and_then(|p| p.0[0].endpoint.as_mut()) {

@@ -12,6 +12,15 @@ impl Simulation {
     /// then arm its timer (pacing included: no NIC will ask it for its next packet).
     pub(super) fn drive_fifo(&mut self, ep: u32) {
         let now = self.now;
+        // It is polled before `settle` drains its events: what it has for its host (a DLCP
+        // sender that now has data joins its pair's count) goes there first, and its pair's
+        // other senders see the change, as they would before any packet of it leaves.
+        let sl = slot_mut(&mut self.eps, ep);
+        if let Some(e) = sl.endpoint.as_mut() {
+            let host = sl.host;
+            e.hand_on(self.hosts.host(host));
+            self.refresh_stale(host);
+        }
         loop {
             let sl = slot_mut(&mut self.eps, ep);
             let Some(p) = sl.endpoint.as_mut().and_then(|e| e.poll_transmit(now)) else { break };
