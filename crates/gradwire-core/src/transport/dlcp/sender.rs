@@ -222,7 +222,8 @@ impl DlcpSender {
     /// its priority or above and not those below, so the pair's most important tensor
     /// paces at its whole rate and the host NIC's strict priority orders the rest (a
     /// deviation; see [`super::RateState::PairPriority`]). The count is the sending host's
-    /// ([`HostState`]), through [`Endpoint::hand_on`].
+    /// ([`HostState`]), through [`Endpoint::hand_on`]. A sender dropped while it has data
+    /// stays counted there (a driver drops one after `SenderDone`, as the simulator does).
     pub fn sharing_rate(mut self, priority: u8) -> Self {
         self.pair = Pair::Shared { priority };
         self.update_sending();

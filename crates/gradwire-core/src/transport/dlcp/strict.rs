@@ -3,14 +3,15 @@
 //! With the pair's rate state (`dlcp_rate_state` other than `tensor` ([`super::RateState`])) the transfers of one
 //! host pair that have data to send can split the pair's rate evenly (`pair_shared`) or
 //! by priority (`pair_priority`, where a tensor splits it only with those at its priority
-//! or above, so the pair may send more than its rate). [`PairSenders`] splits it so that
+//! or above, so the pair may send more than its rate); `pair_strict` splits it so that
 //! it never does: the transfers at the highest data priority the pair has sending split
 //! the rate, less one minimal pace (one packet per rate period) for each transfer below
 //! them, which paces at that minimal rate while any transfer ahead of it has data. Should
 //! the rate not cover everyone's minimal pace, all split it evenly. Whenever a transfer
 //! stops sending, the others may pace faster: the sender hands their flows to its driver
 //! ([`crate::transport::EndpointEvent::Wake`]) so one parked until its old slot is asked
-//! again at once.
+//! again at once. All three count the pair's senders with data in one [`PairSenders`], in
+//! the sending host's state; a sender paces from its [`PairView`] of it.
 
 use crate::packet::FlowId;
 
