@@ -49,13 +49,15 @@ pub struct DlcpReceiver {
     period_end: Time,
     recv_in_period: u64,
     /// With [`RateHint::ReceiverShare`]: its own record of the hosts sending here, used
-    /// unless it shares its host's ([`Self::sharing_host_load`]).
-    own_load: Option<HostLoad>,
+    /// unless it shares its host's ([`Self::sharing_host_load`]). Boxed: the receiver is
+    /// touched per packet and stays small.
+    own_load: Option<Box<HostLoad>>,
     /// Reports into its host's record (in [`HostState`]) instead of its own.
     shares_host_load: bool,
-    /// The bound was met at this time, with data in the period or not: the host's record
-    /// still has to count its sender then ([`Endpoint::hand_on`]).
-    load_note: Option<(Time, bool)>,
+    /// The bound was met at this time (`Time::MAX`: not yet), with data in the period or
+    /// not: the host's record still has to count its sender then ([`Endpoint::hand_on`]).
+    load_note_at: Time,
+    load_note_active: bool,
     handing: Handing,
     early_discards: u64,
     late_discards: u64,
@@ -83,9 +85,10 @@ impl DlcpReceiver {
             period_end: Time::MAX,
             recv_in_period: 0,
             // alone unless it shares its host's record
-            own_load: (cfg.rate_hint == RateHint::ReceiverShare).then(|| HostLoad::new(cfg.line_rate_bps)),
+            own_load: (cfg.rate_hint == RateHint::ReceiverShare).then(|| Box::new(HostLoad::new(cfg.line_rate_bps))),
             shares_host_load: false,
-            load_note: None,
+            load_note_at: Time::MAX,
+            load_note_active: false,
             handing: Handing::Idle,
             early_discards: 0,
             late_discards: 0,
@@ -342,7 +345,7 @@ impl DlcpReceiver {
         // its last data still counts its sender in
         let active = self.recv_in_period > 0;
         if self.shares_host_load {
-            self.load_note = Some((now, active));
+            (self.load_note_at, self.load_note_active) = (now, active);
             self.handing.due();
         } else if let Some(load) = &mut self.own_load {
             load.report(self.remote, active, now, self.cfg.rate_period);
@@ -395,7 +398,9 @@ impl Endpoint for DlcpReceiver {
         if !self.handing.take() {
             return;
         }
-        if let Some((at, active)) = self.load_note.take() {
+        let at = std::mem::replace(&mut self.load_note_at, Time::MAX);
+        if at != Time::MAX {
+            let active = self.load_note_active;
             host.load_mut(self.cfg.line_rate_bps).report(self.remote, active, at, self.cfg.rate_period);
         }
     }

@@ -90,13 +90,15 @@ pub struct DlcpSender {
     done_pending: bool,
 }
 
-/// What of a sender's rate state its host has not been handed yet.
+/// What of a sender's rate state its host has not been handed yet. Small (the sender is
+/// touched per packet): a new state is the rate control as it is at the hand-on, which a
+/// driver calls before it feeds the sender again (nothing between changes it).
 #[derive(Clone, Copy, Debug, Default)]
 enum RateLeft {
     #[default]
     Nothing,
-    /// A new state (a rate decision).
-    State(CarriedRate),
+    /// A new state (a rate decision) at this time.
+    State(Time),
     /// Only that the pair was sending at this time.
     Active(Time),
 }
@@ -397,7 +399,7 @@ impl DlcpSender {
     /// Leaves the rate state for the host pair's next transfer ([`Self::leaving_rate`]).
     fn store_rate(&mut self, now: Time) {
         if self.carry_rate {
-            self.rate_left = RateLeft::State(CarriedRate { cc: self.cc, last_active: now });
+            self.rate_left = RateLeft::State(now);
             self.handing.due();
         }
     }
@@ -409,7 +411,7 @@ impl DlcpSender {
             return;
         }
         self.rate_left = match self.rate_left {
-            RateLeft::State(c) => RateLeft::State(CarriedRate { last_active: c.last_active.max(now), ..c }),
+            RateLeft::State(at) => RateLeft::State(at.max(now)),
             RateLeft::Active(at) => RateLeft::Active(at.max(now)),
             RateLeft::Nothing => RateLeft::Active(now),
         };
@@ -582,7 +584,7 @@ impl Endpoint for DlcpSender {
         }
         let peer = host.peer_mut(self.dst);
         match std::mem::take(&mut self.rate_left) {
-            RateLeft::State(c) => peer.dlcp_rate = Some(c),
+            RateLeft::State(at) => peer.dlcp_rate = Some(CarriedRate { cc: self.cc, last_active: at }),
             RateLeft::Active(at) => {
                 if let Some(c) = &mut peer.dlcp_rate {
                     c.last_active = c.last_active.max(at);

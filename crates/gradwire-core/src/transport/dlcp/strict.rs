@@ -45,8 +45,10 @@ impl PairSenders {
     /// What a sender at `priority` paces by.
     pub(super) fn view(&self, priority: u8) -> PairView {
         let top = self.sending.iter().map(|&(_, p)| p).min().unwrap_or(0);
-        let count = |keep: &dyn Fn(u8) -> bool| self.sending.iter().filter(|&&(_, p)| keep(p)).count() as u32;
-        PairView { all: self.sending.len() as u32, at_top: count(&|p| p == top), up_to: count(&|p| p <= priority), top }
+        let saturated = |n: usize| n.min(u16::MAX as usize) as u16;
+        let count = |keep: &dyn Fn(u8) -> bool| saturated(self.sending.iter().filter(|&&(_, p)| keep(p)).count());
+        let all = saturated(self.sending.len());
+        PairView { all, at_top: count(&|p| p == top), up_to: count(&|p| p <= priority), top }
     }
 
     /// Senders counted (tests).
@@ -56,15 +58,16 @@ impl PairSenders {
     }
 }
 
-/// A sender's view of its pair's senders with data ([`PairSenders::view`]).
+/// A sender's view of its pair's senders with data ([`PairSenders::view`]); small, as it
+/// sits in the sender (counts saturate at 65 535 transfers of one host pair).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct PairView {
     /// Senders counted.
-    all: u32,
+    all: u16,
     /// At the highest priority present.
-    at_top: u32,
+    at_top: u16,
     /// At the viewer's priority or above.
-    up_to: u32,
+    up_to: u16,
     /// The highest priority present.
     top: u8,
 }
@@ -73,7 +76,7 @@ impl PairView {
     /// The senders a sender splits the rate with (`pair_shared`, `pair_priority`): those at
     /// its priority or above, itself included (at least one).
     pub fn sharing(&self) -> u32 {
-        self.up_to.max(1)
+        self.up_to.max(1) as u32
     }
 
     /// The pace of a sender at `priority` whose rate control allows `rate_bps`, the minimal
