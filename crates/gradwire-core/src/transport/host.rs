@@ -13,7 +13,10 @@
 //!    leave for the next transfer, a change in the pair's senders); the driver calls
 //!    [`super::Endpoint::hand_on`] with its host's state at once, before it feeds any other
 //!    endpoint, then calls `hand_on` of every flow [`HostState::take_stale`] names, whose
-//!    view of the host just changed (DLCP senders pacing at a share of their pair's rate);
+//!    view of the host just changed (DLCP senders pacing at a share of their pair's rate).
+//!    `hand_on` may be called at any time (it hands on whatever is due): a driver that
+//!    asks an endpoint for packets before it drains its events (the simulator's FIFO NIC)
+//!    calls it first, so a sender's change reaches the host before its next packet;
 //! 3. [`super::Endpoint::handle_timeout_with`]: a timeout that reads and writes the host in
 //!    one step (a DLCP receiver's fair share in its rate report).
 //!

@@ -91,7 +91,9 @@ impl EndpointStats {
 /// 1. call [`poll_transmit`](Self::poll_transmit) until it returns `None`, putting each
 ///    packet on the wire (a driver that serializes at line rate may instead ask for one
 ///    packet each time its link is free, and keep asking until `None`);
-/// 2. drain [`poll_event`](Self::poll_event);
+/// 2. drain [`poll_event`](Self::poll_event), calling [`hand_on`](Self::hand_on) with the
+///    endpoint's host's [`HostState`] on [`EndpointEvent::HandOn`] (what a host's
+///    transfers share lives there, not in the endpoints: see [`HostState`]);
 /// 3. (re-)arm one timer at [`poll_timeout`](Self::poll_timeout), replacing the previous
 ///    one, and call [`handle_timeout`](Self::handle_timeout) when it fires.
 ///
@@ -201,6 +203,7 @@ pub trait Endpoint: Send {
     }
     /// After [`EndpointEvent::HandOn`], or for a flow [`HostState::take_stale`] names: the
     /// endpoint leaves what it has for its host in `host` and reads what it follows of it.
+    /// Allowed at any time: it hands on whatever is due, if anything.
     fn hand_on(&mut self, _host: &mut HostState) {}
     /// Counters so far. A sender's are final once it reports
     /// [`EndpointEvent::SenderDone`]; a receiver keeps counting the ACKs and control

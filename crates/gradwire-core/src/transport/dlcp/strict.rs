@@ -18,7 +18,7 @@ use crate::packet::FlowId;
 /// The DLCP senders of one host pair that have data queued, with their priorities (0 is
 /// the highest; the same for all under `pair_shared`), in the order they joined. It lives
 /// in the sending host's [`crate::transport::HostState`]; each sender paces from a
-/// [`PairView`] of it, which the driver refreshes whenever it changes.
+/// view of it, which the driver refreshes whenever it changes.
 #[derive(Debug, Default)]
 pub struct PairSenders {
     sending: Vec<(FlowId, u8)>,
