@@ -3,7 +3,7 @@
 
 use super::eps::{prefetch_endpoint, prefetch_slot, slot_mut};
 use super::*;
-use gradwire_core::transport::Endpoint;
+use gradwire_core::transport::{Endpoint, Hosts};
 
 impl Simulation {
     pub(super) fn start_flow(&mut self, f: u32) {
@@ -90,7 +90,7 @@ impl Simulation {
                     woken = true;
                 }
                 EndpointEvent::HandOn => {
-                    e.hand_on(self.hosts.host(sl.host));
+                    hand_on(&mut **e, &mut self.hosts, sl.host);
                     handed = true;
                 }
             }
@@ -241,6 +241,14 @@ impl Simulation {
             }
         }
     }
+}
+
+/// `e`'s hand-on to its host's state. Out of line: most events are not hand-ons, and
+/// `settle` runs after every packet.
+#[cold]
+#[inline(never)]
+fn hand_on(e: &mut dyn Endpoint, hosts: &mut Hosts, host: u32) {
+    e.hand_on(hosts.host(host))
 }
 
 /// 1 if `e` has a deadline other than pacing that passed before `now`.
