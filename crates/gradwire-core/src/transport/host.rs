@@ -22,9 +22,11 @@
 //!
 //! A driver that runs every host (the simulator) keeps one per host ([`Hosts`]); the socket
 //! runtime keeps one per engine, the host it runs on: every transfer it drives has this
-//! host at one end, and one engine thread owns it, so it needs no lock. A driver that
-//! passes none, or a fresh one each time, gets every transfer started cold, as if nothing
-//! had run before.
+//! host at one end, and one engine thread owns it, so it needs no lock. Per host, not per
+//! link: a host is what each driver has (the runtime sees only its own), and the DLCP
+//! receiving host's load spans all its links; inside, what is per link is per peer. A
+//! driver that ignores `HandOn`, or passes a fresh state each time, gets every transfer
+//! started cold, as if nothing had run before.
 
 use std::collections::HashMap;
 
