@@ -41,6 +41,12 @@ class ConservationDict(TypedDict):
 def load_scenario(text: str, overrides: list[str] = ...) -> list[Run]:
     """Parse TOML, apply ``key=value`` overrides, expand ``[sweep]``, validate every run."""
 
+def expand_scenario(
+    text: str, overrides: list[str] = ...
+) -> list[tuple[str | None, list[tuple[str, Any, str]], dict[str, Any]]]:
+    """Apply overrides and expand ``[sweep]`` without typing: per point its name (None
+    without a sweep), the (dotted key, value, label) of each axis, and the whole tree."""
+
 class Simulation:
     def __init__(self, run: Run) -> None: ...
     def step(self, max_events: int = 200_000) -> bool:

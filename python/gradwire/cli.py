@@ -751,11 +751,14 @@ def crosscheck(
             raise _fail(str(e)) from None
         cc.write(rows, out)  # after every case: a run cut short keeps what it measured
     t = Table(header_style="bold", title="emulated / simulated seconds per iteration")
-    for col in ("case", "backend", "emulated s", "twin s", "ratio", "CPU-bound"):
+    for col in ("case", "backend", "emulated s", "twin s", "ratio", "CPU-bound", "RTOs/iter, emulated / twin"):
         t.add_column(col, justify="left" if col in ("case", "backend") else "right")
     for r in rows:
         cpu = {True: "yes", False: "no", None: "?"}[r["cpu_bound"]]
-        t.add_row(escape(r["case"]), r["backend"], f"{r['emulated_s']:.3f}", f"{r['twin_s']:.3f}", f"{r['ratio']}", cpu)
+        emu_rtos = r["rtos_per_iteration_emulated"]
+        rtos = f"{'-' if emu_rtos != emu_rtos else emu_rtos} / {r['rtos_per_iteration_twin']}"
+        cells = (f"{r['emulated_s']:.3f}", f"{r['twin_s']:.3f}", f"{r['ratio']}", cpu, rtos)
+        t.add_row(escape(r["case"]), r["backend"], *cells)
     console.print(t)
     console.print(f"table: {escape(str(cc.write(rows, out)))}")
 

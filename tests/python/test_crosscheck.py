@@ -59,5 +59,8 @@ def test_one_case_runs_in_both_worlds(tmp_path):
     for row in rows:
         emu, twin = float(row["emulated_s"]), float(row["twin_s"])
         assert emu > 0 and twin > 0 and math.isclose(float(row["ratio"]), emu / twin, rel_tol=0.02, abs_tol=0.006)
+        # timeouts per iteration in both worlds: the kernel's counted for Gloo only
+        assert float(row["rtos_per_iteration_twin"]) >= 0
+        assert (float(row["rtos_per_iteration_emulated"]) >= 0) == (row["backend"] == "gloo"), row
     r = CliRunner().invoke(app, ["crosscheck", "--case", "no such case", "-o", str(tmp_path)])
     assert r.exit_code == 2 and "no case matches" in r.output

@@ -365,11 +365,17 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
         assert 0 < r["ranks_share"] <= 1.05 and 0 < r["switch_share"] <= 1.05, r
         assert r["machine_busy"] >= r["kernel_share"] and r["iter_switch_cpu_s"] > 0, r
         assert r["cpu_bound"] == (r["machine_busy"] >= 0.9), r
-    _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3"])
+        # the hosts' kernel receive path runs inside the switch's TUN writes: part of its CPU
+        assert 0 < r["switch_rx_cpu_s"] <= r["switch_cpu_s"], r
+    assert 0 < s["switch_rx_cpu_seconds"] < s["switch_cpu_seconds"], s
+    _, points = plan(path, ['job.kind="ps"', 'job.backends=["cubic"]', "job.ranks=3", "topology.link_loss_rate=0.02"])
     s = run_point(path, points[0], tmp_path / "ps", log=lambda m: None)
     (row,) = s["rows"]
     assert row["label"] == "cubic" and not row.get("error") and row["time_s"] > 0.08
     assert "cpu_bound" in row and row["ranks_share"] > 0, row
+    # the kernels' own TCP counters say how they recovered the switch's random losses
+    assert row["random_loss"] > 0 and row["tcp_retrans_segs"] > 0, row
+    assert row["tcp_sack_recoveries"] + row["tcp_loss_probes"] + row["tcp_timeouts"] > 0, row
     assert s["packets"]["conserved"]
     # a DDP training step with gradwire's communication hook: 4 MB of gradients
     _, points = plan(path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"])

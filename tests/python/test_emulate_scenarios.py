@@ -75,3 +75,26 @@ def test_cpu_shares_cover_the_window_from_the_first_start_to_the_last_end():
     assert got["switch_share"] == 0.3 and got["ranks_share"] == 0.5 and got["other_share"] == 0.1
     assert got["cpu_bound"] is True
     assert cpu_shares([a, {"cpu_s": [0.3]}], 0, cores=2) == {}
+
+
+def test_sweeps_and_overrides_are_the_simulators(tmp_path):
+    """`--set` and `[sweep]` are expanded by the simulator's own code: the same point
+    names, values and errors as `gradwire run`; the switch gets the network keys."""
+    from gradwire._core import load_scenario
+
+    sweep = '[sweep]\n"topology.link_loss_rate" = [0.0, 0.01]\n'
+    p = tmp_path / "s.toml"
+    p.write_text(f'[topology]\nhosts_per_leaf = 4\n[job]\nkind = "allreduce"\n{sweep}"job.bytes" = [1000, 2000]\n')
+    _, points = plan(p, ["topology.link_delay_ns=2500000", "job.iterations=2"])
+    sim = load_scenario(f'[workload]\nkind = "incast"\nsenders = 2\nflow_bytes = 1000\n{sweep}')
+    # axes in key order, as the simulator names its runs
+    assert [pt.name for pt in points[:2]] == [f"bytes=1000,{r.name}" for r in sim]
+    last = points[-1]
+    assert (last.job["bytes"], last.job["iterations"], last.root["topology"]["link_delay_ns"]) == (2000, 2, 2500000)
+    assert last.params == [("job.bytes", 2000), ("topology.link_loss_rate", 0.01)]
+    assert last.overrides == ["topology.link_delay_ns=2500000", "topology.link_loss_rate=0.01"]
+    with pytest.raises(JobError, match="not key=value"):
+        plan(p, ["topology.leaves"])
+    p.write_text('[job]\nkind = "allreduce"\n[sweep]\n"job.bytes" = []\n')
+    with pytest.raises(JobError, match="sweep.job.bytes"):
+        plan(p)

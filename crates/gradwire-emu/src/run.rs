@@ -86,6 +86,11 @@ struct TunCounters {
     idle_rounds: u64,
     sleeps: u64,
     polls: u64,
+    /// The switch's CPU time inside its TUN writes (seconds). A write to a TUN device runs
+    /// the receiving namespace's whole input path (`netif_receive_skb`, TCP/UDP receive,
+    /// waking the socket's reader) in the writer's context: this is the hosts' kernel
+    /// receive work, charged to the switch; the rest of `cpu_seconds` is forwarding.
+    write_cpu_seconds: f64,
 }
 
 #[derive(Serialize)]
@@ -120,6 +125,14 @@ fn cpu_seconds() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// This thread's CPU time (user + system), in seconds.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Build, forward until stopped, tear down. Returns the signal that stopped it (0 if none).
@@ -231,6 +244,7 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
             // each packet at most `rx_coalesce` late
             let now = clock();
             let due = merge.iter().zip(&held).any(|(m, &t)| !m.is_empty() && t <= now);
+            let cpu0 = if due { thread_cpu_seconds() } else { 0.0 };
             for (h, m) in merge.iter_mut().enumerate().filter(|(_, m)| due && !m.is_empty()) {
                 let mut calls = 0;
                 let mut errors = 0;
@@ -242,13 +256,18 @@ pub fn run(s: &EmuScenario, opts: &Options) -> io::Result<i32> {
                 tc.write_calls += calls;
                 tc.write_errors += errors;
             }
+            if due {
+                tc.write_cpu_seconds += thread_cpu_seconds() - cpu0;
+            }
         } else {
             sw.advance(horizon, |h, _, _, pkt| {
                 tc.write_calls += 1;
+                let cpu0 = thread_cpu_seconds();
                 match tuns[h as usize].send(pkt) {
                     Ok(()) => tc.writes += 1,
                     Err(_) => tc.write_errors += 1,
                 }
+                tc.write_cpu_seconds += thread_cpu_seconds() - cpu0;
             });
         }
         tc.rounds += 1;

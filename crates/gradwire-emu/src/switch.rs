@@ -13,7 +13,7 @@ use gradwire_core::switch::{worker_fallback, Admit, BufferPool, DropReason, PcnM
 use gradwire_core::time::{serialization, Time, MS, NS, US};
 use gradwire_sim::fabric::{Fabric, Hdr};
 use gradwire_sim::output::PacketCounts;
-use gradwire_sim::routing::{PortId, Routes};
+use gradwire_sim::routing::{Pick, PortId, Routes};
 use gradwire_sim::scenario::RoutingMode;
 use gradwire_sim::topology::{NodeKind, Topology};
 use rand::{Rng, SeedableRng};
@@ -132,14 +132,13 @@ pub struct Switch {
     pcn: Option<Pcn>,
     fabric: Fabric,
     routes: Routes,
-    spray: bool,
+    /// ECMP (hashing the scenario's seed with the flow, as the simulator does) or spraying.
+    pick: Pick,
     /// Loss probability of each port's link and its own generator, so one link's draws do
     /// not depend on traffic elsewhere.
     loss: Vec<f64>,
     loss_rng: Vec<Xoshiro256PlusPlus>,
     spray_rng: Xoshiro256PlusPlus,
-    /// The scenario's seed: ECMP hashes it with the flow, as the simulator does.
-    seed: u64,
     events: BinaryHeap<Reverse<(Time, Event)>>,
     slots: Vec<Box<[u8]>>,
     free: Vec<u32>,
@@ -217,9 +216,11 @@ impl Switch {
             txdone_lookahead,
             pcn: Pcn::new(s, &topo, &fabric),
             nic_limit: s.sim.host.nic_queue_bytes,
-            spray: s.sim.routing.mode == RoutingMode::Spray,
+            pick: match s.sim.routing.mode {
+                RoutingMode::Spray => Pick::Spray,
+                RoutingMode::Ecmp => Pick::Ecmp { seed: s.sim.seed },
+            },
             spray_rng: Xoshiro256PlusPlus::seed_from_u64(s.sim.seed ^ 0x5eed),
-            seed: s.sim.seed,
             topo,
             fabric,
             routes,
@@ -414,19 +415,12 @@ impl Switch {
     }
 
     fn start_tx(&mut self, p: PortId, t: Time) {
-        let port = &mut self.fabric.ports[p as usize];
-        let pool = &mut self.fabric.pools[port.pool as usize];
-        let Some(hdr) = port.queue.dequeue(pool) else {
-            return;
-        };
-        let done = port.busy_until.max(t) + port.tx_time(hdr.wire_bytes as u32);
-        port.busy_until = done;
-        port.wake_pending = true;
-        if port.wire.is_empty() {
-            self.events.push(Reverse((done + port.delay, Event::Arrive(p))));
+        let Some((_, sent)) = self.fabric.transmit(p, t) else { return };
+        self.fabric.ports[p as usize].wake_pending = true;
+        if sent.first {
+            self.events.push(Reverse((sent.arrives, Event::Arrive(p))));
         }
-        port.wire.push_back((done + port.delay, hdr));
-        self.events.push(Reverse((done, Event::TxDone(p))));
+        self.events.push(Reverse((sent.done, Event::TxDone(p))));
     }
 
     /// When the next event is due, if any.
@@ -474,12 +468,11 @@ impl Switch {
     }
 
     fn arrive(&mut self, p: PortId, t: Time, deliver: &mut impl FnMut(u32, Time, &[u8], &[u8])) {
-        let port = &mut self.fabric.ports[p as usize];
-        let (_, hdr) = port.wire.pop_front().expect("an Arrive event has a packet on the wire");
-        if let Some(&(next, _)) = port.wire.front() {
+        let (hdr, next) = self.fabric.arrive(p, t).expect("an Arrive event is its wire's head, due at its time");
+        if let Some(next) = next {
             self.events.push(Reverse((next, Event::Arrive(p))));
         }
-        let to = port.to;
+        let to = self.fabric.ports[p as usize].to;
         let loss = self.loss[p as usize];
         if loss > 0.0 && self.loss_rng[p as usize].gen::<f64>() < loss {
             self.fabric.ports[p as usize].queue.count_drop(DropReason::RandomLoss);
@@ -491,14 +484,10 @@ impl Switch {
             self.delivered += 1;
             return self.release_slot(hdr.id);
         }
-        let next = self.routes.next_hops(to, hdr.dst);
-        let chosen = match next.len() {
-            0 => return self.drop(hdr.id, DropReason::NoRoute),
-            1 => next[0],
-            n if self.spray => next[self.spray_rng.gen_range(0..n)],
-            _ => self.routes.ecmp(to, hdr.dst, hdr.flow, self.seed).expect("has hops"),
-        };
-        self.offer(chosen, hdr, t);
+        match self.routes.pick(to, hdr.dst, hdr.flow, self.pick, &mut self.spray_rng) {
+            Some(port) => self.offer(port, hdr, t),
+            None => self.drop(hdr.id, DropReason::NoRoute),
+        }
     }
 
     /// Packets inside the network: queued or on a wire.

@@ -18,6 +18,7 @@ mod sched;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+use gradwire_sim::scenario::expand;
 use gradwire_sim::{load, Run, Scenario, ScenarioError as SimError, Simulation};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -75,6 +76,31 @@ fn to_py_json<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Boun
 fn load_scenario(py: Python<'_>, text: &str, overrides: Vec<String>) -> PyResult<Vec<PyRun>> {
     let runs = load(text, &overrides).map_err(|e| scenario_err(py, &e))?;
     Ok(runs.into_iter().map(|run| PyRun { run }).collect())
+}
+
+/// A point of a sweep as Python gets it: its name (`None` without a sweep), the sweep's
+/// (dotted key, value, label) triples, and the whole TOML tree as a dict.
+type PyPoint<'py> = (Option<String>, Vec<(String, Bound<'py, PyAny>, String)>, Bound<'py, PyAny>);
+
+/// Parse a scenario (TOML text), apply `key=value` overrides and expand its `[sweep]`
+/// without typing it: the emulator's front end reads its `[job]` from each point, so
+/// `--set` and sweeps are the simulator's own there too.
+#[pyfunction]
+#[pyo3(signature = (text, overrides = Vec::new()))]
+fn expand_scenario<'py>(py: Python<'py>, text: &str, overrides: Vec<String>) -> PyResult<Vec<PyPoint<'py>>> {
+    let points = expand(text, &overrides).map_err(|e| scenario_err(py, &e))?;
+    points
+        .into_iter()
+        .map(|p| {
+            let name = p.name();
+            let params = p
+                .params
+                .into_iter()
+                .map(|(k, v, label)| Ok((k, to_py_json(py, &v)?, label)))
+                .collect::<PyResult<Vec<_>>>()?;
+            Ok((name, params, to_py_json(py, &p.tree)?))
+        })
+        .collect()
 }
 
 /// A run as `__reduce__` pickles it: name, sweep parameters, the typed scenario as JSON.
@@ -236,6 +262,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(load_scenario, m)?)?;
+    m.add_function(wrap_pyfunction!(expand_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(emu_main, m)?)?;
     m.add_function(wrap_pyfunction!(model_profiles, m)?)?;
     m.add_class::<PyRun>()?;

@@ -183,6 +183,17 @@ pub struct PyPending {
 }
 
 impl PyPending {
+    /// A submitted call's handle, holding its buffer until the engine replies.
+    fn new(pending: Pending, held: Held, orphans: Orphans, gate: Option<Gate>) -> PyPending {
+        PyPending {
+            pending: Mutex::new(Some(pending)),
+            result: Mutex::new(None),
+            held: Mutex::new(Some(held)),
+            orphans,
+            gate: Mutex::new(gate),
+        }
+    }
+
     fn resolve(&self, r: Result<Report, NetError>) {
         if let Ok(mut g) = self.result.lock() {
             *g = Some(r.map_err(to_py));
@@ -534,13 +545,7 @@ impl PyCommunicator {
         // earlier moves it to `orphans`, released after the reply or once the engine
         // thread has been joined (`close`, or this communicator's drop).
         let pending = unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?;
-        Ok(PyPending {
-            pending: Mutex::new(Some(pending)),
-            result: Mutex::new(None),
-            held: Mutex::new(Some(held)),
-            orphans: self.orphans.clone(),
-            gate: Mutex::new(None),
-        })
+        Ok(PyPending::new(pending, held, self.orphans.clone(), None))
     }
 
     /// Queues a call on `nbytes` bytes at address `ptr`, memory owned by `owner` (a CPU
@@ -597,13 +602,7 @@ impl PyCommunicator {
         } else {
             (unsafe { comm.submit_kind(call, raw, dtype) }.map_err(to_py)?, None)
         };
-        Ok(PyPending {
-            pending: Mutex::new(Some(pending)),
-            result: Mutex::new(None),
-            held: Mutex::new(Some(held)),
-            orphans: self.orphans.clone(),
-            gate: Mutex::new(gate),
-        })
+        Ok(PyPending::new(pending, held, self.orphans.clone(), gate))
     }
 
     /// Runtime-wide counters: malformed, foreign_session, wrong_source, stale, early, ...

@@ -166,6 +166,18 @@ impl Port {
     }
 }
 
+/// A packet [`Fabric::transmit`] put on a wire.
+#[derive(Clone, Copy, Debug)]
+pub struct Sent {
+    /// When its serialization ends (the port's next packet may start).
+    pub done: Time,
+    /// When it reaches the far end.
+    pub arrives: Time,
+    /// It is alone on the wire: its arrival needs an event (the ones behind it are
+    /// scheduled as each arrives, see [`Fabric::arrive`]).
+    pub first: bool,
+}
+
 pub struct Fabric {
     pub ports: Vec<Port>,
     pub pools: Vec<BufferPool>,
@@ -183,6 +195,36 @@ impl Fabric {
         for off in (0..std::mem::size_of::<Port>().min(256)).step_by(64) {
             gradwire_core::prefetch::line(base.wrapping_add(off));
         }
+    }
+
+    /// Serialize the next packet queued at port `p`, starting at `start` (the caller's
+    /// clock, never before the port is free): it goes onto the wire at once with its
+    /// arrival time, as the link is FIFO with a fixed delay. `None`: the queue is empty.
+    /// The simulator and the emulator both send through this.
+    #[inline]
+    pub fn transmit(&mut self, p: PortId, start: Time) -> Option<(Hdr, Sent)> {
+        let port = &mut self.ports[p as usize];
+        let pool = &mut self.pools[port.pool as usize];
+        let h = port.queue.dequeue(pool)?;
+        port.busy_until = start.max(port.busy_until) + port.tx_time(h.wire_bytes as u32);
+        let arrives = port.busy_until + port.delay;
+        port.wire.push_back((arrives, h));
+        gradwire_core::prefetch::after(port.wire.back());
+        Some((h, Sent { done: port.busy_until, arrives, first: port.wire.len() == 1 }))
+    }
+
+    /// The packet at the head of port `p`'s wire reaching the far end at `now`, and when
+    /// the next one behind it arrives (the caller's next event for this wire). `None`: a
+    /// stale event (a wire emptied by a failure, or its head not yet due).
+    #[inline]
+    pub fn arrive(&mut self, p: PortId, now: Time) -> Option<(Hdr, Option<Time>)> {
+        let wire = &mut self.ports[p as usize].wire;
+        match wire.front() {
+            Some(&(at, _)) if at == now => {}
+            _ => return None,
+        }
+        let (_, h) = wire.pop_front().expect("checked");
+        Some((h, wire.front().map(|&(next, _)| next)))
     }
 
     pub fn build(s: &Scenario, topo: &Topology) -> Fabric {

@@ -107,6 +107,31 @@ impl Routes {
     }
 }
 
+/// How a switch picks among equal-cost next hops (`routing.mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// One path per flow: [`Routes::ecmp`] with this seed.
+    Ecmp { seed: u64 },
+    /// Each packet on a uniformly drawn port (DLCP's spraying).
+    Spray,
+}
+
+impl Routes {
+    /// The egress port at `node` for a packet of `flow` toward `host` (`None`: no route),
+    /// picked as `pick` says; a spray draws from `rng` only where there is a choice. The
+    /// simulator and the emulator forward every packet through this.
+    #[inline]
+    pub fn pick(&self, node: NodeId, host: u32, flow: u32, pick: Pick, rng: &mut impl rand::Rng) -> Option<PortId> {
+        let hops = self.next_hops(node, host);
+        match (hops.len(), pick) {
+            (0, _) => None,
+            (1, _) => Some(hops[0]),
+            (_, Pick::Ecmp { seed }) => self.ecmp(node, host, flow, seed),
+            (n, Pick::Spray) => Some(hops[rng.gen_range(0..n)]),
+        }
+    }
+}
+
 /// Deterministic per-(flow, switch) ECMP choice: splitmix64 of the pair and the seed.
 fn flow_hash(flow: u32, node: NodeId, seed: u64) -> u64 {
     let mut z = ((flow as u64) << 32 | node as u64) ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -131,6 +156,25 @@ mod tests {
             }
         }
         (node_ports, hops)
+    }
+
+    #[test]
+    fn pick_hashes_or_sprays_and_draws_only_where_there_is_a_choice() {
+        use rand::{Rng, SeedableRng};
+        let t = leaf_spine(&TopologyCfg::default());
+        let (np, hops) = ports_of(&t);
+        let r = Routes::compute(&t, &np, &hops);
+        let leaf0 = t.node_by_name("leaf0").unwrap();
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(1);
+        let ecmp = Pick::Ecmp { seed: 3 };
+        assert_eq!(r.pick(leaf0, 20, 5, ecmp, &mut rng), r.ecmp(leaf0, 20, 5, 3));
+        // in-rack: one port, and the generator is left as it was
+        let before = rng.clone();
+        assert_eq!(r.pick(leaf0, 3, 5, Pick::Spray, &mut rng), Some(r.next_hops(leaf0, 3)[0]));
+        assert_eq!(rng.gen::<u64>(), before.clone().gen::<u64>());
+        let sprayed: std::collections::HashSet<_> =
+            (0..64).map(|_| r.pick(leaf0, 20, 5, Pick::Spray, &mut rng).unwrap()).collect();
+        assert_eq!(sprayed.len(), 4, "a spray reaches every spine");
     }
 
     #[test]

@@ -7,13 +7,11 @@
 //! whatever rate the NIC asks), the receiver answers the last byte with one ACK and
 //! resends nothing; a lossless fabric is all it needs.
 
-use std::any::Any;
-
 use gradwire_core::packet::{Packet, PacketKind};
 use gradwire_core::time::Time;
 use gradwire_core::transport::{
-    registry, Build, Config, ConfigError, Endpoint, EndpointEvent, EndpointStats, Key, KeySet, KeyType, Pair, Transfer,
-    TransportSpec, Value,
+    registry, Build, Config, ConfigError, Endpoint, EndpointEvent, EndpointStats, Info, Key, KeySet, KeyType, Pair,
+    Transfer, TransportSpec, Value,
 };
 use gradwire_sim::load;
 use gradwire_sim::sim::Simulation;
@@ -37,14 +35,8 @@ struct Toy;
 static TOY: Toy = Toy;
 
 impl TransportSpec for Toy {
-    fn name(&self) -> &'static str {
-        "toy"
-    }
-    fn about(&self) -> &'static str {
-        "A test's transport: every segment once, one ACK at the end."
-    }
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new("toy", "A test's transport: every segment once, one ACK at the end.", &SETS)
     }
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
         let c = cfg.common;
@@ -86,9 +78,6 @@ impl Build for ToyBuild {
     }
     fn data_priority(&self) -> u8 {
         self.priority
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

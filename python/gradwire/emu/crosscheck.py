@@ -23,6 +23,9 @@ from gradwire.emu.command import BUILTIN, resolve
 
 #: twin overrides per emulator backend (the TCP twins run the simulator's default baseline,
 #: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets)
+# Backends that run the kernel's TCP in the emulator, whose timeouts it counts.
+TCP_BACKENDS = ("gloo", "cubic")
+
 TWIN = {
     "gloo": ("transport.kind=newreno", 'transport.tcp_connections="persistent"'),
     "cubic": ("transport.kind=newreno",),
@@ -87,8 +90,9 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs) if xs else math.nan
 
 
-def twin_seconds(case: Case, backend: str, out_dir: Path) -> float:
-    """Simulated seconds per iteration of the twin (median over its iterations)."""
+def twin(case: Case, backend: str, out_dir: Path) -> tuple[float, float]:
+    """The twin's simulated seconds per iteration (median over its iterations) and its
+    retransmission timeouts per iteration."""
     import pandas as pd
 
     from gradwire.reproduce import ict_per_iteration
@@ -100,7 +104,8 @@ def twin_seconds(case: Case, backend: str, out_dir: Path) -> float:
     runs = plan(ScenarioSource(name=path.stem, origin=str(path), text=path.read_text()), sets).runs
     res = simulate(runs[0], out_dir, show_progress=False)
     flows = pd.read_csv(res.dir / "flows.csv")
-    return _median([v / 1e9 for v in ict_per_iteration(flows)])
+    per_iteration = ict_per_iteration(flows)
+    return _median([v / 1e9 for v in per_iteration]), float(flows["timeouts"].sum()) / max(1, len(per_iteration))
 
 
 def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, timeout: float = 300.0) -> list[dict]:
@@ -113,7 +118,9 @@ def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, time
     for backend in case.backends:
         mine = [r for r in summary["rows"] if r["label"] == backend]
         emu = _median([r["time_s"] for r in mine])
-        sim = twin_seconds(case, backend, out_dir / f"twin-{backend}")
+        sim, sim_rtos = twin(case, backend, out_dir / f"twin-{backend}")
+        # the kernels' TCP timeouts (Gloo, CUBIC), counted over the backend's whole run
+        emu_rtos = mine[0].get("tcp_timeouts", 0) / len(mine) if mine and backend in TCP_BACKENDS else math.nan
         rows.append(
             {
                 "case": case.name,
@@ -122,6 +129,8 @@ def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, time
                 "twin_s": round(sim, 4),
                 "ratio": round(emu / sim, 2) if sim > 0 else math.nan,
                 "cpu_bound": any(bool(r.get("cpu_bound")) for r in mine) if mine else None,
+                "rtos_per_iteration_emulated": round(emu_rtos, 2),
+                "rtos_per_iteration_twin": round(sim_rtos, 2),
             }
         )
         log(f"{backend}: emulated {emu:.3f} s, twin {sim:.3f} s")

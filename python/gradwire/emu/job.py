@@ -20,23 +20,24 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 - ``incast``: ``receiver``, ``senders`` (a list of hosts), ``bytes``, ``cc``.
 
 ``[sweep]`` maps dotted keys (network or ``job.*``) to lists of values; every
-combination is one run. ``job.timeout_s`` bounds each backend's (or the flows') run.
+combination is one run (expanded by the simulator's own code, as ``gradwire run``
+does). ``job.timeout_s`` bounds each backend's (or the flows') run.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import secrets
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gradwire._core import ScenarioError, expand_scenario
 
 from .network import EmulatedNetwork
 
@@ -71,66 +72,40 @@ def needs_torch(job: dict[str, Any]) -> bool:
     return job["kind"] == "ps" and any(b not in CCS for b in job["backends"])
 
 
-def _literal(v: Any) -> str:
+def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
+    """The scenario's sweep points, each with its checked `[job]`. Overrides and sweeps are
+    the simulator's own (`_core.expand_scenario`): the same syntax, values and labels as
+    `gradwire run`. The switch gets each point's network keys as `--set` overrides."""
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise JobError(f"{path}: {e}") from None
+    try:
+        expanded = expand_scenario(text, list(sets))
+    except ScenarioError as e:
+        raise JobError(f"{path}: {e}") from None
+    fixed = [s for s in sets if not s.split("=", 1)[0].strip().startswith(("job.", "sweep"))]
+    name = Path(path).stem
+    points = []
+    for label, params, root in expanded:
+        name = root.get("name", name)
+        net = fixed + [f"{k}={_toml(v)}" for k, v, _ in params if not k.startswith("job.")]
+        raw = [(k, v) for k, v, _ in params]
+        points.append(Point(label or name, raw, net, root, _check_job(root.get("job"), root)))
+    return name, points
+
+
+def _toml(v: Any) -> str:
+    """A value as a TOML literal, for the switch's `--set`."""
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, str):
         return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(x)}" for k, x in v.items()) + " }"
     return repr(v)
-
-
-def _set(root: dict, key: str, value: Any) -> None:
-    parts = key.split(".")
-    for p in parts[:-1]:
-        root = root.setdefault(p, {})
-    root[parts[-1]] = value
-
-
-def _parse_set(s: str) -> tuple[str, Any]:
-    if "=" not in s:
-        raise JobError(f"--set {s!r} is not KEY=VALUE")
-    k, raw = (x.strip() for x in s.split("=", 1))
-    try:
-        v = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        v = raw
-    return k, v
-
-
-def _label(v: Any, i: int) -> str:
-    """A directory-safe name for a sweep value: scalars as they are, a flow list by its
-    congestion controls, a table by its `name`, anything else by its index."""
-    if isinstance(v, dict) and "name" in v:
-        return str(v["name"])
-    if isinstance(v, list) and v and all(isinstance(f, dict) and "cc" in f for f in v):
-        return "+".join(f["cc"] for f in v)
-    if isinstance(v, (dict, list)):
-        return f"#{i}"
-    return str(v)
-
-
-def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
-    try:
-        root = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise JobError(f"{path}: {e}") from None
-    fixed = [_parse_set(s) for s in sets]
-    for k, v in fixed:
-        _set(root, k, v)
-    sweep = root.pop("sweep", {})
-    if not isinstance(sweep, dict) or any(not isinstance(v, list) or not v for v in sweep.values()):
-        raise JobError("[sweep] must map dotted keys to non-empty lists of values")
-    name = root.get("name", Path(path).stem)
-    points = []
-    for combo in itertools.product(*sweep.values()) if sweep else [()]:
-        r = json.loads(json.dumps(root))
-        params = list(zip(sweep.keys(), combo))
-        for k, v in params:
-            _set(r, k, v)
-        net = [f"{k}={_literal(v)}" for k, v in [*fixed, *params] if not k.startswith("job.")]
-        label = ",".join(f"{k.rsplit('.', 1)[-1]}={_label(v, sweep[k].index(v))}" for k, v in params) or name
-        points.append(Point(label, params, net, r, _check_job(r.get("job"), r)))
-    return name, points
 
 
 def _hosts(root: dict) -> int:
@@ -318,19 +293,35 @@ def finish_flows(senders: list[tuple[dict, subprocess.Popen]], timeout: float) -
     return rows
 
 
-def _udp_rcvbuf_errors(net: EmulatedNetwork, hosts: list[int]) -> int:
-    """Datagrams the hosts' kernels dropped because a socket's receive buffer was full
-    (`RcvbufErrors` of /proc/net/snmp, per namespace): loss past the switch, when a
-    receiving process does not keep up."""
-    total = 0
+# The hosts' kernel counters a run reports (summed over its hosts, `/proc/net/snmp` and
+# `/proc/net/netstat` of each namespace): column name -> (table, counter).
+KERNEL_COUNTERS = {
+    # datagrams dropped because a socket's receive buffer was full: loss past the switch,
+    # when a receiving process does not keep up
+    "host_rcvbuf_drops": ("Udp", "RcvbufErrors"),
+    # how the kernels' TCP recovered (Gloo, kernel-TCP flows and parameter servers)
+    "tcp_retrans_segs": ("Tcp", "RetransSegs"),
+    "tcp_timeouts": ("TcpExt", "TCPTimeouts"),
+    "tcp_loss_probes": ("TcpExt", "TCPLossProbes"),
+    "tcp_sack_recoveries": ("TcpExt", "TCPSackRecovery"),
+    "tcp_lost_retransmits": ("TcpExt", "TCPLostRetransmit"),
+    "tcp_spurious_rtos": ("TcpExt", "TCPSpuriousRTOs"),
+}
+
+
+def _kernel_counters(net: EmulatedNetwork, hosts: list[int]) -> dict[str, int]:
+    """`KERNEL_COUNTERS` now, summed over `hosts` (each namespace has its own)."""
+    total = dict.fromkeys(KERNEL_COUNTERS, 0)
     for h in hosts:
-        lines = [
-            ln.split()
-            for ln in net.run(h, ["cat", "/proc/net/snmp"], capture_output=True, text=True).stdout.splitlines()
-            if ln.startswith("Udp:")
-        ]
-        if len(lines) >= 2 and "RcvbufErrors" in lines[0]:
-            total += int(lines[1][lines[0].index("RcvbufErrors")])
+        text = net.run(h, ["cat", "/proc/net/snmp", "/proc/net/netstat"], capture_output=True, text=True).stdout
+        tables: dict[str, dict[str, int]] = {}
+        lines = [ln.split() for ln in text.splitlines() if ln.strip()]
+        # each table is a header line of names and a line of values, both "Name: ..."
+        for names, values in zip(lines, lines[1:]):
+            if names[0] == values[0] and not names[1].lstrip("-").isdigit():
+                tables[names[0].rstrip(":")] = dict(zip(names[1:], (int(v) for v in values[1:])))
+        for col, (table, name) in KERNEL_COUNTERS.items():
+            total[col] += tables.get(table, {}).get(name, 0)
     return total
 
 
@@ -347,6 +338,9 @@ def _delta(before: dict, after: dict) -> dict:
             if k != "random_loss"
         )
 
+    def rx_cpu(stats: dict) -> float:
+        return stats.get("tun", {}).get("write_cpu_seconds", 0.0)
+
     return {
         "packets": after["packets"]["sent"] - before["packets"]["sent"],
         "ecn_marks": after["ecn_marks"] - before["ecn_marks"],
@@ -354,6 +348,8 @@ def _delta(before: dict, after: dict) -> dict:
         "nic_drops": drops(after, True) - drops(before, True),
         "switch_drops": drops(after, False) - drops(before, False),
         "switch_cpu_s": round(after["cpu_seconds"] - before["cpu_seconds"], 3),
+        # of which the hosts' kernel receive path, run inside the switch's TUN writes
+        "switch_rx_cpu_s": round(rx_cpu(after) - rx_cpu(before), 3),
     }
 
 
@@ -367,7 +363,8 @@ def cpu_shares(results: list[dict], it: int, cores: int | None = None) -> dict[s
     """Iteration `it`'s CPU, from the ranks' samples around it (`worker.cpu_sample`):
     the window runs from the first rank's start to the last rank's end. Shares are of
     all the machine's cores over that window: `ranks_share` (the ranks' processes, user +
-    system), `switch_share` (the switch process, user + system), `kernel_share` (the
+    system), `switch_share` (the switch process, user + system; about half is the hosts'
+    receive path its TUN writes run), `kernel_share` (the
     machine's system, irq and softirq time, whoever it ran for: the ranks' and the
     switch's system time are in it too), `other_share` (busy time that is neither the
     ranks' nor the switch's: other processes on the machine, kernel threads, softirqs not
@@ -409,7 +406,7 @@ def run_allreduce(
     hosts = job["hosts"]
     for k, backend in enumerate(job["backends"]):
         before = net.stats()
-        rcvbuf0 = _udp_rcvbuf_errors(net, hosts)
+        kernel0 = _kernel_counters(net, hosts)
         bg = start_flows(net, job["background"], base_port=5100 + 100 * k) if job["background"] else []
         env = _env(
             MASTER_ADDR=net.addr(hosts[0]),
@@ -468,7 +465,7 @@ def run_allreduce(
             if p.poll() is None:
                 p.kill()
         counts = _delta(before, net.stats())
-        counts["host_rcvbuf_drops"] = _udp_rcvbuf_errors(net, hosts) - rcvbuf0
+        counts.update({k: v - kernel0[k] for k, v in _kernel_counters(net, hosts).items()})
         if errors:
             log(f"{backend}: failed: {errors[0]}")
             rows.append(
@@ -562,6 +559,8 @@ def run_point(
         "ecn_marks": switch["ecn_marks"],
         "packets": switch["packets"],
         "switch_cpu_seconds": switch["cpu_seconds"],
+        # the receiving hosts' kernel input path, which a TUN write runs in the writer
+        "switch_rx_cpu_seconds": switch.get("tun", {}).get("write_cpu_seconds", 0.0),
         "wall_seconds": switch["wall_seconds"],
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -26,7 +26,7 @@ pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
 pub use shared::check_loss_bound;
 pub use spec::{
-    Build, Builder, Common, Config, ConfigError, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs, Transfer,
+    AsAny, Build, Builder, Common, Config, ConfigError, Info, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs, Transfer,
     TransportSpec, Value, Values,
 };
 

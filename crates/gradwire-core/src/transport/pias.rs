@@ -27,7 +27,9 @@
 use crate::packet::{FlowId, HostId, Packet};
 use crate::switch::MAX_QUEUES;
 use crate::time::{Time, MS};
-use crate::transport::spec::{Build, Config, ConfigError, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value};
+use crate::transport::spec::{
+    Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value,
+};
 use crate::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
 use crate::transport::{forward_to_inner, tcp, Endpoint, Hosts};
 
@@ -217,30 +219,16 @@ impl Build for PiasBuild {
         }
         Ok(())
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 static SETS: [&KeySet; 2] = [&tcp::spec::KEYS, &KEYS];
 
 /// PIAS in the registry.
 pub struct Pias;
-/// The registry's PIAS.
-pub static PIAS: Pias = Pias;
 
 impl TransportSpec for Pias {
-    fn name(&self) -> &'static str {
-        "pias"
-    }
-
-    fn about(&self) -> &'static str {
-        "PIAS (a baseline): DCTCP whose packets are demoted through the strict-priority queues as the flow sends more bytes (`pias_thresholds`)."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new("pias", "PIAS (a baseline): DCTCP whose packets are demoted through the strict-priority queues as the flow sends more bytes (`pias_thresholds`).", &SETS)
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {

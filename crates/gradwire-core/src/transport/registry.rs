@@ -9,7 +9,7 @@ use super::{dlcp, ltp, pfabric, pias, tcp};
 
 /// The built-in transports, in the order the docs and error messages list them.
 static BUILTIN: [&dyn TransportSpec; 6] =
-    [&tcp::NEWRENO, &tcp::DCTCP, &dlcp::DLCP, &pias::PIAS, &pfabric::PFABRIC, &ltp::LTP];
+    [&tcp::NewReno, &tcp::Dctcp, &dlcp::Dlcp, &pias::Pias, &pfabric::PFabric, &ltp::Ltp];
 
 /// Transports registered at run time, after the built-in ones.
 static EXTRA: RwLock<Vec<&'static dyn TransportSpec>> = RwLock::new(Vec::new());

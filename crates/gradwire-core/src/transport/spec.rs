@@ -293,9 +293,22 @@ pub struct Transfer {
 /// The two ends of a transfer, for a driver that runs both (the simulator).
 pub type Pair = (Box<dyn Endpoint>, Box<dyn Endpoint>);
 
+/// A builder as [`Any`], for tests that look at a transport's carried state (every
+/// builder has it, through the blanket impl).
+pub trait AsAny {
+    /// Itself as [`Any`], to downcast to the concrete builder.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 /// A transport's builder under one configuration: it makes the endpoints of transfers
 /// and keeps what transfers between the same hosts hand on.
-pub trait Build: Send {
+pub trait Build: Send + AsAny {
     /// Sender and receiver of `t`, the sender starting at `now`; each reads (and a build
     /// may note) what its end's host shares in `hosts` ([`HostState`]).
     fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair;
@@ -321,30 +334,60 @@ pub trait Build: Send {
     fn wants_layer_importance(&self) -> bool {
         false
     }
-    /// For tests that look at a transport's builder.
-    fn as_any(&self) -> &dyn Any;
+}
+
+/// A transport's name, docs and traits, as its [`TransportSpec::info`] declares them.
+#[derive(Clone, Copy, Debug)]
+pub struct Info {
+    /// Its name in configuration files and APIs.
+    pub name: &'static str,
+    /// One sentence for the docs' `kind` row.
+    pub about: &'static str,
+    /// The key sets it reads (validated whatever the kind).
+    pub keys: &'static [&'static KeySet],
+    /// Its receiver places payload ([`Builder::sender`] and [`Builder::receiver`] build
+    /// it); the others only count bytes.
+    pub places_payload: bool,
+    /// Data goes in its layer's queue, not in one configured queue.
+    pub priority_by_layer: bool,
+    /// Its code in the socket runtime's call descriptors, if the runtime runs it.
+    pub wire_code: Option<u8>,
+}
+
+impl Info {
+    /// A transport that counts bytes, queues by configuration and runs in the simulator only.
+    pub const fn new(name: &'static str, about: &'static str, keys: &'static [&'static KeySet]) -> Info {
+        Info { name, about, keys, places_payload: false, priority_by_layer: false, wire_code: None }
+    }
 }
 
 /// A transport, as the registry lists it.
 pub trait TransportSpec: Sync {
+    /// What the registry and the docs know of it without building it.
+    fn info(&self) -> Info;
     /// Its name in configuration files and APIs.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.info().name
+    }
     /// One sentence for the docs' `kind` row.
-    fn about(&self) -> &'static str;
+    fn about(&self) -> &'static str {
+        self.info().about
+    }
     /// The key sets it reads (validated whatever the kind).
-    fn keys(&self) -> &'static [&'static KeySet];
-    /// Its receiver places payload ([`Builder::sender`] and [`Builder::receiver`] build
-    /// it); the others only count bytes.
+    fn keys(&self) -> &'static [&'static KeySet] {
+        self.info().keys
+    }
+    /// [`Info::places_payload`].
     fn places_payload(&self) -> bool {
-        false
+        self.info().places_payload
     }
-    /// Data goes in its layer's queue, not in one configured queue.
+    /// [`Info::priority_by_layer`].
     fn priority_by_layer(&self) -> bool {
-        false
+        self.info().priority_by_layer
     }
-    /// Its code in the socket runtime's call descriptors, if the runtime runs it.
+    /// [`Info::wire_code`].
     fn wire_code(&self) -> Option<u8> {
-        None
+        self.info().wire_code
     }
     /// Checks that hold only for this kind (the key sets' own checks always run).
     fn check(&self, _cfg: &Config) -> Result<(), ConfigError> {
@@ -480,7 +523,7 @@ impl Builder {
 
     /// The kind's own builder, for tests.
     pub fn inner(&self) -> &dyn Any {
-        self.inner.as_any()
+        AsAny::as_any(&*self.inner)
     }
 }
 

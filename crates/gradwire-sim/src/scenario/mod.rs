@@ -25,9 +25,33 @@ pub struct Run {
     pub scenario: Scenario,
 }
 
-/// Parse a scenario file, apply `key=value` overrides, expand its `[sweep]`, and type and
-/// validate every run.
-pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError> {
+/// One point of a scenario file's sweep before it is typed: the simulator types it into a
+/// [`Run`]; the emulator's front end reads its `[job]` from the same tree, so `--set` and
+/// sweeps mean one thing in both.
+#[derive(Debug, Clone)]
+pub struct Point {
+    /// The sweep point: dotted key, the value set there, and its label (see [`Point::name`]).
+    pub params: Vec<(String, toml::Value, String)>,
+    /// The whole scenario with the overrides and this point's values applied.
+    pub tree: toml::Table,
+}
+
+impl Point {
+    /// `key=label,...` of the sweep point (last key segment only), `None` without a sweep.
+    pub fn name(&self) -> Option<String> {
+        (!self.params.is_empty()).then(|| {
+            self.params
+                .iter()
+                .map(|(k, _, label)| format!("{}={}", k.rsplit('.').next().unwrap_or(k), sanitize(label)))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+}
+
+/// Parse a scenario file, apply `key=value` overrides and expand its `[sweep]`, without
+/// typing: one [`Point`] per combination of the sweep's axes, in order.
+pub fn expand(text: &str, overrides: &[String]) -> Result<Vec<Point>, ScenarioError> {
     let mut root: toml::Table =
         toml::from_str(text).map_err(|e| ScenarioError::new("", format!("not valid TOML: {e}")))?;
     for ov in overrides {
@@ -38,11 +62,11 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError>
         Some(toml::Value::Table(t)) => sweep_axes(t)?,
         Some(v) => return Err(ScenarioError::new("sweep", format!("must be a table of key = [values], got {v}"))),
     };
-    let mut runs = Vec::new();
-    for point in cartesian(&sweep) {
+    let mut points = Vec::new();
+    for combo in cartesian(&sweep) {
         let mut tree = root.clone();
         let mut params = Vec::new();
-        for (key, value) in &point {
+        for (key, index, value) in combo {
             match value {
                 // a bundle: several keys that vary together, e.g. a scheme's transport,
                 // switch policy and routing; `name` labels the point
@@ -51,30 +75,35 @@ pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError>
                         set_path(&mut tree, k, v.clone())
                             .map_err(|e| ScenarioError::new(format!("sweep.{key}"), e.to_string()))?;
                     }
-                    let label = bundle.get("name").map(display_value).ok_or_else(|| {
+                    let name = bundle.get("name").map(display_value).ok_or_else(|| {
                         ScenarioError::new(format!("sweep.{key}"), "each table in a bundled sweep needs a `name`")
                     })?;
-                    params.push((key.clone(), label));
+                    params.push((key, value.clone(), name));
                 }
                 _ => {
-                    set_path(&mut tree, key, (*value).clone())?;
-                    params.push((key.clone(), display_value(value)));
+                    set_path(&mut tree, &key, value.clone())?;
+                    params.push((key, value.clone(), label(value, index)));
                 }
             }
         }
-        let scenario = from_table(tree)?;
-        let name = if params.is_empty() {
-            sanitize(&scenario.name)
-        } else {
-            params
-                .iter()
-                .map(|(k, v)| format!("{}={}", k.rsplit('.').next().unwrap_or(k), sanitize(v)))
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        runs.push(Run { name, params, scenario });
+        points.push(Point { params, tree });
     }
-    Ok(runs)
+    Ok(points)
+}
+
+/// Parse a scenario file, apply `key=value` overrides, expand its `[sweep]`, and type and
+/// validate every run.
+pub fn load(text: &str, overrides: &[String]) -> Result<Vec<Run>, ScenarioError> {
+    expand(text, overrides)?
+        .into_iter()
+        .map(|point| {
+            let name = point.name();
+            let scenario = from_table(point.tree)?;
+            let name = name.unwrap_or_else(|| sanitize(&scenario.name));
+            let params = point.params.into_iter().map(|(k, _, label)| (k, label)).collect();
+            Ok(Run { name, params, scenario })
+        })
+        .collect()
 }
 
 /// Type and validate one run's TOML tree.
@@ -155,21 +184,38 @@ fn sweep_axes(t: toml::Table) -> Result<Vec<(String, Vec<toml::Value>)>, Scenari
     Ok(axes)
 }
 
-fn cartesian(axes: &[(String, Vec<toml::Value>)]) -> Vec<Vec<(String, &toml::Value)>> {
-    let mut points: Vec<Vec<(String, &toml::Value)>> = vec![Vec::new()];
+/// Every combination of the axes' values: (key, index in its axis, value) per axis.
+fn cartesian(axes: &[(String, Vec<toml::Value>)]) -> Vec<Vec<(String, usize, &toml::Value)>> {
+    let mut points: Vec<Vec<(String, usize, &toml::Value)>> = vec![Vec::new()];
     for (key, vals) in axes {
         points = points
             .into_iter()
             .flat_map(|p| {
-                vals.iter().map(move |v| {
+                vals.iter().enumerate().map(move |(i, v)| {
                     let mut q = p.clone();
-                    q.push((key.clone(), v));
+                    q.push((key.clone(), i, v));
                     q
                 })
             })
             .collect();
     }
     points
+}
+
+/// A sweep value's label: a scalar as written, a list of flows by their congestion
+/// controls (`cubic+bbr`), any other list by its index in the axis (`#1`).
+fn label(v: &toml::Value, index: usize) -> String {
+    match v {
+        toml::Value::Array(items) => {
+            let ccs: Option<Vec<&str>> =
+                items.iter().map(|f| f.as_table().and_then(|t| t.get("cc")).and_then(|c| c.as_str())).collect();
+            match ccs {
+                Some(ccs) if !ccs.is_empty() => ccs.join("+"),
+                _ => format!("#{index}"),
+            }
+        }
+        other => display_value(other),
+    }
 }
 
 fn display_value(v: &toml::Value) -> String {
@@ -180,7 +226,7 @@ fn display_value(v: &toml::Value) -> String {
 }
 
 fn sanitize(s: &str) -> String {
-    s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.=".contains(c) { c } else { '_' }).collect()
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.=#+".contains(c) { c } else { '_' }).collect()
 }
 
 #[cfg(test)]
@@ -226,6 +272,24 @@ mod tests {
         let e = err(MIN, &["workload.receiver=144"]);
         assert_eq!(e.key, "workload.receiver");
         assert!(e.message.contains("144"), "{e}");
+    }
+
+    #[test]
+    fn expand_labels_lists_and_keeps_untyped_tables() {
+        // the emulator's [job] is not the simulator's: expand leaves it to the caller
+        let text = "[job]\nkind = \"flows\"\n[sweep]\n\"job.flows\" = [[{ src = 0, dst = 1, cc = \"cubic\" }, \
+                    { src = 1, dst = 0, cc = \"bbr\" }], [{ src = 0, dst = 1 }]]\n\"job.senders\" = [[1], [1, 2]]\n";
+        let points = expand(text, &["topology.leaves=2".into()]).unwrap();
+        let names: Vec<_> = points.iter().map(|p| p.name().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["flows=cubic+bbr,senders=#0", "flows=cubic+bbr,senders=#1", "flows=#1,senders=#0", "flows=#1,senders=#1"]
+        );
+        let job = points[3].tree["job"].as_table().unwrap();
+        assert_eq!(job["senders"].as_array().unwrap().len(), 2);
+        assert_eq!(points[0].tree["topology"]["leaves"].as_integer(), Some(2));
+        assert!(expand("[sweep]\nx = []\n", &[]).unwrap_err().to_string().contains("sweep.x"));
+        assert_eq!(expand("", &["sweep={}".into()]).unwrap()[0].name(), None);
     }
 
     #[test]

@@ -29,14 +29,8 @@ impl Simulation {
         self.settle(ep);
     }
 
-    fn send_to_fifo_nic(&mut self, mut p: Packet) {
-        p.sent_at = self.now;
-        self.counts.sent += 1;
-        let id = self.fabric.packets.alloc(p);
-        self.flow_packet_sent(p.flow);
-        if self.pcn.is_some() {
-            self.pcn_on_send(id, p.flow);
-        }
+    fn send_to_fifo_nic(&mut self, p: Packet) {
+        let (id, p) = self.enter_network(p);
         let nic = self.fabric.node_ports[p.src as usize][0] as usize;
         let pool = &self.fabric.pools[self.fabric.ports[nic].pool as usize];
         if pool.used_bytes + u64::from(p.wire_bytes) > pool.capacity_bytes {

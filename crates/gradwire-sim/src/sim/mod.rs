@@ -13,7 +13,7 @@ mod ready;
 
 use crate::engine::{EventQueue, Target};
 use crate::fabric::{Fabric, Hdr, PktId};
-use crate::routing::{PortId, Routes};
+use crate::routing::{Pick, PortId, Routes};
 use crate::scenario::{RoutingMode, Scenario, ScenarioError};
 use crate::topology::{NodeId, NodeKind, Topology};
 use crate::transports::EndpointFactory;

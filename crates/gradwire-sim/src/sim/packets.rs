@@ -4,7 +4,14 @@ use super::eps::{prefetch_delivery, prefetch_slot};
 use super::*;
 
 impl Simulation {
-    pub(super) fn send_from_host(&mut self, mut p: Packet) {
+    pub(super) fn send_from_host(&mut self, p: Packet) {
+        let (id, p) = self.enter_network(p);
+        self.forward(p.src, Hdr::of(id, &p));
+    }
+
+    /// A packet an endpoint sent, stamped, counted and pooled: its id in the fabric.
+    #[inline]
+    pub(super) fn enter_network(&mut self, mut p: Packet) -> (PktId, Packet) {
         p.sent_at = self.now;
         self.counts.sent += 1;
         let id = self.fabric.packets.alloc(p);
@@ -12,7 +19,7 @@ impl Simulation {
         if self.pcn.is_some() {
             self.pcn_on_send(id, p.flow);
         }
-        self.forward(p.src, Hdr::of(id, &p));
+        (id, p)
     }
 
     /// Count a packet of `flow` into the network (see [`EndpointPair::retire`]).
@@ -39,16 +46,14 @@ impl Simulation {
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
     pub(super) fn forward(&mut self, node: NodeId, h: Hdr) {
         let (dst, flow) = (h.dst, h.flow);
-        let hops = self.routes.next_hops(node, dst);
-        let port = match hops.len() {
-            0 => return self.drop(h.id, h.flow, DropReason::NoRoute),
-            1 => hops[0],
-            n => match self.scenario.routing.mode {
-                RoutingMode::Ecmp => self.routes.ecmp(node, dst, flow, self.scenario.seed).expect("has hops"),
-                RoutingMode::Spray => hops[self.rng.gen_range(0..n)],
-            },
+        let pick = match self.scenario.routing.mode {
+            RoutingMode::Ecmp => Pick::Ecmp { seed: self.scenario.seed },
+            RoutingMode::Spray => Pick::Spray,
         };
-        self.enqueue(port, h);
+        match self.routes.pick(node, dst, flow, pick, &mut self.rng) {
+            Some(port) => self.enqueue(port, h),
+            None => self.drop(h.id, h.flow, DropReason::NoRoute),
+        }
     }
 
     pub(super) fn enqueue(&mut self, port: PortId, h: Hdr) {
@@ -88,23 +93,18 @@ impl Simulation {
     /// (the link is FIFO), so an idle port costs no event when serialization ends: a
     /// `TxDone` wake-up is scheduled only while packets are waiting.
     pub(super) fn start_tx(&mut self, port: PortId) {
-        let pr = &mut self.fabric.ports[port as usize];
-        if pr.paused > 0 {
+        if self.fabric.ports[port as usize].paused > 0 {
             return;
         }
-        let pool = &mut self.fabric.pools[pr.pool as usize];
-        let Some(h) = pr.queue.dequeue(pool) else { return };
-        pr.busy_until = self.now + pr.tx_time(h.wire_bytes as u32);
-        let at = pr.busy_until + pr.delay;
-        pr.wire.push_back((at, h));
-        gradwire_core::prefetch::after(pr.wire.back());
-        if pr.wire.len() == 1 {
-            self.events.push(at, Target::Arrive(port));
+        let Some((_, sent)) = self.fabric.transmit(port, self.now) else { return };
+        if sent.first {
+            self.events.push(sent.arrives, Target::Arrive(port));
         }
+        let pr = &mut self.fabric.ports[port as usize];
         let host_waiting = self.ready.any(pr.from);
         if !pr.queue.is_empty() || host_waiting {
             pr.wake_pending = true;
-            self.events.push(pr.busy_until, Target::TxDone(port));
+            self.events.push(sent.done, Target::TxDone(port));
         }
     }
 
@@ -123,14 +123,10 @@ impl Simulation {
     }
 
     pub(super) fn arrive(&mut self, port: PortId) {
-        let pr = &mut self.fabric.ports[port as usize];
         // a wire emptied by a failure leaves a stale event behind
-        let Some(&(at, h)) = pr.wire.front() else { return };
-        if at != self.now {
-            return;
-        }
-        pr.wire.pop_front();
-        if let Some(&(next, _)) = pr.wire.front() {
+        let Some((h, next)) = self.fabric.arrive(port, self.now) else { return };
+        let pr = &self.fabric.ports[port as usize];
+        if let Some(next) = next {
             self.events.push(next, Target::Arrive(port));
             // the next arrival reads the entry after that one for its own successor
             if let Some(later) = pr.wire.get(1) {

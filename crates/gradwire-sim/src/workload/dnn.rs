@@ -5,13 +5,15 @@
 //!   `split_bytes` are split evenly over all servers; workers push, and a server pulls a
 //!   tensor part back to every worker once all workers' pushes of it are in.
 //! - `ring`: layers fused into buckets of at least `bucket_bytes` (in backward order, as
-//!   DDP does), each bucket ring-allreduced (reduce-scatter + all-gather, 2(N-1) steps; a
-//!   worker's step waits for the chunk it receives in the previous step).
+//!   DDP does), each bucket ring-allreduced by the core's `collective::ring`: reduce-scatter
+//!   and all-gather, 2(N-1) steps; a worker's step waits for the chunk it receives in the
+//!   previous step.
 
 use super::{ps_placement, Workload};
 use crate::models::ModelProfile;
 use crate::scenario::{DnnPattern, Scenario};
 use crate::topology::Topology;
+use gradwire_core::collective::{self, CollectiveOptions};
 use gradwire_core::time::{Time, SEC};
 use rand::Rng;
 
@@ -136,6 +138,10 @@ impl Plan {
         }
     }
 
+    /// Each bucket ring-allreduced by the core's generator (`collective::ring`, the schedule
+    /// the runtime executes), every chunk `bytes / n` rounded up (a bucket's elements are
+    /// not known here): rank `i` is worker `i`, a step waits for the chunk received in the
+    /// step before.
     fn ring(&self, out: &mut Workload, k: u32, workers: &[u32], first: &mut [Vec<u32>], done: &mut [Vec<u32>]) {
         let n = workers.len();
         if n < 2 {
@@ -143,23 +149,23 @@ impl Plan {
         }
         for b in &self.buckets {
             let chunk = b.bytes.div_ceil(n as u64);
-            // prev[i]: the flow into worker i in the previous step
-            let mut prev: Vec<Option<u32>> = vec![None; n];
-            for step in 0..2 * (n - 1) {
-                let cur: Vec<u32> =
-                    (0..n).map(|i| self.flow(out, k, b, workers[i], workers[(i + 1) % n], chunk, step == 0)).collect();
-                for i in 0..n {
-                    match prev[i] {
-                        Some(p) => out.barrier(&[p], &[cur[i]]),
-                        None => first[i].push(cur[i]),
-                    }
+            let schedule = collective::ring(n as u32, chunk * n as u64, 1, &CollectiveOptions::default());
+            // flows[t]: transfer t's flow; last[i]: the last flow into worker i
+            let mut flows: Vec<u32> = Vec::with_capacity(schedule.transfers.len());
+            let mut last: Vec<Option<u32>> = vec![None; n];
+            for t in &schedule.transfers {
+                let (src, dst) = (t.src as usize, t.dst as usize);
+                let f = self.flow(out, k, b, workers[src], workers[dst], t.bytes(), t.after.is_empty());
+                match t.after[..] {
+                    [] => first[src].push(f),
+                    [p] => out.barrier(&[flows[p as usize]], &[f]),
+                    _ => unreachable!("a ring step waits for one chunk"),
                 }
-                for i in 0..n {
-                    prev[(i + 1) % n] = Some(cur[i]);
-                }
+                flows.push(f);
+                last[dst] = Some(f);
             }
-            for (i, p) in prev.into_iter().enumerate() {
-                done[i].extend(p);
+            for (i, l) in last.into_iter().enumerate() {
+                done[i].extend(l);
             }
         }
     }

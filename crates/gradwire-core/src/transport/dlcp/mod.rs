@@ -49,7 +49,7 @@ mod tests;
 pub use receiver::DlcpReceiver;
 pub use sender::{CarriedRate, DlcpSender};
 pub use share::{HostLoad, RateHint};
-pub use spec::{DlcpBuild, RateState, DLCP};
+pub use spec::{Dlcp, DlcpBuild, RateState};
 pub use strict::PairSenders;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};

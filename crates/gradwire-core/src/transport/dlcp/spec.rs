@@ -2,7 +2,6 @@
 //! socket runtime, and its builder (the state a host pair or a receiving host keeps across
 //! transfers).
 
-use std::any::Any;
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -11,7 +10,7 @@ use crate::packet::Packet;
 use crate::time::{from_us, Time};
 use crate::transport::roles::{reassembling_receiver, Receiver, Sender};
 use crate::transport::spec::{
-    Build, Config, ConfigError, Key, KeySet, KeyType, Pair, RuntimeKnobs, Transfer, TransportSpec, Value,
+    Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, RuntimeKnobs, Transfer, TransportSpec, Value,
 };
 use crate::transport::{HostState, Hosts};
 
@@ -208,42 +207,16 @@ impl Build for DlcpBuild {
     fn wants_layer_importance(&self) -> bool {
         self.layer_importance
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 static SETS: [&KeySet; 2] = [&crate::transport::ctrl::KEYS, &KEYS];
 
 /// DLCP in the registry.
 pub struct Dlcp;
-/// The registry's DLCP.
-pub static DLCP: Dlcp = Dlcp;
 
 impl TransportSpec for Dlcp {
-    fn name(&self) -> &'static str {
-        "dlcp"
-    }
-
-    fn about(&self) -> &'static str {
-        "DLCP, the bounded-loss transport (DLCP §3.2.1: per-packet ACKs, a transfer completes once at most `loss_bound` of it is missing, minimal rate control; data in its layer's queue) — pair it with `switch.policy = \"dlcp\"` and `routing.mode = \"spray\"` for the full design."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
-    }
-
-    fn places_payload(&self) -> bool {
-        true
-    }
-
-    fn priority_by_layer(&self) -> bool {
-        true
-    }
-
-    fn wire_code(&self) -> Option<u8> {
-        Some(0)
+    fn info(&self) -> Info {
+        Info { places_payload: true, priority_by_layer: true, wire_code: Some(0), ..Info::new("dlcp", "DLCP, the bounded-loss transport (DLCP §3.2.1: per-packet ACKs, a transfer completes once at most `loss_bound` of it is missing, minimal rate control; data in its layer's queue) — pair it with `switch.policy = \"dlcp\"` and `routing.mode = \"spray\"` for the full design.", &SETS) }
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {

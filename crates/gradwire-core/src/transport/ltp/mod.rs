@@ -54,7 +54,7 @@ use std::sync::Arc;
 
 pub use receiver::LtpReceiver;
 pub use sender::LtpSender;
-pub use spec::{LtpBuild, LTP};
+pub use spec::{Ltp, LtpBuild};
 
 use crate::cc::BdpConfig;
 use crate::tensor::{synthetic_important, Segmentation, TensorId};

@@ -2,7 +2,6 @@
 //! socket runtime, and its builder (each link's LT threshold and, as asked, its path model
 //! or measured RTprop, carried across transfers).
 
-use std::any::Any;
 use std::ops::Range;
 
 use super::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
@@ -11,7 +10,7 @@ use crate::time::{from_us, Time, MS};
 use crate::transport::pacer::Pacing;
 use crate::transport::roles::{reassembling_receiver, Receiver, Sender};
 use crate::transport::spec::{
-    check_positive_number, Build, Config, ConfigError, Key, KeySet, KeyType, Pair, RuntimeKnobs, Transfer,
+    check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, RuntimeKnobs, Transfer,
     TransportSpec, Value,
 };
 use crate::transport::{HostState, Hosts};
@@ -128,38 +127,16 @@ impl Build for LtpBuild {
     fn data_priority(&self) -> u8 {
         self.cfg.data_priority
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 static SETS: [&KeySet; 2] = [&crate::transport::ctrl::KEYS, &KEYS];
 
 /// LTP in the registry.
 pub struct Ltp;
-/// The registry's LTP.
-pub static LTP: Ltp = Ltp;
 
 impl TransportSpec for Ltp {
-    fn name(&self) -> &'static str {
-        "ltp"
-    }
-
-    fn about(&self) -> &'static str {
-        "LTP, the loss-tolerant transport (LTP §III–IV: per-packet ACKs, loss after 3 later ACKs, Early Close once the LT threshold has passed and `1 − loss_bound` is in, deadline `max(LT) + ltp_c_ms`, BDP congestion control) — PS pushes are lossy, PS pulls fully reliable."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
-    }
-
-    fn places_payload(&self) -> bool {
-        true
-    }
-
-    fn wire_code(&self) -> Option<u8> {
-        Some(1)
+    fn info(&self) -> Info {
+        Info { places_payload: true, wire_code: Some(1), ..Info::new("ltp", "LTP, the loss-tolerant transport (LTP §III–IV: per-packet ACKs, loss after 3 later ACKs, Early Close once the LT threshold has passed and `1 − loss_bound` is in, deadline `max(LT) + ltp_c_ms`, BDP congestion control) — PS pushes are lossy, PS pulls fully reliable.", &SETS) }
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {

@@ -36,7 +36,7 @@ mod tests;
 
 pub use receiver::{PFabricReceiver, Sack};
 pub use sender::PFabricSender;
-pub use spec::PFABRIC;
+pub use spec::PFabric;
 
 use crate::time::{Time, SEC, US};
 

@@ -1,12 +1,11 @@
 //! pFabric in the registry: its key (`pfabric_rto_us`) and its builder.
 
-use std::any::Any;
-
 use super::{PFabricConfig, PFabricReceiver, PFabricSender};
 use crate::time::{from_us, Time};
 use crate::transport::shared::check_positive;
 use crate::transport::spec::{
-    check_positive_number, Build, Common, Config, ConfigError, Key, KeySet, KeyType, Pair, Transfer, TransportSpec,
+    check_positive_number, Build, Common, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, Transfer,
+    TransportSpec,
 };
 
 /// pFabric's keys.
@@ -53,30 +52,16 @@ impl Build for PFabricBuild {
     fn data_priority(&self) -> u8 {
         self.common.priority
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 static SETS: [&KeySet; 1] = [&KEYS];
 
 /// pFabric in the registry.
 pub struct PFabric;
-/// The registry's pFabric.
-pub static PFABRIC: PFabric = PFabric;
 
 impl TransportSpec for PFabric {
-    fn name(&self) -> &'static str {
-        "pfabric"
-    }
-
-    fn about(&self) -> &'static str {
-        "pFabric (a baseline): starts at line rate and tags packets with the remaining flow size as rank — pair it with `switch.policy = \"pfabric\"` and `routing.mode = \"spray\"`."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new("pfabric", "pFabric (a baseline): starts at line rate and tags packets with the remaining flow size as rank — pair it with `switch.policy = \"pfabric\"` and `routing.mode = \"spray\"`.", &SETS)
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {

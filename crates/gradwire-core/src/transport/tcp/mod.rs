@@ -41,7 +41,7 @@ mod tests_recovery;
 
 pub use receiver::{EceEcho, TcpReceiver};
 pub use sender::{TcpConnState, TcpSender};
-pub use spec::{DCTCP, NEWRENO};
+pub use spec::{Dctcp, NewReno};
 
 use crate::time::{Time, MS};
 pub use crate::transport::acking::DelayedAck;

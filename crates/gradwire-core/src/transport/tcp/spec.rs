@@ -3,7 +3,6 @@
 //! realism options around a flow (a handshake per flow or per host pair, one persistent
 //! connection per host pair).
 
-use std::any::Any;
 use std::sync::Arc;
 
 use super::handshake::{Accepting, Connecting, HandshakeConfig};
@@ -11,7 +10,7 @@ use super::{CongestionControl, DelayedAck, TcpConfig, TcpReceiver, TcpSender};
 use crate::time::{from_us, Time};
 use crate::transport::shared::check_positive;
 use crate::transport::spec::{
-    check_positive_number, Build, Config, ConfigError, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value,
+    check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value,
 };
 use crate::transport::{HostState, Hosts};
 
@@ -224,30 +223,16 @@ impl Build for TcpBuild {
     fn data_priority(&self) -> u8 {
         self.tcp.priority
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 static SETS: [&KeySet; 1] = [&KEYS];
 
 /// TCP NewReno (a baseline), optionally with RFC 3168 ECN or CUBIC's growth.
 pub struct NewReno;
-/// The registry's NewReno.
-pub static NEWRENO: NewReno = NewReno;
 
 impl TransportSpec for NewReno {
-    fn name(&self) -> &'static str {
-        "newreno"
-    }
-
-    fn about(&self) -> &'static str {
-        "TCP NewReno (a baseline): reacts to loss only (with `newreno_ecn`, to ECN marks as RFC 3168; with `tcp_cc = \"cubic\"`, grows as CUBIC)."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new("newreno", "TCP NewReno (a baseline): reacts to loss only (with `newreno_ecn`, to ECN marks as RFC 3168; with `tcp_cc = \"cubic\"`, grows as CUBIC).", &SETS)
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
@@ -264,20 +249,14 @@ impl TransportSpec for NewReno {
 
 /// DCTCP (a baseline).
 pub struct Dctcp;
-/// The registry's DCTCP.
-pub static DCTCP: Dctcp = Dctcp;
 
 impl TransportSpec for Dctcp {
-    fn name(&self) -> &'static str {
-        "dctcp"
-    }
-
-    fn about(&self) -> &'static str {
-        "DCTCP (a baseline): sends ECT packets and reacts to the fraction of CE-marked bytes (RFC 8257)."
-    }
-
-    fn keys(&self) -> &'static [&'static KeySet] {
-        &SETS
+    fn info(&self) -> Info {
+        Info::new(
+            "dctcp",
+            "DCTCP (a baseline): sends ECT packets and reacts to the fraction of CE-marked bytes (RFC 8257).",
+            &SETS,
+        )
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
