@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use crate::packet::{Packet, PacketKind};
 use crate::time::{serialization, Time};
-use crate::transport::{Endpoint, EndpointEvent};
+use crate::transport::{Endpoint, EndpointEvent, HostState};
 
 /// Tiny deterministic generator (xorshift64) for loss patterns and test data.
 pub(crate) struct XorShift(pub u64);
@@ -95,9 +95,11 @@ pub(crate) struct PipeOutcome {
 /// Runs one transfer from `s` to `r` over `link`, until `done` says so, nothing is left
 /// to happen, or past `limit`. `check` sees every packet as it is sent (the flag: from
 /// the sender); `deliver` hands a packet that arrived to the receiver. The sender is
-/// polled only until it says `SenderDone`.
+/// polled only until it says `SenderDone`. `hosts` are the sending and the receiving
+/// host's states, which each end's `HandOn` goes to.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pipe<S: Endpoint, R: Endpoint>(
+    hosts: &mut [HostState; 2],
     s: &mut S,
     r: &mut R,
     link: Link,
@@ -130,6 +132,10 @@ pub(crate) fn pipe<S: Endpoint, R: Endpoint>(
                 put(&mut wire, p, true, t);
             }
             while let Some(ev) = s.poll_event() {
+                if ev == EndpointEvent::HandOn {
+                    s.hand_on(&mut hosts[0]);
+                    continue;
+                }
                 assert_eq!(ev, EndpointEvent::SenderDone);
                 assert!(out.sender_done_at.is_none(), "SenderDone twice");
                 out.sender_done_at = Some(t);
@@ -141,6 +147,10 @@ pub(crate) fn pipe<S: Endpoint, R: Endpoint>(
             put(&mut wire, p, false, t);
         }
         while let Some(ev) = r.poll_event() {
+            if ev == EndpointEvent::HandOn {
+                r.hand_on(&mut hosts[1]);
+                continue;
+            }
             let EndpointEvent::Delivered { bytes } = ev else { panic!("{ev:?}") };
             assert!(out.delivered.is_none(), "Delivered twice");
             out.delivered = Some((t, bytes));
@@ -162,10 +172,10 @@ pub(crate) fn pipe<S: Endpoint, R: Endpoint>(
             }
         }
         if s_timer.is_some_and(|d| d <= t) {
-            s.handle_timeout(t);
+            s.handle_timeout_with(t, &mut hosts[0]);
         }
         if r.poll_timeout().is_some_and(|d| d <= t) {
-            r.handle_timeout(t);
+            r.handle_timeout_with(t, &mut hosts[1]);
         }
     }
     out
@@ -184,7 +194,7 @@ pub(crate) fn acked_pipe<S: Endpoint, R: Endpoint>(
     let check = |p: &Packet, from_sender: bool| assert!(from_sender || p.kind == PacketKind::Ack, "{p:?}");
     let deliver = |r: &mut R, t: Time, p: &Packet| r.handle_packet(t, p);
     let done = |_: &S, _: &R, o: &PipeOutcome| o.sender_done_at.is_some() && o.delivered.is_some();
-    pipe(s, r, Link::delay(delay), lose, limit, check, deliver, done)
+    pipe(&mut Default::default(), s, r, Link::delay(delay), lose, limit, check, deliver, done)
 }
 
 /// [`pipe`] for DLCP and LTP: every packet is checked against `tags`, `receive` hands an
@@ -201,13 +211,29 @@ pub(crate) fn placing_pipe<S: Endpoint, R: Endpoint>(
     receive: impl Fn(&mut R, Time, &Packet) -> Option<Range<u64>>,
     done: impl Fn(&S, &R, &PipeOutcome) -> bool,
 ) -> (PipeOutcome, Vec<Range<u64>>) {
+    placing_pipe_in(&mut Default::default(), s, r, link, lose, limit, tags, receive, done)
+}
+
+/// [`placing_pipe`] between hosts whose states are `hosts` (sending, receiving).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn placing_pipe_in<S: Endpoint, R: Endpoint>(
+    hosts: &mut [HostState; 2],
+    s: &mut S,
+    r: &mut R,
+    link: Link,
+    lose: LossFn,
+    limit: Time,
+    tags: Tags,
+    receive: impl Fn(&mut R, Time, &Packet) -> Option<Range<u64>>,
+    done: impl Fn(&S, &R, &PipeOutcome) -> bool,
+) -> (PipeOutcome, Vec<Range<u64>>) {
     let mut placed = Placed::new(tags.size);
     let deliver = |r: &mut R, t: Time, p: &Packet| {
         if let Some(range) = receive(r, t, p) {
             placed.place(range);
         }
     };
-    let o = pipe(s, r, link, lose, limit, |p, from_sender| tags.check(p, from_sender), deliver, done);
+    let o = pipe(hosts, s, r, link, lose, limit, |p, from_sender| tags.check(p, from_sender), deliver, done);
     (o, placed.unwritten())
 }
 

@@ -6,7 +6,7 @@ use crate::scenario::{Scenario, ScenarioError, WorkloadKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{Time, NS};
-use gradwire_core::transport::{Builder, Common, Config, ConfigError, Pair, Transfer};
+use gradwire_core::transport::{Builder, Common, Config, ConfigError, Hosts, Pair, Transfer};
 
 /// The element size of every simulated transfer (f32 gradients).
 const ELEM_BYTES: u32 = 4;
@@ -119,9 +119,9 @@ impl EndpointFactory {
         }
     }
 
-    /// Sender and receiver of flow `f`.
-    pub fn make(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time) -> Pair {
-        self.builder.build(&self.transfer(f, spec, line_rate_bps), now)
+    /// Sender and receiver of flow `f`, seeded from (and noting in) its hosts' state.
+    pub fn make(&self, f: u32, spec: &FlowSpec, line_rate_bps: u64, now: Time, hosts: &mut Hosts) -> Pair {
+        self.builder.build(&self.transfer(f, spec, line_rate_bps), now, hosts)
     }
 }
 
@@ -132,11 +132,17 @@ mod tests {
     use gradwire_core::transport::EndpointEvent;
     use gradwire_core::Packet;
 
-    /// The LTP builder's carried thresholds.
+    /// The LT thresholds the hosts carry, per (sending host, receiving host, size).
     fn thresholds(
-        fac: &EndpointFactory,
+        hosts: &Hosts,
     ) -> std::collections::HashMap<(u32, u32, u64), gradwire_core::transport::ltp::LtThreshold> {
-        fac.builder.inner().downcast_ref::<gradwire_core::transport::ltp::LtpBuild>().expect("ltp").lt_thresholds()
+        let at = |dst: u32| {
+            hosts
+                .get(dst)
+                .into_iter()
+                .flat_map(move |h| h.lt_thresholds().map(move |(src, size, lt)| ((src, dst, size), lt.clone())))
+        };
+        (0..4).flat_map(at).collect()
     }
 
     fn spec(src: u32, dst: u32, bytes: u64) -> FlowSpec {
@@ -154,9 +160,9 @@ mod tests {
         }
     }
 
-    /// Run a pair over a lossless pipe with a fixed one-way delay until the receiver
-    /// delivers; returns when.
-    fn run_pair((mut s, mut r): Pair, delay: Time) -> Time {
+    /// Run a pair from host `src` to host `dst` over a lossless pipe with a fixed one-way
+    /// delay until the receiver delivers; returns when.
+    fn run_pair((mut s, mut r): Pair, (src, dst): (u32, u32), hosts: &mut Hosts, delay: Time) -> Time {
         let mut wire: std::collections::BTreeMap<(Time, u64), (bool, Packet)> = Default::default();
         let (mut now, mut n) = (0, 0u64);
         for _ in 0..1_000_000 {
@@ -168,8 +174,17 @@ mod tests {
                 wire.insert((now + delay, n), (false, p));
                 n += 1;
             }
-            if let Some(EndpointEvent::Delivered { .. }) = r.poll_event() {
-                return now;
+            while let Some(ev) = s.poll_event() {
+                if ev == EndpointEvent::HandOn {
+                    s.hand_on(hosts.host(src));
+                }
+            }
+            while let Some(ev) = r.poll_event() {
+                match ev {
+                    EndpointEvent::HandOn => r.hand_on(hosts.host(dst)),
+                    EndpointEvent::Delivered { .. } => return now,
+                    _ => {}
+                }
             }
             let next_pkt = wire.keys().next().map(|k| k.0);
             let next = [next_pkt, s.poll_timeout(), r.poll_timeout()].into_iter().flatten().min().expect("stuck");
@@ -265,9 +280,14 @@ mod tests {
         let s = &load(text, &[]).unwrap()[0].scenario;
         let fac = EndpointFactory::new(s).unwrap();
         let line = 100_000_000_000;
-        assert!(thresholds(&fac).is_empty());
-        let d = run_pair(fac.make(0, &spec(1, 0, 100_000), line, 0), 5 * NS * 1000);
-        let states = thresholds(&fac);
+        let mut hosts = Hosts::new();
+        let run = |f, spec: FlowSpec, delay, hosts: &mut Hosts| {
+            let pair = fac.make(f, &spec, line, 0, hosts);
+            run_pair(pair, (spec.src, spec.dst), hosts, delay)
+        };
+        assert!(thresholds(&hosts).is_empty());
+        let d = run(0, spec(1, 0, 100_000), 5 * NS * 1000, &mut hosts);
+        let states = thresholds(&hosts);
         assert_eq!(states.len(), 1);
         let lt = &states[&(1, 0, 100_000)];
         // the complete transfer's duration (from its first packet) is the link's threshold now
@@ -275,20 +295,20 @@ mod tests {
         assert_eq!(size, 100_000);
         assert!(shortest > 0 && shortest <= d, "{shortest} vs delivered at {d}");
         // another link, another size: their own entries; the first one is left alone
-        run_pair(fac.make(1, &spec(2, 0, 100_000), line, 0), 5 * NS * 1000);
-        run_pair(fac.make(2, &spec(1, 0, 50_000), line, 0), 5 * NS * 1000);
-        let states = thresholds(&fac);
+        run(1, spec(2, 0, 100_000), 5 * NS * 1000, &mut hosts);
+        run(2, spec(1, 0, 50_000), 5 * NS * 1000, &mut hosts);
+        let states = thresholds(&hosts);
         assert_eq!(states.len(), 3);
         assert_eq!(states[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
         // the next transfer on the first link starts from the carried state, and a slower
         // run (longer delay) does not raise the shortest
-        run_pair(fac.make(3, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
-        assert_eq!(thresholds(&fac)[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
+        run(3, spec(1, 0, 100_000), 50 * NS * 1000, &mut hosts);
+        assert_eq!(thresholds(&hosts)[&(1, 0, 100_000)].shortest_complete(), Some((size, shortest)));
         // without the carried state the slow run starts from the formula again (and, past
         // that threshold with 90 % in, closes early: nothing complete to record)
-        fac.builder.forget();
-        run_pair(fac.make(4, &spec(1, 0, 100_000), line, 0), 50 * NS * 1000);
-        assert_eq!(thresholds(&fac)[&(1, 0, 100_000)].shortest_complete(), None);
+        hosts.forget();
+        run(4, spec(1, 0, 100_000), 50 * NS * 1000, &mut hosts);
+        assert_eq!(thresholds(&hosts)[&(1, 0, 100_000)].shortest_complete(), None);
     }
 
     #[test]

@@ -55,7 +55,7 @@ struct ToyBuild {
 }
 
 impl Build for ToyBuild {
-    fn build(&self, t: &Transfer, _now: Time) -> Pair {
+    fn build(&self, t: &Transfer, _now: Time, _hosts: &mut gradwire_core::transport::Hosts) -> Pair {
         let s = ToySender {
             t: *t,
             seg: self.seg,

@@ -8,6 +8,7 @@
 mod acking;
 mod ctrl;
 pub mod dlcp;
+pub(crate) mod host;
 pub mod ltp;
 mod pacer;
 pub mod pfabric;
@@ -20,12 +21,13 @@ pub mod spec;
 pub mod tcp;
 
 pub use acking::{AckExtra, AckingReceiver};
+pub use host::{HostState, Hosts};
 pub use pacer::{Pacer, Pacing};
 pub use roles::{Receiver, Sender};
 pub use shared::check_loss_bound;
 pub use spec::{
-    AsAny, Build, Builder, Carried, Common, Config, ConfigError, Info, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs,
-    Transfer, TransportSpec, Value, Values,
+    AsAny, Build, Builder, Common, Config, ConfigError, Info, Key, KeySet, KeyType, Kind, Pair, RuntimeKnobs, Transfer,
+    TransportSpec, Value, Values,
 };
 
 use crate::packet::{FlowId, Packet};
@@ -50,6 +52,11 @@ pub enum EndpointEvent {
         /// The transfer whose sender to ask.
         flow: FlowId,
     },
+    /// The endpoint has something for its host (state for the next transfer, a change in
+    /// what the host's transfers share): the driver calls [`Endpoint::hand_on`] with the
+    /// endpoint's host's [`HostState`] now, before it feeds any other endpoint. A driver
+    /// that keeps no host state may ignore it (nothing is carried).
+    HandOn,
 }
 
 /// Counters every endpoint keeps; they end up in `flows.csv`.
@@ -84,7 +91,9 @@ impl EndpointStats {
 /// 1. call [`poll_transmit`](Self::poll_transmit) until it returns `None`, putting each
 ///    packet on the wire (a driver that serializes at line rate may instead ask for one
 ///    packet each time its link is free, and keep asking until `None`);
-/// 2. drain [`poll_event`](Self::poll_event);
+/// 2. drain [`poll_event`](Self::poll_event), calling [`hand_on`](Self::hand_on) with the
+///    endpoint's host's [`HostState`] on [`EndpointEvent::HandOn`] (what a host's
+///    transfers share lives there, not in the endpoints: see [`HostState`]);
 /// 3. (re-)arm one timer at [`poll_timeout`](Self::poll_timeout), replacing the previous
 ///    one, and call [`handle_timeout`](Self::handle_timeout) when it fires.
 ///
@@ -131,6 +140,8 @@ impl EndpointStats {
 ///                 EndpointEvent::SenderDone => sender_done = true,
 ///                 // this loop asks both ends every turn anyway
 ///                 EndpointEvent::Wake { .. } => {}
+///                 // it keeps no host state: nothing is carried to a next transfer
+///                 EndpointEvent::HandOn => {}
 ///             }
 ///         }
 ///     }
@@ -184,6 +195,16 @@ pub trait Endpoint: Send {
     }
     /// Next application event, if any. Each event is returned once.
     fn poll_event(&mut self) -> Option<EndpointEvent>;
+    /// [`handle_timeout`](Self::handle_timeout) for a driver that keeps its host's
+    /// [`HostState`]: the endpoints whose timeout reads and writes what the host's
+    /// transfers share (a DLCP receiver's fair share) use it; the others need not.
+    fn handle_timeout_with(&mut self, now: Time, _host: &mut HostState) {
+        self.handle_timeout(now)
+    }
+    /// After [`EndpointEvent::HandOn`], or for a flow [`HostState::take_stale`] names: the
+    /// endpoint leaves what it has for its host in `host` and reads what it follows of it.
+    /// Allowed at any time: it hands on whatever is due, if anything.
+    fn hand_on(&mut self, _host: &mut HostState) {}
     /// Counters so far. A sender's are final once it reports
     /// [`EndpointEvent::SenderDone`]; a receiver keeps counting the ACKs and control
     /// messages it still sends after [`EndpointEvent::Delivered`].
@@ -210,6 +231,14 @@ macro_rules! forward_to_inner {
 
         fn poll_event(&mut self) -> Option<$crate::transport::EndpointEvent> {
             self.inner.poll_event()
+        }
+
+        fn handle_timeout_with(&mut self, now: $crate::time::Time, host: &mut $crate::transport::HostState) {
+            self.inner.handle_timeout_with(now, host)
+        }
+
+        fn hand_on(&mut self, host: &mut $crate::transport::HostState) {
+            self.inner.hand_on(host)
         }
 
         fn stats(&self) -> $crate::transport::EndpointStats {
@@ -239,6 +268,12 @@ impl<E: Endpoint + ?Sized> Endpoint for Box<E> {
     }
     fn poll_event(&mut self) -> Option<EndpointEvent> {
         (**self).poll_event()
+    }
+    fn handle_timeout_with(&mut self, now: Time, host: &mut HostState) {
+        (**self).handle_timeout_with(now, host)
+    }
+    fn hand_on(&mut self, host: &mut HostState) {
+        (**self).hand_on(host)
     }
     fn stats(&self) -> EndpointStats {
         (**self).stats()

@@ -31,7 +31,7 @@ use crate::transport::spec::{
     Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value,
 };
 use crate::transport::tcp::{CongestionControl, TcpConfig, TcpReceiver, TcpSender};
-use crate::transport::{forward_to_inner, tcp, Endpoint};
+use crate::transport::{forward_to_inner, tcp, Endpoint, Hosts};
 
 /// Demotion thresholds (bytes) used by PIAS's own ns-2 simulations for the web search
 /// workload (DCTCP paper's distribution) with 8 queues at 90% load: 759, 1132, 1456, 1737,
@@ -197,13 +197,13 @@ impl PiasBuild {
 }
 
 impl Build for PiasBuild {
-    fn build(&self, t: &Transfer, now: Time) -> Pair {
+    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
         let pair: Pair = (
             Box::new(PiasSender::new(self.cfg, f, src, dst, bytes, now)),
             Box::new(PiasSender::receiver(&self.cfg, f, dst, src, bytes)),
         );
-        tcp::spec::opened(&self.handshakes, t, pair)
+        tcp::spec::opened(&self.handshakes, t, pair, hosts.host(src))
     }
 
     fn data_priority(&self) -> u8 {

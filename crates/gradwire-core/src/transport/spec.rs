@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::host::{HostState, Hosts};
 use super::pacer::Pacing;
 use super::roles::{Receiver, Sender};
 use super::Endpoint;
@@ -308,14 +309,17 @@ impl<T: Any> AsAny for T {
 /// A transport's builder under one configuration: it makes the endpoints of transfers
 /// and keeps what transfers between the same hosts hand on.
 pub trait Build: Send + AsAny {
-    /// Sender and receiver of `t`, the sender starting at `now`.
-    fn build(&self, t: &Transfer, now: Time) -> Pair;
-    /// The sending end alone, for a transport whose receiver places payload.
-    fn sender(&self, _t: &Transfer, _now: Time) -> Option<Box<dyn Sender>> {
+    /// Sender and receiver of `t`, the sender starting at `now`; each reads (and a build
+    /// may note) what its end's host shares in `hosts` ([`HostState`]).
+    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair;
+    /// The sending end alone, for a transport whose receiver places payload; `host` is
+    /// the sending host's state.
+    fn sender(&self, _t: &Transfer, _now: Time, _host: &mut HostState) -> Option<Box<dyn Sender>> {
         None
     }
-    /// The receiving end alone, for a transport whose receiver places payload.
-    fn receiver(&self, _t: &Transfer) -> Option<Box<dyn Receiver>> {
+    /// The receiving end alone, for a transport whose receiver places payload; `host` is
+    /// the receiving host's state.
+    fn receiver(&self, _t: &Transfer, _host: &mut HostState) -> Option<Box<dyn Receiver>> {
         None
     }
     /// The queue of a transfer's data (transports that do not pick it by layer).
@@ -330,8 +334,6 @@ pub trait Build: Send + AsAny {
     fn wants_layer_importance(&self) -> bool {
         false
     }
-    /// Forgets everything carried between transfers.
-    fn forget(&self) {}
 }
 
 /// A transport's name, docs and traits, as its [`TransportSpec::info`] declares them.
@@ -486,20 +488,22 @@ impl Builder {
         self.kind
     }
 
-    /// Sender and receiver of `t`, whatever the kind.
-    pub fn build(&self, t: &Transfer, now: Time) -> Pair {
-        self.inner.build(t, now)
+    /// Sender and receiver of `t`, whatever the kind, each seeded from (and noting in) its
+    /// host's state in `hosts`.
+    pub fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
+        self.inner.build(t, now, hosts)
     }
 
-    /// The sending end of `t`, starting at `now`; `None` for a kind whose receiver does not
-    /// place payload ([`Kind::places_payload`]).
-    pub fn sender(&self, t: &Transfer, now: Time) -> Option<Box<dyn Sender>> {
-        self.inner.sender(t, now)
+    /// The sending end of `t`, starting at `now`, `host` being the sending host's state;
+    /// `None` for a kind whose receiver does not place payload ([`Kind::places_payload`]).
+    pub fn sender(&self, t: &Transfer, now: Time, host: &mut HostState) -> Option<Box<dyn Sender>> {
+        self.inner.sender(t, now, host)
     }
 
-    /// The receiving end of `t`; `None` for a kind whose receiver does not place payload.
-    pub fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
-        self.inner.receiver(t)
+    /// The receiving end of `t`, `host` being the receiving host's state; `None` for a kind
+    /// whose receiver does not place payload.
+    pub fn receiver(&self, t: &Transfer, host: &mut HostState) -> Option<Box<dyn Receiver>> {
+        self.inner.receiver(t, host)
     }
 
     /// The queue of a transfer's data for kinds that do not pick it by layer.
@@ -517,27 +521,10 @@ impl Builder {
         self.inner.wants_layer_importance()
     }
 
-    /// Forgets every carried state.
-    pub fn forget(&self) {
-        self.inner.forget()
-    }
-
-    /// The kind's own builder, for tests that look at its carried state.
+    /// The kind's own builder, for tests.
     pub fn inner(&self) -> &dyn Any {
         AsAny::as_any(&*self.inner)
     }
-}
-
-/// State a link keeps across transfers: one cell per link, read by the link's next
-/// endpoint when it is built and written by the live one.
-pub type Carried<T> = std::sync::Arc<std::sync::Mutex<Option<T>>>;
-
-/// One [`Carried`] cell per link.
-pub(crate) type Links<K, T> = std::sync::Mutex<std::collections::HashMap<K, Carried<T>>>;
-
-/// The cell of link `key`.
-pub(crate) fn cell<K: std::hash::Hash + Eq, T>(links: &Links<K, T>, key: K) -> Carried<T> {
-    links.lock().expect("not poisoned").entry(key).or_default().clone()
 }
 
 /// `v` (a duration or rate written in a file) is a positive number.
@@ -634,11 +621,12 @@ mod tests {
         for kind in Kind::all() {
             let b = Builder::new(&Config::new(kind, Common::default())).unwrap();
             let t = transfer(10_000);
-            assert_eq!(b.sender(&t, 0).is_some(), kind.places_payload(), "{kind}");
-            assert_eq!(b.receiver(&t).is_some(), kind.places_payload(), "{kind}");
+            let host = &mut HostState::new();
+            assert_eq!(b.sender(&t, 0, host).is_some(), kind.places_payload(), "{kind}");
+            assert_eq!(b.receiver(&t, host).is_some(), kind.places_payload(), "{kind}");
             assert_eq!(kind.spec().wire_code().is_some(), kind.places_payload(), "{kind}");
             // every kind's pair: the sender starts at once, toward the receiver
-            let (mut s, _) = b.build(&t, 0);
+            let (mut s, _) = b.build(&t, 0, &mut Hosts::new());
             let p = s.poll_transmit(0).expect("something to send at the start");
             assert_eq!((p.flow, p.src, p.dst), (t.flow, t.src, t.dst), "{kind}");
         }
@@ -651,7 +639,7 @@ mod tests {
     #[test]
     fn a_posted_dlcp_receiver_wants_data_before_the_senders_start() {
         let b = dlcp(DlcpConfig::default());
-        let mut r = b.receiver(&transfer(10_000)).unwrap();
+        let mut r = b.receiver(&transfer(10_000), &mut HostState::new()).unwrap();
         assert!(!r.wants(0, 1440), "DLCP discards data before START");
         r.post(0);
         assert!(r.wants(0, 1440));
@@ -664,7 +652,7 @@ mod tests {
         let share = |importance, important_fraction| {
             let b = dlcp(DlcpConfig { importance, ..DlcpConfig::default() });
             let t = Transfer { important_fraction, ..transfer(1440 * 1000) };
-            let mut s = b.sender(&t, 0).unwrap();
+            let mut s = b.sender(&t, 0, &mut HostState::new()).unwrap();
             let (mut data, mut ect, mut now) = (0u32, 0u32, 0);
             while data < 1000 {
                 match s.poll_transmit(now) {
@@ -696,7 +684,7 @@ mod tests {
         let burst = 20 * US;
         let b = dlcp(DlcpConfig { pacing: Pacing { burst, catch_up: 0 }, ..DlcpConfig::default() });
         let t = transfer(10_000_000);
-        let mut s = b.sender(&t, 0).unwrap();
+        let mut s = b.sender(&t, 0, &mut HostState::new()).unwrap();
         let mut data = 0;
         while let Some(p) = s.poll_transmit(0) {
             data += (p.kind == PacketKind::Data) as u64;

@@ -54,7 +54,8 @@ impl Engine {
         for t in s.receives_of(self.rank) {
             job.post_receive(t);
             let spec = self.spec(&s, call, t, job.dtype);
-            let mut receiver = self.transports.receiver(&spec).expect("the runtime's transports place payload");
+            let mut receiver =
+                self.transports.receiver(&spec, &mut self.host).expect("the runtime's transports place payload");
             receiver.post(now);
             let ep = Ep::Recv(receiver);
             self.slots.insert(spec.flow, Slot { ep, call, transfer: t, peer: spec.src, finished: false });
@@ -124,7 +125,8 @@ impl Engine {
             let importance = (spec.loss_bound > 0.0)
                 .then(|| job.send_f32(t).map(|g| importance_mask(g, (mss / 4).max(1))))
                 .flatten();
-            let mut sender = self.transports.sender(&spec, now).expect("the runtime's transports place payload");
+            let mut sender =
+                self.transports.sender(&spec, now, &mut self.host).expect("the runtime's transports place payload");
             if let Some(mask) = importance {
                 sender.set_importance_mask(mask);
             }

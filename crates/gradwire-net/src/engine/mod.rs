@@ -22,7 +22,7 @@ use gradwire_core::collective::{Schedule, TransferId};
 use gradwire_core::packet::{CtrlOp, Ecn, Packet, PacketKind};
 use gradwire_core::tensor::importance_mask;
 use gradwire_core::time::Time;
-use gradwire_core::transport::{Builder, EndpointEvent, Transfer};
+use gradwire_core::transport::{Builder, EndpointEvent, HostState, Transfer};
 use gradwire_core::wire::{Header, HEADER_LEN};
 use mio::{Events, Interest, Poll, Token, Waker};
 
@@ -165,6 +165,10 @@ pub struct Engine {
     cfg: EngineConfig,
     /// Builds every transfer's endpoints (the core's, from `cfg.transport`).
     transports: Builder,
+    /// What this rank's transfers share (the core's `HostState`: LTP's measured RTprop per
+    /// peer, ...). One per engine: every transfer it drives has this rank at one end, and
+    /// only the engine thread touches it, so it needs no lock.
+    host: HostState,
     poll: Poll,
     udp: DataSocket,
     links: Vec<Option<PeerLink>>,
@@ -279,6 +283,7 @@ impl Engine {
             rank,
             session,
             transports,
+            host: HostState::new(),
             poll,
             udp,
             links: wrapped,
@@ -446,7 +451,7 @@ impl Engine {
         for slot in self.slots.values_mut() {
             let ep = slot.ep.endpoint();
             if ep.poll_timeout().is_some_and(|t| t <= now) {
-                ep.handle_timeout(now);
+                ep.handle_timeout_with(now, &mut self.host);
             }
         }
     }
@@ -459,7 +464,16 @@ impl Engine {
                     EndpointEvent::Delivered { .. } | EndpointEvent::SenderDone => done.push(flow),
                     // every live endpoint's deadline is asked each turn
                     EndpointEvent::Wake { .. } => {}
+                    // before `finish_transfer` below starts what depends on this transfer
+                    EndpointEvent::HandOn => slot.ep.endpoint().hand_on(&mut self.host),
                 }
+            }
+        }
+        // a flow whose view of the host changed (none of the runtime's transports makes
+        // one: DLCP runs without pair state here) reads it again
+        while let Some(flow) = self.host.take_stale() {
+            if let Some(slot) = self.slots.get_mut(&flow) {
+                slot.ep.endpoint().hand_on(&mut self.host);
             }
         }
         for flow in done {

@@ -3,7 +3,7 @@
 
 use super::eps::{prefetch_endpoint, prefetch_slot};
 use super::*;
-use gradwire_core::transport::Endpoint;
+use gradwire_core::transport::{Endpoint, Hosts};
 
 impl Simulation {
     pub(super) fn start_flow(&mut self, f: u32) {
@@ -18,7 +18,7 @@ impl Simulation {
         self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
-        let (sender, receiver) = self.factory.make(f, spec, rate, self.now);
+        let (sender, receiver) = self.factory.make(f, spec, rate, self.now, &mut self.hosts);
         // receivers send ACKs and control: they go first
         let class = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
         let pair = self.eps.open(f, spec.src, spec.dst, sender, receiver);
@@ -48,7 +48,7 @@ impl Simulation {
         let Some(e) = sl.endpoint.as_mut() else { return };
         if e.poll_timeout().is_some_and(|t| t <= self.now) {
             self.late_timeouts += late(&**e, self.now);
-            e.handle_timeout(self.now);
+            e.handle_timeout_with(self.now, self.hosts.host(sl.host));
         }
         self.drive(ep);
     }
@@ -84,6 +84,7 @@ impl Simulation {
         let mut delivered = false;
         let mut sender_done = false;
         let mut woken = false;
+        let mut handed = false;
         while let Some(ev) = e.poll_event() {
             match ev {
                 EndpointEvent::Delivered { .. } => delivered = true,
@@ -91,6 +92,10 @@ impl Simulation {
                 EndpointEvent::Wake { flow } => {
                     self.woken.push(flow);
                     woken = true;
+                }
+                EndpointEvent::HandOn => {
+                    hand_on(&mut **e, &mut self.hosts, sl.host);
+                    handed = true;
                 }
             }
         }
@@ -105,7 +110,7 @@ impl Simulation {
                 self.events.push(t.max(now), Target::Timer(ep));
             }
         }
-        let flow = ep / 2;
+        let (flow, host) = (ep / 2, sl.host);
         if sender_done {
             // keep the receiver: a late retransmission still gets its ACK. The sender's
             // counters are final now; while it lives, `flow_stats` asks it.
@@ -113,6 +118,9 @@ impl Simulation {
             if let Some(sl) = self.eps.slot_mut(ep) {
                 sl.endpoint = None;
             }
+        }
+        if handed {
+            self.refresh_stale(host);
         }
         if delivered {
             self.finish_flow(flow);
@@ -122,6 +130,18 @@ impl Simulation {
         }
         if self.eps.get(flow).is_some_and(|p| p.0[0].endpoint.is_none()) {
             self.retire_receiver(flow);
+        }
+    }
+
+    /// The flows whose view of `host`'s shared state an endpoint just changed (a DLCP
+    /// pair's count of senders with data) read it again, before any of them is asked for
+    /// a packet.
+    pub(super) fn refresh_stale(&mut self, host: u32) {
+        let state = self.hosts.host(host);
+        while let Some(flow) = state.take_stale() {
+            if let Some(e) = self.eps.get_mut(flow).and_then(|p| p.0[0].endpoint.as_mut()) {
+                e.hand_on(state);
+            }
         }
     }
 
@@ -174,10 +194,11 @@ impl Simulation {
             }
             let sl = self.eps.slot_mut(ep).expect("a ready endpoint's pair is open");
             let late_timeouts = &mut self.late_timeouts;
+            let hosts = &mut self.hosts;
             let packet = sl.endpoint.as_mut().and_then(|e| {
                 if e.poll_timeout().is_some_and(|t| t <= now) {
                     *late_timeouts += late(&**e, now);
-                    e.handle_timeout(now);
+                    e.handle_timeout_with(now, hosts.host(host));
                 }
                 e.poll_transmit(now)
             });
@@ -246,6 +267,14 @@ impl Simulation {
         debug_assert!(self.flow_state(flow).started().is_some(), "flow {flow} has not started");
         self.eps.reopen_retired(flow, spec.src, spec.dst);
     }
+}
+
+/// `e`'s hand-on to its host's state. Out of line: most events are not hand-ons, and
+/// `settle` runs after every packet.
+#[cold]
+#[inline(never)]
+fn hand_on(e: &mut dyn Endpoint, hosts: &mut Hosts, host: u32) {
+    e.hand_on(hosts.host(host))
 }
 
 /// 1 if `e` has a deadline other than pacing that passed before `now`.

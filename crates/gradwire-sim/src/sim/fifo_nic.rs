@@ -11,6 +11,16 @@ impl Simulation {
     /// then arm its timer (pacing included: no NIC will ask it for its next packet).
     pub(super) fn drive_fifo(&mut self, ep: u32) {
         let now = self.now;
+        // It is polled before `settle` drains its events: what it has for its host (a DLCP
+        // sender that now has data joins its pair's count) goes there first, and its pair's
+        // other senders see the change, as they would before any packet of it leaves.
+        let handed = self.eps.slot_mut(ep).and_then(|sl| {
+            let host = sl.host;
+            sl.endpoint.as_mut().map(|e| e.hand_on(self.hosts.host(host))).map(|()| host)
+        });
+        if let Some(host) = handed {
+            self.refresh_stale(host);
+        }
         while let Some(p) = self.eps.slot_mut(ep).and_then(|sl| sl.endpoint.as_mut()).and_then(|e| e.poll_transmit(now))
         {
             self.send_to_fifo_nic(p);

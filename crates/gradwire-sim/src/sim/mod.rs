@@ -22,7 +22,7 @@ use crate::workload::{self, Workload};
 use eps::Pairs;
 use gradwire_core::switch::{Admit, DropReason};
 use gradwire_core::time::{from_us, Time, MS, NS};
-use gradwire_core::transport::{EndpointEvent, EndpointStats};
+use gradwire_core::transport::{EndpointEvent, EndpointStats, Hosts};
 use gradwire_core::Packet;
 use lazy::Chunked;
 use pause::NodePauses;
@@ -121,6 +121,10 @@ pub struct Simulation {
     events: EventQueue,
     rng: Xoshiro256PlusPlus,
     factory: EndpointFactory,
+    /// What each host's transfers share (persistent connections, carried path models and
+    /// thresholds, DLCP's pair rates and counts, receiving hosts' loads): the core's
+    /// `HostState`, handed to the endpoints explicitly (`settle`).
+    hosts: Hosts,
     pub(crate) now: Time,
     stop: Time,
     pub(crate) events_processed: u64,
@@ -202,6 +206,7 @@ impl Simulation {
             events: EventQueue::new(),
             rng,
             factory,
+            hosts: Hosts::new(),
             now: 0,
             events_processed: 0,
             flows_done: 0,

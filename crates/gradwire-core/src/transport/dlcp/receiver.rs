@@ -2,7 +2,6 @@
 //! packet, requests what is missing after each STOP, finishes at `1 - loss_bound`.
 
 use std::ops::Range;
-use std::sync::Arc;
 
 use super::share::{HostLoad, RateHint, RateReport};
 use super::{DlcpConfig, RetxReq};
@@ -10,7 +9,8 @@ use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::host::Handing;
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -48,8 +48,17 @@ pub struct DlcpReceiver {
     delivered_at_finish: Option<u64>,
     period_end: Time,
     recv_in_period: u64,
-    /// With [`RateHint::ReceiverShare`]: the senders into this host, for its fair share.
-    host_load: Option<Arc<HostLoad>>,
+    /// With [`RateHint::ReceiverShare`]: its own record of the hosts sending here, used
+    /// unless it shares its host's ([`Self::sharing_host_load`]). Boxed: the receiver is
+    /// touched per packet and stays small.
+    own_load: Option<Box<HostLoad>>,
+    /// Reports into its host's record (in [`HostState`]) instead of its own.
+    shares_host_load: bool,
+    /// The bound was met at this time (`Time::MAX`: not yet), with data in the period or
+    /// not: the host's record still has to count its sender then ([`Endpoint::hand_on`]).
+    load_note_at: Time,
+    load_note_active: bool,
+    handing: Handing,
     early_discards: u64,
     late_discards: u64,
     bad_starts: u64,
@@ -75,8 +84,12 @@ impl DlcpReceiver {
             delivered_at_finish: None,
             period_end: Time::MAX,
             recv_in_period: 0,
-            // alone unless the driver gives the host's shared one
-            host_load: (cfg.rate_hint == RateHint::ReceiverShare).then(|| Arc::new(HostLoad::new(cfg.line_rate_bps))),
+            // alone unless it shares its host's record
+            own_load: (cfg.rate_hint == RateHint::ReceiverShare).then(|| Box::new(HostLoad::new(cfg.line_rate_bps))),
+            shares_host_load: false,
+            load_note_at: Time::MAX,
+            load_note_active: false,
+            handing: Handing::Idle,
             early_discards: 0,
             late_discards: 0,
             bad_starts: 0,
@@ -85,19 +98,29 @@ impl DlcpReceiver {
         }
     }
 
-    /// With [`RateHint::ReceiverShare`]: counts its sender in `load`, the receiving host's
-    /// record shared by all its DLCP receivers, and reports the host's fair share from it.
-    pub fn sharing_host_load(mut self, load: Arc<HostLoad>) -> Self {
-        if self.cfg.rate_hint == RateHint::ReceiverShare {
-            self.host_load = Some(load);
-        }
+    /// With [`RateHint::ReceiverShare`]: counts its sender in the receiving host's record
+    /// ([`HostLoad`] in its [`HostState`]), shared by all its DLCP receivers, and reports
+    /// the host's fair share from it: the driver passes the host's state to
+    /// [`Endpoint::handle_timeout_with`] and [`Endpoint::hand_on`] (plain `handle_timeout`
+    /// reports from the receiver's own record).
+    pub fn sharing_host_load(mut self) -> Self {
+        self.shares_host_load = self.cfg.rate_hint == RateHint::ReceiverShare;
         self
     }
 
-    /// The RATE argument for a period that received at `recv_bps`.
-    fn rate_report(&self, now: Time, recv_bps: u64) -> u64 {
-        let Some(load) = &self.host_load else { return recv_bps };
-        let share = load.report(self.remote, self.recv_in_period > 0, now, self.cfg.rate_period);
+    /// The RATE argument for a period that received at `recv_bps`; `host` is the receiving
+    /// host's state, if the driver gave it.
+    fn rate_report(&mut self, now: Time, recv_bps: u64, host: Option<&mut HostState>) -> u64 {
+        let (remote, active, period, link) =
+            (self.remote, self.recv_in_period > 0, self.cfg.rate_period, self.cfg.line_rate_bps);
+        let load = match host {
+            Some(h) if self.shares_host_load => h.load_mut(link),
+            _ => match &mut self.own_load {
+                Some(own) => own,
+                None => return recv_bps,
+            },
+        };
+        let share = load.report(remote, active, now, period);
         RateReport { recv_bps, share_bps: Some(share) }.pack(self.cfg.rate_hint)
     }
 
@@ -319,9 +342,13 @@ impl DlcpReceiver {
         if self.state != State::Receiving || self.reasm.missing_bytes() > self.allowed_missing {
             return;
         }
-        if let Some(load) = &self.host_load {
-            // its last data still counts its sender in
-            load.report(self.remote, self.recv_in_period > 0, now, self.cfg.rate_period);
+        // its last data still counts its sender in
+        let active = self.recv_in_period > 0;
+        if self.shares_host_load {
+            (self.load_note_at, self.load_note_active) = (now, active);
+            self.handing.due();
+        } else if let Some(load) = &mut self.own_load {
+            load.report(self.remote, active, now, self.cfg.rate_period);
         }
         let delivered = self.reasm.received_bytes();
         self.state = State::Finishing;
@@ -339,26 +366,11 @@ impl Endpoint for DlcpReceiver {
     }
 
     fn handle_timeout(&mut self, now: Time) {
-        if self.ctrl.on_timeout(now) {
-            self.stats.timeouts += 1;
-        }
-        if let Some((round, at)) = self.quiet_retx {
-            if self.state != State::Receiving {
-                self.quiet_retx = None;
-            } else if now >= at {
-                self.quiet_retx = None;
-                self.request_missing(now, round);
-            }
-        }
-        if self.state == State::Receiving && now >= self.period_end {
-            // Unreliable: a lost report only delays one rate decision. The rate is over the
-            // time the period really lasted (a late wake received that much more).
-            let elapsed = self.cfg.rate_period.max(1) + (now - self.period_end);
-            let report = self.rate_report(now, self.cfg.bps_over(self.recv_in_period, elapsed));
-            self.ctrl.send_unreliable(CtrlOp::Rate, report);
-            self.recv_in_period = 0;
-            self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
-        }
+        self.on_timeout(now, None)
+    }
+
+    fn handle_timeout_with(&mut self, now: Time, host: &mut HostState) {
+        self.on_timeout(now, Some(host))
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
@@ -375,10 +387,51 @@ impl Endpoint for DlcpReceiver {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
+        // the host's record first, as the bound is met
+        if self.handing.announce() {
+            return Some(EndpointEvent::HandOn);
+        }
         self.event.take()
+    }
+
+    fn hand_on(&mut self, host: &mut HostState) {
+        if !self.handing.take() {
+            return;
+        }
+        let at = std::mem::replace(&mut self.load_note_at, Time::MAX);
+        if at != Time::MAX {
+            let active = self.load_note_active;
+            host.load_mut(self.cfg.line_rate_bps).report(self.remote, active, at, self.cfg.rate_period);
+        }
     }
 
     fn stats(&self) -> EndpointStats {
         EndpointStats { retransmits: self.ctrl.retransmits, ..self.stats }
+    }
+}
+
+impl DlcpReceiver {
+    /// [`Endpoint::handle_timeout`], with the receiving host's state if the driver gave it.
+    fn on_timeout(&mut self, now: Time, host: Option<&mut HostState>) {
+        if self.ctrl.on_timeout(now) {
+            self.stats.timeouts += 1;
+        }
+        if let Some((round, at)) = self.quiet_retx {
+            if self.state != State::Receiving {
+                self.quiet_retx = None;
+            } else if now >= at {
+                self.quiet_retx = None;
+                self.request_missing(now, round);
+            }
+        }
+        if self.state == State::Receiving && now >= self.period_end {
+            // Unreliable: a lost report only delays one rate decision. The rate is over the
+            // time the period really lasted (a late wake received that much more).
+            let elapsed = self.cfg.rate_period.max(1) + (now - self.period_end);
+            let report = self.rate_report(now, self.cfg.bps_over(self.recv_in_period, elapsed), host);
+            self.ctrl.send_unreliable(CtrlOp::Rate, report);
+            self.recv_in_period = 0;
+            self.period_end = now.saturating_add(self.cfg.rate_period.max(1));
+        }
     }
 }

@@ -1,21 +1,19 @@
 //! DLCP sender: zero-RTT start, paced unreliable data, resend rounds on request.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 
 use super::runs::RunQueue;
 use super::share::RateReport;
-use super::strict::PairSenders;
+use super::strict::PairView;
 use super::{DlcpConfig, RetxReq};
 use crate::cc::MinimalRate;
 use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::host::Handing;
 use crate::transport::pacer::Pacer;
-use crate::transport::spec::Carried;
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -70,26 +68,50 @@ pub struct DlcpSender {
     /// A resend round started this period: no rate decision at its end.
     skip_decision: bool,
 
-    /// With `dlcp_rate_state` other than `tensor` ([`super::RateState`]): the host pair's rate state, left after
-    /// every rate decision for the pair's next transfer.
-    carried_rate: Option<Carried<CarriedRate>>,
-    /// With [`DlcpSender::sharing_rate_with`]: the host pair's senders that have data to
-    /// send, this one counted while its queue is not empty; each paces at the rate / count.
-    pair_sending: Option<Arc<AtomicU32>>,
-    /// With [`DlcpSender::sharing_rate_ahead_of`]: the pair's counts of senders at higher
-    /// priorities, which this one also splits the rate with.
-    pair_ahead: Box<[Arc<AtomicU32>]>,
-    /// With [`DlcpSender::pacing_strictly_in`]: the host pair's senders with data, by
-    /// priority; this one paces at its strict-priority part of the rate, counted while its
-    /// queue is not empty.
-    pair_strict: Option<Arc<PairSenders>>,
+    /// With [`DlcpSender::leaving_rate`]: the host pair's rate state is left with the
+    /// sending host after every rate decision, for the pair's next transfer.
+    carry_rate: bool,
+    /// What of the rate state is still to hand on to the host.
+    rate_left: RateLeft,
+    /// How this sender splits its rate with the host pair's other senders with data.
+    pair: Pair,
+    /// The pair's senders with data as this sender last saw them ([`Endpoint::hand_on`]).
+    view: PairView,
     /// Flows of the pair to wake ([`EndpointEvent::Wake`]): they may pace faster since
     /// this one stopped sending.
     wake: Vec<FlowId>,
+    /// Has data queued, so counts among the pair's senders with data.
     counted: bool,
+    /// Is counted in the host's record of the pair's senders.
+    in_pair: bool,
+    handing: Handing,
     stats: EndpointStats,
     retx_ignored: u64,
     done_pending: bool,
+}
+
+/// What of a sender's rate state its host has not been handed yet. Small (the sender is
+/// touched per packet): a new state is the rate control as it is at the hand-on, which a
+/// driver calls before it feeds the sender again (nothing between changes it).
+#[derive(Clone, Copy, Debug, Default)]
+enum RateLeft {
+    #[default]
+    Nothing,
+    /// A new state (a rate decision) at this time.
+    State(Time),
+    /// Only that the pair was sending at this time.
+    Active(Time),
+}
+
+/// How a sender splits the host pair's rate with the pair's other senders with data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pair {
+    /// It does not: it paces at its own rate.
+    Alone,
+    /// Evenly with those counted at `priority` or above ([`DlcpSender::sharing_rate`]).
+    Shared { priority: u8 },
+    /// By strict priority ([`DlcpSender::pacing_strictly`]).
+    Strict,
 }
 
 /// A host pair's rate-control state as its last transfer left it
@@ -164,12 +186,14 @@ impl DlcpSender {
             report: None,
             share_bps: u64::MAX,
             skip_decision: false,
-            carried_rate: None,
-            pair_sending: None,
-            pair_ahead: Box::default(),
-            pair_strict: None,
+            carry_rate: false,
+            rate_left: RateLeft::Nothing,
+            pair: Pair::Alone,
+            view: PairView::default(),
             wake: Vec::new(),
             counted: false,
+            in_pair: false,
+            handing: Handing::Idle,
             stats: EndpointStats::default(),
             retx_ignored: 0,
             done_pending: false,
@@ -184,105 +208,98 @@ impl DlcpSender {
         s
     }
 
-    /// Leaves the rate state in `cell` after every rate decision, for the next transfer
-    /// between the same hosts to start from (a deviation: dlcp.md keeps rate state per
-    /// tensor; see [`DlcpSender::with_rate`]).
-    pub fn leaving_rate_in(mut self, cell: Carried<CarriedRate>) -> Self {
-        self.carried_rate = Some(cell);
+    /// Leaves the rate state with the sending host after every rate decision
+    /// ([`EndpointEvent::HandOn`]), for the next transfer between the same hosts to start
+    /// from (a deviation: dlcp.md keeps rate state per tensor; see
+    /// [`DlcpSender::with_rate`]).
+    pub fn leaving_rate(mut self) -> Self {
+        self.carry_rate = true;
         self
     }
 
-    /// Splits the rate with the host pair's other senders that have data to send: `sending`
-    /// counts them (this one while its queue is not empty) and each paces at its rate
-    /// divided by the count (a deviation; see [`super::RateState::PairShared`]).
-    pub fn sharing_rate_with(mut self, sending: Arc<AtomicU32>) -> Self {
-        self.pair_sending = Some(sending);
+    /// Splits the rate with the host pair's other senders that have data to send, each
+    /// pacing at its rate divided by their count (this one counted while its queue is not
+    /// empty): all of them (`priority` 0 for every sender: a deviation, see
+    /// [`super::RateState::PairShared`]), or, with each sender's data priority, those at
+    /// its priority or above and not those below, so the pair's most important tensor
+    /// paces at its whole rate and the host NIC's strict priority orders the rest (a
+    /// deviation; see [`super::RateState::PairPriority`]). The count is the sending host's
+    /// ([`HostState`]), through [`Endpoint::hand_on`]. A sender dropped while it has data
+    /// stays counted there (a driver drops one after `SenderDone`, as the simulator does).
+    pub fn sharing_rate(mut self, priority: u8) -> Self {
+        self.pair = Pair::Shared { priority };
         self.update_sending();
-        self
-    }
-
-    /// With [`DlcpSender::sharing_rate_with`] (its own priority's count): also splits the
-    /// rate with the senders counted in `ahead`, the pair's counts at higher priorities, and
-    /// not with those below it, so the pair's most important tensor paces at its whole
-    /// rate and the host NIC's strict priority orders the rest (a deviation; see
-    /// [`super::RateState::PairPriority`]).
-    pub fn sharing_rate_ahead_of(mut self, ahead: Vec<Arc<AtomicU32>>) -> Self {
-        self.pair_ahead = ahead.into_boxed_slice();
         self
     }
 
     /// Paces at a strict-priority part of the host pair's rate, never more than the rate
-    /// over the pair: `pair` holds the pair's senders with data and their priorities; the
-    /// ones at the highest priority present split the rate less a minimal pace (one packet
-    /// per period) for each one below them, which paces at that minimal pace (a deviation;
-    /// see [`super::RateState::PairStrict`]). The slot of the next packet follows
-    /// the pace when asked ([`Pacer::on_sent_following`]), so a sender whose turn comes
-    /// need not wait out a slot taken at the minimal pace; and whenever this one stops
-    /// sending it names the pair's others in [`EndpointEvent::Wake`].
-    pub fn pacing_strictly_in(mut self, pair: Arc<PairSenders>) -> Self {
-        self.pair_strict = Some(pair);
+    /// over the pair: the pair's senders with data and their priorities are the sending
+    /// host's ([`HostState`], through [`Endpoint::hand_on`]); the ones at the highest
+    /// priority present split the rate less a minimal pace (one packet per period) for
+    /// each one below them, which paces at that minimal pace (a deviation; see
+    /// [`super::RateState::PairStrict`]). The slot of the next packet follows the pace when
+    /// asked ([`Pacer::on_sent_following`]), so a sender whose turn comes need not wait out
+    /// a slot taken at the minimal pace; and whenever this one stops sending it names the
+    /// pair's others in [`EndpointEvent::Wake`].
+    pub fn pacing_strictly(mut self) -> Self {
+        self.pair = Pair::Strict;
         self.update_sending();
         self
     }
 
-    /// Keeps this sender counted in the pair's `sending` exactly while it has data queued.
+    /// Keeps this sender counted among the pair's senders with data exactly while it has
+    /// data queued; the host learns of a change at the next [`Endpoint::hand_on`].
     #[inline]
     fn update_sending(&mut self) {
         let now = self.state == State::Sending && !self.queue.is_empty();
-        if now == self.counted {
-            return;
-        }
-        if let Some(sending) = &self.pair_sending {
-            if now {
-                sending.fetch_add(1, Ordering::Relaxed);
-            } else {
-                sending.fetch_sub(1, Ordering::Relaxed);
-            }
-        } else if let Some(pair) = &self.pair_strict {
-            if now {
-                pair.join(self.flow, self.cfg.data_priority);
-            } else {
-                pair.leave(self.flow, &mut self.wake);
-            }
-        } else {
+        if now == self.counted || self.pair == Pair::Alone {
             return;
         }
         self.counted = now;
+        self.handing.due();
+    }
+
+    /// Whether it splits its rate by strict priority.
+    #[inline]
+    fn strict(&self) -> bool {
+        self.pair == Pair::Strict
     }
 
     /// May the next data packet leave at `now`.
     fn may_send(&self, now: Time) -> bool {
-        match self.pair_strict {
-            None => self.pacer.may_send(now),
-            Some(_) => self.pacer.may_send_at(now, self.pacing_rate_bps()),
+        match self.strict() {
+            false => self.pacer.may_send(now),
+            true => self.pacer.may_send_at(now, self.pacing_rate_bps()),
         }
     }
 
     /// When the next data packet's slot starts.
     fn next_slot(&self) -> Time {
-        match self.pair_strict {
-            None => self.pacer.next_transmit(),
-            Some(_) => self.pacer.next_transmit_at(self.pacing_rate_bps()),
+        match self.strict() {
+            false => self.pacer.next_transmit(),
+            true => self.pacer.next_transmit_at(self.pacing_rate_bps()),
         }
     }
 
     /// The rate this sender paces at: its rate control's, or its share of it.
     #[inline]
     pub(super) fn pacing_rate_bps(&self) -> u64 {
-        if let Some(pair) = &self.pair_strict {
-            return pair.pace(self.cfg.data_priority, self.cc.rate_bps(), self.cc.min_rate_bps());
+        match self.pair {
+            Pair::Alone => self.cc.rate_bps().max(1),
+            Pair::Shared { .. } => (self.cc.rate_bps() / self.view.sharing() as u64).max(1),
+            Pair::Strict => self.view.pace(self.cfg.data_priority, self.cc.rate_bps(), self.cc.min_rate_bps()),
         }
-        let n = self.pair_sending.as_ref().map_or(1, |s| {
-            let ahead: u32 = self.pair_ahead.iter().map(|a| a.load(Ordering::Relaxed)).sum();
-            (s.load(Ordering::Relaxed) + ahead).max(1)
-        });
-        (self.cc.rate_bps() / n as u64).max(1)
     }
 
     /// Importance per segment from real gradients ([`crate::tensor::importance_mask`]);
     /// overrides `cfg.importance`. Segments beyond the mask are not important.
     pub fn set_importance_mask(&mut self, mask: Vec<bool>) {
         self.importance_mask = Some(mask);
+    }
+
+    /// The transfer this sender sends.
+    pub fn flow(&self) -> FlowId {
+        self.flow
     }
 
     /// How the tensor is cut into data packets (the receiver uses the same cut).
@@ -379,21 +396,26 @@ impl DlcpSender {
         }
     }
 
-    /// Leaves the rate state for the host pair's next transfer ([`Self::leaving_rate_in`]).
-    fn store_rate(&self, now: Time) {
-        if let Some(cell) = &self.carried_rate {
-            *cell.lock().expect("not poisoned") = Some(CarriedRate { cc: self.cc, last_active: now });
+    /// Leaves the rate state for the host pair's next transfer ([`Self::leaving_rate`]).
+    fn store_rate(&mut self, now: Time) {
+        if self.carry_rate {
+            self.rate_left = RateLeft::State(now);
+            self.handing.due();
         }
     }
 
     /// With [`DlcpConfig::rate_restart`]: the pair was sending at `now` (the carried state
     /// itself is left as the last change made it).
-    fn touch_rate(&self, now: Time) {
-        if let (Some(cell), Some(_)) = (&self.carried_rate, self.cfg.rate_restart) {
-            if let Some(c) = cell.lock().expect("not poisoned").as_mut() {
-                c.last_active = c.last_active.max(now);
-            }
+    fn touch_rate(&mut self, now: Time) {
+        if !self.carry_rate || self.cfg.rate_restart.is_none() {
+            return;
         }
+        self.rate_left = match self.rate_left {
+            RateLeft::State(at) => RateLeft::State(at.max(now)),
+            RateLeft::Active(at) => RateLeft::Active(at.max(now)),
+            RateLeft::Nothing => RateLeft::Active(now),
+        };
+        self.handing.due();
     }
 
     fn on_finish(&mut self, now: Time) {
@@ -450,9 +472,9 @@ impl DlcpSender {
         };
         p.sent_at = now;
         let rate = self.pacing_rate_bps();
-        match self.pair_strict {
-            None => self.pacer.on_sent(now, p.wire_bytes, rate),
-            Some(_) => self.pacer.on_sent_following(now, p.wire_bytes, rate),
+        match self.strict() {
+            false => self.pacer.on_sent(now, p.wire_bytes, rate),
+            true => self.pacer.on_sent_following(now, p.wire_bytes, rate),
         }
         self.sent_in_period += p.wire_bytes as u64;
         if self.round > 0 {
@@ -544,21 +566,58 @@ impl Endpoint for DlcpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
+        // the host first: the pair's next transfer may start on SenderDone, and leaving
+        // the pair names the flows to wake
+        if self.handing.announce() {
+            return Some(EndpointEvent::HandOn);
+        }
         if std::mem::take(&mut self.done_pending) {
             return Some(EndpointEvent::SenderDone);
         }
         self.wake.pop().map(|flow| EndpointEvent::Wake { flow })
     }
 
+    fn hand_on(&mut self, host: &mut HostState) {
+        let due = self.handing.take();
+        if !due && self.pair == Pair::Alone {
+            return;
+        }
+        let peer = host.peer_mut(self.dst);
+        match std::mem::take(&mut self.rate_left) {
+            RateLeft::State(at) => peer.dlcp_rate = Some(CarriedRate { cc: self.cc, last_active: at }),
+            RateLeft::Active(at) => {
+                if let Some(c) = &mut peer.dlcp_rate {
+                    c.last_active = c.last_active.max(at);
+                }
+            }
+            RateLeft::Nothing => {}
+        }
+        let priority = match self.pair {
+            Pair::Alone => return,
+            Pair::Shared { priority } => priority,
+            Pair::Strict => self.cfg.data_priority,
+        };
+        let senders = &mut peer.dlcp_senders;
+        let changed = self.counted != self.in_pair;
+        if changed {
+            if self.counted {
+                senders.join(self.flow, priority);
+            } else {
+                senders.leave(self.flow);
+                if self.strict() {
+                    self.wake.extend(senders.flows());
+                }
+            }
+            self.in_pair = self.counted;
+        }
+        self.view = senders.view(priority);
+        if changed {
+            // the others pace by the new count from their next packet on
+            host.mark_pair_stale(self.dst, self.flow);
+        }
+    }
+
     fn stats(&self) -> EndpointStats {
         self.stats
-    }
-}
-
-impl Drop for DlcpSender {
-    fn drop(&mut self) {
-        self.queue.clear();
-        self.state = State::Done;
-        self.update_sending();
     }
 }

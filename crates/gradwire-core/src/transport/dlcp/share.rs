@@ -4,14 +4,12 @@
 //! per period, so the senders overshoot the receiver's link every period and the steady
 //! state sits at the loss threshold. The receiving host is the one place that knows how
 //! many hosts send into its link: its receivers note each remote host whose data arrived
-//! in their period ([`HostLoad`]), and every RATE report also carries the host's fair
+//! in their period ([`HostLoad`], kept in the host's [`crate::transport::HostState`]), and every RATE report also carries the host's fair
 //! share, its link rate over that count. The sender holds its rate at or below
 //! `share_headroom` times the share: with a headroom above 1 the receiver's queue can still
 //! form, which is where DLCP's strict layer priority acts (a rate held at exactly the fair
 //! share keeps the queue empty and turns priority into even sharing), and the link is not
 //! left idle by hosts counted in the window that send little.
-
-use std::sync::Mutex;
 
 use crate::packet::HostId;
 use crate::time::Time;
@@ -33,21 +31,21 @@ pub enum RateHint {
 pub struct HostLoad {
     link_bps: u64,
     /// Each remote host, and when a receiver here last found its data in a period.
-    seen: Mutex<Vec<(HostId, Time)>>,
+    seen: Vec<(HostId, Time)>,
 }
 
 impl HostLoad {
     /// The load of a host whose link carries `link_bps` bit/s.
     pub fn new(link_bps: u64) -> Self {
-        HostLoad { link_bps: link_bps.max(1), seen: Mutex::new(Vec::new()) }
+        HostLoad { link_bps: link_bps.max(1), seen: Vec::new() }
     }
 
     /// A receiver here ends a period of length `period` at `now`; `remote`'s data arrived
     /// in it if `active`. Returns the host's fair share in bit/s: its link rate over the
     /// remote hosts seen within a period and a half before `now` (at least one), so a host
     /// whose every period brings data is never missed between two receivers' reports.
-    pub fn report(&self, remote: HostId, active: bool, now: Time, period: Time) -> u64 {
-        let mut seen = self.seen.lock().expect("not poisoned");
+    pub fn report(&mut self, remote: HostId, active: bool, now: Time, period: Time) -> u64 {
+        let seen = &mut self.seen;
         if active {
             match seen.iter_mut().find(|(h, _)| *h == remote) {
                 Some((_, at)) => *at = now,
@@ -107,7 +105,7 @@ mod tests {
     #[test]
     fn the_share_is_the_link_over_the_hosts_seen_sending() {
         let (link, p) = (100_000_000_000u64, 100 * US);
-        let load = HostLoad::new(link);
+        let mut load = HostLoad::new(link);
         assert_eq!(load.report(1, false, 0, p), link, "nobody seen: the whole link");
         for k in 1..=8u32 {
             // k hosts, each noted by some receiver here

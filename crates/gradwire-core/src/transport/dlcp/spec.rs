@@ -3,19 +3,16 @@
 //! transfers).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex};
 
-use super::{CarriedRate, DlcpConfig, DlcpReceiver, DlcpSender, HostLoad, Importance, PairSenders, RateHint};
-use crate::packet::{HostId, Packet};
+use super::{DlcpConfig, DlcpReceiver, DlcpSender, Importance, RateHint};
+use crate::packet::Packet;
 use crate::time::{from_us, Time};
 use crate::transport::roles::{reassembling_receiver, Receiver, Sender};
 use crate::transport::spec::{
-    cell, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Links, Pair, RuntimeKnobs, Transfer, TransportSpec,
-    Value,
+    Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, RuntimeKnobs, Transfer, TransportSpec, Value,
 };
+use crate::transport::{HostState, Hosts};
 
 const RATE_STATES: &[&str] = &["tensor", "pair", "pair_shared", "pair_priority", "pair_strict"];
 const RATE_HINTS: &[&str] = &["none", "receiver_share"];
@@ -137,34 +134,20 @@ impl RateState {
     }
 }
 
-/// DLCP's builder: the state transfers hand on (per host pair with a [`RateState`] other
-/// than `Tensor`, per receiving host with [`RateHint::ReceiverShare`]).
+/// DLCP's builder. What transfers share lives in their hosts' [`HostState`]: per host
+/// pair at the sending host with a [`RateState`] other than `Tensor` (the rate state, the
+/// pair's senders with data), per receiving host with [`RateHint::ReceiverShare`] (its
+/// load).
 pub struct DlcpBuild {
     cfg: DlcpConfig,
     state: RateState,
     layer_importance: bool,
-    rates: Links<(HostId, HostId), CarriedRate>,
-    /// Per host pair (and data priority, with `PairPriority`; else 0), its senders with
-    /// data to send.
-    sending: Mutex<HashMap<(HostId, HostId, u8), Arc<AtomicU32>>>,
-    /// Per host pair, its senders with data and their priorities (`PairStrict`).
-    strict: Mutex<HashMap<(HostId, HostId), Arc<PairSenders>>>,
-    /// Per receiving host, the hosts sending data into it (`RateHint::ReceiverShare`).
-    loads: Mutex<HashMap<HostId, Arc<HostLoad>>>,
 }
 
 impl DlcpBuild {
     /// A builder of transfers under `cfg`, keeping rate state as `state` says.
     pub fn new(cfg: DlcpConfig, state: RateState) -> DlcpBuild {
-        DlcpBuild {
-            cfg,
-            state,
-            layer_importance: false,
-            rates: Default::default(),
-            sending: Default::default(),
-            strict: Default::default(),
-            loads: Default::default(),
-        }
+        DlcpBuild { cfg, state, layer_importance: false }
     }
 
     fn config(&self, t: &Transfer) -> DlcpConfig {
@@ -185,47 +168,33 @@ impl DlcpBuild {
 }
 
 impl Build for DlcpBuild {
-    fn build(&self, t: &Transfer, now: Time) -> Pair {
-        let receiver = self.receiver(t).expect("places payload");
-        (self.sender(t, now).expect("places payload"), receiver)
+    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
+        let receiver = self.receiver(t, hosts.host(t.dst)).expect("places payload");
+        (self.sender(t, now, hosts.host(t.src)).expect("places payload"), receiver)
     }
 
-    fn sender(&self, t: &Transfer, now: Time) -> Option<Box<dyn Sender>> {
+    fn sender(&self, t: &Transfer, now: Time, host: &mut HostState) -> Option<Box<dyn Sender>> {
         if self.state == RateState::Tensor {
             return Some(Box::new(DlcpSender::new(self.config(t), t.flow, t.src, t.dst, t.bytes, now)));
         }
-        let rate = cell(&self.rates, (t.src, t.dst));
-        let warm = rate.lock().expect("not poisoned").and_then(|c| c.at(now, self.cfg.rate_restart));
+        let warm = host.dlcp_rate(t.dst).and_then(|c| c.at(now, self.cfg.rate_restart));
         let s = DlcpSender::with_rate(self.config(t), t.flow, t.src, t.dst, t.bytes, now, warm);
-        let s = s.leaving_rate_in(rate);
+        let s = s.leaving_rate();
         Some(match self.state {
-            RateState::PairStrict => {
-                let mut pairs = self.strict.lock().expect("not poisoned");
-                let pair = pairs.entry((t.src, t.dst)).or_default().clone();
-                Box::new(s.pacing_strictly_in(pair))
-            }
-            RateState::PairShared | RateState::PairPriority => {
-                let mut counts = self.sending.lock().expect("not poisoned");
-                let mut count = |p: u8| counts.entry((t.src, t.dst, p)).or_default().clone();
-                if self.state == RateState::PairPriority {
-                    let ahead = (0..t.priority).map(&mut count).collect();
-                    Box::new(s.sharing_rate_with(count(t.priority)).sharing_rate_ahead_of(ahead))
-                } else {
-                    Box::new(s.sharing_rate_with(count(0)))
-                }
-            }
+            RateState::PairStrict => Box::new(s.pacing_strictly()),
+            RateState::PairPriority => Box::new(s.sharing_rate(t.priority)),
+            RateState::PairShared => Box::new(s.sharing_rate(0)),
             _ => Box::new(s),
         })
     }
 
-    fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
+    fn receiver(&self, t: &Transfer, host: &mut HostState) -> Option<Box<dyn Receiver>> {
         let r = DlcpReceiver::new(self.config(t), t.flow, t.dst, t.src, t.bytes);
         Some(if self.cfg.rate_hint == RateHint::ReceiverShare {
             // The host's link rate: host links are equal in every network gradwire drives,
             // so the transfer's (its sender's) line rate is the receiver's.
-            let mut loads = self.loads.lock().expect("not poisoned");
-            let load = loads.entry(t.dst).or_insert_with(|| Arc::new(HostLoad::new(t.line_rate_bps)));
-            Box::new(r.sharing_host_load(load.clone()))
+            host.load_mut(t.line_rate_bps);
+            Box::new(r.sharing_host_load())
         } else {
             Box::new(r)
         })
@@ -237,13 +206,6 @@ impl Build for DlcpBuild {
 
     fn wants_layer_importance(&self) -> bool {
         self.layer_importance
-    }
-
-    fn forget(&self) {
-        self.rates.lock().expect("not poisoned").clear();
-        self.sending.lock().expect("not poisoned").clear();
-        self.strict.lock().expect("not poisoned").clear();
-        self.loads.lock().expect("not poisoned").clear();
     }
 }
 

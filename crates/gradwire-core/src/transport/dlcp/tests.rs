@@ -6,7 +6,7 @@ use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
 use crate::testkit::{corrupting_loss, placing_pipe, random_loss, Link, LossFn, PipeOutcome, Tags};
 use crate::time::{serialization, Time, MS, US};
-use crate::transport::{Endpoint, EndpointEvent};
+use crate::transport::{Endpoint, EndpointEvent, HostState};
 
 const FLOW: u32 = 11;
 const SRC: u32 = 1;
@@ -520,78 +520,166 @@ fn a_carried_rate_paces_the_first_round() {
     assert_eq!(fresh.rate_bps(), c.line_rate_bps);
 }
 
+/// As a driver does after feeding sender `i`: its `HandOn` goes to the sending host's
+/// `host`, then every sender whose view of the host changed reads it again. Returns its
+/// other events.
+fn settle(host: &mut HostState, ss: &mut [DlcpSender], i: usize) -> Vec<EndpointEvent> {
+    let mut events = Vec::new();
+    while let Some(ev) = ss[i].poll_event() {
+        match ev {
+            EndpointEvent::HandOn => ss[i].hand_on(host),
+            ev => events.push(ev),
+        }
+    }
+    while let Some(flow) = host.take_stale() {
+        if let Some(s) = ss.iter_mut().find(|s| s.flow() == flow) {
+            s.hand_on(host);
+        }
+    }
+    events
+}
+
+/// The DLCP senders with data that host state `host` counts toward DST.
+fn counted(host: &HostState) -> usize {
+    host.peer(DST).map_or(0, |p| p.dlcp_senders.flows().count())
+}
+
+/// The FINISH that ends sender `flow`'s data.
+fn finish(flow: u32) -> Packet {
+    Packet::ctrl(PacketKind::Ctrl(CtrlOp::Finish), flow, DST, SRC, 0, 64)
+}
+
 #[test]
 fn senders_sharing_a_pair_rate_split_it_while_both_have_data() {
-    use std::sync::atomic::{AtomicU32, Ordering};
     let c = cfg(0.0);
-    let sending = std::sync::Arc::new(AtomicU32::new(0));
-    let mut a = DlcpSender::new(c, FLOW, SRC, DST, 1_000_000, 0).sharing_rate_with(sending.clone());
-    assert_eq!(sending.load(Ordering::Relaxed), 1);
-    assert_eq!(data_gap(&mut a, 0), serialization(1500, c.line_rate_bps), "alone: the whole rate");
-    let mut b = DlcpSender::new(c, FLOW + 1, SRC, DST, 1_000_000, 0).sharing_rate_with(sending.clone());
-    assert_eq!(sending.load(Ordering::Relaxed), 2);
-    assert_eq!(data_gap(&mut b, 0), serialization(1500, c.line_rate_bps / 2), "two with data: half each");
-    // a sender out of data (here: one segment, sent) leaves the count; so does a dropped one
-    let mut one = DlcpSender::new(c, FLOW + 2, SRC, DST, 1000, 0).sharing_rate_with(sending.clone());
-    assert_eq!(sending.load(Ordering::Relaxed), 3);
-    while one.poll_transmit(0).is_some() {}
-    assert_eq!(sending.load(Ordering::Relaxed), 2);
-    drop(b);
-    assert_eq!(sending.load(Ordering::Relaxed), 1);
-    drop(a);
-    assert_eq!(sending.load(Ordering::Relaxed), 0);
+    let mut host = HostState::new();
+    let mut ss = vec![DlcpSender::new(c, FLOW, SRC, DST, 1_000_000, 0).sharing_rate(0)];
+    settle(&mut host, &mut ss, 0);
+    assert_eq!(counted(&host), 1);
+    assert_eq!(data_gap(&mut ss[0], 0), serialization(1500, c.line_rate_bps), "alone: the whole rate");
+    ss.push(DlcpSender::new(c, FLOW + 1, SRC, DST, 1_000_000, 0).sharing_rate(0));
+    settle(&mut host, &mut ss, 1);
+    assert_eq!(counted(&host), 2);
+    assert_eq!(data_gap(&mut ss[1], 0), serialization(1500, c.line_rate_bps / 2), "two with data: half each");
+    assert_eq!(ss[0].pacing_rate_bps(), c.line_rate_bps / 2, "the first one too");
+    // a sender out of data (here: one segment, sent) leaves the count; so does a finished one
+    ss.push(DlcpSender::new(c, FLOW + 2, SRC, DST, 1000, 0).sharing_rate(0));
+    settle(&mut host, &mut ss, 2);
+    assert_eq!(counted(&host), 3);
+    while ss[2].poll_transmit(0).is_some() {}
+    settle(&mut host, &mut ss, 2);
+    assert_eq!(counted(&host), 2);
+    ss[1].handle_packet(MS, &finish(FLOW + 1));
+    settle(&mut host, &mut ss, 1);
+    assert_eq!(counted(&host), 1);
+    assert_eq!(ss[0].pacing_rate_bps(), c.line_rate_bps, "alone again");
+    // another pair's count is its own
+    let mut other = HostState::new();
+    let mut elsewhere = vec![DlcpSender::new(c, FLOW + 3, SRC, DST + 1, 1_000_000, 0).sharing_rate(0)];
+    settle(&mut host, &mut elsewhere, 0);
+    settle(&mut other, &mut ss, 0);
+    assert_eq!(counted(&host), 1);
+    assert_eq!(data_gap(&mut elsewhere[0], 0), serialization(1500, c.line_rate_bps));
 }
 
 #[test]
 fn split_by_priority_the_pairs_most_important_sender_paces_at_the_whole_rate() {
-    use std::sync::atomic::AtomicU32;
-    use std::sync::Arc;
-    // the pair's counts per data priority; a sender is counted in its own and splits with
-    // the ones ahead of it
-    let counts: Vec<Arc<AtomicU32>> = (0..8).map(|_| Arc::new(AtomicU32::new(0))).collect();
+    // a sender splits the rate with the pair's senders at its data priority or above
     let sender = |flow, priority: u8| {
         let c = DlcpConfig { data_priority: priority, ..cfg(0.0) };
-        DlcpSender::new(c, flow, SRC, DST, 1_000_000, 0)
-            .sharing_rate_with(counts[priority as usize].clone())
-            .sharing_rate_ahead_of(counts[..priority as usize].to_vec())
+        DlcpSender::new(c, flow, SRC, DST, 1_000_000, 0).sharing_rate(priority)
     };
     let line = cfg(0.0).line_rate_bps;
-    let mut back = sender(FLOW, 6);
-    let mut back2 = sender(FLOW + 1, 6);
-    let mut front = sender(FLOW + 2, 2);
-    assert_eq!(data_gap(&mut front, 0), serialization(1500, line), "nothing ahead: the whole rate");
-    assert_eq!(data_gap(&mut back, 0), serialization(1500, line / 3), "two at its priority, one ahead");
-    drop(front);
-    assert_eq!(data_gap(&mut back2, 0), serialization(1500, line / 2));
+    let mut host = HostState::new();
+    let mut ss = vec![sender(FLOW, 6), sender(FLOW + 1, 6), sender(FLOW + 2, 2)];
+    for i in 0..3 {
+        settle(&mut host, &mut ss, i);
+    }
+    assert_eq!(data_gap(&mut ss[2], 0), serialization(1500, line), "nothing ahead: the whole rate");
+    assert_eq!(data_gap(&mut ss[0], 0), serialization(1500, line / 3), "two at its priority, one ahead");
+    ss[2].handle_packet(MS, &finish(FLOW + 2));
+    settle(&mut host, &mut ss, 2);
+    assert_eq!(ss[1].pacing_rate_bps(), line / 2);
+}
+
+/// Two transfers to the same peer share what the sending host keeps (the pair's rate
+/// state, its senders with data); a transfer to another peer starts from its own.
+#[test]
+fn transfers_to_one_peer_share_host_state_and_another_peers_do_not() {
+    use crate::transport::spec::{Build, Transfer};
+    use crate::transport::Hosts;
+    let c = DlcpConfig { rate_hint: RateHint::ReceiverShare, share_headroom: 1.0, ..cfg(0.0) };
+    let b = DlcpBuild::new(c, RateState::PairShared);
+    let line = c.line_rate_bps;
+    let t = |flow, dst| Transfer {
+        flow,
+        src: SRC,
+        dst,
+        bytes: 10_000_000,
+        loss_bound: 0.0,
+        loss_tolerant: false,
+        priority: 1,
+        elem_bytes: 4,
+        line_rate_bps: line,
+        important_fraction: None,
+    };
+    let mut hosts = Hosts::new();
+    // a first transfer to DST is held to an eighth of the line by a report, and leaves
+    // that rate state with its host
+    let mut first = b.sender(&t(FLOW, DST), 0, hosts.host(SRC)).unwrap();
+    let arg = share::RateReport { recv_bps: line, share_bps: Some(line / 8) }.pack(RateHint::ReceiverShare);
+    first.handle_packet(US, &Packet::ctrl(PacketKind::Ctrl(CtrlOp::Rate), FLOW, DST, SRC, arg, 64));
+    assert_eq!(first.poll_event(), Some(EndpointEvent::HandOn));
+    first.hand_on(hosts.host(SRC));
+    assert_eq!(hosts.host(SRC).dlcp_rate(DST).map(|c| c.cc.rate_bps()), Some(line / 8), "left for the pair");
+    assert_eq!(hosts.host(SRC).dlcp_rate(DST + 1), None, "nothing for another peer");
+    // the next transfer to DST starts from it and counts with the first; one to another
+    // peer starts at line rate, alone
+    let second = b.sender(&t(FLOW + 1, DST), 2 * US, hosts.host(SRC)).unwrap();
+    let third = b.sender(&t(FLOW + 2, DST + 1), 2 * US, hosts.host(SRC)).unwrap();
+    assert_eq!((second.pacing_rate_bps(), third.pacing_rate_bps()), (line / 8, line));
+    for mut s in [second, third] {
+        assert_eq!(s.poll_event(), Some(EndpointEvent::HandOn));
+        s.hand_on(hosts.host(SRC));
+    }
+    let host = hosts.host(SRC);
+    assert_eq!(host.take_stale(), Some(FLOW), "the first must see the pair's new count");
+    let count = |p| host.peer(p).map_or(0, |p| p.dlcp_senders.flows().count());
+    assert_eq!((count(DST), count(DST + 1)), (2, 1));
+    // and another host keeps nothing of it
+    assert!(hosts.get(DST).is_none());
 }
 
 #[test]
 fn strictly_by_priority_the_pair_never_paces_above_its_rate_and_a_lower_sender_resumes_at_once() {
-    use std::sync::Arc;
-    let pair = Arc::new(PairSenders::default());
     let sender = |flow, priority: u8, bytes| {
         let c = DlcpConfig { data_priority: priority, ..cfg(0.0) };
-        DlcpSender::new(c, flow, SRC, DST, bytes, 0).pacing_strictly_in(pair.clone())
+        DlcpSender::new(c, flow, SRC, DST, bytes, 0).pacing_strictly()
     };
     let line = cfg(0.0).line_rate_bps;
-    let mut front = sender(FLOW, 2, 1_000_000);
-    let min = front.rate_control().min_rate_bps();
+    let mut alone = [sender(FLOW, 2, 1_000_000)];
+    settle(&mut HostState::new(), &mut alone, 0);
+    let min = alone[0].rate_control().min_rate_bps();
     assert_eq!(min, cfg(0.0).bps(1500), "one packet per rate period");
-    assert_eq!(data_gap(&mut front, 0), serialization(1500, line), "alone: the whole rate");
-    drop(front);
+    assert_eq!(data_gap(&mut alone[0], 0), serialization(1500, line), "alone: the whole rate");
 
     // two back senders at priority 6 and a 100-packet front one at 2, polled together as a
     // NIC would whenever a slot comes (no NIC limit: each sends at its own pace)
     let mut ss = [sender(FLOW, 6, 1_000_000), sender(FLOW + 1, 6, 1_000_000), sender(FLOW + 2, 2, 144_000)];
+    let mut host = HostState::new();
+    for i in 0..3 {
+        settle(&mut host, &mut ss, i);
+    }
     let mut data: Vec<(Time, usize, u32)> = Vec::new();
     let mut woken = Vec::new();
     let mut t = 0;
     while t < 600 * US {
         // the senders with data queued: all three, then the two behind
-        let counted = &ss[..if pair.len() == 3 { 3 } else { 2 }];
-        let paces: u64 = counted.iter().map(|s| s.pacing_rate_bps()).sum();
+        let counting = &ss[..if counted(&host) == 3 { 3 } else { 2 }];
+        let paces: u64 = counting.iter().map(|s| s.pacing_rate_bps()).sum();
         assert!(paces <= line, "the pair's paces add up to at most its rate: {paces} at {t}");
-        for (i, s) in ss.iter_mut().enumerate() {
+        for i in 0..ss.len() {
+            let s = &mut ss[i];
             if s.poll_timeout().is_some_and(|d| d <= t) {
                 s.handle_timeout(t);
             }
@@ -600,9 +688,7 @@ fn strictly_by_priority_the_pair_never_paces_above_its_rate_and_a_lower_sender_r
                     data.push((t, i, p.wire_bytes));
                 }
             }
-            while let Some(ev) = s.poll_event() {
-                woken.push((t, i, ev));
-            }
+            woken.extend(settle(&mut host, &mut ss, i).into_iter().map(|ev| (t, i, ev)));
         }
         // a slot that moved into the past (the rate rose) is due now
         t = t.max(ss.iter().filter_map(|s| s.poll_timeout()).min().unwrap());
@@ -750,13 +836,14 @@ fn reported_share(p: &Packet) -> Option<u64> {
 #[test]
 fn receivers_report_their_hosts_link_over_the_hosts_sending_into_it() {
     let c = DlcpConfig { rate_hint: RateHint::ReceiverShare, ..cfg(0.1) };
-    let load = std::sync::Arc::new(HostLoad::new(c.line_rate_bps));
+    // the receiving host's state, which its receivers share
+    let mut host = HostState::new();
     for k in [1u32, 2, 5] {
         // k remote hosts, host 100 with two transfers: k + 1 receivers at host DST
         let mut rs: Vec<(u32, u32, DlcpReceiver)> = (0..=k)
             .map(|i| {
                 let remote = 100 + i.min(k - 1);
-                let mut r = DlcpReceiver::new(c, FLOW + i, DST, remote, 1_000_000).sharing_host_load(load.clone());
+                let mut r = DlcpReceiver::new(c, FLOW + i, DST, remote, 1_000_000).sharing_host_load();
                 r.post(0);
                 (FLOW + i, remote, r)
             })
@@ -769,7 +856,7 @@ fn receivers_report_their_hosts_link_over_the_hosts_sending_into_it() {
                 r.handle_packet(end - US, &Packet::data(*flow, *remote, DST, 1440 * period, 1440, 60));
             }
             for (_, _, r) in rs.iter_mut() {
-                r.handle_timeout(end);
+                r.handle_timeout_with(end, &mut host);
                 let shares: Vec<_> = std::iter::from_fn(|| r.poll_transmit(end)).map(|p| reported_share(&p)).collect();
                 if period == 3 {
                     // every sender seen by then, each host once
@@ -779,10 +866,10 @@ fn receivers_report_their_hosts_link_over_the_hosts_sending_into_it() {
         }
     }
     // without the hint the report is the receive rate alone, as before
-    let mut r = DlcpReceiver::new(cfg(0.1), FLOW, DST, SRC, 1_000_000).sharing_host_load(load);
+    let mut r = DlcpReceiver::new(cfg(0.1), FLOW, DST, SRC, 1_000_000).sharing_host_load();
     r.post(0);
     r.handle_packet(US, &Packet::data(FLOW, SRC, DST, 0, 1440, 60));
-    r.handle_timeout(r.poll_timeout().unwrap());
+    r.handle_timeout_with(r.poll_timeout().unwrap(), &mut host);
     let p = r.poll_transmit(0).unwrap();
     assert_eq!(p.seq, 1500 * 8 * crate::time::SEC / cfg(0.1).rate_period, "bit/s, unpacked");
 }

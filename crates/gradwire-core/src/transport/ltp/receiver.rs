@@ -9,8 +9,8 @@ use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
-use crate::transport::spec::Carried;
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::host::Handing;
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -56,9 +56,10 @@ pub struct LtpReceiver {
     /// The Early Close rule has been evaluated at this time: thresholds up to it are done.
     checked_until: Time,
     late_discards: u64,
-    /// With the LTP builder's carried thresholds ([`super::spec::LtpBuild`]): the link's LT state, left when the
-    /// transfer is delivered for the link's next transfer.
-    carried_lt: Option<Carried<LtThreshold>>,
+    /// With [`LtpReceiver::leaving_lt`]: the link's LT state is left with the receiving
+    /// host when the transfer is delivered, for the link's next transfer.
+    carry_lt: bool,
+    handing: Handing,
     stats: EndpointStats,
     event: Option<EndpointEvent>,
 }
@@ -99,7 +100,8 @@ impl LtpReceiver {
             acks: VecDeque::new(),
             checked_until: 0,
             late_discards: 0,
-            carried_lt: None,
+            carry_lt: false,
+            handing: Handing::Idle,
             stats: EndpointStats::default(),
             event: None,
             flow,
@@ -113,10 +115,11 @@ impl LtpReceiver {
         r
     }
 
-    /// Leaves the LT state in `cell` once the transfer is delivered, for the next transfer
-    /// on the link to start from ([`LtpReceiver::with_lt_state`]).
-    pub fn leaving_lt_in(mut self, cell: Carried<LtThreshold>) -> Self {
-        self.carried_lt = Some(cell);
+    /// Leaves the LT state with the receiving host once the transfer is delivered
+    /// ([`EndpointEvent::HandOn`]), for the next transfer on the link to start from
+    /// ([`LtpReceiver::with_lt_state`]).
+    pub fn leaving_lt(mut self) -> Self {
+        self.carry_lt = true;
         self
     }
 
@@ -356,11 +359,21 @@ impl Endpoint for LtpReceiver {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        let ev = self.event.take();
-        if let Some(cell) = self.carried_lt.as_ref().filter(|_| matches!(ev, Some(EndpointEvent::Delivered { .. }))) {
-            *cell.lock().expect("not poisoned") = Some(self.lt.clone());
+        // the LT state goes to the host as the transfer is delivered, just before it
+        if self.carry_lt && matches!(self.event, Some(EndpointEvent::Delivered { .. })) {
+            self.handing.due();
+            self.carry_lt = false;
         }
-        ev
+        if self.handing.announce() {
+            return Some(EndpointEvent::HandOn);
+        }
+        self.event.take()
+    }
+
+    fn hand_on(&mut self, host: &mut HostState) {
+        if self.handing.take() {
+            host.peer_mut(self.remote).ltp_lt.insert(self.reasm.segmentation().total_bytes(), self.lt.clone());
+        }
     }
 
     fn stats(&self) -> EndpointStats {

@@ -9,9 +9,9 @@ use crate::packet::{CtrlOp, FlowId, HostId, Packet, PacketKind};
 use crate::tensor::Segmentation;
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
+use crate::transport::host::Handing;
 use crate::transport::pacer::Pacer;
-use crate::transport::spec::Carried;
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 /// How many later-sent packets must be ACKed before an unACKed one is declared lost.
 pub const REORDER_THRESHOLD: usize = 3;
@@ -81,8 +81,11 @@ pub struct LtpSender {
     lost: u64,
     spurious: u64,
     done_pending: bool,
-    /// With [`crate::transport::Carry::ltp_path`]: the link's path model, left when done.
-    carried_path: Option<Carried<PathModel>>,
+    /// With [`LtpSender::leaving_path`]: the path model to leave with the sending host
+    /// when done, if it was measured.
+    carry_path: bool,
+    left_path: Option<PathModel>,
+    handing: Handing,
 }
 
 impl LtpSender {
@@ -111,10 +114,11 @@ impl LtpSender {
         Self::build(cfg, flow, src, dst, size_bytes, now, cc)
     }
 
-    /// Leave the path model in `cell` when done (if it was measured), for the next
-    /// transfer on the link to start from ([`Self::with_path`]).
-    pub fn leaving_path_in(mut self, cell: Carried<PathModel>) -> Self {
-        self.carried_path = Some(cell);
+    /// Leave the path model with the sending host when done (if it was measured:
+    /// [`EndpointEvent::HandOn`]), for the next transfer on the link to start from
+    /// ([`Self::with_path`]).
+    pub fn leaving_path(mut self) -> Self {
+        self.carry_path = true;
         self
     }
 
@@ -155,7 +159,9 @@ impl LtpSender {
             lost: 0,
             spurious: 0,
             done_pending: false,
-            carried_path: None,
+            carry_path: false,
+            left_path: None,
+            handing: Handing::Idle,
             cfg,
         };
         if n == 0 {
@@ -242,8 +248,9 @@ impl LtpSender {
     }
 
     fn finish(&mut self) {
-        if let Some(cell) = self.carried_path.as_ref().filter(|_| self.cc.measured()) {
-            *cell.lock().expect("not poisoned") = Some(self.path());
+        if self.carry_path && self.cc.measured() {
+            self.left_path = Some(self.path());
+            self.handing.due();
         }
         self.state = State::Done;
         self.done_pending = true;
@@ -495,7 +502,17 @@ impl Endpoint for LtpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
+        // the path model first: the link's next transfer may start on SenderDone
+        if self.handing.announce() {
+            return Some(EndpointEvent::HandOn);
+        }
         std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
+    }
+
+    fn hand_on(&mut self, host: &mut HostState) {
+        if self.handing.take() {
+            host.peer_mut(self.dst).ltp_path = self.left_path;
+        }
     }
 
     fn stats(&self) -> EndpointStats {

@@ -2,18 +2,18 @@
 //! socket runtime, and its builder (each link's LT threshold and, as asked, its path model
 //! or measured RTprop, carried across transfers).
 
-use std::collections::HashMap;
 use std::ops::Range;
 
-use super::{LtThreshold, LtpConfig, LtpReceiver, LtpSender, PathModel};
-use crate::packet::{HostId, Packet};
+use super::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
+use crate::packet::Packet;
 use crate::time::{from_us, Time, MS};
 use crate::transport::pacer::Pacing;
 use crate::transport::roles::{reassembling_receiver, Receiver, Sender};
 use crate::transport::spec::{
-    cell, check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Links, Pair, RuntimeKnobs,
-    Transfer, TransportSpec, Value,
+    check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, RuntimeKnobs, Transfer,
+    TransportSpec, Value,
 };
+use crate::transport::{HostState, Hosts};
 
 /// LTP's keys.
 pub static KEYS: KeySet = KeySet {
@@ -70,24 +70,17 @@ pub struct LtpCarry {
     pub rtt: bool,
 }
 
-/// LTP's builder.
+/// LTP's builder. What a link carries lives in its hosts' [`HostState`]: the path model
+/// at the sending host, the LT thresholds at the receiving one.
 pub struct LtpBuild {
     cfg: LtpConfig,
     carry: LtpCarry,
-    lt: Links<(HostId, HostId, u64), LtThreshold>,
-    paths: Links<(HostId, HostId), PathModel>,
 }
 
 impl LtpBuild {
     /// A builder of transfers under `cfg`, each link carrying what `carry` says.
     pub fn new(cfg: LtpConfig, carry: LtpCarry) -> LtpBuild {
-        LtpBuild { cfg, carry, lt: Default::default(), paths: Default::default() }
-    }
-
-    /// The carried LT thresholds, per (sender host, receiver host, transfer size).
-    pub fn lt_thresholds(&self) -> HashMap<(HostId, HostId, u64), LtThreshold> {
-        let links = self.lt.lock().expect("not poisoned");
-        links.iter().filter_map(|(&k, c)| Some((k, c.lock().expect("not poisoned").clone()?))).collect()
+        LtpBuild { cfg, carry }
     }
 
     fn config(&self, t: &Transfer) -> LtpConfig {
@@ -103,42 +96,36 @@ impl LtpBuild {
 }
 
 impl Build for LtpBuild {
-    fn build(&self, t: &Transfer, now: Time) -> Pair {
-        let receiver = self.receiver(t).expect("places payload");
-        (self.sender(t, now).expect("places payload"), receiver)
+    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
+        let receiver = self.receiver(t, hosts.host(t.dst)).expect("places payload");
+        (self.sender(t, now, hosts.host(t.src)).expect("places payload"), receiver)
     }
 
-    fn sender(&self, t: &Transfer, now: Time) -> Option<Box<dyn Sender>> {
+    fn sender(&self, t: &Transfer, now: Time, host: &mut HostState) -> Option<Box<dyn Sender>> {
         let (cfg, (f, src, dst, bytes)) = (self.config(t), (t.flow, t.src, t.dst, t.bytes));
         if !(self.carry.path || self.carry.rtt) {
             return Some(Box::new(LtpSender::new(cfg, f, src, dst, bytes, now)));
         }
-        let path = cell(&self.paths, (src, dst));
-        let last = *path.lock().expect("not poisoned");
-        let s = match last {
+        let s = match host.ltp_path(dst) {
             Some(p) if self.carry.path => LtpSender::with_path(cfg, f, src, dst, bytes, now, p),
             Some(p) => LtpSender::new(LtpConfig { initial_rtprop: p.rtprop, ..cfg }, f, src, dst, bytes, now),
             None => LtpSender::new(cfg, f, src, dst, bytes, now),
         };
-        Some(Box::new(s.leaving_path_in(path)))
+        Some(Box::new(s.leaving_path()))
     }
 
-    fn receiver(&self, t: &Transfer) -> Option<Box<dyn Receiver>> {
+    fn receiver(&self, t: &Transfer, host: &mut HostState) -> Option<Box<dyn Receiver>> {
         if !self.carry.lt {
             return Some(Box::new(LtpReceiver::new(self.config(t), t.flow, t.dst, t.src, t.bytes)));
         }
-        let (cfg, lt) = (self.config(t), cell(&self.lt, (t.src, t.dst, t.bytes)));
-        let state = lt.lock().expect("not poisoned").clone().unwrap_or_else(|| LtThreshold::from_config(&cfg));
-        Some(Box::new(LtpReceiver::with_lt_state(cfg, t.flow, t.dst, t.src, t.bytes, state).leaving_lt_in(lt)))
+        let cfg = self.config(t);
+        let carried = host.peer(t.src).and_then(|p| p.ltp_lt.get(&t.bytes)).cloned();
+        let state = carried.unwrap_or_else(|| LtThreshold::from_config(&cfg));
+        Some(Box::new(LtpReceiver::with_lt_state(cfg, t.flow, t.dst, t.src, t.bytes, state).leaving_lt()))
     }
 
     fn data_priority(&self) -> u8 {
         self.cfg.data_priority
-    }
-
-    fn forget(&self) {
-        self.lt.lock().expect("not poisoned").clear();
-        self.paths.lock().expect("not poisoned").clear();
     }
 }
 

@@ -4,9 +4,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{corrupting_loss, no_loss, placing_pipe, random_loss, Link, LossFn, Tags};
+use crate::testkit::{corrupting_loss, no_loss, placing_pipe_in, random_loss, Link, LossFn, Tags};
 use crate::time::{serialization, Time, MS, US};
-use crate::transport::Endpoint;
+use crate::transport::{Endpoint, HostState};
 
 const FLOW: u32 = 21;
 const SRC: u32 = 1;
@@ -34,10 +34,24 @@ struct Outcome {
 
 /// Run one transfer over `pipe`. Every data range the receiver hands out is written into
 /// a buffer of exactly `size` bytes (slicing panics on any write outside the tensor).
-fn run_with(mut s: LtpSender, mut r: LtpReceiver, size: u64, link: Link, lose: LossFn, limit: Time) -> Outcome {
+fn run_with(s: LtpSender, r: LtpReceiver, size: u64, link: Link, lose: LossFn, limit: Time) -> Outcome {
+    run_between(&mut Default::default(), s, r, size, link, lose, limit)
+}
+
+/// [`run_with`] between hosts whose states are `hosts` (sending, receiving).
+fn run_between(
+    hosts: &mut [HostState; 2],
+    mut s: LtpSender,
+    mut r: LtpReceiver,
+    size: u64,
+    link: Link,
+    lose: LossFn,
+    limit: Time,
+) -> Outcome {
     let cfg = r.config().clone();
     let tags = Tags::new(FLOW, SRC, DST, size, cfg.data_priority, cfg.ctrl_priority);
-    let (o, missing) = placing_pipe(&mut s, &mut r, link, lose, limit, tags, LtpReceiver::receive, |_, _, _| false);
+    let receive = LtpReceiver::receive;
+    let (o, missing) = placing_pipe_in(hosts, &mut s, &mut r, link, lose, limit, tags, receive, |_, _, _| false);
     Outcome {
         delivered_at: o.delivered.map(|d| d.0),
         delivered_bytes: o.delivered.map(|d| d.1),
@@ -417,7 +431,7 @@ fn a_steady_rtt_far_above_min_rto_never_times_out() {
     assert_eq!((st.timeouts, st.retransmits, o.sender.lost()), (0, 0, 0));
 }
 
-/// With `leaving_path_in`, a finished sender leaves its measured path model, and a sender
+/// With `leaving_path`, a finished sender leaves its measured path model, and a sender
 /// started from it skips Startup. At 10 ms RTT the first 1.25 MB transfer spends ~7 round
 /// trips growing its window from 10 packets and, never filling the pipe, measures about
 /// half its rate; each warm transfer after it opens with the probing phase (gain 1.25), so
@@ -427,18 +441,20 @@ fn transfers_started_from_the_last_ones_path_skip_startup_and_reach_the_pipe() {
     let pipe = Link { bps: 1_000_000_000, delay: 5 * MS };
     let c = LtpConfig { initial_rtprop: 10 * MS, initial_btlbw_bps: pipe.bps, loss_tolerant: false, ..cfg(0.0) };
     let size = 1_250_000;
-    let cell: crate::transport::spec::Carried<PathModel> = Default::default();
+    // the sending and the receiving host's states
+    let mut hosts: [HostState; 2] = Default::default();
     let mut took = vec![];
     for i in 0..8 {
-        let s = match *cell.lock().unwrap() {
+        let s = match hosts[0].ltp_path(DST) {
             Some(path) => LtpSender::with_path(c.clone(), FLOW, SRC, DST, size, 0, path),
             None => LtpSender::new(c.clone(), FLOW, SRC, DST, size, 0),
         };
         assert_eq!(s.congestion_control().phase() == crate::cc::BdpPhase::ProbeBw, i > 0);
-        let s = s.leaving_path_in(cell.clone());
-        let o = run_with(s, LtpReceiver::new(c.clone(), FLOW, DST, SRC, size), size, pipe, no_loss(), 2_000 * MS);
+        let (s, r) = (s.leaving_path(), LtpReceiver::new(c.clone(), FLOW, DST, SRC, size));
+        let o = run_between(&mut hosts, s, r, size, pipe, no_loss(), 2_000 * MS);
         check_finished(&o, size, 0.0);
-        let path = cell.lock().unwrap().expect("a measured path is left");
+        let path = hosts[0].ltp_path(DST).expect("a measured path is left");
+        assert_eq!(hosts[0].ltp_path(SRC), None, "for its peer only");
         assert_eq!(path, o.sender.path());
         assert!(path.rtprop >= 10 * MS && path.btlbw_bps <= pipe.bps, "{path:?}");
         assert_eq!(o.sender.stats().timeouts, 0);
@@ -476,11 +492,13 @@ fn the_builder_starts_a_links_next_transfer_from_the_last_ones_measurements() {
     for carry in [LtpCarry { rtt: true, ..LtpCarry::default() }, LtpCarry { path: true, ..LtpCarry::default() }] {
         let ltp = LtpConfig { initial_rtprop: 10 * US, ..LtpConfig::default() };
         let b = LtpBuild::new(ltp.clone(), carry);
+        let mut hosts: [HostState; 2] = Default::default();
         let mut runs = vec![];
         for _ in 0..2 {
-            let (mut s, mut r) = (b.sender(&t, 0).unwrap(), b.receiver(&t).unwrap());
+            let (mut s, mut r) = (b.sender(&t, 0, &mut hosts[0]).unwrap(), b.receiver(&t, &mut hosts[1]).unwrap());
             let tags = Tags::new(FLOW, SRC, DST, size, ltp.data_priority, ltp.ctrl_priority);
-            let (o, missing) = placing_pipe(
+            let (o, missing) = placing_pipe_in(
+                &mut hosts,
                 &mut s,
                 &mut r,
                 pipe,

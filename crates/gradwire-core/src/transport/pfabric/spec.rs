@@ -41,7 +41,7 @@ impl PFabricBuild {
 }
 
 impl Build for PFabricBuild {
-    fn build(&self, t: &Transfer, now: Time) -> Pair {
+    fn build(&self, t: &Transfer, now: Time, _hosts: &mut crate::transport::Hosts) -> Pair {
         let cfg = self.config(t);
         (
             Box::new(PFabricSender::new(cfg, t.flow, t.src, t.dst, t.bytes, now)),

@@ -139,6 +139,10 @@ impl<S: Endpoint> Endpoint for Connecting<S> {
         self.inner.poll_event()
     }
 
+    fn hand_on(&mut self, host: &mut crate::transport::HostState) {
+        self.inner.hand_on(host)
+    }
+
     fn stats(&self) -> EndpointStats {
         let mut s = self.inner.stats();
         s.timeouts += self.syn_timeouts;

@@ -8,8 +8,8 @@ use super::scoreboard::Scoreboard;
 use super::{CongestionControl, TcpConfig};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
-use crate::transport::spec::Carried;
-use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
+use crate::transport::host::Handing;
+use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 use std::sync::Arc;
 
 /// Congestion state, named after ns-3's `TcpCongState_t`.
@@ -174,9 +174,11 @@ pub struct TcpSender {
     stats: EndpointStats,
     finished: bool,
     done_pending: bool,
-    /// The persistent connection this flow rides, if any: read at the start, written back
-    /// at the end.
-    connection: Option<Carried<TcpConnState>>,
+    /// This flow rides its pair's persistent connection: it started from the connection's
+    /// state and leaves its own there when done ([`Endpoint::hand_on`]).
+    connection: bool,
+    /// Done on a persistent connection, its state not yet handed on.
+    handing: Handing,
     last_sent: Time,
 }
 
@@ -232,20 +234,21 @@ impl TcpSender {
             stats: EndpointStats::default(),
             finished: empty,
             done_pending: empty,
-            connection: None,
+            connection: false,
+            handing: Handing::Idle,
             last_sent: 0,
         }
     }
 
-    /// This flow rides the persistent connection `conn` (a flow of the same host pair
-    /// before it left its state there): it starts with that connection's window, RTT and
-    /// congestion state instead of a fresh one. After more than an RTO without sending,
+    /// This flow rides its host pair's persistent connection, whose state `conn` the pair's
+    /// last flow left (`None`: this is its first): it starts with that connection's window,
+    /// RTT and congestion state instead of a fresh one, and leaves its own when done
+    /// ([`EndpointEvent::HandOn`]). After more than an RTO without sending,
     /// the window restarts as Linux's `tcp_cwnd_restart` does (`tcp_slow_start_after_idle`,
     /// RFC 2861): halved per RTO idle, not below the initial window, ssthresh kept at 3/4
     /// of the old window at least.
-    pub fn on_connection(mut self, conn: Carried<TcpConnState>, now: Time) -> Self {
-        let state = *conn.lock().expect("not poisoned");
-        if let Some(st) = state {
+    pub fn on_connection(mut self, conn: Option<TcpConnState>, now: Time) -> Self {
+        if let Some(st) = conn {
             self.rtt = st.rtt.settled();
             self.ssthresh = st.ssthresh;
             self.cubic = st.cubic.map(Box::new);
@@ -270,7 +273,7 @@ impl TcpSender {
             }
             self.cwnd = cwnd;
         }
-        self.connection = Some(conn);
+        self.connection = true;
         self
     }
 
@@ -570,17 +573,22 @@ impl TcpSender {
         self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
     }
 
+    /// The connection's state as this flow leaves it.
+    fn connection_state(&self) -> TcpConnState {
+        TcpConnState {
+            cwnd: self.cwnd,
+            ssthresh: self.ssthresh,
+            rtt: self.rtt,
+            cubic: self.cubic.as_deref().copied(),
+            dctcp_alpha: self.dctcp.map(|d| d.alpha),
+            last_sent: self.last_sent,
+        }
+    }
+
     fn finish(&mut self) {
-        if let Some(conn) = &self.connection {
-            let state = TcpConnState {
-                cwnd: self.cwnd,
-                ssthresh: self.ssthresh,
-                rtt: self.rtt,
-                cubic: self.cubic.as_deref().copied(),
-                dctcp_alpha: self.dctcp.map(|d| d.alpha),
-                last_sent: self.last_sent,
-            };
-            *conn.lock().expect("not poisoned") = Some(state);
+        // a finished sender changes no more state: `hand_on` reads it as it is now
+        if self.connection {
+            self.handing.due();
         }
         self.finished = true;
         self.done_pending = true;
@@ -855,7 +863,17 @@ impl Endpoint for TcpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
+        // the connection's state first: the pair's next flow may start on SenderDone
+        if self.handing.announce() {
+            return Some(EndpointEvent::HandOn);
+        }
         std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
+    }
+
+    fn hand_on(&mut self, host: &mut HostState) {
+        if self.handing.take() {
+            host.peer_mut(self.dst).tcp = Some(self.connection_state());
+        }
     }
 
     fn stats(&self) -> EndpointStats {

@@ -3,18 +3,16 @@
 //! realism options around a flow (a handshake per flow or per host pair, one persistent
 //! connection per host pair).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::handshake::{Accepting, Connecting, HandshakeConfig};
-use super::{CongestionControl, DelayedAck, TcpConfig, TcpConnState, TcpReceiver, TcpSender};
-use crate::packet::HostId;
+use super::{CongestionControl, DelayedAck, TcpConfig, TcpReceiver, TcpSender};
 use crate::time::{from_us, Time};
 use crate::transport::shared::check_positive;
 use crate::transport::spec::{
-    cell, check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Links, Pair, Transfer,
-    TransportSpec, Value,
+    check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value,
 };
+use crate::transport::{HostState, Hosts};
 
 /// Linux's minimum delayed-ACK timeout (`TCP_DELACK_MIN`), µs.
 pub const LINUX_DELACK_TIMEOUT_US: f64 = 40_000.0;
@@ -141,9 +139,9 @@ fn check(cfg: &Config) -> Result<(), ConfigError> {
 /// pair.
 pub struct Handshakes {
     cfg: HandshakeConfig,
-    /// `Some` with `tcp_connections = "per_pair"` or `"persistent"`: the pairs already
-    /// connected.
-    connected: Option<Mutex<HashSet<(HostId, HostId)>>>,
+    /// `tcp_connections = "per_pair"` or `"persistent"`: a pair's first flow opens the
+    /// connection, noted in the sending host's [`HostState`].
+    per_pair: bool,
 }
 
 impl Handshakes {
@@ -157,14 +155,16 @@ impl Handshakes {
                 bytes: cfg.common.ack_bytes,
                 priority: cfg.common.priority,
             },
-            connected: (v.str("tcp_connections") != "per_flow").then(Default::default),
+            per_pair: v.str("tcp_connections") != "per_flow",
         })
     }
 
-    /// `t`'s pair, behind a handshake if its connection must be opened.
-    pub fn wrap(&self, t: &Transfer, (s, r): Pair) -> Pair {
-        if let Some(done) = &self.connected {
-            if !done.lock().expect("not poisoned").insert((t.src, t.dst)) {
+    /// `t`'s pair, behind a handshake if its connection must be opened; `src` is the
+    /// sending host's state.
+    pub fn wrap(&self, t: &Transfer, (s, r): Pair, src: &mut HostState) -> Pair {
+        if self.per_pair {
+            let open = &mut src.peer_mut(t.dst).tcp_open;
+            if std::mem::replace(open, true) {
                 return (s, r);
             }
         }
@@ -176,11 +176,11 @@ impl Handshakes {
     }
 }
 
-/// Wraps `pair` in `handshakes`, if any.
-pub fn opened(handshakes: &Option<Handshakes>, t: &Transfer, pair: Pair) -> Pair {
+/// Wraps `pair` in `handshakes`, if any; `src` is the sending host's state.
+pub fn opened(handshakes: &Option<Handshakes>, t: &Transfer, pair: Pair, src: &mut HostState) -> Pair {
     match handshakes {
         None => pair,
-        Some(h) => h.wrap(t, pair),
+        Some(h) => h.wrap(t, pair, src),
     }
 }
 
@@ -190,8 +190,9 @@ pub struct TcpBuild {
     /// The same, shared by every sender this builder makes (a sender keeps a pointer, not
     /// a copy: per-flow state stays small at 10^6 flows).
     tcp_shared: Arc<TcpConfig>,
-    /// `tcp_connections = "persistent"`: the pair's window, RTT and congestion state.
-    conns: Option<Links<(HostId, HostId), TcpConnState>>,
+    /// `tcp_connections = "persistent"`: a flow starts from, and leaves, its pair's window,
+    /// RTT and congestion state (in the sending host's [`HostState`]).
+    persistent: bool,
     handshakes: Option<Handshakes>,
 }
 
@@ -201,31 +202,26 @@ impl TcpBuild {
         TcpBuild {
             tcp,
             tcp_shared: Arc::new(tcp),
-            conns: (cfg.values.str("tcp_connections") == "persistent").then(|| Mutex::new(HashMap::new())),
+            persistent: cfg.values.str("tcp_connections") == "persistent",
             handshakes: Handshakes::new(cfg),
         }
     }
 }
 
 impl Build for TcpBuild {
-    fn build(&self, t: &Transfer, now: Time) -> Pair {
+    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
         let mut sender = TcpSender::with_config(self.tcp_shared.clone(), f, src, dst, bytes, now);
-        if let Some(conns) = &self.conns {
-            sender = sender.on_connection(cell(conns, (src, dst)), now);
+        let host = hosts.host(src);
+        if self.persistent {
+            sender = sender.on_connection(host.peer(dst).and_then(|p| p.tcp), now);
         }
         let pair: Pair = (Box::new(sender), Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)));
-        opened(&self.handshakes, t, pair)
+        opened(&self.handshakes, t, pair, host)
     }
 
     fn data_priority(&self) -> u8 {
         self.tcp.priority
-    }
-
-    fn forget(&self) {
-        if let Some(conns) = &self.conns {
-            conns.lock().expect("not poisoned").clear();
-        }
     }
 }
 

@@ -211,14 +211,23 @@ fn cubic_cuts_to_seven_tenths_and_sends_plain_ect0_free_packets() {
 
 #[test]
 fn a_persistent_connection_hands_its_window_on_and_restarts_it_after_idle() {
-    use std::sync::{Arc, Mutex};
-    let conn = Arc::new(Mutex::new(None));
+    use crate::transport::{EndpointEvent, HostState};
+    // host 1's state, which the driver hands to its senders
+    let mut host = HostState::new();
     let cfg = TcpConfig { cc: CongestionControl::Cubic, ..rack() };
     // A first flow grows the window from 10 segments.
-    let mut first = TcpSender::new(cfg, 7, 1, 2, 200 * MSS, 0).on_connection(conn.clone(), 0);
+    let mut first = TcpSender::new(cfg, 7, 1, 2, 200 * MSS, 0).on_connection(None, 0);
     let mut r = TcpReceiver::new(cfg, 7, 2, 1, 200 * MSS);
     let mut now = 0;
-    while first.poll_event().is_none() {
+    loop {
+        match first.poll_event() {
+            Some(EndpointEvent::HandOn) => first.hand_on(&mut host),
+            Some(ev) => {
+                assert_eq!(ev, EndpointEvent::SenderDone);
+                break;
+            }
+            None => {}
+        }
         let sent: Vec<Packet> = std::iter::from_fn(|| first.poll_transmit(now)).collect();
         now += 2 * DELAY;
         for p in &sent {
@@ -230,14 +239,15 @@ fn a_persistent_connection_hands_its_window_on_and_restarts_it_after_idle() {
     }
     let grown = first.cwnd_bytes();
     assert!(grown > 50 * MSS, "{grown}");
+    assert!(host.has_tcp_connection(2) && !host.has_tcp_connection(3), "left for host 2 only");
+    let conn = host.peer(2).and_then(|p| p.tcp);
     // The next flow of the pair starts with it, right away...
-    let next = TcpSender::new(cfg, 8, 1, 2, 100 * MSS, now).on_connection(conn.clone(), now);
+    let next = TcpSender::new(cfg, 8, 1, 2, 100 * MSS, now).on_connection(conn, now);
     assert_eq!(next.cwnd_bytes(), grown);
     assert!(next.rto() < 10 * MS + 1, "and with the RTT estimate, not the initial RTO");
     // ...but after 3 RTOs of idle it is halved three times, not below the initial window.
     let rto = next.rto();
-    let later =
-        TcpSender::new(cfg, 9, 1, 2, 100 * MSS, now + 3 * rto + 1).on_connection(conn.clone(), now + 3 * rto + 1);
+    let later = TcpSender::new(cfg, 9, 1, 2, 100 * MSS, now + 3 * rto + 1).on_connection(conn, now + 3 * rto + 1);
     assert_eq!(later.cwnd_bytes(), (grown >> 3).max(10 * MSS));
     let much_later = TcpSender::new(cfg, 9, 1, 2, 100 * MSS, now + 1000 * rto).on_connection(conn, now + 1000 * rto);
     assert_eq!(much_later.cwnd_bytes(), 10 * MSS);
