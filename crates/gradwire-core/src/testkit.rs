@@ -197,24 +197,10 @@ pub(crate) fn acked_pipe<S: Endpoint, R: Endpoint>(
     pipe(&mut Default::default(), s, r, Link::delay(delay), lose, limit, check, deliver, done)
 }
 
-/// [`pipe`] for DLCP and LTP: every packet is checked against `tags`, `receive` hands an
-/// arriving packet to the receiver and returns the range it placed, and each range is
-/// placed once ([`Placed`]). Returns the outcome and the byte ranges never placed.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn placing_pipe<S: Endpoint, R: Endpoint>(
-    s: &mut S,
-    r: &mut R,
-    link: Link,
-    lose: LossFn,
-    limit: Time,
-    tags: Tags,
-    receive: impl Fn(&mut R, Time, &Packet) -> Option<Range<u64>>,
-    done: impl Fn(&S, &R, &PipeOutcome) -> bool,
-) -> (PipeOutcome, Vec<Range<u64>>) {
-    placing_pipe_in(&mut Default::default(), s, r, link, lose, limit, tags, receive, done)
-}
-
-/// [`placing_pipe`] between hosts whose states are `hosts` (sending, receiving).
+/// [`pipe`] for DLCP and LTP between hosts whose states are `hosts` (sending, receiving):
+/// every packet is checked against `tags`, `receive` hands an arriving packet to the
+/// receiver and returns the range it placed, and each range is placed once ([`Placed`]).
+/// Returns the outcome and the byte ranges never placed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn placing_pipe_in<S: Endpoint, R: Endpoint>(
     hosts: &mut [HostState; 2],

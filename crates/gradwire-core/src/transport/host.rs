@@ -187,6 +187,16 @@ impl Handing {
         due
     }
 
+    /// A sender's next event: `HandOn` first (the peer's next transfer may start on
+    /// `SenderDone` and should find what this one hands on), then `SenderDone` once.
+    #[inline]
+    pub fn sender_event(&mut self, done_pending: &mut bool) -> Option<super::EndpointEvent> {
+        if self.announce() {
+            return Some(super::EndpointEvent::HandOn);
+        }
+        std::mem::take(done_pending).then_some(super::EndpointEvent::SenderDone)
+    }
+
     /// Whether anything is due or announced; it is taken now.
     #[inline]
     pub fn take(&mut self) -> bool {

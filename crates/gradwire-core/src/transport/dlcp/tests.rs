@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{corrupting_loss, placing_pipe, random_loss, Link, LossFn, PipeOutcome, Tags};
+use crate::testkit::{corrupting_loss, placing_pipe_in, random_loss, Link, LossFn, PipeOutcome, Tags};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent, HostState};
 
@@ -40,7 +40,9 @@ fn run(cfg: DlcpConfig, size: u64, lose: LossFn, limit: Time) -> Outcome {
     let done = |_: &DlcpSender, r: &DlcpReceiver, o: &PipeOutcome| {
         o.sender_done_at.is_some() && r.is_closed() && r.poll_timeout().is_none()
     };
-    let (o, missing) = placing_pipe(&mut s, &mut r, Link::delay(DELAY), lose, limit, tags, DlcpReceiver::receive, done);
+    let hosts = &mut Default::default();
+    let (o, missing) =
+        placing_pipe_in(hosts, &mut s, &mut r, Link::delay(DELAY), lose, limit, tags, DlcpReceiver::receive, done);
     Outcome {
         delivered_at: o.delivered.map(|d| d.0),
         delivered_bytes: o.delivered.map(|d| d.1),

@@ -502,11 +502,7 @@ impl Endpoint for LtpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        // the path model first: the link's next transfer may start on SenderDone
-        if self.handing.announce() {
-            return Some(EndpointEvent::HandOn);
-        }
-        std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
+        self.handing.sender_event(&mut self.done_pending)
     }
 
     fn hand_on(&mut self, host: &mut HostState) {

@@ -863,11 +863,7 @@ impl Endpoint for TcpSender {
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
-        // the connection's state first: the pair's next flow may start on SenderDone
-        if self.handing.announce() {
-            return Some(EndpointEvent::HandOn);
-        }
-        std::mem::take(&mut self.done_pending).then_some(EndpointEvent::SenderDone)
+        self.handing.sender_event(&mut self.done_pending)
     }
 
     fn hand_on(&mut self, host: &mut HostState) {
