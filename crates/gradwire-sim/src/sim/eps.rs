@@ -272,9 +272,9 @@ impl Endpoint for Retired {
     }
 }
 
-/// Bytes of an endpoint body worth prefetching: the whole of the largest, a DLCP sender
-/// (536 bytes, 9 cache lines), whose per-packet fields are spread over all of it; smaller
-/// endpoints (a TCP sender is 352 bytes) are prefetched whole.
+/// Bytes of an endpoint body worth prefetching: most of the largest, a DLCP sender (728
+/// bytes, its per-packet fields spread over it); smaller endpoints (a TCP sender is 480
+/// bytes) are prefetched whole.
 const BODY_PREFETCH: usize = 640;
 
 /// Start loading endpoint `ep`'s slot (its pair's cache line) into cache.
