@@ -43,9 +43,10 @@ def load_scenario(text: str, overrides: list[str] = ...) -> list[Run]:
 
 def expand_scenario(
     text: str, overrides: list[str] = ...
-) -> list[tuple[str | None, list[tuple[str, Any, str]], dict[str, Any]]]:
+) -> list[tuple[str | None, list[tuple[str, Any, str, str]], dict[str, Any]]]:
     """Apply overrides and expand ``[sweep]`` without typing: per point its name (None
-    without a sweep), the (dotted key, value, label) of each axis, and the whole tree."""
+    without a sweep), the (dotted key, value, label, TOML literal) of each axis, and the
+    whole tree."""
 
 class Simulation:
     def __init__(self, run: Run) -> None: ...

@@ -79,8 +79,9 @@ fn load_scenario(py: Python<'_>, text: &str, overrides: Vec<String>) -> PyResult
 }
 
 /// A point of a sweep as Python gets it: its name (`None` without a sweep), the sweep's
-/// (dotted key, value, label) triples, and the whole TOML tree as a dict.
-type PyPoint<'py> = (Option<String>, Vec<(String, Bound<'py, PyAny>, String)>, Bound<'py, PyAny>);
+/// (dotted key, value, label, value as a TOML literal for `--set`) per axis, and the whole
+/// TOML tree as a dict.
+type PyPoint<'py> = (Option<String>, Vec<(String, Bound<'py, PyAny>, String, String)>, Bound<'py, PyAny>);
 
 /// Parse a scenario (TOML text), apply `key=value` overrides and expand its `[sweep]`
 /// without typing it: the emulator's front end reads its `[job]` from each point, so
@@ -96,7 +97,7 @@ fn expand_scenario<'py>(py: Python<'py>, text: &str, overrides: Vec<String>) -> 
             let params = p
                 .params
                 .into_iter()
-                .map(|(k, v, label)| Ok((k, to_py_json(py, &v)?, label)))
+                .map(|(k, v, label)| Ok((k, to_py_json(py, &v)?, label, v.to_string())))
                 .collect::<PyResult<Vec<_>>>()?;
             Ok((name, params, to_py_json(py, &p.tree)?))
         })

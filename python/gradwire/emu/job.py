@@ -89,23 +89,10 @@ def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
     points = []
     for label, params, root in expanded:
         name = root.get("name", name)
-        net = fixed + [f"{k}={_toml(v)}" for k, v, _ in params if not k.startswith("job.")]
-        raw = [(k, v) for k, v, _ in params]
+        net = fixed + [f"{k}={literal}" for k, _, _, literal in params if not k.startswith("job.")]
+        raw = [(k, v) for k, v, _, _ in params]
         points.append(Point(label or name, raw, net, root, _check_job(root.get("job"), root)))
     return name, points
-
-
-def _toml(v: Any) -> str:
-    """A value as a TOML literal, for the switch's `--set`."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v)
-    if isinstance(v, list):
-        return "[" + ", ".join(_toml(x) for x in v) + "]"
-    if isinstance(v, dict):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(x)}" for k, x in v.items()) + " }"
-    return repr(v)
 
 
 def _hosts(root: dict) -> int:
