@@ -21,6 +21,8 @@ def test_the_cases_cover_ring_and_ps_loss_rtt_and_incast():
         "ring, 10 ms RTT, 1% loss",
         "PS 3:1, 10 us RTT, 0% loss",
         "PS 7:1, 10 us RTT, 1% loss",
+        "incast 3:1, 10 us RTT, 0% loss",
+        "incast 3:1, 10 ms RTT, 1% loss",
     ):
         assert want in names
     for c in cc.cases():
@@ -36,13 +38,12 @@ def test_gloos_twin_keeps_its_connections_and_every_twin_key_loads():
     from gradwire.scenarios import ScenarioSource
 
     assert 'transport.tcp_connections="persistent"' in cc.TWIN["gloo"]
-    for name in ("allreduce-loss", "ps-loss"):
-        path = BUILTIN / "sim" / f"{name}.toml"
-        src = ScenarioSource(name=name, origin=str(path), text=path.read_text())
-        for backend, sets in cc.TWIN.items():
-            if name == "ps-loss" and backend == "gloo":
-                continue
-            assert plan(src, ["sweep={}", *sets]).runs, (name, backend)
+    for case in cc.cases():
+        path = BUILTIN / "sim" / f"{case.twin}.toml"
+        src = ScenarioSource(name=case.twin, origin=str(path), text=path.read_text())
+        for backend in case.backends:
+            runs = plan(src, ["sweep={}", *case.sets, *case.twin_sets, *cc.TWIN[backend]]).runs
+            assert len(runs) == 1, (case.name, backend)
 
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
@@ -64,3 +65,17 @@ def test_one_case_runs_in_both_worlds(tmp_path):
         assert (float(row["rtos_per_iteration_emulated"]) >= 0) == (row["backend"] == "gloo"), row
     r = CliRunner().invoke(app, ["crosscheck", "--case", "no such case", "-o", str(tmp_path)])
     assert r.exit_code == 2 and "no case matches" in r.output
+
+
+@pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
+def test_a_kernel_tcp_incast_runs_per_congestion_control_with_the_kernels_counters(tmp_path):
+    """A flow case runs one emulated point per congestion control; its time is the last
+    flow's and its RTO column is the kernels' count (0 or more), not missing."""
+    case = next(c for c in cc.cases(quick=True) if c.name == "incast 3:1, 10 us RTT, 0% loss")
+    rows = cc.run_case(case, tmp_path, log=lambda _: None)
+    assert [r["backend"] for r in rows] == ["reno", "cubic"]
+    for row in rows:
+        # 3 MB over a 1 Gbit/s port: at least the wire time
+        assert row["emulated_s"] >= 3e6 * 8 / 1e9 and row["twin_s"] >= 3e6 * 8 / 1e9, row
+        assert row["rtos_per_iteration_emulated"] >= 0, row
+    assert (tmp_path / "emulated-reno" / "results.csv").exists()

@@ -24,14 +24,18 @@ from gradwire.emu.command import BUILTIN, resolve
 #: twin overrides per emulator backend (the TCP twins run the simulator's default baseline,
 #: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets)
 # Backends that run the kernel's TCP in the emulator, whose timeouts it counts.
-TCP_BACKENDS = ("gloo", "cubic")
+TCP_BACKENDS = ("gloo", "cubic", "reno")
 
 TWIN = {
     "gloo": ("transport.kind=newreno", 'transport.tcp_connections="persistent"'),
-    "cubic": ("transport.kind=newreno",),
+    "cubic": ("transport.kind=newreno", 'transport.tcp_cc="cubic"'),
+    "reno": ("transport.kind=newreno", 'transport.tcp_cc="reno"'),
     "dlcp": ("transport.kind=dlcp", "switch.policy=dlcp"),
     "ltp": ("transport.kind=ltp",),
 }
+
+# Built-in emulation scenarios whose jobs are kernel-TCP flows (no collective).
+FLOW_JOBS = ("incast-reno",)
 
 RTT_10MS = ("topology.link_delay_ns=2500000", "switch.buffer_bytes=4000000")
 
@@ -76,12 +80,30 @@ def _ps(fan_in: int, loss: float, mb: float) -> Case:
     )
 
 
+def _incast(rtt: str, loss: float, mb: float, fan_in: int = 3) -> Case:
+    """Kernel-TCP flows alone (no runtime): `fan_in` senders of `mb` each into one host, with
+    reno and cubic, against the simulator's TCP with the same congestion control."""
+    b = int(mb * 1e6)
+    senders = list(range(1, fan_in + 1))
+    return Case(
+        f"incast {fan_in}:1, {rtt} RTT, {loss:.0%} loss",
+        "incast-reno",
+        "incast-reno",
+        (f"topology.link_loss_rate={loss}", *(RTT_10MS if rtt == "10 ms" else ())),
+        (f"job.bytes={b}", f"job.senders={senders!r}"),
+        (f"workload.flow_bytes={b}", f"workload.senders={fan_in}"),
+        ("reno", "cubic"),
+    )
+
+
 def cases(quick: bool = False) -> list[Case]:
-    """Ring and PS; 0 and 1 % loss; 10 us and 10 ms RTT (ring); incasts of 3:1 and 7:1 (PS).
-    `quick`: a fifth of the bytes."""
+    """Ring and PS; 0 and 1 % loss; 10 us and 10 ms RTT (ring, kernel-TCP incast); incasts
+    of 3:1 and 7:1 (PS). `quick`: a fifth of the bytes."""
     s = 0.2 if quick else 1.0
-    out = [_ring(rtt, loss, (25.0 if rtt == "10 us" else 5.0) * s) for rtt in ("10 us", "10 ms") for loss in (0, 0.01)]
+    rtts = ("10 us", "10 ms")
+    out = [_ring(rtt, loss, (25.0 if rtt == "10 us" else 5.0) * s) for rtt in rtts for loss in (0, 0.01)]
     out += [_ps(n, loss, 10.0 * s) for n in (3, 7) for loss in (0, 0.01)]
+    out += [_incast(rtt, loss, 5.0 * s) for rtt in rtts for loss in (0, 0.01)]
     return out
 
 
@@ -109,18 +131,20 @@ def twin(case: Case, backend: str, out_dir: Path) -> tuple[float, float]:
 
 
 def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, timeout: float = 300.0) -> list[dict]:
-    """One case in both worlds: a row per backend."""
+    """One case in both worlds: a row per backend. A collective job runs all its backends in
+    one emulated point; a flow job one point per congestion control."""
     path = resolve(case.emulate)
-    sets = ["sweep={}", *case.sets, *case.emu_sets, f"job.backends={list(case.backends)!r}"]
-    _name, points = job.plan(path, sets)
-    summary = job.run_point(path, points[0], out_dir / "emulated", log=log, timeout=timeout)
+    flows = case.emulate in FLOW_JOBS
+    shared = (
+        []
+        if flows
+        else _emulate(case, path, f"job.backends={list(case.backends)!r}", out_dir / "emulated", log, timeout)
+    )
     rows = []
     for backend in case.backends:
-        mine = [r for r in summary["rows"] if r["label"] == backend]
-        emu = _median([r["time_s"] for r in mine])
+        emulated = shared or _emulate(case, path, f'job.cc="{backend}"', out_dir / f"emulated-{backend}", log, timeout)
+        emu, emu_rtos, mine = _measure(emulated, backend, flows)
         sim, sim_rtos = twin(case, backend, out_dir / f"twin-{backend}")
-        # the kernels' TCP timeouts (Gloo, CUBIC), counted over the backend's whole run
-        emu_rtos = mine[0].get("tcp_timeouts", 0) / len(mine) if mine and backend in TCP_BACKENDS else math.nan
         rows.append(
             {
                 "case": case.name,
@@ -135,6 +159,29 @@ def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, time
         )
         log(f"{backend}: emulated {emu:.3f} s, twin {sim:.3f} s")
     return rows
+
+
+def _emulate(
+    case: Case, path: Path, choose: str, out_dir: Path, log: Callable[[str], None], timeout: float
+) -> list[dict]:
+    """One emulated point of `case` (`choose`: which backends or congestion control)."""
+    _name, points = job.plan(path, ["sweep={}", *case.sets, *case.emu_sets, choose])
+    return job.run_point(path, points[0], out_dir, log=log, timeout=timeout)["rows"]
+
+
+def _measure(rows: list[dict], backend: str, flows: bool) -> tuple[float, float, list[dict]]:
+    """Emulated seconds per iteration, the kernels' TCP timeouts per iteration (Gloo and
+    kernel flows; counted over the backend's whole run). A collective job's rows are its
+    iterations, labelled by backend; a flow job's are its flows, started together: the
+    time is the last one's, and each row carries the counters of the whole run. And the
+    backend's rows."""
+    if flows:
+        mine = [r for r in rows if r.get("cc") == backend]
+        rtos = float(mine[0].get("tcp_timeouts", 0)) if mine else math.nan
+        return max((r["time_s"] for r in mine), default=math.nan), rtos, mine
+    mine = [r for r in rows if r["label"] == backend]
+    rtos = mine[0].get("tcp_timeouts", 0) / len(mine) if mine and backend in TCP_BACKENDS else math.nan
+    return _median([r["time_s"] for r in mine]), rtos, mine
 
 
 def write(rows: list[dict], out_dir: Path) -> Path:
