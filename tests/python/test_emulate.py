@@ -377,6 +377,14 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
     assert row["random_loss"] > 0 and row["tcp_retrans_segs"] > 0, row
     assert row["tcp_sack_recoveries"] + row["tcp_loss_probes"] + row["tcp_timeouts"] > 0, row
     assert s["packets"]["conserved"]
+    # in lockstep (`sync`), each iteration of the runtime's PS and kernel TCP's carries the
+    # whole push and pull through the server's port: 2 workers x 2 MB each way at 200 Mbit/s
+    sets = ['job.kind="ps"', 'job.backends=["cubic", "dlcp"]', "job.ranks=3", "job.iterations=2", "job.sync=true"]
+    _, points = plan(path, sets)
+    s = run_point(path, points[0], tmp_path / "ps-sync", log=lambda m: None)
+    assert {r["label"] for r in s["rows"]} == {"cubic", "dlcp"}
+    for r in s["rows"]:
+        assert not r.get("error") and r["time_s"] > 0.95 * 2 * 4e6 * 8 / 0.2e9, r
     # a DDP training step with gradwire's communication hook: 4 MB of gradients
     _, points = plan(path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"])
     s = run_point(path, points[0], tmp_path / "ddp", log=lambda m: None)

@@ -46,6 +46,14 @@ def test_job_errors_name_the_key(tmp_path):
         plan(p)
     p.write_text('[job]\nkind = "allreduce"\n')
     assert plan(p)[1][0].job["tcp_cc"] == "cubic"
+    p.write_text('[job]\nkind = "allreduce"\nsync = true\n')
+    with pytest.raises(JobError, match="job.sync: only a ps job"):
+        plan(p)
+    p.write_text('[job]\nkind = "ps"\nsync = 1\n')
+    with pytest.raises(JobError, match="job.sync = 1: true or false"):
+        plan(p)
+    p.write_text('[job]\nkind = "ps"\nbackends = ["cubic"]\nsync = true\n')
+    assert plan(p)[1][0].job["sync"] is True
 
 
 def test_a_congestion_control_the_kernel_has_is_allowed_for_the_namespaces(tmp_path):

@@ -74,7 +74,9 @@ def _ps(fan_in: int, loss: float, mb: float) -> Case:
         "ps-loss",
         "ps-loss",
         (f"topology.link_loss_rate={loss}", f"topology.hosts_per_leaf={fan_in + 1}"),
-        (f"job.bytes={b}",),
+        # in lockstep, as the twin's iterations: else a worker served early pushes its next
+        # iteration while later workers pull, which the simulator's PS does not model
+        (f"job.bytes={b}", "job.sync=true"),
         (f"workload.push_bytes={b}", f"workload.workers={fan_in + 1}"),
         ("cubic", "dlcp", "ltp"),
     )

@@ -4,7 +4,9 @@ and an optional ``[sweep]``, run point by point on a fresh emulated network each
 ``[job]`` kinds (hosts are numbered as in the simulator: host ``h`` is in rack
 ``h // hosts_per_leaf``):
 
-- ``allreduce`` (ring), ``ps`` (push then pull, rank 0 the one server) and ``ddp``
+- ``allreduce`` (ring), ``ps`` (push then pull, rank 0 the one server; ``sync = true``:
+  every rank waits for all at the end of an iteration, as the simulator's PS workload
+  runs them, instead of pushing its next iteration as soon as its own pull is in) and ``ddp``
   (training steps of an MLP of about ``bytes`` of parameters under PyTorch DDP, with
   DDP's Gloo allreduce or gradwire's communication hook):
   ``backends`` (``"gloo"`` for torch.distributed's Gloo, or a gradwire
@@ -140,6 +142,10 @@ def _check_job(job: Any, root: dict) -> dict:
         job["bytes"] = int(job.get("bytes", 25_000_000))
         job["iterations"] = int(job.get("iterations", 3))
         job["loss_bound"] = float(job.get("loss_bound", 0.0))
+        if not isinstance(job.get("sync", False), bool):
+            raise JobError(f"job.sync = {job['sync']!r}: true or false")
+        if job.get("sync") and job["kind"] != "ps":
+            raise JobError(f"job.sync: only a ps job has it (this one is {job['kind']!r})")
         job["background"] = flows(job.get("background"), "background")
         job["tcp_cc"] = job.get("tcp_cc", "cubic")
         if job["tcp_cc"] not in CCS:
@@ -403,6 +409,7 @@ def run_allreduce(
             GLOO_SOCKET_IFNAME="eth0",
             GRADWIRE_EMU_LINE_GBPS=str(gbps * LINE_RATE_SHARE),
             GRADWIRE_EMU_INIT=json.dumps(job.get("runtime", {})),
+            GRADWIRE_EMU_SYNC="1" if job.get("sync") else "",
             GRADWIRE_EMU_SWITCH_PID=str(net.proc.pid) if net.proc else "",
             GRADWIRE_EMU_TRAIN=json.dumps({**job.get("train", {}), "out": str(net.workdir / "train")}),
         )

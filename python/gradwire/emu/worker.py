@@ -8,6 +8,7 @@ Each prints one JSON line with its result on stdout:
   report the flow completion time (until the sink's answer).
 - ``ps BACKEND BYTES ITERS [LOSS_BOUND]``: a parameter-server exchange (push, then pull;
   rank 0 serves) over kernel TCP (BACKEND cubic, reno, bbr) or gradwire's PS (dlcp, ltp).
+  With GRADWIRE_EMU_SYNC=1 every iteration ends with a barrier through the server.
 - ``ddp BACKEND BYTES ITERS [LOSS_BOUND]``: DDP training steps of an MLP with about BYTES
   of parameters, DDP's Gloo allreduce (gloo) or gradwire's communication hook.
 - ``allreduce BACKEND BYTES ITERS [LOSS_BOUND]``: BACKEND gloo (torch.distributed) or a
@@ -232,6 +233,7 @@ def _tcp_ps(cc: str, nbytes: int, iters: int, cpu: list, windows: list) -> list[
     addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]) + 1
     data, buf = bytes(nbytes), bytearray(CHUNK)
     times = []
+    sync = _sync()
     if rank == 0:
         srv = socket.socket()
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -253,6 +255,11 @@ def _tcp_ps(cc: str, nbytes: int, iters: int, cpu: list, windows: list) -> list[
                 t.start()
             for t in pulls:
                 t.join()
+            if sync:  # every worker has its pull: release them together
+                for c in conns:
+                    _recv_exact(c, 1, buf)
+                for c in conns:
+                    c.sendall(b"g")
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
             windows.append([w0, cpu_sample()])
@@ -263,11 +270,22 @@ def _tcp_ps(cc: str, nbytes: int, iters: int, cpu: list, windows: list) -> list[
         t0, c0 = time.perf_counter(), time.process_time()
         s.sendall(data)
         _recv_exact(s, nbytes, buf)
+        if sync:
+            s.sendall(b"s")
+            _recv_exact(s, 1, buf)
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
         windows.append([w0, cpu_sample()])
     s.close()
     return times
+
+
+def _sync() -> bool:
+    """Whether a PS iteration ends with a barrier (the job's ``sync``): without one a worker
+    pushes its next iteration as soon as its own pull is in, overlapping the pulls of
+    workers served later, which the simulator's PS workload (every iteration starts when
+    the last one's flows have ended) does not."""
+    return os.environ.get("GRADWIRE_EMU_SYNC") == "1"
 
 
 def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
@@ -282,13 +300,18 @@ def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
         import gradwire
 
         x = torch.ones(nbytes // 4, dtype=torch.float32)
+        token = torch.zeros(1, dtype=torch.float32)
         comm = gradwire.init(**_init_kwargs(backend, ps_servers=1))
         times = []
+        sync = _sync()
         for _ in range(iters):
             w0 = cpu_sample()
             t0, c0 = time.perf_counter(), time.process_time()
             push = comm.ps.push(x, loss_bound=loss_bound)
             pull = comm.ps.pull(x)
+            if sync:  # a barrier through the server: 4 bytes in, 4 bytes out, reliable
+                comm.ps.push(token, loss_bound=0.0)
+                comm.ps.pull(token)
             times.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
             windows.append([w0, cpu_sample()])
