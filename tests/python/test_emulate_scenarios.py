@@ -30,28 +30,31 @@ def test_builtin_scenario_is_valid_at_every_point(name):
         assert "hosts" in res.stdout
 
 
-def test_job_errors_name_the_key(tmp_path):
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            '[topology]\nhosts_per_leaf = 2\n[job]\nkind = "flows"\nflows = [{src = 0, dst = 5}]\n',
+            r"flows\[0\]\.dst: host 5 is out of range",
+        ),
+        ('[job]\nkind = "flows"\nflows = [{src = 0, dst = 1, cc = "dctcp"}]\n', "cc = 'dctcp'"),
+        ('[job]\nkind = "allreduce"\nranks = 1\n', "at least 2 ranks"),
+        ('[job]\nkind = "allreduce"\ntcp_cc = "vegas"\n', "job.tcp_cc = 'vegas'"),
+        ('[job]\nkind = "allreduce"\nsync = true\n', "job.sync: only a ps job"),
+        ('[job]\nkind = "ps"\nsync = 1\n', "job.sync = 1: true or false"),
+    ],
+)
+def test_job_errors_name_the_key(tmp_path, text, error):
     p = tmp_path / "s.toml"
-    p.write_text('[topology]\nhosts_per_leaf = 2\n[job]\nkind = "flows"\nflows = [{src = 0, dst = 5}]\n')
-    with pytest.raises(JobError, match=r"flows\[0\]\.dst: host 5 is out of range"):
+    p.write_text(text)
+    with pytest.raises(JobError, match=error):
         plan(p)
-    p.write_text('[job]\nkind = "flows"\nflows = [{src = 0, dst = 1, cc = "dctcp"}]\n')
-    with pytest.raises(JobError, match="cc = 'dctcp'"):
-        plan(p)
-    p.write_text('[job]\nkind = "allreduce"\nranks = 1\n')
-    with pytest.raises(JobError, match="at least 2 ranks"):
-        plan(p)
-    p.write_text('[job]\nkind = "allreduce"\ntcp_cc = "vegas"\n')
-    with pytest.raises(JobError, match="job.tcp_cc = 'vegas'"):
-        plan(p)
+
+
+def test_job_defaults_and_options(tmp_path):
+    p = tmp_path / "s.toml"
     p.write_text('[job]\nkind = "allreduce"\n')
     assert plan(p)[1][0].job["tcp_cc"] == "cubic"
-    p.write_text('[job]\nkind = "allreduce"\nsync = true\n')
-    with pytest.raises(JobError, match="job.sync: only a ps job"):
-        plan(p)
-    p.write_text('[job]\nkind = "ps"\nsync = 1\n')
-    with pytest.raises(JobError, match="job.sync = 1: true or false"):
-        plan(p)
     p.write_text('[job]\nkind = "ps"\nbackends = ["cubic"]\nsync = true\n')
     assert plan(p)[1][0].job["sync"] is True
 
