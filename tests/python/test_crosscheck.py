@@ -42,8 +42,22 @@ def test_gloos_twin_keeps_its_connections_and_every_twin_key_loads():
         path = BUILTIN / "sim" / f"{case.twin}.toml"
         src = ScenarioSource(name=case.twin, origin=str(path), text=path.read_text())
         for backend in case.backends:
-            runs = plan(src, ["sweep={}", *case.sets, *case.twin_sets, *cc.TWIN[backend]]).runs
+            sets = ["sweep={}", *case.sets, *case.twin_sets, *cc.TWIN[backend], *cc.control_twin(case, backend)]
+            runs = plan(src, sets).runs
             assert len(runs) == 1, (case.name, backend)
+
+
+def test_the_twins_control_resends_as_the_runtimes_tcp_does():
+    """DLCP's and LTP's twins resend a control message after 2 RTT plus the minimum RTO the
+    runtime's control connections get from this kernel; the TCP twins have no such channel."""
+    floor = cc.kernel_control_rto_min_us()
+    assert 1000 <= floor <= 200_000
+    for case in cc.cases():
+        assert cc.control_twin(case, "gloo") == () and cc.control_twin(case, "reno") == ()
+        (dlcp,) = cc.control_twin(case, "dlcp")
+        assert dlcp == f"transport.ctrl_rto_us={2 * case.rtt_us + floor}"
+    ten_ms = next(c for c in cc.cases() if c.name.startswith("ring, 10 ms"))
+    assert ten_ms.rtt_us == 10_000.0
 
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+import socket
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,11 +22,11 @@ from pathlib import Path
 from gradwire.emu import job
 from gradwire.emu.command import BUILTIN, resolve
 
-#: twin overrides per emulator backend (the TCP twins run the simulator's default baseline,
-#: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets)
 # Backends that run the kernel's TCP in the emulator, whose timeouts it counts.
 TCP_BACKENDS = ("gloo", "cubic", "reno")
 
+#: twin overrides per emulator backend (the TCP twins run the simulator's default baseline,
+#: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets)
 TWIN = {
     "gloo": ("transport.kind=newreno", 'transport.tcp_connections="persistent"'),
     "cubic": ("transport.kind=newreno", 'transport.tcp_cc="cubic"'),
@@ -34,10 +35,40 @@ TWIN = {
     "ltp": ("transport.kind=ltp",),
 }
 
+# Linux's TCP_RTO_MIN_US (6.15): the runtime's control connections ask for the smallest.
+_TCP_RTO_MIN_US = 45
+
+
+def kernel_control_rto_min_us() -> float:
+    """The minimum RTO the runtime's control connections get from this kernel (as
+    `gradwire-net`'s `control::recover_fast` asks: 2 ms, else 8, else 20; two jiffies at
+    HZ 1000, 250, 100), or Linux's 200 ms where the kernel lacks the option."""
+    with socket.socket() as s:
+        for us in (2000, 8000, 20000):
+            try:
+                s.setsockopt(socket.IPPROTO_TCP, _TCP_RTO_MIN_US, us)
+                return float(s.getsockopt(socket.IPPROTO_TCP, _TCP_RTO_MIN_US))
+            except OSError:
+                continue
+    return 200_000.0
+
+
+def control_twin(case: Case, backend: str) -> tuple[str, ...]:
+    """How the twin's control channel resends, as the runtime's does: DLCP's and LTP's
+    control frames ride the kernels' TCP, where a lost frame, alone in flight, waits for
+    the loss probe, 2 SRTT plus the minimum RTO; the simulator's control channel resends
+    every `ctrl_rto_us` (1 ms by default, whatever the RTT)."""
+    if backend not in ("dlcp", "ltp"):
+        return ()
+    return (f"transport.ctrl_rto_us={2 * case.rtt_us + kernel_control_rto_min_us()}",)
+
+
 # Built-in emulation scenarios whose jobs are kernel-TCP flows (no collective).
 FLOW_JOBS = ("incast-reno",)
 
 RTT_10MS = ("topology.link_delay_ns=2500000", "switch.buffer_bytes=4000000")
+#: base round trip (µs) of the cases' two paths: 4 links of 5 µs or of 2.5 ms
+RTT_US = {"10 us": 20.0, "10 ms": 10_000.0}
 
 
 @dataclass(frozen=True)
@@ -52,6 +83,8 @@ class Case:
     emu_sets: tuple[str, ...] = ()
     twin_sets: tuple[str, ...] = ()
     backends: tuple[str, ...] = ("gloo", "dlcp", "ltp")
+    rtt_us: float = 20.0
+    """The path's base round trip (4 links of 5 µs, or of 2.5 ms at "10 ms")."""
 
 
 def _ring(rtt: str, loss: float, mb: float) -> Case:
@@ -64,6 +97,7 @@ def _ring(rtt: str, loss: float, mb: float) -> Case:
         net,
         (f"job.bytes={b}",),
         (f"workload.bytes={b}",),
+        rtt_us=RTT_US[rtt],
     )
 
 
@@ -95,6 +129,7 @@ def _incast(rtt: str, loss: float, mb: float, fan_in: int = 3) -> Case:
         (f"job.bytes={b}", f"job.senders={senders!r}"),
         (f"workload.flow_bytes={b}", f"workload.senders={fan_in}"),
         ("reno", "cubic"),
+        rtt_us=RTT_US[rtt],
     )
 
 
@@ -124,7 +159,7 @@ def twin(case: Case, backend: str, out_dir: Path) -> tuple[float, float]:
     from gradwire.scenarios import ScenarioSource
 
     path = BUILTIN / "sim" / f"{case.twin}.toml"
-    sets = ["sweep={}", *case.sets, *case.twin_sets, *TWIN[backend]]
+    sets = ["sweep={}", *case.sets, *case.twin_sets, *TWIN[backend], *control_twin(case, backend)]
     runs = plan(ScenarioSource(name=path.stem, origin=str(path), text=path.read_text()), sets).runs
     res = simulate(runs[0], out_dir, show_progress=False)
     flows = pd.read_csv(res.dir / "flows.csv")
