@@ -3,6 +3,7 @@
 #   gpu: benchmarks/gpu_check/run.sh, the backend on CUDA tensors against Gloo (2 ranks, 1 GPU);
 #   emu: the emulator with cores to spare, allreduce-fast.toml (Gloo vs DLCP at 1 and 10 Gbit/s,
 #        0 and 1 % loss) with the ranks' and the switch's CPU time;
+#   ddp: `gradwire emulate ddp-loss` (DDP steps, Gloo vs the DLCP hook, 0 and 1 % loss);
 #   xcheck: `gradwire crosscheck` (every case, emulator against simulator twin; its whole
 #        results folder comes back as xcheck.tgz: each run's per-iteration CPU and counters).
 # Parts run in the order PARTS names them, each under its own timeout (seconds), so the
@@ -33,6 +34,11 @@ emu() {
     tee "$OUT/emu.log" | tail -25
   cp "$OUT/emu/summary.csv" "$OUT/emu_summary.csv" 2>/dev/null
   tar czf "$OUT/emu.tgz" -C "$OUT" emu && rm -rf "$OUT/emu"
+}
+ddp() {
+  timeout "${DDP_S:-200}" python3 -m gradwire emulate ddp-loss --no-plot -o "$OUT/ddp" 2>&1 | tee "$OUT/ddp.log" | tail -12
+  cp "$OUT/ddp/summary.csv" "$OUT/ddp_summary.csv" 2>/dev/null
+  tar czf "$OUT/ddp.tgz" -C "$OUT" ddp && rm -rf "$OUT/ddp"
 }
 xcheck() {
   timeout "${XCHECK_S:-500}" python3 -m gradwire crosscheck -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -60
