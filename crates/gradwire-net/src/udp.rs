@@ -165,8 +165,9 @@ impl DataSocket {
         self.sock.local_addr()
     }
 
-    pub fn mio(&mut self) -> &mut UdpSocket {
-        &mut self.sock
+    /// The socket's descriptor (the engine registers it with epoll itself).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.sock.as_raw_fd()
     }
 
     pub fn gso_enabled(&self) -> bool {

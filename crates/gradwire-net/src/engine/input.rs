@@ -25,7 +25,7 @@ pub(super) enum Incoming<'a> {
 
 impl Engine {
     /// Reads and handles datagrams until the socket is empty or about `max_bytes` have
-    /// been read; true if anything arrived.
+    /// been read; true if it stopped at `max_bytes` (more may be waiting).
     pub(super) fn receive_datagrams(&mut self, max_bytes: usize) -> bool {
         let now = self.now();
         let (mut count, mut bytes) = (0usize, 0usize);
@@ -66,7 +66,9 @@ impl Engine {
         }
         self.rbufs = bufs;
         self.local.datagrams_received += count as u64;
-        count > 0
+        let more = bytes >= max_bytes;
+        self.wait.after_read(now, count, more);
+        more
     }
 
     /// Reads the next datagram straight into the caller's buffer when it is a large data
@@ -189,6 +191,10 @@ impl Engine {
         let mut read = Vec::new();
         for (peer, link) in self.links.iter_mut().enumerate() {
             let Some(l) = link.as_mut() else { continue };
+            // Only a link epoll reported (read to the end each time: edge-triggered).
+            if !std::mem::take(&mut self.link_ready[peer]) {
+                continue;
+            }
             let before = frames.len();
             read.clear();
             if let Err(e) = l.read_frames(&mut frames, &mut read) {

@@ -13,6 +13,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ use gradwire_core::tensor::importance_mask;
 use gradwire_core::time::Time;
 use gradwire_core::transport::{Builder, EndpointEvent, HostState, Transfer};
 use gradwire_core::wire::{Header, HEADER_LEN};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Interest, Poll, Token, Waker};
 
 use crate::algorithms::CallKind;
 use crate::auth::JobKey;
@@ -45,10 +46,12 @@ mod output;
 #[cfg(test)]
 mod tests;
 mod trace;
+mod wait;
 
 use early::EarlyStore;
 use input::Incoming;
 use trace::Tracer;
+use wait::Waiter;
 
 const UDP: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -66,8 +69,10 @@ const TX_BUDGET: usize = 1024;
 /// 25 MB allreduce 0.78–0.93× Gloo instead of 0.93–1.08× (three paired runs), goodput
 /// unchanged at 1500 B, 5 % lower at 9000 B.
 const RECV_TURN_BYTES: usize = 256 << 10;
-/// Deadlines closer than this are spun for rather than slept on.
-const SPIN: Time = 50_000_000; // 50 µs
+/// A disarmed data socket ([`wait`]) is read at least this often, and at most this
+/// rarely, whatever the pacing burst (the interval otherwise).
+const RX_INTERVAL_MIN: Time = 20_000_000; // 20 µs
+const RX_INTERVAL_MAX: Time = 1_000_000_000; // 1 ms
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -208,6 +213,10 @@ pub struct Engine {
     early: EarlyStore,
     /// The NIC every DLCP sender's data leaves through (see [`Nic`]).
     nic: Nic,
+    /// Sleeps, and when the data socket is read (see [`wait`]).
+    wait: Waiter,
+    /// Per peer: its control link became readable since it was last read to the end.
+    link_ready: Vec<bool>,
 }
 
 fn flow_id(call: u16, t: TransferId) -> u32 {
@@ -241,8 +250,9 @@ impl Engine {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("transport {e}")))?;
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
-        let mut udp = udp;
-        poll.registry().register(udp.mio(), UDP, Interest::READABLE)?;
+        // The data socket is registered by the `Waiter`, one-shot (receive moderation).
+        let rx_interval = cfg.transport.burst.clamp(RX_INTERVAL_MIN, RX_INTERVAL_MAX);
+        let wait = Waiter::new(poll.as_raw_fd(), udp.raw_fd(), UDP.0 as u64, rx_interval)?;
         let mut wrapped = Vec::with_capacity(links.len());
         for (i, l) in links.into_iter().enumerate() {
             let link = match l {
@@ -313,6 +323,8 @@ impl Engine {
             tracer: Tracer::from_env(),
             early: EarlyStore::new(cfg.early_buffer_bytes),
             nic: Nic::default(),
+            wait,
+            link_ready: vec![true; world],
             cfg,
         };
         Ok((engine, waker))
@@ -325,7 +337,7 @@ impl Engine {
     /// Runs until `Command::Shutdown` (or the handle is dropped) and the last transfers
     /// have closed or `linger` has passed.
     pub fn run(mut self) {
-        let mut events = Events::with_capacity(256);
+        Waiter::tighten_timer_slack();
         loop {
             let busy = self.turn();
             self.tracer.count_turn(busy);
@@ -344,17 +356,17 @@ impl Engine {
                 }
             }
             let timeout = if busy { Some(Duration::ZERO) } else { self.sleep_for() };
-            if !busy && timeout == Some(Duration::ZERO) {
-                // Spinning for a deadline less than `SPIN` away: let another thread on
-                // this core (a peer rank on an oversubscribed host) run meanwhile.
-                std::thread::yield_now();
-            }
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    self.fail_all(NetError::io("epoll", e));
-                    self.close_calls();
-                    return;
+            let ready = &mut self.link_ready;
+            let woke = self.wait.wait(timeout, |token| {
+                // a control link's event (readable, writable, hung up): read it next turn
+                if let Some(r) = (token as usize).checked_sub(PEER_BASE).and_then(|i| ready.get_mut(i)) {
+                    *r = true;
                 }
+            });
+            if let Err(e) = woke {
+                self.fail_all(NetError::io("epoll", e));
+                self.close_calls();
+                return;
             }
         }
     }
@@ -381,7 +393,15 @@ impl Engine {
         // Post a new call before reading: its data may already be arriving.
         let started = self.job.is_none() && self.start_next_call();
         // Bounded, so timers and control keep running while a fast sender fills the socket.
-        let mut busy = self.should_read() && self.receive_datagrams(RECV_TURN_BYTES);
+        // Read when the socket woke the engine or its next read is due (see `wait`).
+        let mut busy = false;
+        if self.wait.rx_due(self.now()) {
+            if self.should_read() {
+                busy = self.receive_datagrams(RECV_TURN_BYTES);
+            } else {
+                self.wait.skipped_read(self.now());
+            }
+        }
         self.read_control();
         let now = self.now();
         self.fire_timers(now);
@@ -389,7 +409,7 @@ impl Engine {
         self.release_delayed(now);
         self.flush_batches();
         self.flush_links();
-        self.handle_events();
+        busy |= self.handle_events();
         self.check_stall();
         if self.job.is_none() {
             busy |= self.start_next_call();
@@ -422,11 +442,14 @@ impl Engine {
         if let Some(r) = self.inject.next_release() {
             next = Some(next.map_or(r, |n| n.min(r)));
         }
+        if let Some(r) = self.wait.deadline() {
+            next = Some(next.map_or(r, |n| n.min(r)));
+        }
         // Wake at least every 100 ms to check for stalls and shutdown.
         let cap = Duration::from_millis(100);
         match next {
             None => Some(cap),
-            Some(t) if t <= now + SPIN => Some(Duration::ZERO),
+            Some(t) if t <= now => Some(Duration::ZERO),
             Some(t) => Some(Duration::from_nanos((t - now) / 1000).min(cap)),
         }
     }
@@ -456,10 +479,13 @@ impl Engine {
         }
     }
 
-    fn handle_events(&mut self) {
+    /// True if any endpoint had an event (what follows from it may send at once).
+    fn handle_events(&mut self) -> bool {
+        let mut any = false;
         let mut done = Vec::new();
         for (&flow, slot) in self.slots.iter_mut() {
             while let Some(ev) = slot.ep.poll_event() {
+                any = true;
                 match ev {
                     EndpointEvent::Delivered { .. } | EndpointEvent::SenderDone => done.push(flow),
                     // every live endpoint's deadline is asked each turn
@@ -481,5 +507,6 @@ impl Engine {
         }
         // Drop endpoints whose handshake is over.
         self.slots.retain(|_, s| !(s.finished && s.ep.is_closed()));
+        any
     }
 }

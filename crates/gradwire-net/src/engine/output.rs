@@ -29,7 +29,8 @@ impl Nic {
 impl Engine {
     /// Every endpoint's packets that may leave now (paced senders run a burst ahead of
     /// their slots, see `TransportConfig::burst`), up to [`TX_BUDGET`] each; senders in
-    /// transfer order until the [`Nic`]'s clock passes `now + burst`.
+    /// transfer order until the [`Nic`]'s clock passes `now + burst`. True if an endpoint
+    /// had more than its budget.
     pub(super) fn transmit(&mut self, now: Time) -> bool {
         let burst = self.cfg.transport.burst;
         let mut out = std::mem::take(&mut self.txq);
@@ -66,12 +67,13 @@ impl Engine {
             }
             more |= n == TX_BUDGET;
         }
-        let sent = !out.is_empty();
         for (flow, p) in out.drain(..) {
             self.emit(flow, &p, now);
         }
         self.txq = out;
-        more || sent
+        // What was sent needs no turn of its own: a paced sender's next slot is its
+        // deadline (`sleep_for`), and what the turn's events start makes it busy.
+        more
     }
 
     pub(super) fn emit(&mut self, flow: u32, p: &Packet, now: Time) {

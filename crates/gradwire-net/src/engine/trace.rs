@@ -55,11 +55,13 @@ impl Engine {
             return;
         }
         eprintln!(
-            "t={:.3}ms rank {} turns {} idle {} counters {:?}",
+            "t={:.3}ms rank {} turns {} idle {} wakes {} (data socket {}) counters {:?}",
             now as f64 / 1e9,
             self.rank,
             self.tracer.turns,
             self.tracer.idle_turns,
+            self.wait.wakes,
+            self.wait.rx_wakes,
             self.local
         );
         if let Some(job) = &self.job {
