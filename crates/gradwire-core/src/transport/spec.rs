@@ -352,12 +352,16 @@ pub struct Info {
     pub priority_by_layer: bool,
     /// Its code in the socket runtime's call descriptors, if the runtime runs it.
     pub wire_code: Option<u8>,
+    /// Its sender's window waits on per-packet ACKs (sending follows the ACK clock): the
+    /// socket runtime reads arriving datagrams at once, not once per pacing burst, since a
+    /// read held back adds to every window's round trip what the window does not cover.
+    pub ack_clocked: bool,
 }
 
 impl Info {
     /// A transport that counts bytes, queues by configuration and runs in the simulator only.
     pub const fn new(name: &'static str, about: &'static str, keys: &'static [&'static KeySet]) -> Info {
-        Info { name, about, keys, places_payload: false, priority_by_layer: false, wire_code: None }
+        Info { name, about, keys, places_payload: false, priority_by_layer: false, wire_code: None, ack_clocked: false }
     }
 }
 
@@ -388,6 +392,10 @@ pub trait TransportSpec: Sync {
     /// [`Info::wire_code`].
     fn wire_code(&self) -> Option<u8> {
         self.info().wire_code
+    }
+    /// [`Info::ack_clocked`].
+    fn ack_clocked(&self) -> bool {
+        self.info().ack_clocked
     }
     /// Checks that hold only for this kind (the key sets' own checks always run).
     fn check(&self, _cfg: &Config) -> Result<(), ConfigError> {

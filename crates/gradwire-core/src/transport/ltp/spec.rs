@@ -136,7 +136,7 @@ pub struct Ltp;
 
 impl TransportSpec for Ltp {
     fn info(&self) -> Info {
-        Info { places_payload: true, wire_code: Some(1), ..Info::new("ltp", "LTP, the loss-tolerant transport (LTP §III–IV: per-packet ACKs, loss after 3 later ACKs, Early Close once the LT threshold has passed and `1 − loss_bound` is in, deadline `max(LT) + ltp_c_ms`, BDP congestion control) — PS pushes are lossy, PS pulls fully reliable.", &SETS) }
+        Info { places_payload: true, wire_code: Some(1), ack_clocked: true, ..Info::new("ltp", "LTP, the loss-tolerant transport (LTP §III–IV: per-packet ACKs, loss after 3 later ACKs, Early Close once the LT threshold has passed and `1 − loss_bound` is in, deadline `max(LT) + ltp_c_ms`, BDP congestion control) — PS pushes are lossy, PS pulls fully reliable.", &SETS) }
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
