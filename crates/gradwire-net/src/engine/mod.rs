@@ -442,8 +442,12 @@ impl Engine {
         if let Some(r) = self.inject.next_release() {
             next = Some(next.map_or(r, |n| n.min(r)));
         }
+        // A disarmed data socket's read rides on a wake due within half an interval of it
+        // (`Waiter::rx_due` reads that early): one wake per pacing burst, not two.
         if let Some(r) = self.wait.deadline() {
-            next = Some(next.map_or(r, |n| n.min(r)));
+            if next.is_none_or(|n| n > r + self.wait.interval / 2) {
+                next = Some(next.map_or(r, |n| n.min(r)));
+            }
         }
         // Wake at least every 100 ms to check for stalls and shutdown.
         let cap = Duration::from_millis(100);
