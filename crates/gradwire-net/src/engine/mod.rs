@@ -392,6 +392,9 @@ impl Engine {
         self.take_commands();
         // Post a new call before reading: its data may already be arriving.
         let started = self.job.is_none() && self.start_next_call();
+        if started {
+            self.wait.read_soon(self.now());
+        }
         // Bounded, so timers and control keep running while a fast sender fills the socket.
         // Read when the socket woke the engine or its next read is due (see `wait`).
         let mut busy = false;
@@ -411,8 +414,9 @@ impl Engine {
         self.flush_links();
         busy |= self.handle_events();
         self.check_stall();
-        if self.job.is_none() {
-            busy |= self.start_next_call();
+        if self.job.is_none() && self.start_next_call() {
+            self.wait.read_soon(self.now());
+            busy = true;
         }
         busy || started
     }
