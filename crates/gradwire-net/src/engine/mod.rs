@@ -399,6 +399,9 @@ impl Engine {
         self.take_commands();
         // Post a new call before reading: its data may already be arriving.
         let started = self.job.is_none() && self.start_next_call();
+        if started {
+            self.wait.read_soon(self.now());
+        }
         // Bounded, so timers and control keep running while a fast sender fills the socket.
         // Read when the socket woke the engine or its next read is due (see `wait`).
         let mut busy = false;
@@ -418,8 +421,9 @@ impl Engine {
         self.flush_links();
         busy |= self.handle_events();
         self.check_stall();
-        if self.job.is_none() {
-            busy |= self.start_next_call();
+        if self.job.is_none() && self.start_next_call() {
+            self.wait.read_soon(self.now());
+            busy = true;
         }
         busy || started
     }
@@ -449,8 +453,12 @@ impl Engine {
         if let Some(r) = self.inject.next_release() {
             next = Some(next.map_or(r, |n| n.min(r)));
         }
+        // A disarmed data socket's read rides on a wake due within half an interval of it
+        // (`Waiter::rx_due` reads that early): one wake per pacing burst, not two.
         if let Some(r) = self.wait.deadline() {
-            next = Some(next.map_or(r, |n| n.min(r)));
+            if next.is_none_or(|n| n > r + self.wait.interval / 2) {
+                next = Some(next.map_or(r, |n| n.min(r)));
+            }
         }
         // Wake at least every 100 ms to check for stalls and shutdown.
         let cap = Duration::from_millis(100);

@@ -122,6 +122,14 @@ impl Waiter {
         }
     }
 
+    /// A call was posted: a disarmed socket (left unread between calls, or still polled
+    /// from the last call) is read in the next turn, not up to [`SKIPPED_RECHECK`] later.
+    pub(super) fn read_soon(&mut self, now: Time) {
+        if !self.armed {
+            self.rx_next = Some(now);
+        }
+    }
+
     /// The next deadline of the data socket's reads, if it is disarmed.
     pub(super) fn deadline(&self) -> Option<Time> {
         if self.armed {
