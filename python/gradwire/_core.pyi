@@ -63,6 +63,10 @@ def emu_main(argv: list[str]) -> int:
     """The emulator's switch (``gradwire-emu run | check | sweep``) in this process; its exit
     code. ``gradwire emulate`` runs it as ``python -m gradwire.emu.switch``."""
 
+def control_rto_min_us() -> int | None:
+    """The minimum RTO (µs) the runtime's control connections get from this kernel, or None
+    where it lacks TCP_RTO_MIN_US (they keep Linux's 200 ms)."""
+
 def algorithms() -> list[str]:
     """The allreduce algorithms the socket runtime knows (``gradwire.runtime.ALGORITHMS``)."""
 

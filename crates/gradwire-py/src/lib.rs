@@ -258,6 +258,16 @@ fn model_profiles() -> std::collections::BTreeMap<&'static str, &'static str> {
     gradwire_sim::models::PROFILES.iter().copied().collect()
 }
 
+/// The minimum RTO (µs) the runtime's control connections get from this kernel
+/// (`gradwire_net::control::recover_fast` on a loopback connection), `None` where the kernel
+/// lacks the option (they keep Linux's 200 ms).
+#[pyfunction]
+fn control_rto_min_us() -> PyResult<Option<u32>> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let stream = std::net::TcpStream::connect(listener.local_addr()?)?;
+    Ok(gradwire_net::control::recover_fast(&stream))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -266,6 +276,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(expand_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(emu_main, m)?)?;
     m.add_function(wrap_pyfunction!(model_profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(control_rto_min_us, m)?)?;
     m.add_class::<PyRun>()?;
     m.add_class::<PySimulation>()?;
     m.add_class::<bytesched::PyBytesJob>()?;

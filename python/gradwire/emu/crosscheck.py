@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import csv
 import math
-import socket
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,22 +34,14 @@ TWIN = {
     "ltp": ("transport.kind=ltp",),
 }
 
-# Linux's TCP_RTO_MIN_US (6.15): the runtime's control connections ask for the smallest.
-_TCP_RTO_MIN_US = 45
-
 
 def kernel_control_rto_min_us() -> float:
-    """The minimum RTO the runtime's control connections get from this kernel (as
-    `gradwire-net`'s `control::recover_fast` asks: 2 ms, else 8, else 20; two jiffies at
-    HZ 1000, 250, 100), or Linux's 200 ms where the kernel lacks the option."""
-    with socket.socket() as s:
-        for us in (2000, 8000, 20000):
-            try:
-                s.setsockopt(socket.IPPROTO_TCP, _TCP_RTO_MIN_US, us)
-                return float(s.getsockopt(socket.IPPROTO_TCP, _TCP_RTO_MIN_US))
-            except OSError:
-                continue
-    return 200_000.0
+    """The minimum RTO the runtime's control connections get from this kernel, µs, or
+    Linux's 200 ms where the kernel lacks the option."""
+    from gradwire._core import control_rto_min_us
+
+    got = control_rto_min_us()
+    return 200_000.0 if got is None else float(got)
 
 
 def control_twin(case: Case, backend: str) -> tuple[str, ...]:
