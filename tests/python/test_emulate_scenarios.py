@@ -109,3 +109,20 @@ def test_sweeps_and_overrides_are_the_simulators(tmp_path):
     p.write_text('[job]\nkind = "allreduce"\n[sweep]\n"job.bytes" = []\n')
     with pytest.raises(JobError, match="sweep.job.bytes"):
         plan(p)
+
+
+def test_cpu_bound_iterations_get_a_note_that_names_a_network_bound_rate():
+    import pandas as pd
+
+    from gradwire.emu.report import cpu_bound_hint
+
+    rows = [
+        {"run": "r", "label": "gloo", "median_s": 0.3, "min_s": 0.3, "max_s": 0.3, "n": 3, "cpu_bound": 0},
+        {"run": "r", "label": "dlcp", "median_s": 0.4, "min_s": 0.4, "max_s": 0.5, "n": 3, "cpu_bound": 2},
+    ]
+    hint = cpu_bound_hint(pd.DataFrame(rows))
+    assert hint and hint.startswith("2 of 6 iterations were CPU-bound") and "host_link_gbps=0.25" in hint
+    rows[1]["cpu_bound"] = 0
+    assert cpu_bound_hint(pd.DataFrame(rows)) is None
+    # flow jobs without CPU samples: nothing to say
+    assert cpu_bound_hint(pd.DataFrame([{k: v for k, v in rows[0].items() if k != "cpu_bound"}])) is None

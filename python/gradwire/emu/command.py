@@ -91,6 +91,9 @@ def emulate(
     summary.to_csv(out_dir / "summary.csv", index=False)
     (out_dir / "switch.json").write_text(json.dumps(switch, indent=2))
     console.print(report.table(summary, switch))
+    hint = report.cpu_bound_hint(summary)
+    if hint:
+        err.print(f"[yellow]note:[/] {escape(hint)}")
     if plot:
         p = report.plot(out_dir, summary)
         if p:

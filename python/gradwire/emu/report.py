@@ -75,6 +75,23 @@ def table(summary: pd.DataFrame, switch: dict[str, dict]) -> Table:
     return t
 
 
+def cpu_bound_hint(summary: pd.DataFrame) -> str | None:
+    """What to make of CPU-bound iterations, if any ran: their times measure this machine's
+    cores as much as the network. On the 2-core development machine, idle, `allreduce-loss`
+    is network-bound for both Gloo and DLCP at 0.25 Gbit/s and at the edge at 1 (docs/
+    emulation.md, "How we measure")."""
+    if "cpu_bound" not in summary.columns or summary["cpu_bound"].isna().all():
+        return None
+    bound, total = int(summary["cpu_bound"].fillna(0).sum()), int(summary["n"].sum())
+    if bound == 0:
+        return None
+    return (
+        f"{bound} of {total} iterations were CPU-bound: their times say as much about this machine's "
+        "cores as about the network. A lower link rate with the bytes scaled to the same wire time "
+        "(--set topology.host_link_gbps=0.25 and a quarter of job.bytes) is network-bound on 2 idle cores."
+    )
+
+
 def plot(out_dir: Path, summary: pd.DataFrame) -> Path | None:
     if summary.empty:
         return None
