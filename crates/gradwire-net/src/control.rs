@@ -65,11 +65,13 @@ const TCP_DELACK_MAX_US: libc::c_int = 46;
 
 /// Asks the kernel to recover a lost control frame in milliseconds rather than the 200 ms
 /// of its minimum RTO, which is also how long its loss probe waits with one segment in
-/// flight, a control frame's usual case: with 1 % loss per link about one ring step in
-/// five lost a frame, and each such step waited 200 ms (the simulator's control
-/// retransmits after `ctrl_rto_us`, 1 ms). The kernel takes whole jiffies, at least two:
-/// the first value it accepts is kept. Kernels without the options keep their defaults.
-/// Returns the minimum RTO now in force, in µs, where the kernel says.
+/// flight, a control frame's usual case (the simulator's control retransmits after
+/// `ctrl_rto_us`). On 16 cores at 1 % loss per link DLCP's control connections counted 16
+/// loss probes and an RTO over one emulated ring run, which was 1.93× its twin, and 1.16×
+/// with this and the engine's precise sleeps (docs/notes/emulation-measurements.md). The
+/// kernel takes whole jiffies, at least two: the first value it accepts is kept. Kernels
+/// without the options keep their defaults. Returns the minimum RTO now in force, in µs,
+/// where the kernel says.
 pub fn recover_fast(stream: &impl std::os::fd::AsRawFd) -> Option<u32> {
     let fd = stream.as_raw_fd();
     for opt in [TCP_RTO_MIN_US, TCP_DELACK_MAX_US] {
@@ -265,9 +267,10 @@ mod tests {
         let stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let before = get_int(stream.as_raw_fd(), TCP_RTO_MIN_US);
         match recover_fast(&stream) {
-            // a kernel with the option (6.15 and later): 200 ms before, two jiffies after
+            // a kernel with the option (6.15 and later): the default (200 ms unless the
+            // machine's tcp_rto_min_us says otherwise) before, two jiffies after
             Some(us) => {
-                assert_eq!(before, Some(200_000));
+                assert!(before.is_some(), "the option sets but does not read");
                 assert!(us <= 20_000, "minimum RTO {us} µs");
             }
             None => assert_eq!(before, None, "the option reads but did not set"),
