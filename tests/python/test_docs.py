@@ -1,8 +1,11 @@
-"""docs/scenarios.md stays in step with the schema: its example runs, every key is documented."""
+"""The docs stay true: docs/scenarios.md's example runs and every key is documented;
+the crates have the layers docs/ARCHITECTURE.md draws (no import circle)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,3 +50,12 @@ def test_every_schema_key_is_documented():
     doc = DOC.read_text(encoding="utf-8")
     missing = sorted({k for k in _keys(cfg) if f"`{k}`" not in doc and f"[{k}]" not in doc})
     assert not missing, f"keys missing from docs/scenarios.md: {missing}"
+
+
+def test_the_rust_crates_have_no_import_circle():
+    """docs/ARCHITECTURE.md draws the crates' modules as layers; a file that imports one
+    importing it back breaks that picture (tools/import_cycles.py lists the circle)."""
+    tool = Path(__file__).resolve().parents[2] / "tools" / "import_cycles.py"
+    run = subprocess.run([sys.executable, str(tool)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip().endswith("0 import circle(s)")

@@ -8,6 +8,7 @@
 mod acking;
 mod ctrl;
 pub mod dlcp;
+mod error;
 pub(crate) mod host;
 pub mod ltp;
 mod pacer;

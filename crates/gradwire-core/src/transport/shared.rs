@@ -1,7 +1,7 @@
 //! What the tensor transports (DLCP, LTP) share: how a tensor is cut into segments, how
 //! much of it may be missing, and the checks of their configurations.
 
-use super::spec::ConfigError;
+use super::error::ConfigError;
 use crate::tensor::{Segmentation, TensorId};
 use crate::time::Time;
 

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use super::error::ConfigError;
 use super::host::{HostState, Hosts};
 use super::pacer::Pacing;
 use super::roles::{Receiver, Sender};
@@ -62,36 +63,6 @@ macro_rules! named {
     };
 }
 pub(crate) use named;
-
-/// A setting a loader should refuse: which key (a [`Key`]'s name, or a [`Common`] field
-/// such as `base_rtt`) and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The key or field.
-    pub field: String,
-    /// What is wrong, with the value given.
-    pub message: String,
-}
-
-impl ConfigError {
-    /// An error about `field`.
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-        ConfigError { field: field.into(), message: message.into() }
-    }
-
-    /// The same error under another name (a typed config's field as its key).
-    pub fn renamed(self, field: impl Into<String>) -> ConfigError {
-        ConfigError { field: field.into(), message: self.message }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// How a key's value is written in a configuration file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

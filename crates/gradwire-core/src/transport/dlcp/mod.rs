@@ -54,9 +54,9 @@ pub use strict::PairSenders;
 
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
+use crate::transport::error::ConfigError;
 use crate::transport::pacer::Pacing;
 use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
-use crate::transport::spec::ConfigError;
 
 /// How the sender decides which data packets are important (ECN-capable, `ect`).
 #[derive(Clone, Copy, Debug, PartialEq)]

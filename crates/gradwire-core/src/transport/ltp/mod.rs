@@ -59,9 +59,9 @@ pub use spec::{Ltp, LtpBuild};
 use crate::cc::BdpConfig;
 use crate::tensor::{synthetic_important, Segmentation, TensorId};
 use crate::time::{Time, MS, SEC, US};
+use crate::transport::error::ConfigError;
 use crate::transport::pacer::Pacing;
 use crate::transport::shared::{self, check_loss_bound, check_positive, check_priorities, check_segments};
-use crate::transport::spec::ConfigError;
 
 /// Which segments are critical: always delivered, and retransmitted ahead of normal data.
 #[derive(Clone, Debug, PartialEq)]
