@@ -38,7 +38,7 @@ pub use broadcast::broadcast;
 pub use exec::{ExecError, RankExec};
 pub use gen::{split_even, CollectiveOptions};
 pub use memory::execute_in_memory;
-pub use ps::{ps, LayoutError, PsLayout};
+pub use ps::{ps, ps_shards, LayoutError, PsLayout};
 pub use rack::RackMap;
 pub use rat::{rat, rat_trees};
 pub use ring::ring;

@@ -10,6 +10,7 @@
 use super::gen::{split_even, Builder};
 use super::{CollectiveOptions, Op, Rank, Schedule, TransferId};
 use std::fmt;
+use std::ops::Range;
 
 /// Which ranks are workers (contribute and receive the sum) and which hold shards.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,6 +72,32 @@ impl PsLayout {
     }
 }
 
+/// How a PS cuts a tensor of `bytes` over `servers` servers: above `split_bytes`, one even
+/// shard per server (server `j` the `j`-th, as [`split_even`] cuts); otherwise the whole
+/// tensor on the server `pick` names (called only then: a random or dealt choice, whatever
+/// the caller's policy). Empty shards are left out. Every PS in gradwire cuts with this:
+/// [`ps`], the simulator's `ps` and DNN PS workloads and ByteScheduler's flow-level job.
+///
+/// # Panics
+/// If `servers` or `elem_bytes` is 0 or `elem_bytes` does not divide `bytes`.
+pub fn ps_shards(
+    bytes: u64,
+    elem_bytes: u32,
+    servers: u32,
+    split_bytes: u64,
+    pick: impl FnOnce() -> u32,
+) -> Vec<(u32, Range<u64>)> {
+    let shards: Vec<(u32, Range<u64>)> = if bytes > split_bytes {
+        split_even(bytes, elem_bytes, servers).into_iter().enumerate().map(|(j, r)| (j as u32, r)).collect()
+    } else {
+        vec![(pick(), 0..bytes)]
+    };
+    shards.into_iter().filter(|(_, r)| !r.is_empty()).collect()
+}
+
+/// Every tensor split over all servers ([`ps_shards`] with no `split_bytes`); the pushes
+/// into a shard, then its pulls, each pull waiting for all of the shard's pushes.
+///
 /// # Panics
 /// If the layout fails [`PsLayout::check`], `elem_bytes` is 0 or does not divide `bytes`,
 /// or on bad options.
@@ -79,11 +106,8 @@ pub fn ps(layout: &PsLayout, world: u32, bytes: u64, elem_bytes: u32, opts: &Col
         panic!("ps: {e}");
     }
     let mut b = Builder::new("ps", world, bytes, elem_bytes, opts);
-    let shards = split_even(bytes, elem_bytes, layout.servers.len() as u32);
-    for (&server, shard) in layout.servers.iter().zip(shards) {
-        if shard.is_empty() {
-            continue;
-        }
+    for (j, shard) in ps_shards(bytes, elem_bytes, layout.servers.len() as u32, 0, || 0) {
+        let server = layout.servers[j as usize];
         let others = || layout.workers.iter().copied().filter(move |&w| w != server);
         let pushes: Vec<TransferId> =
             others().map(|w| b.push(w, server, shard.clone(), Op::Reduce, Vec::new())).collect();
@@ -131,6 +155,15 @@ mod tests {
         // a mix: server 1 is a worker, server 5 is not
         let l = PsLayout { workers: vec![0, 1, 2], servers: vec![1, 5] };
         check_allreduce_among(&ps(&l, 6, 24, 4, &CollectiveOptions::default()), &l.workers, &[5]);
+    }
+
+    #[test]
+    fn shards_split_large_tensors_evenly_and_put_small_ones_where_picked() {
+        assert_eq!(ps_shards(10, 1, 3, 4, || unreachable!()), vec![(0, 0..4), (1, 4..7), (2, 7..10)]);
+        assert_eq!(ps_shards(4, 1, 3, 4, || 2), vec![(2, 0..4)]);
+        // element-aligned, and no empty shard
+        assert_eq!(ps_shards(8, 4, 3, 0, || 0), vec![(0, 0..4), (1, 4..8)]);
+        assert_eq!(ps_shards(0, 4, 3, 0, || 1), vec![]);
     }
 
     #[test]

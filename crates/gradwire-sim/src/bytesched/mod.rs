@@ -39,6 +39,7 @@ pub use config::{
 
 use crate::models::{self, ModelProfile};
 use fluid::{Network, Tag};
+use gradwire_core::collective;
 use gradwire_core::sched::{Partition, PartitionId, Scheduler};
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -478,12 +479,11 @@ impl Job {
     }
 
     fn push(&mut self, w: u32, p: Partition) {
-        let n = self.n as u64;
-        let pieces: Vec<(u32, u64)> = if p.len > self.cfg.ps_split_bytes {
-            (0..self.n).map(|j| (j, p.len / n + ((j as u64) < p.len % n) as u64)).filter(|&(_, b)| b > 0).collect()
-        } else {
-            vec![(self.server_of(&p), p.len)]
-        };
+        let (n, split) = (self.n, self.cfg.ps_split_bytes);
+        let pieces: Vec<(u32, u64)> = collective::ps_shards(p.len, 1, n, split, || self.server_of(&p))
+            .into_iter()
+            .map(|(server, r)| (server, r.end - r.start))
+            .collect();
         self.ps_parts.insert((w, p.tensor, p.offset), (p.id, pieces.len() as u32));
         for (server, bytes) in pieces {
             let tag = Tag::Push { worker: w, server, tensor: p.tensor, offset: p.offset, bytes };

@@ -2,7 +2,7 @@
 //! transfers starting when backward propagation makes its gradient ready.
 //!
 //! - `ps` (dlcp.md §5.2.1): each tensor goes to a random server, tensors above
-//!   `split_bytes` are split evenly over all servers; workers push, and a server pulls a
+//!   `split_bytes` are split evenly over all servers (the core's `collective::ps_shards`); workers push, and a server pulls a
 //!   tensor part back to every worker once all workers' pushes of it are in.
 //! - `ring`: layers fused into buckets of at least `bucket_bytes` (in backward order, as
 //!   DDP does), each bucket ring-allreduced by the core's `collective::ring`: reduce-scatter
@@ -110,18 +110,12 @@ impl Plan {
         first: &mut [Vec<u32>],
         done: &mut [Vec<u32>],
     ) {
+        let n = servers.len() as u32;
         for b in &self.buckets {
-            let parts: Vec<(u32, u64)> = if b.bytes > split_bytes {
-                let n = servers.len() as u64;
-                servers
-                    .iter()
-                    .enumerate()
-                    .map(|(j, &srv)| (srv, b.bytes / n + ((j as u64) < b.bytes % n) as u64))
-                    .collect()
-            } else {
-                vec![(servers[rng.gen_range(0..servers.len())], b.bytes)]
-            };
-            for (srv, bytes) in parts {
+            for (j, shard) in
+                collective::ps_shards(b.bytes, 1, n, split_bytes, || rng.gen_range(0..servers.len()) as u32)
+            {
+                let (srv, bytes) = (servers[j as usize], shard.end - shard.start);
                 let mut pushes = Vec::new();
                 let mut pulls = Vec::new();
                 for (i, &wk) in workers.iter().enumerate().filter(|(_, &wk)| wk != srv) {

@@ -8,6 +8,7 @@ pub mod dnn;
 use crate::models;
 use crate::scenario::{Scenario, ScenarioError, WorkloadKind};
 use crate::topology::Topology;
+use gradwire_core::collective::{ps_shards, split_even};
 use gradwire_core::time::{from_us, Time};
 use rand::Rng;
 
@@ -228,25 +229,22 @@ pub fn ps_placement(s: &Scenario, topo: &Topology) -> (Vec<u32>, Vec<u32>) {
     (workers, servers)
 }
 
-/// Workers push `push_bytes / servers` to every server; a server that has every push
-/// sends `pull_bytes / servers` back to every worker. Local (same-host) parts skip the network.
+/// Workers push their part of each server's shard (the core's [`ps_shards`],
+/// every tensor split) to it; a server that has every push sends its shard of `pull_bytes`
+/// back to every worker. Local (same-host) parts skip the network.
 fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
-    let share =
-        |total: u64, j: usize| total / servers.len() as u64 + ((j as u64) < total % servers.len() as u64) as u64;
-    let pull_total = w.pull_bytes.unwrap_or(w.push_bytes);
-    for (j, &srv) in servers.iter().enumerate() {
-        let pushes: Vec<u32> = workers
-            .iter()
-            .filter(|&&wk| wk != srv)
-            .map(|&wk| out.flow(wk, srv, share(w.push_bytes, j), start))
-            .collect();
-        let pulls: Vec<u32> = workers
-            .iter()
-            .filter(|&&wk| wk != srv && share(pull_total, j) > 0)
-            .map(|&wk| {
-                let f = out.flow(srv, wk, share(pull_total, j), start);
+    let n = servers.len() as u32;
+    let pull_shards = split_even(w.pull_bytes.unwrap_or(w.push_bytes), 1, n);
+    for (j, push) in ps_shards(w.push_bytes, 1, n, 0, || 0) {
+        let (srv, pull) = (servers[j as usize], pull_shards[j as usize].end - pull_shards[j as usize].start);
+        let others = || workers.iter().copied().filter(move |&wk| wk != srv);
+        let pushes: Vec<u32> = others().map(|wk| out.flow(wk, srv, push.end - push.start, start)).collect();
+        let pulls: Vec<u32> = others()
+            .filter(|_| pull > 0)
+            .map(|wk| {
+                let f = out.flow(srv, wk, pull, start);
                 out.mark_pull(f)
             })
             .collect();
