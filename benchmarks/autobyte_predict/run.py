@@ -25,13 +25,7 @@ def main() -> None:
         (161, 8),
         (16, 32),
     ):  # ResNet50-, ResNet152-, VGG16-like
-        obs = Observation(
-            [[1.0] * workers] * layers,
-            [10.0] * workers,
-            [10.0] * workers,
-            "resnet50",
-            "ps",
-        )
+        obs = Observation.uniform(layers, workers, "resnet50", "ps")
         for cands in (
             grid(),
             grid(max_partition_bytes=64 * MB, max_credit_multiple=16),

@@ -83,12 +83,12 @@ class Reproduction:
     """Built-in scenario names (one per model)."""
     x: str
     """Sweep parameter (a key of a run's ``params``) that is the x axis."""
-    series: str
-    """Sweep parameter whose values are the lines."""
     x_label: str
     metrics: tuple[Metric, ...]
     reduce: Reduction
     """How a run becomes metrics (FCT, BST, ICT, PCN below)."""
+    series: str = "scheme"
+    """Sweep parameter whose values are the lines (every figure here compares schemes)."""
     x_scale: float = 1.0
     """x values are shown multiplied by this (e.g. 100 for a loss rate in %)."""
     quick: tuple[str, ...] = ()
@@ -891,36 +891,70 @@ BST = Reduction("bst", bst_run)
 ICT = Reduction("ict", ict_run)
 PCN = Reduction("pcn", pcn_run, table=pcn_table, files=pcn_files)
 
+
+def dlcp_figure(fig: str, title: str, quick: tuple[str, ...], **kw: Any) -> Reproduction:
+    """A DLCP figure: FCT of the PS exchange of ResNet50 and Inception-v3 (a scenario each,
+    ``repro/dlcp-<fig>-<model>``); ``--quick`` runs it on the small leaf-spine, plus ``quick``."""
+    scenarios = tuple(f"repro/dlcp-{fig}-{model}" for model in ("resnet50", "inception_v3"))
+    return Reproduction(
+        name=f"dlcp-{fig}", title=title, scenarios=scenarios, reduce=FCT, quick=SMALL_LEAF_SPINE + quick, **kw
+    )
+
+
+def rat_figure(fig: str, title: str, quick: tuple[str, ...] = (), note: str = "", **kw: Any) -> Reproduction:
+    """A RAT figure: ICT of the allreduce schemes, scenario ``repro/rat-<fig>``; ``--quick``
+    shrinks the job (RAT_QUICK, plus ``quick``); ``note`` follows ICT_NOTE."""
+    return Reproduction(
+        name=f"rat-{fig}",
+        title=title,
+        scenarios=(f"repro/rat-{fig}",),
+        reduce=ICT,
+        quick=RAT_QUICK + quick,
+        note=ICT_NOTE + note,
+        **kw,
+    )
+
+
+def pcn_figure(fig: str, title: str, *metrics: Metric) -> Reproduction:
+    """A PCN figure: the DDLgen scenario's bursts per k, PCN off and on; ``--quick`` keeps
+    two iterations at the paper's k = 1/4."""
+    return Reproduction(
+        name=f"pcn-{fig}",
+        title=title,
+        scenarios=("repro/pcn-ddlgen",),
+        x="k",
+        x_label="k",
+        metrics=metrics,
+        reduce=PCN,
+        quick=PCN_QUICK,
+        quick_x=(0.25,),
+        note=PCN_NOTE,
+    )
+
+
 #: Every reproduction, by name: scenario sweeps and tuning figures.
 REPRODUCTIONS: dict[str, Reproduction | TuningFigure] = {
     r.name: r
     for r in (
-        Reproduction(
-            name="dlcp-fig14",
-            title="DLCP Fig. 14: mean and p99 FCT of the PS gradient exchange vs number of workers",
-            scenarios=("repro/dlcp-fig14-resnet50", "repro/dlcp-fig14-inception_v3"),
+        dlcp_figure(
+            "fig14",
+            "DLCP Fig. 14: mean and p99 FCT of the PS gradient exchange vs number of workers",
             x="workers",
-            series="scheme",
             x_label="workers",
             metrics=FCT_METRICS + ITER_METRICS,
-            reduce=FCT,
-            quick=SMALL_LEAF_SPINE
-            + (
+            quick=(
                 'sweep.workers=[{ name = "4", "workload.workers" = 4, "workload.servers" = 1 },'
                 ' { name = "8", "workload.workers" = 8, "workload.servers" = 2 }]',
             ),
         ),
-        Reproduction(
-            name="dlcp-fig16",
-            title="DLCP Fig. 16: p99 FCT under RTOmin 1, 5 and 10 ms (64 workers, 16 servers)",
-            scenarios=("repro/dlcp-fig16-resnet50", "repro/dlcp-fig16-inception_v3"),
+        dlcp_figure(
+            "fig16",
+            "DLCP Fig. 16: p99 FCT under RTOmin 1, 5 and 10 ms (64 workers, 16 servers)",
             x="transport.rto_min_us",
-            series="scheme",
             x_label="RTOmin (ms)",
             x_scale=1e-3,
             metrics=(FCT_METRICS[1], FCT_METRICS[0]) + ITER_METRICS,
-            reduce=FCT,
-            quick=SMALL_LEAF_SPINE + ("workload.workers=4", "workload.servers=1"),
+            quick=("workload.workers=4", "workload.servers=1"),
             note="RTOmin applies to the TCP-based schemes (DCTCP, PIAS); pFabric uses its own fixed "
             "timeout (transport.pfabric_rto_us) and DLCP does not use it (its control messages have "
             "transport.ctrl_rto_us), so their lines are flat by design.",
@@ -930,7 +964,6 @@ REPRODUCTIONS: dict[str, Reproduction | TuningFigure] = {
             title="LTP §V-C: batch synchronization time under random link loss (8 workers, 1 PS)",
             scenarios=("repro/ltp-bst-resnet50", "repro/ltp-bst-vgg16"),
             x="topology.link_loss_rate",
-            series="scheme",
             x_label="link loss rate (%)",
             x_scale=100.0,
             metrics=BST_METRICS,
@@ -944,77 +977,43 @@ REPRODUCTIONS: dict[str, Reproduction | TuningFigure] = {
             note="BST of an iteration = last finish − first start of its flows; median and p99 over the "
             "iterations (nearest rank: with 10 iterations p99 is the maximum).",
         ),
-        Reproduction(
-            name="rat-fig4",
-            title="RAT Fig. 4: ICT of the 97 MB ResNet50 allreduce vs oversubscription (2 spines, 4 leaves, 40G)",
-            scenarios=("repro/rat-fig4",),
+        rat_figure(
+            "fig4",
+            "RAT Fig. 4: ICT of the 97 MB ResNet50 allreduce vs oversubscription (2 spines, 4 leaves, 40G)",
             x="oversubscription",
-            series="scheme",
             x_label="oversubscription (x:1)",
             metrics=(
                 *ICT_METRICS,
                 Metric("cross_rack_mb", "cross-rack MB per iteration (links)"),
             ),
-            reduce=ICT,
-            quick=RAT_QUICK,
             quick_x=(2.0, 4.0),
-            note=ICT_NOTE,
         ),
-        Reproduction(
-            name="rat-fig5",
-            title="RAT Fig. 5: ICT with k paused nodes re-drawn every d = 5 ms, normalised to k = 0 (64 hosts, 2 racks, 40G)",
-            scenarios=("repro/rat-fig5",),
+        rat_figure(
+            "fig5",
+            "RAT Fig. 5: ICT with k paused nodes re-drawn every d = 5 ms, normalised to k = 0 (64 hosts, 2 racks, 40G)",
             x="k",
-            series="scheme",
             x_label="paused nodes k",
             metrics=(Metric("ict_mean_ms_norm", "ICT / ICT at k = 0"), *ICT_METRICS),
-            reduce=ICT,
             normalise="ict_mean_ms",
-            quick=(
-                *RAT_QUICK,
-                "topology.hosts_per_leaf=8",
-                "workload.servers=16",
-                "pauses.period_us=500.0",
-            ),
+            quick=("topology.hosts_per_leaf=8", "workload.servers=16", "pauses.period_us=500.0"),
             quick_x=(0.0, 2.0),
-            note=ICT_NOTE
-            + " With k nodes paused out of n, a node sends 1 − k/n of the time on average, so the model divides "
+            note=" With k nodes paused out of n, a node sends 1 − k/n of the time on average, so the model divides "
             "the bandwidth term by 1 − k/n; it has no term for chain blocking, which is what makes ring slower.",
         ),
-        Reproduction(
-            name="pcn-fig9",
-            title="PCN Fig. 9: bottleneck queue when each burst starts and at its peak, PCN off / on vs k",
-            scenarios=("repro/pcn-ddlgen",),
-            x="k",
-            series="scheme",
-            x_label="k",
-            metrics=(
-                Metric("start_queue_pkts", "queue at burst start (packets)"),
-                Metric("max_queue_pkts", "max queue per burst (packets)"),
-            ),
-            reduce=PCN,
-            quick=PCN_QUICK,
-            quick_x=(0.25,),
-            note=PCN_NOTE,
+        pcn_figure(
+            "fig9",
+            "PCN Fig. 9: bottleneck queue when each burst starts and at its peak, PCN off / on vs k",
+            Metric("start_queue_pkts", "queue at burst start (packets)"),
+            Metric("max_queue_pkts", "max queue per burst (packets)"),
         ),
-        Reproduction(
-            name="pcn-fig10",
-            title="PCN Fig. 10 and the k sweep: burst completion time, training and background throughput",
-            scenarios=("repro/pcn-ddlgen",),
-            x="k",
-            series="scheme",
-            x_label="k",
-            metrics=(
-                Metric("bct_ms", "burst completion time (ms)"),
-                Metric("train_gbps", "training throughput (Gbit/s)"),
-                Metric("bg_gbps", "background throughput (Gbit/s)"),
-                Metric("bg_lost_pct", "background lost vs off (%)"),
-                Metric("wait_ms", "START to burst start (ms)"),
-            ),
-            reduce=PCN,
-            quick=PCN_QUICK,
-            quick_x=(0.25,),
-            note=PCN_NOTE,
+        pcn_figure(
+            "fig10",
+            "PCN Fig. 10 and the k sweep: burst completion time, training and background throughput",
+            Metric("bct_ms", "burst completion time (ms)"),
+            Metric("train_gbps", "training throughput (Gbit/s)"),
+            Metric("bg_gbps", "background throughput (Gbit/s)"),
+            Metric("bg_lost_pct", "background lost vs off (%)"),
+            Metric("wait_ms", "START to burst start (ms)"),
         ),
         TuningFigure(
             "autobyte-fig5",

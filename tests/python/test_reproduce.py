@@ -25,6 +25,19 @@ SCHEMES = ["dctcp", "pias", "pfabric", "dlcp", "dlcp-pair"]
 FIG14_SCHEMES = [*SCHEMES, "dlcp-tuned", "dlcp-share", "dlcp-strict"]
 #: The fluid lower bounds beside the schemes (the `ideal` scenario key).
 IDEAL = ["ideal-fair", "ideal-srpt"]
+FCT = ["fct_mean_us", "fct_p99_us"]
+BST = ["bst_median_ms", "bst_p99_ms"]
+DLCP_MODELS = ["resnet50", "inception_v3"]
+
+#: What each quick reproduction must give: its --jobs, then per model a scenario
+#: `<name>-<model>` whose runs are every (series, x) pair and have every metric > 0.
+#: (name: jobs, models, metrics, x values, series)
+QUICK = {
+    # 2 models x 2 scales x (8 schemes + 2 fluid rows)
+    "dlcp-fig14": (1, DLCP_MODELS, [*FCT, "iter_mean_ms", "iter_p99_ms"], [4, 8], FIG14_SCHEMES + IDEAL),
+    "dlcp-fig16": (1, DLCP_MODELS, FCT[::-1], [1000.0, 5000.0, 10000.0], SCHEMES + IDEAL),
+    "ltp-bst": (2, ["resnet50", "vgg16"], BST, [0.0, 0.001, 0.01], ["newreno", "dctcp", "dlcp", "ltp"]),
+}
 
 
 @pytest.fixture
@@ -39,7 +52,8 @@ def reproduce(cli, tmp_path, name, *extra, jobs=2):
     return out, r.stdout
 
 
-def check_common(out, name, n_runs, scenarios, metrics, xs, series):
+def check_common(out, name, scenarios, metrics, xs, series):
+    n_runs = len(scenarios) * len(xs) * len(series)
     table = pd.read_csv(out / "table.csv")
     assert list(table.columns[: len(TABLE_COLUMNS)]) == TABLE_COLUMNS
     for m in metrics:
@@ -69,17 +83,17 @@ def check_common(out, name, n_runs, scenarios, metrics, xs, series):
     return table
 
 
+def quick(cli, tmp_path, name):
+    """`name` run with --quick and checked against its row of QUICK: (out dir, stdout, table)."""
+    jobs, models, metrics, xs, series = QUICK[name]
+    out, stdout = reproduce(cli, tmp_path, name, jobs=jobs)
+    table = check_common(out, name, [f"{name}-{m}" for m in models], metrics, xs, series)
+    assert json.loads((out / "reproduce.json").read_text())["jobs"] == jobs
+    return out, stdout, table
+
+
 def test_dlcp_fig14_quick(cli, tmp_path):
-    out, stdout = reproduce(cli, tmp_path, "dlcp-fig14", jobs=1)
-    table = check_common(
-        out,
-        "dlcp-fig14",
-        40,  # 2 models x 2 scales x (8 schemes + 2 fluid rows)
-        ["dlcp-fig14-resnet50", "dlcp-fig14-inception_v3"],
-        ["fct_mean_us", "fct_p99_us", "iter_mean_ms", "iter_p99_ms"],
-        [4, 8],
-        FIG14_SCHEMES + IDEAL,
-    )
+    out, stdout, table = quick(cli, tmp_path, "dlcp-fig14")
     # every worker's 3 iterations are measured (but a lone server's own worker, which pulls
     # nothing over the network), and the fluid rows are floors
     assert (table["iterations_done"] == 3 * (table["x"] - (table["x"] == 4))).all()
@@ -104,7 +118,6 @@ def test_dlcp_fig14_quick(cli, tmp_path):
     assert ((table["fct_mean_us"] >= lo) & (table["fct_mean_us"] <= hi)).all()
     assert set(table["model"]) == {"resnet18"}  # the override, reported truthfully
     assert "total wall time" in stdout and "p99 FCT" in stdout
-    assert json.loads((out / "reproduce.json").read_text())["jobs"] == 1
 
 
 def test_sweep_axis_override_and_inline(cli, tmp_path):
@@ -121,16 +134,7 @@ def test_sweep_axis_override_and_inline(cli, tmp_path):
 
 
 def test_dlcp_fig16_quick(cli, tmp_path):
-    out, _ = reproduce(cli, tmp_path, "dlcp-fig16", jobs=1)
-    table = check_common(
-        out,
-        "dlcp-fig16",
-        42,
-        ["dlcp-fig16-resnet50", "dlcp-fig16-inception_v3"],
-        ["fct_p99_us", "fct_mean_us"],
-        [1000.0, 5000.0, 10000.0],
-        SCHEMES + IDEAL,
-    )
+    out, _, table = quick(cli, tmp_path, "dlcp-fig16")
     # RTOmin does not touch DLCP, pFabric or the fluid rows: identical results at every RTOmin
     for scheme in ("dlcp", "dlcp-pair", "pfabric", *IDEAL):
         assert table[table["series"] == scheme]["fct_p99_us"].nunique() == 1
@@ -139,17 +143,7 @@ def test_dlcp_fig16_quick(cli, tmp_path):
 
 
 def test_ltp_bst_quick_parallel(cli, tmp_path):
-    out, stdout = reproduce(cli, tmp_path, "ltp-bst", jobs=2)
-    table = check_common(
-        out,
-        "ltp-bst",
-        24,
-        ["ltp-bst-resnet50", "ltp-bst-vgg16"],
-        ["bst_median_ms", "bst_p99_ms"],
-        [0.0, 0.001, 0.01],
-        ["newreno", "dctcp", "dlcp", "ltp"],
-    )
-    assert json.loads((out / "reproduce.json").read_text())["jobs"] == 2
+    out, _, table = quick(cli, tmp_path, "ltp-bst")
     assert (table["iterations"] == 3).all() and (table["iterations_done"] == 3).all()
     assert (table["bst_p99_ms"] >= table["bst_median_ms"]).all()
     assert "| 0 | 0.1 | 1 |" in (out / "table.md").read_text()  # loss rate in %

@@ -129,14 +129,7 @@ def test_meta_network_takes_any_number_of_layers_and_workers():
     ab = AutoByte(seed=1)
     g = grid(max_partition_bytes=4 * MB, max_credit_multiple=2)
     for layers, workers in ((3, 2), (50, 8)):
-        obs = Observation(
-            [[1.0] * workers] * layers,
-            [10.0] * workers,
-            [10.0] * workers,
-            "vgg16",
-            "ring",
-        )
-        assert len(ab.predict(obs, g)) == len(g)
+        assert len(ab.predict(Observation.uniform(layers, workers, "vgg16", "ring"), g)) == len(g)
     with pytest.raises(ValueError):
         Observation([], [1.0], [1.0], "x", "ps")
 

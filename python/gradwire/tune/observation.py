@@ -26,3 +26,9 @@ class Observation:
             raise ValueError("bandwidths need at least one worker")
         if self.workers <= 0:
             self.workers = len(self.backward_ms[0])
+
+    @classmethod
+    def uniform(cls, layers: int, workers: int, model: str, arch: str) -> Observation:
+        """A job of a given shape and nothing else: 1 ms per layer on every worker, 10 Gbit/s
+        up and down (the meta-network's cost and input handling depend on the shape only)."""
+        return cls([[1.0] * workers] * layers, [10.0] * workers, [10.0] * workers, model, arch)
