@@ -722,6 +722,15 @@ def crosscheck(
     only: Annotated[
         list[str] | None, typer.Option("--case", "-c", help="Run only the cases whose name contains this (repeatable).")
     ] = None,
+    gbps: Annotated[
+        float,
+        typer.Option(
+            "--gbps",
+            min=0.001,
+            help="Host link rate in both worlds, the bytes scaled with it (the wire time stays); "
+            "0.25 is network-bound on 2 idle cores.",
+        ),
+    ] = 1.0,
 ) -> None:
     """The same small jobs in the emulator (runtime, kernel TCP) and in their simulator twins,
     with the ratio emulated / simulated per backend (needs root)."""
@@ -738,9 +747,9 @@ def crosscheck(
         require("gradwire crosscheck", "torch", ("torch",))  # Gloo and the runtime's ranks
     except MissingExtra as e:
         raise _fail(str(e)) from None
-    todo = [c for c in cc.cases(quick) if not only or any(o in c.name for o in only)]
+    todo = [c for c in cc.cases(quick, gbps) if not only or any(o in c.name for o in only)]
     if not todo:
-        raise _fail(f"no case matches {only}: {', '.join(c.name for c in cc.cases(quick))}")
+        raise _fail(f"no case matches {only}: {', '.join(c.name for c in cc.cases(quick, gbps))}")
     console, rows = _out(), []
     for i, case in enumerate(todo, 1):
         console.print(f"[{i}/{len(todo)}] [bold]{escape(case.name)}[/]")

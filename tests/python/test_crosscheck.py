@@ -29,6 +29,25 @@ def test_the_cases_cover_ring_and_ps_loss_rtt_and_incast():
         assert all(b in cc.TWIN for b in c.backends), c
 
 
+def test_a_slower_rate_scales_the_bytes_in_both_worlds_and_keeps_the_wire_time():
+    """`--gbps 0.25` (network-bound on 2 idle cores): every case's links run at that rate in
+    the emulator and the twin, with a quarter of the bytes; a rate that is not positive
+    is refused."""
+    fast, slow = cc.cases(), cc.cases(gbps=0.25)
+    assert [c.name for c in fast] == [c.name for c in slow]
+    for f, s in zip(fast, slow):
+        assert "topology.host_link_gbps=0.25" in s.sets and "topology.uplink_gbps=0.25" in s.twin_sets
+        scaled = [
+            (int(a.split("=")[1]), int(b.split("=")[1]))
+            for a, b in zip(f.emu_sets + f.twin_sets, s.emu_sets + s.twin_sets)
+            if a.split("=")[0] in ("job.bytes", "workload.bytes", "workload.push_bytes", "workload.flow_bytes")
+        ]
+        assert scaled and all(b == a // 4 for a, b in scaled), (f.name, scaled)
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(ValueError, match="positive number of Gbit/s"):
+            cc.cases(gbps=bad)
+
+
 def test_gloos_twin_keeps_its_connections_and_every_twin_key_loads():
     """Gloo keeps one socket per rank pair, so its twin's flows ride persistent connections;
     every twin's overrides are keys the simulator accepts (a no-op key would load silently
@@ -38,7 +57,7 @@ def test_gloos_twin_keeps_its_connections_and_every_twin_key_loads():
     from gradwire.scenarios import ScenarioSource
 
     assert 'transport.tcp_connections="persistent"' in cc.TWIN["gloo"]
-    for case in cc.cases():
+    for case in cc.cases() + cc.cases(gbps=0.25):
         path = BUILTIN / "sim" / f"{case.twin}.toml"
         src = ScenarioSource(name=case.twin, origin=str(path), text=path.read_text())
         for backend in case.backends:

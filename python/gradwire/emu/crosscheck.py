@@ -78,60 +78,72 @@ class Case:
     """The path's base round trip (4 links of 5 µs, or of 2.5 ms at "10 ms")."""
 
 
-def _ring(rtt: str, loss: float, mb: float) -> Case:
+def _rate(gbps: float) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The host links' rate in both worlds, and in the twin its (unused) uplinks'."""
+    return (f"topology.host_link_gbps={gbps}",), (f"topology.uplink_gbps={gbps}",)
+
+
+def _ring(rtt: str, loss: float, mb: float, gbps: float = 1.0) -> Case:
     b = int(mb * 1e6)
-    net = (f"topology.link_loss_rate={loss}", *(RTT_10MS if rtt == "10 ms" else ()))
+    rate, twin_rate = _rate(gbps)
+    net = (f"topology.link_loss_rate={loss}", *(RTT_10MS if rtt == "10 ms" else ()), *rate)
     return Case(
         f"ring, {rtt} RTT, {loss:.0%} loss",
         "allreduce-loss",
         "allreduce-loss",
         net,
         (f"job.bytes={b}",),
-        (f"workload.bytes={b}",),
+        (f"workload.bytes={b}", *twin_rate),
         rtt_us=RTT_US[rtt],
     )
 
 
-def _ps(fan_in: int, loss: float, mb: float) -> Case:
+def _ps(fan_in: int, loss: float, mb: float, gbps: float = 1.0) -> Case:
     b = int(mb * 1e6)
+    rate, twin_rate = _rate(gbps)
     return Case(
         f"PS {fan_in}:1, 10 us RTT, {loss:.0%} loss",
         "ps-loss",
         "ps-loss",
-        (f"topology.link_loss_rate={loss}", f"topology.hosts_per_leaf={fan_in + 1}"),
+        (f"topology.link_loss_rate={loss}", f"topology.hosts_per_leaf={fan_in + 1}", *rate),
         # in lockstep, as the twin's iterations: else a worker served early pushes its next
         # iteration while later workers pull, which the simulator's PS does not model
         (f"job.bytes={b}", "job.sync=true"),
-        (f"workload.push_bytes={b}", f"workload.workers={fan_in + 1}"),
+        (f"workload.push_bytes={b}", f"workload.workers={fan_in + 1}", *twin_rate),
         ("cubic", "dlcp", "ltp"),
     )
 
 
-def _incast(rtt: str, loss: float, mb: float, fan_in: int = 3) -> Case:
+def _incast(rtt: str, loss: float, mb: float, gbps: float = 1.0, fan_in: int = 3) -> Case:
     """Kernel-TCP flows alone (no runtime): `fan_in` senders of `mb` each into one host, with
     reno and cubic, against the simulator's TCP with the same congestion control."""
     b = int(mb * 1e6)
+    rate, twin_rate = _rate(gbps)
     senders = list(range(1, fan_in + 1))
     return Case(
         f"incast {fan_in}:1, {rtt} RTT, {loss:.0%} loss",
         "incast-reno",
         "incast-reno",
-        (f"topology.link_loss_rate={loss}", *(RTT_10MS if rtt == "10 ms" else ())),
+        (f"topology.link_loss_rate={loss}", *(RTT_10MS if rtt == "10 ms" else ()), *rate),
         (f"job.bytes={b}", f"job.senders={senders!r}"),
-        (f"workload.flow_bytes={b}", f"workload.senders={fan_in}"),
+        (f"workload.flow_bytes={b}", f"workload.senders={fan_in}", *twin_rate),
         ("reno", "cubic"),
         rtt_us=RTT_US[rtt],
     )
 
 
-def cases(quick: bool = False) -> list[Case]:
+def cases(quick: bool = False, gbps: float = 1.0) -> list[Case]:
     """Ring and PS; 0 and 1 % loss; 10 us and 10 ms RTT (ring, kernel-TCP incast); incasts
-    of 3:1 and 7:1 (PS). `quick`: a fifth of the bytes."""
-    s = 0.2 if quick else 1.0
+    of 3:1 and 7:1 (PS). `quick`: a fifth of the bytes. `gbps`: the host links' rate, the
+    bytes scaled with it so that the wire time stays (0.25 is network-bound on 2 idle
+    cores, docs/emulation.md)."""
+    if not (math.isfinite(gbps) and gbps > 0):
+        raise ValueError(f"the link rate must be a positive number of Gbit/s (got {gbps})")
+    s = (0.2 if quick else 1.0) * gbps
     rtts = ("10 us", "10 ms")
-    out = [_ring(rtt, loss, (25.0 if rtt == "10 us" else 5.0) * s) for rtt in rtts for loss in (0, 0.01)]
-    out += [_ps(n, loss, 10.0 * s) for n in (3, 7) for loss in (0, 0.01)]
-    out += [_incast(rtt, loss, 5.0 * s) for rtt in rtts for loss in (0, 0.01)]
+    out = [_ring(rtt, loss, (25.0 if rtt == "10 us" else 5.0) * s, gbps) for rtt in rtts for loss in (0, 0.01)]
+    out += [_ps(n, loss, 10.0 * s, gbps) for n in (3, 7) for loss in (0, 0.01)]
+    out += [_incast(rtt, loss, 5.0 * s, gbps) for rtt in rtts for loss in (0, 0.01)]
     return out
 
 
