@@ -1,8 +1,9 @@
 //! gradwire-net: the real runtime.
 //!
-//! Runs the sans-IO endpoints of `gradwire-core` (DLCP, LTP) and its collective schedules
-//! over Linux sockets: data on UDP (batched: GSO sends, GRO/recvmmsg receives), control on
-//! one TCP connection per peer pair. See `docs/ARCHITECTURE.md` ("net").
+//! Runs the sans-IO endpoints of `gradwire-core` (every registered transport with a wire
+//! code: DLCP, LTP) and its collective schedules over Linux sockets: data on UDP (batched:
+//! GSO sends, GRO/recvmmsg receives), control on one TCP connection per peer pair. See
+//! `docs/ARCHITECTURE.md` ("The runtime").
 //!
 //! Layers, bottom up:
 //! - [`rendezvous`]: torchrun-style job formation (`MASTER_ADDR`, `MASTER_PORT`, `RANK`,
@@ -10,7 +11,8 @@
 //! - [`udp`]: batched datagram I/O; [`tx`]: outgoing batches and the send thread;
 //!   [`control`]: framed TCP control links; [`descriptor`]: the call descriptors ranks
 //!   check against each other.
-//! - [`endpoint`]: the DLCP / LTP state machines behind one enum.
+//! - [`endpoint`]: one end of a transfer, a `Box<dyn Sender>` or `Box<dyn Receiver>` from
+//!   the core's transport registry, and the runtime's knobs.
 //! - [`job`]: one collective call at one rank (buffer, schedule progress, report).
 //! - [`line_rate`]: the interface speed DLCP starts at (as the MSS comes from the MTU).
 //! - [`inbound`]: what a datagram must pass before its bytes go anywhere.
