@@ -19,6 +19,15 @@
 //! - `ProbeBw`: pacing gain cycles `[1.25, 0.75, 1, 1, 1, 1, 1, 1]`, one RTprop each;
 //!   cwnd gain 2.
 //!
+//! After Startup the window also covers **ACK aggregation**, as Linux's BBR does
+//! (`bbr_update_ack_aggregation`, `ack_aggregation` here): when ACKs come in bursts (a
+//! receiver that reads a batch of packets and acknowledges them together, a host that
+//! wakes late) more bytes are acknowledged in an epoch than BtlBw would deliver, and a
+//! window of `cwnd_gain × BDP` idles the sender between bursts whenever the path's RTprop
+//! is shorter than the wake-up interval (a 20 µs path whose ACKs come every 250 µs). The
+//! excess, the max over the last 5–10 rounds, is added to the window (at most 100 ms of
+//! BtlBw). ACKs clocked out at the bottleneck's rate leave it near zero.
+//!
 //! No ProbeRTT: an LTP transfer is one training iteration's gradients, and the idle gap
 //! between iterations drains the queues, so fresh RTprop samples come for free. When the
 //! min filter's window expires it simply adopts the newest sample.
@@ -52,6 +61,9 @@ pub struct BdpConfig {
     /// Window Startup begins with, bytes (BBR: 10 packets). It grows by the bytes
     /// acknowledged.
     pub initial_cwnd_bytes: u64,
+    /// After Startup, add the bytes acknowledged beyond BtlBw's pace in an ACK burst to
+    /// the window (Linux BBR's extra_acked; see the module docs).
+    pub ack_aggregation: bool,
 }
 
 impl Default for BdpConfig {
@@ -62,9 +74,17 @@ impl Default for BdpConfig {
             cwnd_gain: 2.0,
             min_cwnd_bytes: 4 * 1500,
             initial_cwnd_bytes: 10 * 1500,
+            ack_aggregation: true,
         }
     }
 }
+
+/// Rounds each of the two extra-acked max filters covers (Linux: `bbr_extra_acked_win_rtts`).
+const EXTRA_ACKED_WINDOW_ROUNDS: u32 = 5;
+/// An aggregation epoch that acknowledged this much is restarted (Linux: 2^20 packets).
+const ACK_EPOCH_RESET_BYTES: u64 = 1 << 30;
+/// The aggregation allowance never exceeds this much time of BtlBw (Linux: 100 ms).
+const EXTRA_ACKED_MAX: Time = SEC / 10;
 
 /// Where [`BdpCc`] is in its cycle (see the module docs for the gains of each).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +151,14 @@ pub struct BdpCc {
 
     /// Startup's window: the initial window plus every byte acknowledged since.
     startup_cwnd: u64,
+
+    // ACK aggregation: the current epoch (start, bytes acknowledged in it) and two max
+    // filters of the excess over BtlBw's pace, each over EXTRA_ACKED_WINDOW_ROUNDS rounds
+    ack_epoch_start: Time,
+    ack_epoch_acked: u64,
+    extra_acked: [u64; 2],
+    extra_acked_idx: usize,
+    extra_acked_rounds: u32,
 }
 
 impl BdpCc {
@@ -155,6 +183,11 @@ impl BdpCc {
             cycle_index: 0,
             cycle_stamp: 0,
             startup_cwnd: cfg.initial_cwnd_bytes.max(cfg.min_cwnd_bytes),
+            ack_epoch_start: 0,
+            ack_epoch_acked: 0,
+            extra_acked: [0; 2],
+            extra_acked_idx: 0,
+            extra_acked_rounds: 0,
         }
     }
 
@@ -236,7 +269,7 @@ impl BdpCc {
 
     /// Wire bytes allowed in flight. In Startup, the small initial window grown by the
     /// bytes acknowledged (doubling per round, up to `2/ln2 × BDP`); afterwards
-    /// `cwnd_gain × BDP`; never below `min_cwnd_bytes`.
+    /// `cwnd_gain × BDP`, never below `min_cwnd_bytes`, plus [`Self::aggregation_cwnd`].
     ///
     /// Startup does not open at `2/ln2 × BDP` of the configured path: at 100 Gbit/s and
     /// an 85 µs RTT that is 3 MB per sender, and an incast of 32 such senders into a
@@ -250,7 +283,43 @@ impl BdpCc {
     }
 
     fn target_cwnd(&self) -> u64 {
-        ((self.bdp_bytes() as f64 * self.gains().1) as u64).max(self.cfg.min_cwnd_bytes)
+        ((self.bdp_bytes() as f64 * self.gains().1) as u64).max(self.cfg.min_cwnd_bytes) + self.aggregation_cwnd()
+    }
+
+    /// Bytes the window gets on top of `cwnd_gain × BDP` for ACK aggregation: none in
+    /// Startup (BBR adds it once the pipe was full), else the larger of the two filters,
+    /// at most [`EXTRA_ACKED_MAX`] of BtlBw.
+    pub fn aggregation_cwnd(&self) -> u64 {
+        if !self.cfg.ack_aggregation || self.phase == BdpPhase::Startup {
+            return 0;
+        }
+        let cap = (self.btlbw_bps() as u128 * EXTRA_ACKED_MAX as u128 / 8 / SEC as u128) as u64;
+        self.extra_acked[0].max(self.extra_acked[1]).min(cap)
+    }
+
+    /// Linux BBR's `bbr_update_ack_aggregation`: in the current epoch, the bytes
+    /// acknowledged beyond what BtlBw delivers; an epoch ends when the ACKs fall behind
+    /// that pace.
+    fn update_ack_aggregation(&mut self, now: Time, bytes: u64, round_start: bool) {
+        if round_start {
+            self.extra_acked_rounds += 1;
+            if self.extra_acked_rounds >= EXTRA_ACKED_WINDOW_ROUNDS {
+                self.extra_acked_rounds = 0;
+                self.extra_acked_idx ^= 1;
+                self.extra_acked[self.extra_acked_idx] = 0;
+            }
+        }
+        let epoch = now.saturating_sub(self.ack_epoch_start);
+        let mut expected = (self.btlbw_bps() as u128 * epoch as u128 / 8 / SEC as u128).min(u64::MAX as u128) as u64;
+        if self.ack_epoch_acked <= expected || self.ack_epoch_acked + bytes >= ACK_EPOCH_RESET_BYTES {
+            self.ack_epoch_acked = 0;
+            self.ack_epoch_start = now;
+            expected = 0;
+        }
+        self.ack_epoch_acked += bytes;
+        let extra = (self.ack_epoch_acked - expected).min(self.cwnd_bytes());
+        let slot = &mut self.extra_acked[self.extra_acked_idx];
+        *slot = (*slot).max(extra);
     }
 
     /// A packet leaves; `inflight` is the bytes in flight before it. Keep the result with
@@ -305,6 +374,9 @@ impl BdpCc {
             let bps = ((self.delivered - s.delivered) as u128 * 8 * SEC as u128 / interval as u128) as u64;
             if !s.app_limited || bps >= self.btlbw_bps() || self.btlbw.is_empty() {
                 self.on_bw(bps);
+            }
+            if self.cfg.ack_aggregation {
+                self.update_ack_aggregation(now, bytes, round_start);
             }
         }
         self.update_phase(now, round_start, inflight);
@@ -363,6 +435,12 @@ mod tests {
     /// Drive the controller over a fluid bottleneck of `bps` with round-trip `rtt`:
     /// the ACK of a packet returns at `max(sent + rtt, previous ACK + serialization)`.
     fn run_bottleneck(cc: &mut BdpCc, bps: u64, rtt: Time, duration: Time) {
+        run_bottleneck_acking(cc, bps, rtt, duration, 0);
+    }
+
+    /// The same, with the ACKs held back to the next multiple of `batch` (a receiver that
+    /// reads and acknowledges once per `batch`; 0: at once).
+    fn run_bottleneck_acking(cc: &mut BdpCc, bps: u64, rtt: Time, duration: Time, batch: Time) {
         let pkt = 1500u32;
         let ser = serialization(pkt, bps);
         let mut inflight: VecDeque<(Time, SendState)> = VecDeque::new(); // (ack time, state)
@@ -379,6 +457,7 @@ mod tests {
                 let s = cc.on_send(now, bytes_out);
                 let ack = (now + rtt).max(last_ack + ser);
                 last_ack = ack;
+                let ack = if batch > 0 { ack.div_ceil(batch) * batch } else { ack };
                 inflight.push_back((ack, s));
                 next_send = now + serialization(pkt, cc.pacing_bps());
             }
@@ -400,6 +479,28 @@ mod tests {
         // cwnd ~ 2 BDP: bounded queueing, not the unbounded growth of loss-based control
         let bdp = cc.bdp_bytes() as f64;
         assert!((cc.cwnd_bytes() as f64 - 2.0 * bdp).abs() <= 0.3 * bdp, "{} vs bdp {bdp}", cc.cwnd_bytes());
+    }
+
+    #[test]
+    fn a_window_covers_acks_that_come_in_bursts() {
+        // 1 Gbit/s, 20 µs RTT, ACKs once per 250 µs: 2 × BDP (5 KB, the 6 KB floor) lets
+        // 4 packets out per burst, under a fifth of the link; the aggregation allowance
+        // covers the burst interval's worth.
+        let (bps, rtt, batch) = (1_000_000_000, 20 * US, 250 * US);
+        let goodput = |ack_aggregation: bool, batch: Time| {
+            let cfg = BdpConfig { ack_aggregation, ..BdpConfig::default() };
+            let mut cc = BdpCc::warm(cfg, rtt, bps, 0);
+            run_bottleneck_acking(&mut cc, bps, rtt, 40 * MS, batch);
+            (cc.delivered as f64 * 8.0 / 0.040 / bps as f64, cc.aggregation_cwnd())
+        };
+        let (without, none) = goodput(false, batch);
+        let (with, extra) = goodput(true, batch);
+        assert_eq!(none, 0);
+        assert!(without < 0.3, "{without}");
+        assert!(with > 0.8, "{with} of the link, allowance {extra} B");
+        // ACKs clocked at the bottleneck: next to no allowance, the link as full as before
+        let (smooth, small) = goodput(true, 0);
+        assert!(smooth > 0.9 && small <= 3 * 1500, "{smooth}, {small} B");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use super::{LtThreshold, LtpConfig, LtpReceiver, LtpSender};
+use crate::cc::BdpConfig;
 use crate::packet::Packet;
 use crate::time::{from_us, Time, MS};
 use crate::transport::pacer::Pacing;
@@ -21,6 +22,7 @@ pub static KEYS: KeySet = KeySet {
     keys: &[
         Key::new("ltp_c_ms", KeyType::F64, Value::Float(30.0), ["float > 0, ms", "`30.0`", "Deadline slack `C`: a transfer closes at the latest `max(LT threshold) + C` after it starts (30 ms in a datacenter, 100 ms in a WAN)."]),
         Key::hidden("ltp_carry_path", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "`true` starts a transfer from the path model (RTprop, BtlBw) the last transfer between the same two hosts measured: no Startup, opening with BBR's probing phase (gain 1.25), its RTO from the measured RTprop, as a connection's BBR state persists (a deviation: ltp.md §IV-A makes each round a separate flow). At 10 ms RTT a 1.25 MB ring step takes 24 ms instead of 75 ms (`cargo test -p gradwire-sim --test transports ltp_ring`); in `gradwire reproduce ltp-bst --quick` VGG16's median BST at 1 % loss is 259 ms instead of 222 ms (eight warm senders open at 1.25× their share into one port)."]),
+        Key::new("ltp_ack_aggregation", KeyType::Bool, Value::Bool(true), ["bool", "`true`", "After Startup the BDP window also covers ACKs that come in bursts, the bytes acknowledged beyond BtlBw's pace (Linux BBR's extra_acked, over 5–10 rounds, at most 100 ms of BtlBw). The socket runtime always has it; `false` is ltp.md's window, `2 × BtlBw × RTprop`, which idles a sender whose ACKs come less often than the path's round trip."]),
     ],
     check,
 };
@@ -38,6 +40,7 @@ pub fn config(cfg: &Config) -> LtpConfig {
         lt_c: from_us(v.f64("ltp_c_ms") * 1000.0),
         initial_rtprop: c.base_rtt,
         ctrl_rto: from_us(v.f64("ctrl_rto_us")),
+        cc: BdpConfig { ack_aggregation: v.bool("ltp_ack_aggregation"), ..BdpConfig::default() },
         ..LtpConfig::default()
     }
 }
