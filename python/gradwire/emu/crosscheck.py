@@ -25,13 +25,14 @@ from gradwire.emu.command import BUILTIN, resolve
 TCP_BACKENDS = ("gloo", "cubic", "reno")
 
 #: twin overrides per emulator backend (the TCP twins run the simulator's default baseline,
-#: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets)
+#: Gloo's on one persistent connection per rank pair, as Gloo keeps its sockets; LTP's
+#: window covers ACK aggregation, as the runtime's does)
 TWIN = {
     "gloo": ("transport.kind=newreno", 'transport.tcp_connections="persistent"'),
     "cubic": ("transport.kind=newreno", 'transport.tcp_cc="cubic"'),
     "reno": ("transport.kind=newreno", 'transport.tcp_cc="reno"'),
     "dlcp": ("transport.kind=dlcp", "switch.policy=dlcp"),
-    "ltp": ("transport.kind=ltp",),
+    "ltp": ("transport.kind=ltp", "transport.ltp_ack_aggregation=true"),
 }
 
 

@@ -149,7 +149,9 @@ pub struct LtpConfig {
     /// Floor of the data retransmission timeout, ps (tail losses that no later ACK
     /// reveals).
     pub min_rto: Time,
-    /// The sender's BDP congestion control (gains, probing).
+    /// The sender's BDP congestion control (gains, probing). ltp.md's window by default,
+    /// `2 × BtlBw × RTprop`, without BBR's allowance for ACK aggregation (the socket
+    /// runtime turns that on: a software host's ACKs come in bursts).
     pub cc: BdpConfig,
     /// How far the sender's pacer may run ahead of its slots and catch up behind them
     /// (none in the simulator; a software host sends in bursts).
@@ -174,7 +176,7 @@ impl Default for LtpConfig {
             loss_tolerant: true,
             ctrl_rto: MS,
             min_rto: MS,
-            cc: BdpConfig::default(),
+            cc: BdpConfig { ack_aggregation: false, ..BdpConfig::default() },
             pacing: Pacing::default(),
         }
     }

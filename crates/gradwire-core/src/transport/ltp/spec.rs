@@ -22,7 +22,7 @@ pub static KEYS: KeySet = KeySet {
     keys: &[
         Key::new("ltp_c_ms", KeyType::F64, Value::Float(30.0), ["float > 0, ms", "`30.0`", "Deadline slack `C`: a transfer closes at the latest `max(LT threshold) + C` after it starts (30 ms in a datacenter, 100 ms in a WAN)."]),
         Key::hidden("ltp_carry_path", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "`true` starts a transfer from the path model (RTprop, BtlBw) the last transfer between the same two hosts measured: no Startup, opening with BBR's probing phase (gain 1.25), its RTO from the measured RTprop, as a connection's BBR state persists (a deviation: ltp.md §IV-A makes each round a separate flow). At 10 ms RTT a 1.25 MB ring step takes 24 ms instead of 75 ms (`cargo test -p gradwire-sim --test transports ltp_ring`); in `gradwire reproduce ltp-bst --quick` VGG16's median BST at 1 % loss is 259 ms instead of 222 ms (eight warm senders open at 1.25× their share into one port)."]),
-        Key::new("ltp_ack_aggregation", KeyType::Bool, Value::Bool(true), ["bool", "`true`", "After Startup the BDP window also covers ACKs that come in bursts, the bytes acknowledged beyond BtlBw's pace (Linux BBR's extra_acked, over 5–10 rounds, at most 100 ms of BtlBw). The socket runtime always has it; `false` is ltp.md's window, `2 × BtlBw × RTprop`, which idles a sender whose ACKs come less often than the path's round trip."]),
+        Key::new("ltp_ack_aggregation", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "`true`: after Startup the BDP window also covers ACKs that come in bursts, the bytes acknowledged beyond BtlBw's pace (Linux BBR's extra_acked, over 5–10 rounds, at most 100 ms of BtlBw), as the socket runtime runs LTP (a software host acknowledges in batches) and `gradwire crosscheck`'s twins do. `false` is ltp.md's window, `2 × BtlBw × RTprop`. In `gradwire reproduce ltp-bst`, `true` raises VGG16's median BST from 448 to 513 ms (0 loss; the PS incast compresses each worker's ACKs)."]),
     ],
     check,
 };
@@ -40,7 +40,7 @@ pub fn config(cfg: &Config) -> LtpConfig {
         lt_c: from_us(v.f64("ltp_c_ms") * 1000.0),
         initial_rtprop: c.base_rtt,
         ctrl_rto: from_us(v.f64("ctrl_rto_us")),
-        cc: BdpConfig { ack_aggregation: v.bool("ltp_ack_aggregation"), ..BdpConfig::default() },
+        cc: BdpConfig { ack_aggregation: v.bool("ltp_ack_aggregation"), ..LtpConfig::default().cc },
         ..LtpConfig::default()
     }
 }
@@ -165,6 +165,10 @@ impl TransportSpec for Ltp {
             lt_c: 3600 * 1000 * MS,
             // LTP's window bounds its bursts; slots missed in a gap are not made up.
             pacing: Pacing { burst: k.pacing.burst, catch_up: 0 },
+            // A software host reads and acknowledges datagrams in batches: without BBR's
+            // allowance for ACK aggregation, 2 × BDP of a 20 µs path (the 6 KB floor) idles
+            // the sender between batches (emulated 20 µs ring: 1.8× its twin, 1.1× with it).
+            cc: BdpConfig { ack_aggregation: true, ..BdpConfig::default() },
             ..LtpConfig::default()
         };
         cfg.validate()?;
