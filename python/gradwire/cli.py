@@ -708,11 +708,20 @@ def emulate(
         list[str] | None, _set_option("Override a key, e.g. --set topology.link_loss_rate=0.01 (repeatable).")
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figure.")] = False,
+    gbps: Annotated[
+        float | None,
+        typer.Option(
+            "--gbps",
+            min=0.001,
+            help="Host link rate; the uplinks and the job's bytes scale with it, so wire times stay "
+            "(0.25 is network-bound on 2 idle cores).",
+        ),
+    ] = None,
 ) -> None:
     """Run a job (Gloo, gradwire, kernel TCP) on an emulated network of namespaces (needs root)."""
     from gradwire.emu.command import emulate as run_emulation
 
-    raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err()))
+    raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err(), gbps=gbps))
 
 
 @app.command()

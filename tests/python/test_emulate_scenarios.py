@@ -121,8 +121,36 @@ def test_cpu_bound_iterations_get_a_note_that_names_a_network_bound_rate():
         {"run": "r", "label": "dlcp", "median_s": 0.4, "min_s": 0.4, "max_s": 0.5, "n": 3, "cpu_bound": 2},
     ]
     hint = cpu_bound_hint(pd.DataFrame(rows))
-    assert hint and hint.startswith("2 of 6 iterations were CPU-bound") and "host_link_gbps=0.25" in hint
+    assert hint and hint.startswith("2 of 6 iterations were CPU-bound") and "--gbps 0.25" in hint
     rows[1]["cpu_bound"] = 0
     assert cpu_bound_hint(pd.DataFrame(rows)) is None
     # flow jobs without CPU samples: nothing to say
     assert cpu_bound_hint(pd.DataFrame([{k: v for k, v in rows[0].items() if k != "cpu_bound"}])) is None
+
+
+def test_gbps_scales_rates_and_bytes_to_the_same_wire_time(tmp_path):
+    """`gradwire emulate --gbps`: host links at the rate, uplinks and every byte count of the
+    job scaled by the same factor; a sweep over a scaled key, a training job and a rate that
+    is not positive are refused by name."""
+    from gradwire.emu.command import BUILTIN
+    from gradwire.emu.job import JobError, at_rate, plan
+
+    sets = at_rate(BUILTIN / "allreduce-incast.toml", ["job.iterations=2"], 0.25)
+    (pt, *_), base = plan(BUILTIN / "allreduce-incast.toml", sets)[1], plan(BUILTIN / "allreduce-incast.toml", [])[1][0]
+    assert pt.root["topology"]["host_link_gbps"] == 0.25 and pt.job["iterations"] == 2
+    assert pt.job["bytes"] * 4 == base.job["bytes"]
+    assert [b["bytes"] * 4 for b in pt.job["background"]] == [b["bytes"] for b in base.job["background"]]
+    assert "topology.host_link_gbps=0.25" in pt.overrides
+    flows = tmp_path / "flows.toml"
+    flows.write_text(
+        '[topology]\nhosts_per_leaf = 3\nhost_link_gbps = 1.0\n[job]\nkind = "flows"\n'
+        'flows = [{ src = 1, dst = 0, bytes = 4000, cc = "reno", start_s = 0.5 }]\n'
+    )
+    (pt,) = plan(flows, at_rate(flows, [], 0.5))[1]
+    assert pt.job["flows"] == [{"src": 1, "dst": 0, "bytes": 2000, "cc": "reno", "start_s": 0.5}]
+    with pytest.raises(JobError, match="topology.uplink_gbps, which the sweep sets"):
+        at_rate(BUILTIN / "leafspine-oversub.toml", [], 0.25)
+    with pytest.raises(JobError, match="training job"):
+        at_rate(BUILTIN / "train-loss.toml", [], 0.25)
+    with pytest.raises(JobError, match="positive number"):
+        at_rate(BUILTIN / "allreduce-loss.toml", [], 0.0)

@@ -38,10 +38,14 @@ def emulate(
     console: Console,
     err: Console,
     timeout: float = 300.0,
+    gbps: float | None = None,
 ) -> int:
-    """Returns an exit code: 0 ok, 1 a run failed, 2 bad input, 3 cannot emulate here."""
+    """Returns an exit code: 0 ok, 1 a run failed, 2 bad input, 3 cannot emulate here.
+    `gbps`: the host links' rate, bytes scaled to the same wire time (`job.at_rate`)."""
     try:
         path = resolve(scenario)
+        if gbps is not None:
+            sets = job.at_rate(path, sets, gbps)
         name, points = job.plan(path, sets)
     except job.JobError as e:
         err.print(f"[bold red]error:[/] {escape(str(e))}")

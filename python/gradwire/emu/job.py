@@ -29,6 +29,7 @@ does). ``job.timeout_s`` bounds each backend's (or the flows') run.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import subprocess
@@ -95,6 +96,46 @@ def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
         raw = [(k, v) for k, v, _, _ in params]
         points.append(Point(label or name, raw, net, root, _check_job(root.get("job"), root)))
     return name, points
+
+
+#: the keys `at_rate` scales; a sweep that sets one per point cannot be scaled
+SCALED_BY_RATE = ("topology.host_link_gbps", "topology.uplink_gbps", "job.bytes", "job.flows", "job.background")
+
+
+def at_rate(path: Path, sets: list[str], gbps: float) -> list[str]:
+    """`sets` plus the overrides that run the scenario with its host links at `gbps` Gbit/s:
+    the uplinks and every byte count of the job (`bytes`, the `flows` and `background`
+    flows) scaled by the same factor, so each wire time stays (`gradwire emulate --gbps`).
+    Buffers and delays stay as they are."""
+    if not (math.isfinite(gbps) and gbps > 0):
+        raise JobError(f"--gbps must be a positive number of Gbit/s (got {gbps})")
+    _name, points = plan(path, sets)
+    swept = sorted({k for pt in points for k, _ in pt.params} & set(SCALED_BY_RATE))
+    if swept:
+        raise JobError(f"--gbps scales {', '.join(swept)}, which the sweep sets per point: set them with --set instead")
+    root, job = points[0].root, points[0].job
+    if job["kind"] == "train":
+        raise JobError(
+            "--gbps: a training job moves its model's bytes, which cannot scale; use --set topology.host_link_gbps"
+        )
+    topo = root.get("topology", {})
+    f = gbps / float(topo.get("host_link_gbps", 100.0))
+    out = [
+        *sets,
+        f"topology.host_link_gbps={gbps!r}",
+        f"topology.uplink_gbps={float(topo.get('uplink_gbps', 100.0)) * f!r}",
+    ]
+    if "bytes" in job:
+        out.append(f"job.bytes={max(1, round(job['bytes'] * f))}")
+    for key in ("flows", "background"):
+        if job.get(key):
+            tables = ", ".join(
+                f'{{ src = {x["src"]}, dst = {x["dst"]}, bytes = {max(1, round(x["bytes"] * f))}, cc = "{x["cc"]}", '
+                f"start_s = {float(x['start_s'])!r} }}"
+                for x in job[key]
+            )
+            out.append(f"job.{key}=[{tables}]")
+    return out
 
 
 def _hosts(root: dict) -> int:

@@ -88,7 +88,7 @@ def cpu_bound_hint(summary: pd.DataFrame) -> str | None:
     return (
         f"{bound} of {total} iterations were CPU-bound: their times say as much about this machine's "
         "cores as about the network. A lower link rate with the bytes scaled to the same wire time "
-        "(--set topology.host_link_gbps=0.25 and a quarter of job.bytes) is network-bound on 2 idle cores."
+        "(--gbps 0.25) is network-bound on 2 idle cores."
     )
 
 
