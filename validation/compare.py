@@ -68,6 +68,12 @@ TCP_MODES = {
 # Keys for one transport only, per mode.
 TCP_MODE_TRANSPORT = {"ns3": {"newreno": ["transport.tcp_slow_start=per_ack"]}}
 _tcp_mode = "sackless"
+# ns-3.37 behaviours that Linux and the RFCs do differently, each a leafspine flag (off:
+# stock ns-3). `--ns3-fix` turns them on to show what each gap is made of.
+#  cwr: fast retransmit from CA_CWR (stock ns-3 waits for the RTO after an ECN cut);
+#  dctcp_floor: DCTCP's cut keeps 2 segments (Linux's dctcp_ssthresh; ns-3 has no floor).
+NS3_FIXES = {"cwr": "--cwrFastRetransmit=true", "dctcp_floor": "--dctcpFloor=true"}
+_ns3_fixes: list[str] = []
 
 # Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
 NICS = {"round_robin": "rr", "fifo": "fifo"}
@@ -250,14 +256,15 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) ->
 
 
 def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
-    out = work / f"ns3-{_tcp_mode}-{transport}-{nic}-s{seed}"
+    out = work / f"ns3-{results_stem()}-{transport}-{nic}-s{seed}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     try:
         args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
         return Run(False, error=f"not modelled on the ns-3 side: {e}")
-    cmd = [str(NS3_BIN), *args, *TCP_MODES[_tcp_mode][1], f"--out={out / 'flows.csv'}"]
+    fixes = [NS3_FIXES[f] for f in _ns3_fixes]
+    cmd = [str(NS3_BIN), *args, *TCP_MODES[_tcp_mode][1], *fixes, f"--out={out / 'flows.csv'}"]
     (out / "cmd.txt").write_text(" ".join(cmd) + "\n")
     rc, wall = run_child(cmd, out / "log.txt")
     # leafspine exits 3 when some flow did not finish by stop_ms: still a result
@@ -265,6 +272,13 @@ def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
         return Run(False, wall_s=wall, error=f"exit {rc}: {tail(out / 'log.txt')}")
     fcts, unfinished, rtos = read_flows(out / "flows.csv")
     return Run(True, fcts, unfinished, rtos, wall)
+
+
+def results_stem() -> str:
+    """results.md for the papers' SACK-less TCP, results-ns3.md for ns-3's defaults, with
+    the ns-3 fixes named after it."""
+    stem = "results" if _tcp_mode == "sackless" else f"results-{_tcp_mode}"
+    return stem + "".join(f"-{f}" for f in _ns3_fixes)
 
 
 def tail(path: Path, n: int = 3) -> str:
@@ -400,7 +414,7 @@ def print_table(rows: list[Row]) -> None:
 
 
 def write_outputs(rows: list[Row], tol: float, command: str) -> None:
-    stem = "results" if _tcp_mode == "sackless" else f"results-{_tcp_mode}"
+    stem = results_stem()
     with open(VALIDATION / f"{stem}.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(COLUMNS)
@@ -458,6 +472,14 @@ def main(argv: list[str] | None = None) -> int:
         "SACK, delayed ACKs, PRR); results go to results.md, or results-ns3.md",
     )
     ap.add_argument(
+        "--ns3-fix",
+        nargs="+",
+        default=[],
+        choices=list(NS3_FIXES),
+        help="run ns-3 with these of its behaviours as Linux has them: cwr (fast retransmit from CA_CWR), "
+        "dctcp_floor (DCTCP's cut keeps 2 segments); results go to results[-ns3]-FIX....md",
+    )
+    ap.add_argument(
         "--work",
         default=str(VALIDATION / "out"),
         help="directory for the runs' outputs (default validation/out, gitignored)",
@@ -465,8 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true", help="do not write validation/results.csv and results.md")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a row FAILs")
     args = ap.parse_args(argv)
-    global _tcp_mode
+    global _tcp_mode, _ns3_fixes
     _tcp_mode = args.tcp
+    _ns3_fixes = sorted(set(args.ns3_fix))
 
     os.chdir(ROOT)
     build_ns3()
@@ -557,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         command = "python validation/compare.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
         write_outputs(rows, args.tolerance, command.strip())
-        stem = "results" if _tcp_mode == "sackless" else f"results-{_tcp_mode}"
+        stem = results_stem()
         print(f"\nwrote {VALIDATION / (stem + '.csv')} and {VALIDATION / (stem + '.md')}")
     if failed_runs:
         return 1

@@ -62,3 +62,14 @@ def test_a_small_sackless_incast_agrees_with_ns3(tmp_path):
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("incast-small")]
     assert [row[1] for row in rows] == ["newreno", "dctcp"], r.stdout
     assert all(row[11] == "PASS" for row in rows), r.stdout
+
+
+def test_ns3_fixes_are_leafspine_flags_and_name_their_results(compare):
+    """Each `--ns3-fix` is a flag leafspine.cc declares, and its results go to their own file."""
+    source = (ROOT / "validation" / "ns3" / "leafspine.cc").read_text()
+    for flag in compare.NS3_FIXES.values():
+        name = flag.removeprefix("--").split("=")[0]
+        assert f'cmd.AddValue("{name}"' in source, name
+    assert compare.results_stem() == "results"
+    compare._tcp_mode, compare._ns3_fixes = "ns3", ["cwr", "dctcp_floor"]
+    assert compare.results_stem() == "results-ns3-cwr-dctcp_floor"

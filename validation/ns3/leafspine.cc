@@ -24,6 +24,7 @@
 #include "ns3/point-to-point-module.h"
 #include "ns3/traffic-control-module.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <unordered_map>
@@ -229,6 +230,107 @@ class RoundRobinQueueDisc : public QueueDisc
 };
 
 NS_OBJECT_ENSURE_REGISTERED(RoundRobinQueueDisc);
+
+// ---------------------------------------------------------------------------------------
+// Two ns-3.37 TCP behaviours that Linux and the RFCs do differently, each one flag away
+// (off by default: stock ns-3). docs/validation.md measures what each costs.
+//
+// --cwrFastRetransmit: ns-3's TcpSocketBase::DupAck counts duplicate ACKs in CA_CWR but
+// moves to fast recovery only from CA_OPEN/CA_DISORDER, so a DCTCP sender that loses a
+// segment within a window of its ECN cut waits for the RTO (ProcessAck's CWR branch: "TODO:
+// need to check behavior if marking is compounded by loss"). Linux (tcp_fastretrans_alert:
+// tcp_time_to_recover in any state below Recovery) and RFC 5681/6675 retransmit from CWR
+// too. After ns-3 has counted the duplicate ACK, this socket enters recovery from CWR by
+// ns-3's own rule for CA_DISORDER (the threshold, or with SACK the head deemed lost).
+// ---------------------------------------------------------------------------------------
+class CwrFastRetransmitSocket : public TcpSocketBase
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("ns3::CwrFastRetransmitSocket")
+                                .SetParent<TcpSocketBase>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<CwrFastRetransmitSocket>();
+        return tid;
+    }
+
+    CwrFastRetransmitSocket() = default;
+    CwrFastRetransmitSocket(const CwrFastRetransmitSocket&) = default;
+
+  protected:
+    Ptr<TcpSocketBase> Fork() override
+    {
+        return CopyObject<CwrFastRetransmitSocket>(this);
+    }
+
+    void ProcessAck(const SequenceNumber32& ackNumber,
+                    bool scoreboardUpdated,
+                    uint32_t currentDelivered,
+                    const SequenceNumber32& oldHeadSequence) override
+    {
+        // ns-3's own definition of a duplicate ACK (ProcessAck, RFC 6675 with SACK)
+        const bool dupack = m_sackEnabled ? scoreboardUpdated
+                                          : ackNumber == oldHeadSequence &&
+                                                ackNumber < m_tcb->m_highTxMark;
+        TcpSocketBase::ProcessAck(ackNumber, scoreboardUpdated, currentDelivered, oldHeadSequence);
+        if (!dupack || m_tcb->m_congState != TcpSocketState::CA_CWR)
+        {
+            return;
+        }
+        const bool threshold = m_dupAckCount >= m_retxThresh &&
+                               (m_highRxAckMark >= m_recover || !m_recoverActive);
+        const bool headLost =
+            m_sackEnabled && m_txBuffer->IsLost(m_highRxAckMark + m_tcb->m_segmentSize);
+        if (threshold || headLost)
+        {
+            g_cwrRecoveries++;
+            EnterRecovery(currentDelivered);
+        }
+    }
+
+  public:
+    static uint64_t g_cwrRecoveries; // fast recoveries entered from CA_CWR (stderr summary)
+};
+
+uint64_t CwrFastRetransmitSocket::g_cwrRecoveries = 0;
+NS_OBJECT_ENSURE_REGISTERED(CwrFastRetransmitSocket);
+
+// --dctcpFloor: TcpDctcp::GetSsThresh is (1 - alpha/2) * cwnd with no lower bound, so with
+// alpha near 1 a 2-segment window is cut to 1 and the receiver's delayed ACK (200 ms) then
+// outlasts the 10 ms RTO. Linux's dctcp_ssthresh keeps at least 2 segments, as gradwire does.
+class TcpDctcpFloor : public TcpDctcp
+{
+  public:
+    static TypeId GetTypeId()
+    {
+        static TypeId tid = TypeId("ns3::TcpDctcpFloor")
+                                .SetParent<TcpDctcp>()
+                                .SetGroupName("Internet")
+                                .AddConstructor<TcpDctcpFloor>();
+        return tid;
+    }
+
+    TcpDctcpFloor() = default;
+    TcpDctcpFloor(const TcpDctcpFloor&) = default;
+
+    std::string GetName() const override
+    {
+        return "TcpDctcpFloor";
+    }
+
+    uint32_t GetSsThresh(Ptr<const TcpSocketState> tcb, uint32_t bytesInFlight) override
+    {
+        return std::max(TcpDctcp::GetSsThresh(tcb, bytesInFlight), 2 * tcb->m_segmentSize);
+    }
+
+    Ptr<TcpCongestionOps> Fork() override
+    {
+        return CopyObject<TcpDctcpFloor>(this);
+    }
+};
+
+NS_OBJECT_ENSURE_REGISTERED(TcpDctcpFloor);
 } // namespace ns3
 
 // ---------------------------------------------------------------------------------------
@@ -282,6 +384,7 @@ static bool g_preconnect = true;
 static Time g_shift = Seconds(0); // preconnect: time reserved for the handshakes
 static Time g_start = Seconds(0); // workload start (shift included)
 
+static bool g_cwrFastRetransmit = false; // --cwrFastRetransmit
 static int64_t g_traceFlow = -1; // LEAFSPINE_TRACE_FLOW=id: log that flow's sender
 /// Retransmission timeouts (entries into CA_LOSS) by the congestion state they interrupted.
 static uint64_t g_rtoFrom[TcpSocketState::CA_LAST_STATE] = {};
@@ -415,11 +518,41 @@ SamplePort(Ptr<StepEcnQueueDisc> q, Ptr<Queue<Packet>> dev, uint32_t from, uint3
     }
 }
 
+/// A flow's sending socket: ns-3's own, or with --cwrFastRetransmit the subclass above,
+/// built as TcpL4Protocol::CreateSocket builds its sockets.
+static Ptr<Socket>
+CreateSenderSocket(Ptr<Node> node)
+{
+    if (!g_cwrFastRetransmit)
+    {
+        return Socket::CreateSocket(node, TcpSocketFactory::GetTypeId());
+    }
+    Ptr<TcpL4Protocol> tcp = node->GetObject<TcpL4Protocol>();
+    TypeIdValue rtt;
+    TypeIdValue cc;
+    TypeIdValue recovery;
+    tcp->GetAttribute("RttEstimatorType", rtt);
+    tcp->GetAttribute("SocketType", cc);
+    tcp->GetAttribute("RecoveryType", recovery);
+    ObjectFactory factory;
+    Ptr<CwrFastRetransmitSocket> s = CreateObject<CwrFastRetransmitSocket>();
+    s->SetNode(node);
+    s->SetTcp(tcp);
+    factory.SetTypeId(rtt.Get());
+    s->SetRtt(factory.Create<RttEstimator>());
+    factory.SetTypeId(cc.Get());
+    s->SetCongestionControlAlgorithm(factory.Create<TcpCongestionOps>());
+    factory.SetTypeId(recovery.Get());
+    s->SetRecoveryAlgorithm(factory.Create<TcpRecoveryOps>());
+    tcp->AddSocket(s);
+    return s;
+}
+
 static void
 OpenConnection(uint32_t id)
 {
     Flow& f = g_flows[id];
-    Ptr<Socket> s = Socket::CreateSocket(g_hosts[f.src], TcpSocketFactory::GetTypeId());
+    Ptr<Socket> s = CreateSenderSocket(g_hosts[f.src]);
     f.sock = s;
     s->Bind();
     Address local;
@@ -546,6 +679,8 @@ main(int argc, char* argv[])
     bool sack = false;
     uint32_t delAckCount = 1;
     std::string recovery = "classic";
+    bool cwrFastRetransmit = false;
+    bool dctcpFloor = false;
     double dctcpG = 1.0 / 16;
     std::string handshake = "preconnect";
     double preconnectUs = 1000.0;
@@ -604,6 +739,14 @@ main(int argc, char* argv[])
     cmd.AddValue("delAckCount", "segments per delayed ACK (ns-3's default is 2)", delAckCount);
     cmd.AddValue("recovery", "classic (NewReno) or prr (ns-3's default)", recovery);
     cmd.AddValue("dctcpG", "DCTCP EWMA gain g", dctcpG);
+    cmd.AddValue("cwrFastRetransmit",
+                 "fast-retransmit from CA_CWR on duplicate ACKs, as Linux and RFC 5681 do "
+                 "(stock ns-3.37 waits for the RTO there)",
+                 cwrFastRetransmit);
+    cmd.AddValue("dctcpFloor",
+                 "DCTCP's cut keeps at least 2 segments, as Linux's dctcp_ssthresh (stock "
+                 "ns-3.37 has no floor)",
+                 dctcpFloor);
     cmd.AddValue("handshake",
                  "preconnect: open every connection at t=0 and start all flows "
                  "--preconnectUs later (times in the CSV are shifted back); inline: "
@@ -648,7 +791,10 @@ main(int argc, char* argv[])
 
     // ----- TCP ------------------------------------------------------------------------
     Config::SetDefault("ns3::TcpL4Protocol::SocketType",
-                       TypeIdValue(dctcp ? TcpDctcp::GetTypeId() : TcpNewReno::GetTypeId()));
+                       TypeIdValue(!dctcp      ? TcpNewReno::GetTypeId()
+                                   : dctcpFloor ? TcpDctcpFloor::GetTypeId()
+                                                : TcpDctcp::GetTypeId()));
+    g_cwrFastRetransmit = cwrFastRetransmit;
     NS_ABORT_MSG_IF(recovery != "classic" && recovery != "prr", "--recovery must be classic or prr");
     Config::SetDefault("ns3::TcpL4Protocol::RecoveryType",
                        TypeIdValue(recovery == "prr" ? TcpPrrRecovery::GetTypeId()
@@ -998,6 +1144,11 @@ main(int argc, char* argv[])
                      static_cast<unsigned long>(g_rtoFrom[st]));
     }
     std::fprintf(stderr, "\n");
+    if (g_cwrFastRetransmit)
+    {
+        std::fprintf(stderr, "fast recoveries entered from CA_CWR: %lu\n",
+                     static_cast<unsigned long>(CwrFastRetransmitSocket::g_cwrRecoveries));
+    }
     if (getenv("LEAFSPINE_UPLINKS"))
     {
         for (size_t u = 0; u < g_uplinkTx.size(); ++u)
