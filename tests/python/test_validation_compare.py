@@ -69,7 +69,7 @@ def test_ns3_fixes_are_leafspine_flags_and_name_their_results(compare):
     source = (ROOT / "validation" / "ns3" / "leafspine.cc").read_text()
     for flag in compare.NS3_FIXES.values():
         name = flag.removeprefix("--").split("=")[0]
-        assert f'cmd.AddValue("{name}"' in source, name
+        assert f"OPTION(bool, {name}," in source, name
     assert compare.results_stem() == "results"
     compare._tcp_mode, compare._ns3_fixes = "ns3", ["cwr", "dctcp_floor"]
     assert compare.results_stem() == "results-ns3-cwr-dctcp_floor"

@@ -655,121 +655,78 @@ ParseList(const std::string& s)
 int
 main(int argc, char* argv[])
 {
-    // Topology
-    uint32_t spines = 4;
-    uint32_t leaves = 9;
-    uint32_t hostsPerLeaf = 16;
-    double hostGbps = 100.0;
-    uint32_t uplinksPerLeaf = 4;
-    double uplinkGbps = 100.0;
-    uint64_t linkDelayNs = 10650;
-    // Switch
-    uint64_t bufferBytes = 512000;
-    uint32_t ecnThresholdPackets = 65;
-    std::string aqm = "step";
-    std::string hostQueue = "rr";
-    uint64_t hostQueueBytes = 0;
-    // Transport
-    std::string transport = "dctcp";
-    uint32_t mss = 1460;
-    uint32_t initCwnd = 10;
-    double rtoMinUs = 10000.0;
-    double rtoInitialUs = 10000.0;
-    bool limitedTransmit = false;
-    bool sack = false;
-    uint32_t delAckCount = 1;
-    std::string recovery = "classic";
-    bool cwrFastRetransmit = false;
-    bool dctcpFloor = false;
-    double dctcpG = 1.0 / 16;
-    std::string handshake = "preconnect";
-    double preconnectUs = 1000.0;
-    // Routing
-    std::string ecmp = "spray";
-    // Workload
-    std::string workload = "incast";
-    uint32_t receiver = 0;
-    uint32_t senders = 32;
-    std::string senderList;
-    uint64_t flowBytes = 1000000;
-    uint32_t workers = 144;
-    uint32_t servers = 36;
-    bool colocated = true;
-    uint64_t pushBytes = 4000000;
-    uint64_t pullBytes = 4000000;
-    double startUs = 0.0;
-    // Run
-    uint32_t seed = 1;
-    double stopMs = 2000.0;
-    std::string out = "flows.csv";
-
     if (const char* t = getenv("LEAFSPINE_TRACE_FLOW"))
     {
         g_traceFlow = std::atol(t);
     }
     CommandLine cmd(__FILE__);
-    cmd.AddValue("spines", "number of spine switches", spines);
-    cmd.AddValue("leaves", "number of leaf switches", leaves);
-    cmd.AddValue("hostsPerLeaf", "hosts under each leaf", hostsPerLeaf);
-    cmd.AddValue("hostGbps", "host link rate (Gb/s)", hostGbps);
-    cmd.AddValue("uplinksPerLeaf", "uplinks per leaf; uplink j goes to spine j % spines",
-                 uplinksPerLeaf);
-    cmd.AddValue("uplinkGbps", "leaf-spine link rate (Gb/s)", uplinkGbps);
-    cmd.AddValue("linkDelayNs", "propagation delay of every link (ns)", linkDelayNs);
-    cmd.AddValue("bufferBytes", "switch egress buffer per port (bytes)", bufferBytes);
-    cmd.AddValue("ecnThresholdPackets", "step ECN threshold K in packets (0 = no marking)",
-                 ecnThresholdPackets);
-    cmd.AddValue("aqm", "switch queue: step (exact step marking) or red (RED approximation)",
-                 aqm);
-    cmd.AddValue("hostQueue",
-                 "host NIC queue: rr (per-flow round-robin, one packet per turn, as gradwire's "
-                 "NIC) or fifo",
-                 hostQueue);
-    cmd.AddValue("hostQueueBytes",
-                 "fifo host NIC: drop-tail limit in bytes (0 = unbounded, gradwire's "
-                 "host.nic_queue_bytes)",
-                 hostQueueBytes);
-    cmd.AddValue("transport", "newreno or dctcp", transport);
-    cmd.AddValue("mss", "TCP MSS (bytes)", mss);
-    cmd.AddValue("initCwnd", "initial congestion window (segments)", initCwnd);
-    cmd.AddValue("rtoMinUs", "minimum RTO (us)", rtoMinUs);
-    cmd.AddValue("rtoInitialUs", "RTO before the first RTT sample (us)", rtoInitialUs);
-    cmd.AddValue("limitedTransmit", "RFC 3042 limited transmit", limitedTransmit);
-    cmd.AddValue("sack", "SACK (TcpSocketBase::Sack; ns-3's default is on)", sack);
-    cmd.AddValue("delAckCount", "segments per delayed ACK (ns-3's default is 2)", delAckCount);
-    cmd.AddValue("recovery", "classic (NewReno) or prr (ns-3's default)", recovery);
-    cmd.AddValue("dctcpG", "DCTCP EWMA gain g", dctcpG);
-    cmd.AddValue("cwrFastRetransmit",
-                 "fast-retransmit from CA_CWR on duplicate ACKs, as Linux and RFC 5681 do "
-                 "(stock ns-3.37 waits for the RTO there)",
-                 cwrFastRetransmit);
-    cmd.AddValue("dctcpFloor",
-                 "DCTCP's cut keeps at least 2 segments, as Linux's dctcp_ssthresh (stock "
-                 "ns-3.37 has no floor)",
-                 dctcpFloor);
-    cmd.AddValue("handshake",
-                 "preconnect: open every connection at t=0 and start all flows "
-                 "--preconnectUs later (times in the CSV are shifted back); inline: "
-                 "connect when the flow starts, FCT counted from connection establishment",
-                 handshake);
-    cmd.AddValue("preconnectUs", "preconnect: simulated time reserved for handshakes (us)",
-                 preconnectUs);
-    cmd.AddValue("ecmp", "spray (per-packet random ECMP; the only kind ns-3.37 has)", ecmp);
-    cmd.AddValue("workload", "incast or ps", workload);
-    cmd.AddValue("receiver", "incast: receiving host", receiver);
-    cmd.AddValue("senders", "incast: senders are receiver+1 .. receiver+N (mod hosts)", senders);
-    cmd.AddValue("senderList", "incast: explicit comma-separated sender hosts", senderList);
-    cmd.AddValue("flowBytes", "incast: bytes per sender", flowBytes);
-    cmd.AddValue("workers", "ps: number of workers", workers);
-    cmd.AddValue("servers", "ps: number of parameter servers", servers);
-    cmd.AddValue("colocated", "ps: server j runs on worker j*workers/servers's host (else on "
-                 "the hosts after the workers')", colocated);
-    cmd.AddValue("pushBytes", "ps: bytes each worker pushes (split over servers)", pushBytes);
-    cmd.AddValue("pullBytes", "ps: bytes each worker pulls (split over servers)", pullBytes);
-    cmd.AddValue("startUs", "workload start time (us)", startUs);
-    cmd.AddValue("seed", "RNG seed", seed);
-    cmd.AddValue("stopMs", "hard stop of simulated time (ms)", stopMs);
-    cmd.AddValue("out", "output CSV path", out);
+    // Each option in one place: its variable, default and help (--help lists them in this
+    // order).
+#define OPTION(type, name, value, help) \
+    type name = value;                  \
+    cmd.AddValue(#name, help, name)
+    // Topology
+    OPTION(uint32_t, spines, 4, "number of spine switches");
+    OPTION(uint32_t, leaves, 9, "number of leaf switches");
+    OPTION(uint32_t, hostsPerLeaf, 16, "hosts under each leaf");
+    OPTION(double, hostGbps, 100.0, "host link rate (Gb/s)");
+    OPTION(uint32_t, uplinksPerLeaf, 4, "uplinks per leaf; uplink j goes to spine j % spines");
+    OPTION(double, uplinkGbps, 100.0, "leaf-spine link rate (Gb/s)");
+    OPTION(uint64_t, linkDelayNs, 10650, "propagation delay of every link (ns)");
+    // Switch
+    OPTION(uint64_t, bufferBytes, 512000, "switch egress buffer per port (bytes)");
+    OPTION(uint32_t, ecnThresholdPackets, 65, "step ECN threshold K in packets (0 = no marking)");
+    OPTION(std::string, aqm, "step",
+           "switch queue: step (exact step marking) or red (RED approximation)");
+    OPTION(std::string, hostQueue, "rr",
+           "host NIC queue: rr (per-flow round-robin, one packet per turn, as gradwire's "
+           "NIC) or fifo");
+    OPTION(uint64_t, hostQueueBytes, 0,
+           "fifo host NIC: drop-tail limit in bytes (0 = unbounded, gradwire's "
+           "host.nic_queue_bytes)");
+    // Transport
+    OPTION(std::string, transport, "dctcp", "newreno or dctcp");
+    OPTION(uint32_t, mss, 1460, "TCP MSS (bytes)");
+    OPTION(uint32_t, initCwnd, 10, "initial congestion window (segments)");
+    OPTION(double, rtoMinUs, 10000.0, "minimum RTO (us)");
+    OPTION(double, rtoInitialUs, 10000.0, "RTO before the first RTT sample (us)");
+    OPTION(bool, limitedTransmit, false, "RFC 3042 limited transmit");
+    OPTION(bool, sack, false, "SACK (TcpSocketBase::Sack; ns-3's default is on)");
+    OPTION(uint32_t, delAckCount, 1, "segments per delayed ACK (ns-3's default is 2)");
+    OPTION(std::string, recovery, "classic", "classic (NewReno) or prr (ns-3's default)");
+    OPTION(double, dctcpG, 1.0 / 16, "DCTCP EWMA gain g");
+    OPTION(bool, cwrFastRetransmit, false,
+           "fast-retransmit from CA_CWR on duplicate ACKs, as Linux and RFC 5681 do (stock "
+           "ns-3.37 waits for the RTO there)");
+    OPTION(bool, dctcpFloor, false,
+           "DCTCP's cut keeps at least 2 segments, as Linux's dctcp_ssthresh (stock ns-3.37 "
+           "has no floor)");
+    OPTION(std::string, handshake, "preconnect",
+           "preconnect: open every connection at t=0 and start all flows "
+           "--preconnectUs later (times in the CSV are shifted back); inline: "
+           "connect when the flow starts, FCT counted from connection establishment");
+    OPTION(double, preconnectUs, 1000.0, "preconnect: simulated time reserved for handshakes (us)");
+    // Routing
+    OPTION(std::string, ecmp, "spray", "spray (per-packet random ECMP; the only kind ns-3.37 has)");
+    // Workload
+    OPTION(std::string, workload, "incast", "incast or ps");
+    OPTION(uint32_t, receiver, 0, "incast: receiving host");
+    OPTION(uint32_t, senders, 32, "incast: senders are receiver+1 .. receiver+N (mod hosts)");
+    OPTION(std::string, senderList, "", "incast: explicit comma-separated sender hosts");
+    OPTION(uint64_t, flowBytes, 1000000, "incast: bytes per sender");
+    OPTION(uint32_t, workers, 144, "ps: number of workers");
+    OPTION(uint32_t, servers, 36, "ps: number of parameter servers");
+    OPTION(bool, colocated, true,
+           "ps: server j runs on worker j*workers/servers's host (else on "
+           "the hosts after the workers')");
+    OPTION(uint64_t, pushBytes, 4000000, "ps: bytes each worker pushes (split over servers)");
+    OPTION(uint64_t, pullBytes, 4000000, "ps: bytes each worker pulls (split over servers)");
+    OPTION(double, startUs, 0.0, "workload start time (us)");
+    // Run
+    OPTION(uint32_t, seed, 1, "RNG seed");
+    OPTION(double, stopMs, 2000.0, "hard stop of simulated time (ms)");
+    OPTION(std::string, out, "flows.csv", "output CSV path");
+#undef OPTION
     cmd.Parse(argc, argv);
 
     NS_ABORT_MSG_IF(transport != "newreno" && transport != "dctcp",

@@ -223,6 +223,35 @@ pub(crate) fn placing_pipe_in<S: Endpoint, R: Endpoint>(
     (o, placed.unwritten())
 }
 
+/// A DLCP or LTP transfer run to its end by [`placing_pipe_in`]: when and with how many
+/// bytes the receiver said `Delivered`, what it never placed, and both ends as they ended.
+pub(crate) struct Transferred<S, R> {
+    pub delivered_at: Option<Time>,
+    pub delivered_bytes: Option<u64>,
+    pub sender_done_at: Option<Time>,
+    /// Complement of the byte ranges the receiver told the application to copy.
+    pub missing: Vec<Range<u64>>,
+    /// The receiver has no timer left.
+    pub receiver_quiet: bool,
+    pub sender: S,
+    pub receiver: R,
+}
+
+impl<S, R: Endpoint> Transferred<S, R> {
+    /// What [`placing_pipe_in`] returned for `sender` and `receiver`.
+    pub fn new((o, missing): (PipeOutcome, Vec<Range<u64>>), sender: S, receiver: R) -> Self {
+        Transferred {
+            delivered_at: o.delivered.map(|d| d.0),
+            delivered_bytes: o.delivered.map(|d| d.1),
+            sender_done_at: o.sender_done_at,
+            missing,
+            receiver_quiet: receiver.poll_timeout().is_none(),
+            sender,
+            receiver,
+        }
+    }
+}
+
 /// What a receiver handed out of a `size`-byte tensor: every range inside it, and no byte
 /// twice.
 pub(crate) struct Placed(Vec<bool>);

@@ -81,6 +81,22 @@ impl Build for ToyBuild {
     }
 }
 
+/// What both toy ends answer alike: no timer, the one pending event, their counters.
+macro_rules! toy_endpoint_common {
+    () => {
+        fn handle_timeout(&mut self, _now: Time) {}
+        fn poll_timeout(&self) -> Option<Time> {
+            None
+        }
+        fn poll_event(&mut self) -> Option<EndpointEvent> {
+            self.event.take()
+        }
+        fn stats(&self) -> EndpointStats {
+            self.stats
+        }
+    };
+}
+
 struct ToySender {
     t: Transfer,
     seg: u32,
@@ -99,7 +115,6 @@ impl Endpoint for ToySender {
             self.event = Some(EndpointEvent::SenderDone);
         }
     }
-    fn handle_timeout(&mut self, _now: Time) {}
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         if self.next >= self.t.bytes {
             return None;
@@ -112,15 +127,7 @@ impl Endpoint for ToySender {
         self.stats.count_data(false);
         Some(p)
     }
-    fn poll_timeout(&self) -> Option<Time> {
-        None
-    }
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.event.take()
-    }
-    fn stats(&self) -> EndpointStats {
-        self.stats
-    }
+    toy_endpoint_common!();
 }
 
 struct ToyReceiver {
@@ -143,7 +150,6 @@ impl Endpoint for ToyReceiver {
             self.event = Some(EndpointEvent::Delivered { bytes: self.got });
         }
     }
-    fn handle_timeout(&mut self, _now: Time) {}
     fn poll_transmit(&mut self, _now: Time) -> Option<Packet> {
         if !std::mem::take(&mut self.ack_due) {
             return None;
@@ -151,15 +157,7 @@ impl Endpoint for ToyReceiver {
         self.stats.packets_sent += 1;
         Some(Packet::ack(self.t.flow, self.t.dst, self.t.src, self.got, self.header))
     }
-    fn poll_timeout(&self) -> Option<Time> {
-        None
-    }
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        self.event.take()
-    }
-    fn stats(&self) -> EndpointStats {
-        self.stats
-    }
+    toy_endpoint_common!();
 }
 
 const SCENARIO: &str =

@@ -6,39 +6,9 @@ mod common;
 use gradwire_sim::load;
 use gradwire_sim::output::Summary;
 
-/// incast-dctcp.toml: the DLCP leaf-spine (100G hosts, 4:1 oversubscribed, 512 KB per
-/// port, 85 us base RTT across racks) with a 32-to-1 incast of 1 MB flows.
-const INCAST: &str = r#"
-name = "incast"
-seed = 1
-stop_ms = 2000.0
-[topology]
-kind = "leaf_spine"
-spines = 4
-leaves = 9
-hosts_per_leaf = 16
-host_link_gbps = 100.0
-uplinks_per_leaf = 4
-uplink_gbps = 100.0
-link_delay_ns = 10650
-[switch]
-buffer = "per_port"
-buffer_bytes = 512000
-ecn_threshold_packets = 65
-[routing]
-mode = "ecmp"
-[transport]
-kind = "dctcp"
-mss_bytes = 1460
-init_cwnd_packets = 10
-rto_min_us = 10000.0
-[workload]
-kind = "incast"
-receiver = 0
-senders = 32
-flow_bytes = 1000000
-start_us = 0.0
-"#;
+/// The built-in incast-dctcp.toml: the DLCP leaf-spine (100G hosts, 4:1 oversubscribed,
+/// 512 KB per port, 85 us base RTT across racks) with a 32-to-1 incast of 1 MB flows.
+const INCAST: &str = include_str!("../../../python/gradwire/scenarios/incast-dctcp.toml");
 
 fn run(overrides: &[&str]) -> Summary {
     let sum = common::finished(INCAST, overrides).summary();

@@ -271,6 +271,19 @@ class GradwireBackend(_BASE):
 
         return calls, finish
 
+    def _reduce_scatter_into(self, flat: torch.Tensor, out: torch.Tensor, op: Any, value: Any) -> _GradwireWork:
+        """Reduce `flat` (one `out`-sized part per rank, in rank order) in place with `op`;
+        this rank's part of the result goes to `out`, and the work's value is `value`."""
+        calls, fin = self._reduce_into(flat, op)
+        n = out.numel()
+
+        def finish() -> Any:
+            fin()
+            out.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view(out.shape))
+            return value
+
+        return self._work(calls, finish)
+
     # -- GPU tensors (cuda.py) -----------------------------------------------------------------
 
     def _staged(self, args: Sequence[Any]) -> bool:
@@ -415,27 +428,11 @@ class GradwireBackend(_BASE):
     ) -> Any:
         out = _cpu(output_tensors[0], "reduce_scatter")
         flat = torch.cat([_cpu(t, "reduce_scatter").reshape(-1) for t in input_tensors[0]])
-        calls, fin = self._reduce_into(flat, opts.reduceOp)
-        n = out.numel()
-
-        def finish() -> list:
-            fin()
-            out.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view(out.shape))
-            return output_tensors
-
-        return self._work(calls, finish)
+        return self._reduce_scatter_into(flat, out, opts.reduceOp, output_tensors)
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> Any:
         flat = _cpu(input, "reduce_scatter_tensor").reshape(-1).clone()
-        calls, fin = self._reduce_into(flat, opts.reduceOp)
-        n = output.numel()
-
-        def finish() -> list:
-            fin()
-            output.copy_(flat[self.rank() * n : (self.rank() + 1) * n].view(output.shape))
-            return [output]
-
-        return self._work(calls, finish)
+        return self._reduce_scatter_into(flat, output, opts.reduceOp, [output])
 
     # This torch's names for the two (older ones call the underscored names).
     all_gather_single = _allgather_base

@@ -1,9 +1,18 @@
-//! What the tensor transports (DLCP, LTP) share: how a tensor is cut into segments, how
-//! much of it may be missing, and the checks of their configurations.
+//! What the tensor transports (DLCP, LTP) share: which packets an endpoint handles, how a
+//! tensor is cut into segments, how much of it may be missing, and the checks of their
+//! configurations.
 
 use super::error::ConfigError;
+use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::tensor::{Segmentation, TensorId};
 use crate::time::Time;
+
+/// `pkt`'s kind if it is transfer `flow`'s and goes from `peer` to `local`; `None` for
+/// anything else a host hands the endpoint (another transfer's packets, strays), which the
+/// endpoint ignores.
+pub(crate) fn kind_from_peer(pkt: &Packet, flow: FlowId, peer: HostId, local: HostId) -> Option<PacketKind> {
+    (pkt.flow == flow && pkt.src == peer && pkt.dst == local).then_some(pkt.kind)
+}
 
 /// Segments of at most `mss` bytes holding whole elements of `elem_bytes` (both clamped
 /// into range: the endpoints never fail on a configuration, loaders refuse it).

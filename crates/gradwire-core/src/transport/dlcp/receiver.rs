@@ -10,6 +10,7 @@ use crate::tensor::{Placed, Reassembly};
 use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::host::Handing;
+use crate::transport::shared::kind_from_peer;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -212,10 +213,7 @@ impl DlcpReceiver {
     /// from its payload into the tensor buffer (`None`: discard the payload). The range
     /// always lies inside the tensor and is returned at most once per segment.
     pub fn receive(&mut self, now: Time, pkt: &Packet) -> Option<Range<u64>> {
-        if pkt.flow != self.flow || pkt.src != self.remote || pkt.dst != self.local {
-            return None;
-        }
-        match pkt.kind {
+        match kind_from_peer(pkt, self.flow, self.remote, self.local)? {
             PacketKind::Data => return self.on_data(now, pkt),
             PacketKind::Ctrl(op) => self.on_ctrl(now, op, pkt.seq),
             PacketKind::CtrlAck(op) => {

@@ -13,6 +13,7 @@ use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::host::Handing;
 use crate::transport::pacer::Pacer;
+use crate::transport::shared::kind_from_peer;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -492,10 +493,8 @@ impl DlcpSender {
 
 impl Endpoint for DlcpSender {
     fn handle_packet(&mut self, now: Time, pkt: &Packet) {
-        if pkt.flow != self.flow || pkt.src != self.dst || pkt.dst != self.src {
-            return;
-        }
-        match pkt.kind {
+        let Some(kind) = kind_from_peer(pkt, self.flow, self.dst, self.src) else { return };
+        match kind {
             PacketKind::CtrlAck(op) => {
                 if self.ctrl.on_ack(op, pkt.seq) && op == CtrlOp::Confirm && self.state == State::Confirming {
                     self.state = State::Done;

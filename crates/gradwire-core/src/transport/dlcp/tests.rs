@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{corrupting_loss, placing_pipe_in, random_loss, Link, LossFn, PipeOutcome, Tags};
+use crate::testkit::{corrupting_loss, placing_pipe_in, random_loss, Link, LossFn, PipeOutcome, Tags, Transferred};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::{Endpoint, EndpointEvent, HostState};
 
@@ -18,17 +18,7 @@ fn cfg(loss_bound: f64) -> DlcpConfig {
     DlcpConfig { loss_bound, line_rate_bps: 10_000_000_000, ctrl_rto: MS, ..DlcpConfig::default() }
 }
 
-struct Outcome {
-    delivered_at: Option<Time>,
-    delivered_bytes: Option<u64>,
-    sender_done_at: Option<Time>,
-    /// Complement of the byte ranges the receiver told the application to copy.
-    missing: Vec<Range<u64>>,
-    bubbles: Vec<Range<u64>>,
-    receiver_quiet: bool,
-    sender: DlcpSender,
-    receiver: DlcpReceiver,
-}
+type Outcome = Transferred<DlcpSender, DlcpReceiver>;
 
 /// Run one transfer over a pipe with fixed one-way `DELAY` and the given losses.
 /// Every data range the receiver hands out is written into a buffer of exactly `size`
@@ -41,18 +31,9 @@ fn run(cfg: DlcpConfig, size: u64, lose: LossFn, limit: Time) -> Outcome {
         o.sender_done_at.is_some() && r.is_closed() && r.poll_timeout().is_none()
     };
     let hosts = &mut Default::default();
-    let (o, missing) =
+    let ran =
         placing_pipe_in(hosts, &mut s, &mut r, Link::delay(DELAY), lose, limit, tags, DlcpReceiver::receive, done);
-    Outcome {
-        delivered_at: o.delivered.map(|d| d.0),
-        delivered_bytes: o.delivered.map(|d| d.1),
-        sender_done_at: o.sender_done_at,
-        missing,
-        bubbles: r.bubbles(),
-        receiver_quiet: r.poll_timeout().is_none(),
-        sender: s,
-        receiver: r,
-    }
+    Outcome::new(ran, s, r)
 }
 
 /// Checks every completed transfer must pass.
@@ -64,7 +45,7 @@ fn check_completed(o: &Outcome, size: u64, bound: f64) {
     assert_eq!(Some(at_finish), o.receiver.delivered_at_finish());
     assert!(at_finish as f64 >= (1.0 - bound) * size as f64 - 1e-6, "{at_finish} of {size} < 1 - {bound}");
     assert!(o.receiver.delivered_bytes() >= at_finish);
-    assert_eq!(o.bubbles, o.missing, "reported bubbles differ from what was really missing");
+    assert_eq!(o.receiver.bubbles(), o.missing, "reported bubbles differ from what was really missing");
     let missing: u64 = o.missing.iter().map(|m| m.end - m.start).sum();
     assert_eq!(missing, size - o.receiver.delivered_bytes());
 }
@@ -75,7 +56,7 @@ fn lossless_p0_delivers_every_byte() {
         let o = run(cfg(0.0), size, Box::new(|_, _| false), 100 * MS);
         check_completed(&o, size, 0.0);
         assert_eq!(o.delivered_bytes, Some(size));
-        assert!(o.bubbles.is_empty());
+        assert!(o.receiver.bubbles().is_empty());
         assert_eq!(o.sender.rounds(), 1, "one STOP, no resend round");
         assert_eq!(o.sender.stats().retransmits, 0);
         assert_eq!(o.receiver.early_discards(), 0);
@@ -124,7 +105,7 @@ fn p0_with_loss_both_ways_delivers_everything() {
     for seed in 1..6 {
         let o = run(cfg(0.0), 300_000, random_loss(seed, 0.2, 0.2), 1_000 * MS);
         check_completed(&o, 300_000, 0.0);
-        assert!(o.bubbles.is_empty());
+        assert!(o.receiver.bubbles().is_empty());
         assert!(o.sender.stats().retransmits > 0);
     }
 }

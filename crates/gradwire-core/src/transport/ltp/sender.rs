@@ -11,6 +11,7 @@ use crate::time::Time;
 use crate::transport::ctrl::CtrlChannel;
 use crate::transport::host::Handing;
 use crate::transport::pacer::Pacer;
+use crate::transport::shared::kind_from_peer;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 
 /// How many later-sent packets must be ACKed before an unACKed one is declared lost.
@@ -448,10 +449,8 @@ impl LtpSender {
 
 impl Endpoint for LtpSender {
     fn handle_packet(&mut self, now: Time, pkt: &Packet) {
-        if pkt.flow != self.flow || pkt.src != self.dst || pkt.dst != self.src {
-            return;
-        }
-        match pkt.kind {
+        let Some(kind) = kind_from_peer(pkt, self.flow, self.dst, self.src) else { return };
+        match kind {
             PacketKind::Ack if self.state == State::Sending => self.on_ack(now, pkt.seq),
             PacketKind::Ctrl(CtrlOp::Stop) => {
                 self.ctrl.ack(CtrlOp::Stop, pkt.seq);

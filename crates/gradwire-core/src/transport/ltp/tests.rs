@@ -1,10 +1,8 @@
-use std::ops::Range;
-
 use proptest::prelude::*;
 
 use super::*;
 use crate::packet::{CtrlOp, Packet, PacketKind};
-use crate::testkit::{corrupting_loss, no_loss, placing_pipe_in, random_loss, Link, LossFn, Tags};
+use crate::testkit::{corrupting_loss, no_loss, placing_pipe_in, random_loss, Link, LossFn, Tags, Transferred};
 use crate::time::{serialization, Time, MS, US};
 use crate::transport::{Endpoint, HostState};
 
@@ -21,16 +19,7 @@ fn cfg(loss_bound: f64) -> LtpConfig {
 
 const PIPE: Link = Link { bps: RATE, delay: DELAY };
 
-struct Outcome {
-    delivered_at: Option<Time>,
-    delivered_bytes: Option<u64>,
-    sender_done_at: Option<Time>,
-    /// Complement of the byte ranges the receiver told the application to copy.
-    missing: Vec<Range<u64>>,
-    receiver_quiet: bool,
-    sender: LtpSender,
-    receiver: LtpReceiver,
-}
+type Outcome = Transferred<LtpSender, LtpReceiver>;
 
 /// Run one transfer over `pipe`. Every data range the receiver hands out is written into
 /// a buffer of exactly `size` bytes (slicing panics on any write outside the tensor).
@@ -51,16 +40,8 @@ fn run_between(
     let cfg = r.config().clone();
     let tags = Tags::new(FLOW, SRC, DST, size, cfg.data_priority, cfg.ctrl_priority);
     let receive = LtpReceiver::receive;
-    let (o, missing) = placing_pipe_in(hosts, &mut s, &mut r, link, lose, limit, tags, receive, |_, _, _| false);
-    Outcome {
-        delivered_at: o.delivered.map(|d| d.0),
-        delivered_bytes: o.delivered.map(|d| d.1),
-        sender_done_at: o.sender_done_at,
-        missing,
-        receiver_quiet: r.poll_timeout().is_none(),
-        sender: s,
-        receiver: r,
-    }
+    let ran = placing_pipe_in(hosts, &mut s, &mut r, link, lose, limit, tags, receive, |_, _, _| false);
+    Outcome::new(ran, s, r)
 }
 
 fn run(cfg: LtpConfig, size: u64, lose: LossFn, limit: Time) -> Outcome {
