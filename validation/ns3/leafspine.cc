@@ -243,20 +243,24 @@ NS_OBJECT_ENSURE_REGISTERED(RoundRobinQueueDisc);
 // too. After ns-3 has counted the duplicate ACK, this socket enters recovery from CWR by
 // ns-3's own rule for CA_DISORDER (the threshold, or with SACK the head deemed lost).
 // ---------------------------------------------------------------------------------------
+/// The TypeId of a subclass that changes behaviour only (no attributes, the parent's
+/// constructors), registered once.
+template <typename T, typename Parent>
+TypeId
+BehaviourTypeId(const char* name)
+{
+    static TypeId tid =
+        TypeId(name).SetParent<Parent>().SetGroupName("Internet").template AddConstructor<T>();
+    return tid;
+}
+
 class CwrFastRetransmitSocket : public TcpSocketBase
 {
   public:
     static TypeId GetTypeId()
     {
-        static TypeId tid = TypeId("ns3::CwrFastRetransmitSocket")
-                                .SetParent<TcpSocketBase>()
-                                .SetGroupName("Internet")
-                                .AddConstructor<CwrFastRetransmitSocket>();
-        return tid;
+        return BehaviourTypeId<CwrFastRetransmitSocket, TcpSocketBase>("ns3::CwrFastRetransmitSocket");
     }
-
-    CwrFastRetransmitSocket() = default;
-    CwrFastRetransmitSocket(const CwrFastRetransmitSocket&) = default;
 
   protected:
     Ptr<TcpSocketBase> Fork() override
@@ -304,15 +308,8 @@ class TcpDctcpFloor : public TcpDctcp
   public:
     static TypeId GetTypeId()
     {
-        static TypeId tid = TypeId("ns3::TcpDctcpFloor")
-                                .SetParent<TcpDctcp>()
-                                .SetGroupName("Internet")
-                                .AddConstructor<TcpDctcpFloor>();
-        return tid;
+        return BehaviourTypeId<TcpDctcpFloor, TcpDctcp>("ns3::TcpDctcpFloor");
     }
-
-    TcpDctcpFloor() = default;
-    TcpDctcpFloor(const TcpDctcpFloor&) = default;
 
     std::string GetName() const override
     {

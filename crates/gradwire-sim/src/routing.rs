@@ -14,12 +14,18 @@ pub struct Hop {
     pub up: bool,
 }
 
-/// `next_hops(node, host)` is a slice of egress ports. Each distinct set of next hops is
-/// stored once (a leaf sends every other rack's hosts to the same spines), so the sets
-/// stay in cache; `sets[node * hosts + host]` locates one as (start, len), ordered by node
-/// so a switch's entries are contiguous. A hop then costs one table load, not two.
+/// `next_hops(node, host)` is a slice of egress ports. Each node's distinct sets of next
+/// hops are stored once (a leaf sends every other rack's hosts to the same spines), and
+/// the node × host table holds a 2-byte index among the node's own sets: at 1 024 hosts
+/// it is 2.75 MB where (start, len) pairs took 11 MB, and its load, a miss on most hops,
+/// was most of forwarding's time. The sets themselves are few and stay in cache.
 pub struct Routes {
     hosts: u32,
+    /// `ids[node * hosts + host]`: the set's index among `node`'s sets.
+    ids: Vec<u16>,
+    /// Where `node`'s sets start in `sets`.
+    first_set: Vec<u32>,
+    /// (start, len) of a set in `ports`.
     sets: Vec<(u32, u32)>,
     ports: Vec<PortId>,
 }
@@ -71,26 +77,32 @@ impl Routes {
                 by_dst_offsets.push(by_dst_ports.len() as u32);
             }
         }
-        let mut sets = Vec::with_capacity(n * hosts);
-        let mut ports = Vec::new();
-        let mut seen: std::collections::HashMap<&[PortId], u32> = Default::default();
+        let mut ids = Vec::with_capacity(n * hosts);
+        let (mut first_set, mut sets, mut ports) = (Vec::with_capacity(n), Vec::new(), Vec::new());
+        let mut seen: std::collections::HashMap<&[PortId], u16> = Default::default();
         for node in 0..n {
+            first_set.push(sets.len() as u32);
+            seen.clear();
             for dst in 0..hosts {
                 let i = dst * n + node;
                 let next = &by_dst_ports[by_dst_offsets[i] as usize..by_dst_offsets[i + 1] as usize];
-                let start = *seen.entry(next).or_insert_with(|| {
+                let id = *seen.entry(next).or_insert_with(|| {
                     ports.extend_from_slice(next);
-                    (ports.len() - next.len()) as u32
+                    sets.push(((ports.len() - next.len()) as u32, next.len() as u32));
+                    // a node has at most one set per host it routes to
+                    u16::try_from(sets.len() - 1 - first_set[node] as usize)
+                        .expect("routing: more than 65 536 distinct next-hop sets at one node")
                 });
-                sets.push((start, next.len() as u32));
+                ids.push(id);
             }
         }
-        Routes { hosts: hosts as u32, sets, ports }
+        Routes { hosts: hosts as u32, ids, first_set, sets, ports }
     }
 
     #[inline]
     pub fn next_hops(&self, node: NodeId, host: u32) -> &[PortId] {
-        let (start, len) = self.sets[node as usize * self.hosts as usize + host as usize];
+        let id = self.ids[node as usize * self.hosts as usize + host as usize];
+        let (start, len) = self.sets[self.first_set[node as usize] as usize + id as usize];
         &self.ports[start as usize..(start + len) as usize]
     }
 
