@@ -139,11 +139,16 @@ fn a_paused_link_holds_its_queue_and_resumes() {
 
 #[test]
 fn bad_pause_keys_are_named() {
-    let key = |extra: &str| load(&format!("{}{ONE_FLOW}{extra}", net()), &[]).expect_err("invalid").key;
-    assert_eq!(key("[pauses]\nhosts = 9\n"), "pauses.hosts");
-    assert_eq!(key("[pauses]\nhosts = 1\nperiod_us = 0.0\n"), "pauses.period_us");
-    assert_eq!(key("[pauses]\nhosts = 1\nperiod_us = 10.0\nduration_us = 20.0\n"), "pauses.duration_us");
-    assert_eq!(key("[pauses]\nhosts = 1\namong = [8]\n"), "pauses.among.0");
-    assert_eq!(key("[pauses]\nhosts = 1\namong = [2, 2]\n"), "pauses.among.1");
-    assert_eq!(key("[[failures]]\nat_us = 1.0\nlink = \"leaf0-spine0\"\npause_us = -1.0\n"), "failures.0.pause_us");
+    let cases = [
+        ("[pauses]\nhosts = 9\n", "pauses.hosts"),
+        ("[pauses]\nhosts = 1\nperiod_us = 0.0\n", "pauses.period_us"),
+        ("[pauses]\nhosts = 1\nperiod_us = 10.0\nduration_us = 20.0\n", "pauses.duration_us"),
+        ("[pauses]\nhosts = 1\namong = [8]\n", "pauses.among.0"),
+        ("[pauses]\nhosts = 1\namong = [2, 2]\n", "pauses.among.1"),
+        ("[[failures]]\nat_us = 1.0\nlink = \"leaf0-spine0\"\npause_us = -1.0\n", "failures.0.pause_us"),
+    ];
+    for (extra, key) in cases {
+        let err = load(&format!("{}{ONE_FLOW}{extra}", net()), &[]).expect_err("invalid");
+        assert_eq!(err.key, key, "{extra}");
+    }
 }
