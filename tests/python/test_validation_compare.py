@@ -73,3 +73,42 @@ def test_ns3_fixes_are_leafspine_flags_and_name_their_results(compare):
     assert compare.results_stem() == "results"
     compare._tcp_mode, compare._ns3_fixes = "ns3", ["cwr", "dctcp_floor"]
     assert compare.results_stem() == "results-ns3-cwr-dctcp_floor"
+
+
+@pytest.mark.skipif(
+    not (NS3_BIN.exists() and SIM_BIN.exists()),
+    reason="needs validation/ns3/build.sh and cargo build --release -p gradwire-sim",
+)
+def test_ns3_with_linux_cwr_rule_agrees_where_stock_ns3_times_out(tmp_path):
+    """A 64-to-1 DCTCP incast into a 150 KB port (seconds): DCTCP senders lose segments
+    within a window of their ECN cut. Stock ns-3 waits for the RTO there; with
+    `--ns3-fix cwr` it fast-retransmits, as gradwire (and Linux) do, and agrees better."""
+    import subprocess
+
+    text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()
+    for old, new in [
+        ("senders = 32", "senders = 64"),
+        ("flow_bytes = 1000000", "flow_bytes = 300000"),
+        ("buffer_bytes = 512000", "buffer_bytes = 150000"),
+        ("ecn_threshold_packets = 65", "ecn_threshold_packets = 20"),
+        ('name = "incast-dctcp"', 'name = "incast-cwr"'),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    scenario = tmp_path / "incast-cwr.toml"
+    scenario.write_text(text)
+
+    def mean_gap(*fix: str) -> float:
+        cmd = [sys.executable, str(ROOT / "validation" / "compare.py"), "--scenarios", str(scenario)]
+        cmd += ["--transports", "dctcp", "--nics", "round_robin", "--seeds", "1,2,3", "--no-write"]
+        cmd += ["--work", str(tmp_path / "out"), *(["--ns3-fix", *fix] if fix else [])]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        row = next(line.split() for line in r.stdout.splitlines() if line.startswith("incast-cwr"))
+        return abs(float(row[7].rstrip("%")))
+
+    stock, fixed = mean_gap(), mean_gap("cwr")
+    assert fixed < stock, (stock, fixed)
+    logs = list((tmp_path / "out" / "incast-cwr").glob("ns3-results-cwr-*/log.txt"))
+    recoveries = [int(p.read_text().split("fast recoveries entered from CA_CWR:")[1].split()[0]) for p in logs]
+    assert len(recoveries) == 3 and all(n > 0 for n in recoveries), recoveries
