@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -709,19 +711,33 @@ def emulate(
     ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not draw the figure.")] = False,
     gbps: Annotated[
-        float | None,
+        str,
         typer.Option(
             "--gbps",
-            min=0.001,
-            help="Host link rate; the uplinks and the job's bytes scale with it, so wire times stay "
-            "(0.25 is network-bound on 2 idle cores).",
+            help="Host link rate in Gbit/s; the uplinks and the job's bytes scale with it, so wire times "
+            "stay. auto: a built-in scenario runs at a rate this machine's cores keep up with "
+            "(0.125 Gbit/s per core, at most its own; 0.25 on 2 cores).",
         ),
-    ] = None,
+    ] = "auto",
 ) -> None:
     """Run a job (Gloo, gradwire, kernel TCP) on an emulated network of namespaces (needs root)."""
     from gradwire.emu.command import emulate as run_emulation
 
-    raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err(), gbps=gbps))
+    rate = _gbps(gbps)
+    raise typer.Exit(run_emulation(scenario, out, list(sets or []), not no_plot, _out(), _err(), gbps=rate))
+
+
+def _gbps(text: str) -> float | str:
+    """`--gbps`: `auto` or a positive number of Gbit/s."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be `auto` or a positive number of Gbit/s (got {text!r})", param_hint="--gbps")
+    return value
 
 
 @app.command()
@@ -732,14 +748,13 @@ def crosscheck(
         list[str] | None, typer.Option("--case", "-c", help="Run only the cases whose name contains this (repeatable).")
     ] = None,
     gbps: Annotated[
-        float,
+        str,
         typer.Option(
             "--gbps",
-            min=0.001,
-            help="Host link rate in both worlds, the bytes scaled with it (the wire time stays); "
-            "0.25 is network-bound on 2 idle cores.",
+            help="Host link rate in both worlds in Gbit/s, the bytes scaled with it (the wire time "
+            "stays). auto: 1, or what this machine's cores keep up with (0.125 per core; 0.25 on 2).",
         ),
-    ] = 1.0,
+    ] = "auto",
 ) -> None:
     """The same small jobs in the emulator (runtime, kernel TCP) and in their simulator twins,
     with the ratio emulated / simulated per backend (needs root)."""
@@ -747,8 +762,13 @@ def crosscheck(
 
     from gradwire.emu import crosscheck as cc
     from gradwire.emu.binary import EmulatorUnavailable, unavailable_reason
-    from gradwire.emu.job import JobError
+    from gradwire.emu.job import GBPS_PER_CORE, JobError
 
+    asked = _gbps(gbps)
+    cores = os.cpu_count() or 1
+    gbps_value = min(1.0, GBPS_PER_CORE * cores) if asked == "auto" else float(asked)
+    if asked == "auto" and gbps_value < 1.0:
+        _out().print(f"[yellow]{cores} cores keep up with {gbps_value:g} Gbit/s: links at that rate, bytes scaled[/]")
     reason = unavailable_reason()
     if reason:
         raise _fail(f"cannot emulate here: {reason}", 3)
@@ -756,9 +776,9 @@ def crosscheck(
         require("gradwire crosscheck", "torch", ("torch",))  # Gloo and the runtime's ranks
     except MissingExtra as e:
         raise _fail(str(e)) from None
-    todo = [c for c in cc.cases(quick, gbps) if not only or any(o in c.name for o in only)]
+    todo = [c for c in cc.cases(quick, gbps_value) if not only or any(o in c.name for o in only)]
     if not todo:
-        raise _fail(f"no case matches {only}: {', '.join(c.name for c in cc.cases(quick, gbps))}")
+        raise _fail(f"no case matches {only}: {', '.join(c.name for c in cc.cases(quick, gbps_value))}")
     console, rows = _out(), []
     for i, case in enumerate(todo, 1):
         console.print(f"[{i}/{len(todo)}] [bold]{escape(case.name)}[/]")

@@ -121,7 +121,10 @@ def test_cpu_bound_iterations_get_a_note_that_names_a_network_bound_rate():
         {"run": "r", "label": "dlcp", "median_s": 0.4, "min_s": 0.4, "max_s": 0.5, "n": 3, "cpu_bound": 2},
     ]
     hint = cpu_bound_hint(pd.DataFrame(rows))
-    assert hint and hint.startswith("2 of 6 iterations were CPU-bound") and "--gbps 0.25" in hint
+    assert hint and hint.startswith("2 of 6 iterations were CPU-bound") and "0.125 Gbit/s per core" in hint
+    # a machine shared with other work: the note says so instead
+    busy = [{**r, "other_share": 0.45} for r in rows]
+    assert "Other processes took 45% of the machine" in (cpu_bound_hint(pd.DataFrame(busy)) or "")
     rows[1]["cpu_bound"] = 0
     assert cpu_bound_hint(pd.DataFrame(rows)) is None
     # flow jobs without CPU samples: nothing to say
@@ -154,3 +157,30 @@ def test_gbps_scales_rates_and_bytes_to_the_same_wire_time(tmp_path):
         at_rate(BUILTIN / "train-loss.toml", [], 0.25)
     with pytest.raises(JobError, match="positive number"):
         at_rate(BUILTIN / "allreduce-loss.toml", [], 0.0)
+
+
+def test_auto_rate_runs_a_builtin_job_at_what_the_cores_keep_up_with(tmp_path):
+    """`--gbps auto` (the default): on 2 cores a built-in 1 Gbit/s job runs at 0.25 Gbit/s,
+    on 16 at its own rate; a file of the user's, a rate or bytes set with --set, a training
+    job and a sweep over a rate keep theirs, each with its reason."""
+    from gradwire.emu.job import auto_rate
+
+    ring = BUILTIN / "allreduce-loss.toml"
+    rate, why = auto_rate(ring, [], builtin=True, cores=2)
+    assert rate == 0.25 and "2 cores keep up with 0.25 Gbit/s" in why and "--gbps 1 runs its own" in why
+    assert auto_rate(ring, [], builtin=True, cores=16)[0] is None
+    assert auto_rate(ring, [], builtin=False, cores=2) == (None, "a scenario file of yours runs at its own rate")
+    assert auto_rate(ring, ["topology.host_link_gbps=0.5"], builtin=True, cores=2)[0] is None
+    assert auto_rate(ring, ["job.bytes=1000"], builtin=True, cores=2)[0] is None
+    assert auto_rate(BUILTIN / "train-loss.toml", [], builtin=True, cores=2) == (None, "its rate or bytes cannot scale")
+    assert auto_rate(BUILTIN / "leafspine-oversub.toml", [], builtin=True, cores=2)[0] is None
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "fast", "nan", "inf"])
+def test_gbps_takes_auto_or_a_positive_rate(bad):
+    from typer.testing import CliRunner
+
+    from gradwire.cli import app
+
+    r = CliRunner().invoke(app, ["emulate", "allreduce-loss", "--gbps", bad])
+    assert r.exit_code == 2 and "must be `auto` or a positive number of Gbit/s" in r.output, r.output

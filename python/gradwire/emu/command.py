@@ -38,12 +38,17 @@ def emulate(
     console: Console,
     err: Console,
     timeout: float = 300.0,
-    gbps: float | None = None,
+    gbps: float | str | None = None,
 ) -> int:
     """Returns an exit code: 0 ok, 1 a run failed, 2 bad input, 3 cannot emulate here.
-    `gbps`: the host links' rate, bytes scaled to the same wire time (`job.at_rate`)."""
+    `gbps`: the host links' rate, bytes scaled to the same wire time (`job.at_rate`);
+    `"auto"`: a rate this machine's cores keep up with (`job.auto_rate`)."""
     try:
         path = resolve(scenario)
+        if gbps == "auto":
+            gbps, why = job.auto_rate(path, sets, builtin=path.parent == BUILTIN)
+            if gbps is not None:
+                console.print(f"[yellow]{escape(why)}[/]")
         if gbps is not None:
             sets = job.at_rate(path, sets, gbps)
         name, points = job.plan(path, sets)

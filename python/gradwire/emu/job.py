@@ -102,6 +102,37 @@ def plan(path: Path, sets: list[str] = ()) -> tuple[str, list[Point]]:
 SCALED_BY_RATE = ("topology.host_link_gbps", "topology.uplink_gbps", "job.bytes", "job.flows", "job.background")
 
 
+#: Host link rate per core at which the built-in jobs stay network-bound, Gloo's and the
+#: runtime's alike: measured at 0.25 Gbit/s on 2 idle cores and 1 Gbit/s on 16 (where 10
+#: Gbit/s is bound by the user-space switch), docs/emulation.md; in between it is assumed
+#: to scale with the cores.
+GBPS_PER_CORE = 0.125
+
+
+def auto_rate(path: Path, sets: list[str], builtin: bool, cores: int | None = None) -> tuple[float | None, str]:
+    """`--gbps auto`: the host link rate to run `path` at on this machine, or None to keep
+    the file's, and why. A built-in scenario whose rate this machine's cores cannot keep up
+    with runs at the rate they can (0.125 Gbit/s per core), bytes scaled to the
+    same wire time; a file of the user's, a rate set with --set, a training job and a sweep
+    over a rate keep theirs."""
+    cores = cores or os.cpu_count() or 1
+    if not builtin:
+        return None, "a scenario file of yours runs at its own rate"
+    if any(s.split("=", 1)[0].strip() in SCALED_BY_RATE for s in sets):
+        return None, "--set gives the rate or the bytes"
+    _name, points = plan(path, sets)
+    if points[0].job["kind"] == "train" or any(k in SCALED_BY_RATE for pt in points for k, _ in pt.params):
+        return None, "its rate or bytes cannot scale"
+    file_gbps = float(points[0].root.get("topology", {}).get("host_link_gbps", 100.0))
+    cap = GBPS_PER_CORE * cores
+    if file_gbps <= cap:
+        return None, f"{cores} cores keep up with {file_gbps:g} Gbit/s"
+    return cap, (
+        f"{cores} cores keep up with {cap:g} Gbit/s, not the scenario's {file_gbps:g} (the run would be "
+        f"CPU-bound): links at {cap:g} Gbit/s, bytes scaled to the same wire time; --gbps {file_gbps:g} runs its own"
+    )
+
+
 def at_rate(path: Path, sets: list[str], gbps: float) -> list[str]:
     """`sets` plus the overrides that run the scenario with its host links at `gbps` Gbit/s:
     the uplinks and every byte count of the job (`bytes`, the `flows` and `background`
