@@ -25,20 +25,24 @@ pub trait AckExtra: Copy + Send {
 /// Delayed ACKs (RFC 5681 4.2): an in-order packet that leaves no hole is answered with
 /// the `count`th such packet, or `timeout` after the first unanswered one; anything else
 /// (out of order, filling a hole, a duplicate) at once. `count` 1: every packet at once.
-/// The flow's last packet is no exception: a TCP receiver does not know where the sender's
-/// data ends (ns-3's and Linux's hold it like any other), so an odd last segment waits for
-/// the timeout, and a sender whose RTO is shorter times out once, spuriously.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DelayedAck {
     /// Packets one ACK may answer (1: no delay).
     pub count: u32,
     /// The longest an ACK waits.
     pub timeout: Time,
+    /// The packet that completes the flow's data is answered at once, as Linux answers
+    /// the end of an application write once the reader has drained it (the segment's PSH
+    /// sets `ICSK_ACK_PUSHED` in `tcp_measure_rcv_mss`, and `__tcp_cleanup_rbuf` ACKs; for
+    /// a full-size segment since 6.6, commit 4720852ed9af). `false`: it waits like any
+    /// other, as in ns-3, so an odd last segment waits for the timeout and a sender whose
+    /// RTO is shorter times out once, spuriously.
+    pub at_write_end: bool,
 }
 
 impl DelayedAck {
     /// One ACK per data packet, at once.
-    pub const OFF: DelayedAck = DelayedAck { count: 1, timeout: 0 };
+    pub const OFF: DelayedAck = DelayedAck { count: 1, timeout: 0, at_write_end: false };
 }
 
 /// Receiving side of one flow; reports `Delivered` once all `size` bytes are in. `A` is
@@ -136,7 +140,8 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
         let h = self.held.get_or_insert(Held { packets: 0, extra, due: now.saturating_add(self.delack.timeout) });
         h.packets += 1;
         h.extra = extra;
-        if h.packets >= self.delack.count {
+        let write_end = self.delack.at_write_end && self.flow_bytes.in_order() == self.flow_bytes.size();
+        if h.packets >= self.delack.count || write_end {
             self.release();
         }
     }

@@ -13,6 +13,7 @@
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
 //! | `transport.tcp_delack_count` | 2 | `__tcp_ack_snd_check` (`tcp_input.c`): ACK once more than one full segment is unacknowledged |
 //! | `transport.tcp_delack_timeout_us` | 40 000 | `TCP_DELACK_MIN` (HZ / 25) |
+//! | `transport.tcp_delack_write_end` | `true` | `tcp_measure_rcv_mss` marks a write's last segment (PSH) `ICSK_ACK_PUSHED`; `__tcp_cleanup_rbuf` ACKs it once read |
 //! | `transport.rto_min_us` | 200 000 | `TCP_RTO_MIN` (HZ / 5) |
 //! | `transport.tcp_partial_ack_resend` | `false` | only what the scoreboard deems lost is resent (`tcp_xmit_retransmit_queue`) |
 //! | `transport.tcp_slow_start` | `"per_segment"` | `tcp_slow_start` (`tcp_cong.c`): cwnd grows by the segments acknowledged |
@@ -98,6 +99,7 @@ fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     }
     fill(tree, "transport", "tcp_delack_count", 2.into())?;
     fill(tree, "transport", "tcp_delack_timeout_us", LINUX_DELACK_MIN_US.into())?;
+    fill(tree, "transport", "tcp_delack_write_end", true.into())?;
     fill(tree, "transport", "rto_min_us", LINUX_RTO_MIN_US.into())?;
     fill(tree, "transport", "tcp_partial_ack_resend", false.into())?;
     fill(tree, "transport", "tcp_slow_start", "per_segment".into())?;
@@ -226,7 +228,7 @@ mod tests {
             "the schema's RTOmin"
         );
         // The transport as the schema's defaults have it, so runs stay byte-identical.
-        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\nrto_min_us = 10000.0\n"), &[]).unwrap();
+        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\nrto_min_us = 10000.0\n"), &[]).unwrap();
         assert_eq!(t, none[0].scenario.transport);
     }
 

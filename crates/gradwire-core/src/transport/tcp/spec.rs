@@ -41,7 +41,8 @@ pub static KEYS: KeySet = KeySet {
         Key::hidden("tcp_rack_tlp", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_sack`: RACK-TLP (RFC 8985): a segment sent before one that was delivered is lost once an RTT plus the reordering window (0 until reordering is seen, then min_RTT / 4) has passed; a tail loss probe 2 SRTTs after the last ACK (plus the delayed-ACK timeout when one segment is out) replaces most tail RTOs."]),
         Key::hidden("tcp_partial_ack_resend", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "With `tcp_sack`: every partial ACK in recovery sends one more segment whatever cwnd says, as ns-3.37's `TcpSocketBase::ProcessAck` does (`DoRetransmit`): nothing if the new head was resent already, else the first segment deemed lost and never resent, else new data, else the head again (Linux does not). `baseline = \"ns3\"` and `validation/compare.py --tcp ns3` set it."]),
         Key::hidden("tcp_cc", KeyType::Choice(CC), Value::Str(std::borrow::Cow::Borrowed("reno")), ["`\"reno\"` \\| `\"cubic\"`", "`\"reno\"`", "`newreno` only: the window's growth, RFC 5681 or CUBIC (RFC 9438: C = 0.4, beta = 0.7, fast convergence, the Reno-friendly region; no HyStart++)."]),
-        Key::hidden("tcp_delack_count", KeyType::U32, Value::Int(1), ["int >= 1", "`1` (`2` under `modern` and `ns3`)", "In-order segments one ACK answers (Linux: 2). Out-of-order segments, segments that fill a hole, and (DCTCP) a change of CE state are answered at once; a flow's last segment is not (the receiver does not know the data ends there), so an odd last segment waits for the timeout."]),
+        Key::hidden("tcp_delack_count", KeyType::U32, Value::Int(1), ["int >= 1", "`1` (`2` under `modern` and `ns3`)", "In-order segments one ACK answers (Linux: 2). Out-of-order segments, segments that fill a hole, and (DCTCP) a change of CE state are answered at once; a flow's last segment too with `tcp_delack_write_end`."]),
+        Key::hidden("tcp_delack_write_end", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_delack_count` > 1: the segment that completes a flow is answered at once, as Linux answers the end of an application write once the reader drains it (`ICSK_ACK_PUSHED`). `false`: it waits like any other (ns-3), so an odd last segment waits for the timeout."]),
         Key::hidden("tcp_delack_timeout_us", KeyType::F64, Value::Float(LINUX_DELACK_TIMEOUT_US), ["float > 0, µs", "`40000`", "With `tcp_delack_count` > 1: the longest an ACK waits (Linux's `TCP_DELACK_MIN`; ns-3's `DelAckTimeout` is 200 ms)."]),
         Key::hidden("tcp_slow_start", KeyType::Choice(SLOW_START), Value::Str(std::borrow::Cow::Borrowed("per_segment")), ["`\"per_segment\"` \\| `\"per_ack\"`", "`\"per_segment\"`", "Slow start grows the window by every segment an ACK covers (Linux's `tcp_slow_start`, ns-3's `TcpCubic` and `TcpLinuxReno`/`TcpDctcp`), or by one segment per ACK however many it covers (ns-3's `TcpNewReno::SlowStart`, RFC 5681 without byte counting): with delayed ACKs every 2 segments, 1.5× per round trip instead of 2×."]),
     ],
@@ -65,7 +66,11 @@ pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
         sack: v.bool("tcp_sack"),
         rack_tlp: v.bool("tcp_rack_tlp"),
         partial_ack_resend: v.bool("tcp_partial_ack_resend"),
-        delayed_ack: DelayedAck { count: v.u32("tcp_delack_count"), timeout: from_us(v.f64("tcp_delack_timeout_us")) },
+        delayed_ack: DelayedAck {
+            count: v.u32("tcp_delack_count"),
+            timeout: from_us(v.f64("tcp_delack_timeout_us")),
+            at_write_end: v.bool("tcp_delack_write_end"),
+        },
         slow_start_per_ack: v.str("tcp_slow_start") == "per_ack",
         cc,
     }

@@ -504,7 +504,7 @@ proptest! {
         recovery in 0u8..3,
         delack in any::<bool>(),
     ) {
-        let delayed_ack = if delack { DelayedAck { count: 2, timeout: 40 * US } } else { DelayedAck::OFF };
+        let delayed_ack = if delack { DelayedAck { count: 2, timeout: 40 * US, at_write_end: false } } else { DelayedAck::OFF };
         let (sack, rack_tlp) = (recovery > 0, recovery > 1);
         let cfg = TcpConfig { cc, sack, rack_tlp, delayed_ack, ..TcpConfig::default() };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);

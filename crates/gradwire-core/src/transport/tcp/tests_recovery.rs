@@ -157,7 +157,7 @@ fn a_tail_loss_is_repaired_by_a_probe_before_the_rto() {
 
 #[test]
 fn delayed_acks_answer_every_second_segment_and_anything_out_of_order_at_once() {
-    let cfg = TcpConfig { delayed_ack: DelayedAck { count: 2, timeout: 40 * MS }, ..dctcp() };
+    let cfg = TcpConfig { delayed_ack: DelayedAck { count: 2, timeout: 40 * MS, at_write_end: false }, ..dctcp() };
     let mut r = TcpReceiver::new(cfg, 7, 2, 1, 20 * MSS);
     let data = |i: u64, ce: bool| {
         let mut p = Packet::data(7, 1, 2, i * MSS, MSS as u32, 40);
@@ -184,6 +184,24 @@ fn delayed_acks_answer_every_second_segment_and_anything_out_of_order_at_once() 
     assert!(r.poll_timeout().is_some());
     r.handle_timeout(9 + 40 * MS);
     assert_eq!(acks(&mut r), [(9, false)]);
+}
+
+#[test]
+fn the_segment_that_ends_the_data_is_answered_at_once_where_linux_does() {
+    // 2.5 segments: the third, short and odd, ends the write; Linux ACKs it when the
+    // reader drains it, ns-3 holds it for the timeout
+    let size = 2 * MSS + MSS / 2;
+    for (at_write_end, expect) in [(true, vec![2 * MSS, size]), (false, vec![2 * MSS])] {
+        let cfg = TcpConfig { delayed_ack: DelayedAck { count: 2, timeout: 40 * MS, at_write_end }, ..dctcp() };
+        let mut r = TcpReceiver::new(cfg, 7, 2, 1, size);
+        for i in 0..3 {
+            let len = if i == 2 { MSS / 2 } else { MSS };
+            r.handle_packet(i, &Packet::data(7, 1, 2, i * MSS, len as u32, 40));
+        }
+        let acks: Vec<u64> = std::iter::from_fn(|| r.poll_transmit(0)).map(|a| a.seq).collect();
+        assert_eq!(acks, expect, "at_write_end = {at_write_end}");
+        assert_eq!(r.poll_timeout().is_some(), !at_write_end, "nothing left held");
+    }
 }
 
 fn dctcp() -> TcpConfig {
