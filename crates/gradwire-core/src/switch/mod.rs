@@ -195,6 +195,10 @@ pub struct EgressPort<T> {
     queues: [VecDeque<(T, u32)>; MAX_QUEUES],
     queue_bytes: [u64; MAX_QUEUES],
     bytes: u64,
+    /// Packets queued, and bit `q` set while queue `q` holds any: emptiness and the next
+    /// queue to serve without reading the eight queues' headers (four cache lines).
+    packets: u32,
+    nonempty: u8,
     /// Totals since creation; the port updates them, the driver reads them.
     pub counters: PortCounters,
 }
@@ -208,6 +212,8 @@ impl<T> EgressPort<T> {
             queues: Default::default(),
             queue_bytes: [0; MAX_QUEUES],
             bytes: 0,
+            packets: 0,
+            nonempty: 0,
             counters: PortCounters::default(),
         }
     }
@@ -249,6 +255,8 @@ impl<T> EgressPort<T> {
         self.queue_bytes[q] += bytes as u64;
         self.bytes += bytes as u64;
         self.queues[q].push_back((item, bytes));
+        self.packets += 1;
+        self.nonempty |= 1 << q;
         // a deep queue's ring outgrows the cache: its next slot was last touched a ring ago
         crate::prefetch::after(self.queues[q].back());
         self.counters.enqueued += 1;
@@ -276,10 +284,15 @@ impl<T> EgressPort<T> {
 
     /// Take the next packet: the head of the highest-priority (lowest-numbered) non-empty queue.
     pub fn dequeue(&mut self, pool: &mut BufferPool) -> Option<T> {
-        let q = (0..self.cfg.queues as usize).find(|&q| !self.queues[q].is_empty())?;
-        let (item, bytes) = self.queues[q].pop_front()?;
-        if let Some(next) = self.queues[q].front() {
-            crate::prefetch::line(next as *const _ as *const u8);
+        if self.nonempty == 0 {
+            return None;
+        }
+        let q = self.nonempty.trailing_zeros() as usize;
+        let (item, bytes) = self.queues[q].pop_front().expect("a queue marked non-empty");
+        self.packets -= 1;
+        match self.queues[q].front() {
+            Some(next) => crate::prefetch::line(next as *const _ as *const u8),
+            None => self.nonempty &= !(1 << q),
         }
         pool.used_bytes -= bytes as u64;
         self.queue_bytes[q] -= bytes as u64;
@@ -305,7 +318,7 @@ impl<T> EgressPort<T> {
 
     /// Packets queued over all queues.
     pub fn packets(&self) -> usize {
-        self.queues.iter().map(VecDeque::len).sum()
+        self.packets as usize
     }
 
     /// Packets in queue `q` (0 is served first); panics if `q >= MAX_QUEUES`.
@@ -315,7 +328,7 @@ impl<T> EgressPort<T> {
 
     /// Nothing queued.
     pub fn is_empty(&self) -> bool {
-        self.bytes == 0 && self.packets() == 0
+        self.packets == 0
     }
 
     /// Total drops over all reasons.
