@@ -198,6 +198,7 @@ mod tests {
             );
             assert_eq!(t.keys.str("tcp_cc"), "cubic");
             assert_eq!((t.keys.u32("tcp_delack_count"), t.keys.f64("tcp_delack_timeout_us")), (2, 40_000.0));
+            assert!(t.keys.bool("tcp_delack_write_end"), "Linux answers a write's last segment once read");
             assert_eq!(
                 (t.keys.f64("rto_min_us"), t.keys.opt_f64("rto_initial_us")),
                 (200_000.0, None),
@@ -241,6 +242,7 @@ mod tests {
             (t.keys.u32("tcp_delack_count"), t.keys.f64("tcp_delack_timeout_us"), t.keys.f64("rto_min_us")),
             (2, 200_000.0, 1_000_000.0)
         );
+        assert!(!t.keys.bool("tcp_delack_write_end"), "ns-3 holds the last segment like any other");
         assert_eq!(
             (t.keys.str("tcp_cc"), t.keys.str("tcp_slow_start")),
             ("cubic", "per_segment"),
