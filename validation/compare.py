@@ -50,8 +50,10 @@ DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
 #  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
 #    limited transmit, PRR, and (ns-3's TcpSocketBase) one more segment sent on every
 #    partial ACK in recovery; TcpNewReno's slow start grows one segment per ACK (TcpDctcp,
-#    a TcpLinuxReno, counts segments). Timestamps stay off on both sides (they would add
-#    12 header bytes a packet).
+#    a TcpLinuxReno, counts segments); TcpSocketBase enters no fast recovery from CA_CWR,
+#    counts only the segments above the recovery point on the ACK that ends CA_LOSS, and
+#    clears the RTO's backoff on every new ACK (NewAck). Timestamps stay off on both sides
+#    (they would add 12 header bytes a packet).
 TCP_MODES = {
     "sackless": (["baseline=sackless"], []),
     "ns3": (
@@ -61,6 +63,9 @@ TCP_MODES = {
             "transport.tcp_partial_ack_resend=true",
             "transport.tcp_delack_count=2",
             "transport.tcp_delack_timeout_us=200000.0",
+            "transport.tcp_recovery_from_cwr=false",
+            "transport.tcp_loss_exit_ack=above_recover",
+            "transport.tcp_rto_backoff_reset=new_ack",
         ],
         ["--sack=true", "--delAckCount=2", "--recovery=prr", "--limitedTransmit=true"],
     ),

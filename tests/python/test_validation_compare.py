@@ -34,6 +34,8 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     assert "transport.tcp_sack=true" in ours and "--sack=true" in theirs
     assert "transport.tcp_delack_count=2" in ours and "--delAckCount=2" in theirs
     assert "transport.tcp_slow_start=per_ack" in ns3, "ns-3's TcpNewReno grows one segment per ACK"
+    for kv in ["tcp_recovery_from_cwr=false", "tcp_loss_exit_ack=above_recover", "tcp_rto_backoff_reset=new_ack"]:
+        assert f"transport.{kv}" in ours, "ns-3.37's TcpSocketBase: DupAck, ProcessAck leaving CA_LOSS, NewAck"
     dctcp = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
     assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
 
