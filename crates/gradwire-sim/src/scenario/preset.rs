@@ -54,7 +54,9 @@
 //! Recovery is RFC 6675 with PRR (`TcpL4Protocol::RecoveryType = TcpPrrRecovery`), which
 //! gradwire's SACK recovery always runs. Not modelled: timestamps (`Timestamp = true`, 12
 //! bytes a segment), `ClockGranularity` (1 ms, below every RTOmin used here),
-//! `TcpCubic::HyStart`; limited transmit only acts without SACK in ns-3.37.
+//! `TcpCubic::HyStart`; `TcpDctcp::GetSsThresh`'s cut without a floor (gradwire keeps two
+//! segments) and PRR pacing an ECN cut (gradwire cuts at once; docs/validation.md measures
+//! both); limited transmit only acts without SACK in ns-3.37.
 //!
 //! `baseline = "sackless"`: the TCP of the papers' ns-3 runs (`Sack = false`,
 //! `DelAckCount = 1`, NewReno) and gradwire's default before SACK: runs are byte-identical
