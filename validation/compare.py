@@ -46,14 +46,23 @@ DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctc
 DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
 # TCP as each side runs it: gradwire's keys and leafspine's flags for the same thing. Both
 # start from `baseline = "sackless"` (gradwire's default is Linux's TCP) and set the rest.
+# In both modes gradwire runs three behaviours of ns-3.37's TcpSocketBase (NS3_SOCKET):
+# no fast recovery from CA_CWR (DupAck), only the segments above the recovery point counted
+# on the ACK that ends CA_LOSS (ProcessAck), and the RTO's backoff cleared on every new ACK
+# (NewAck).
 #  sackless: what the papers' ns-3 runs had: no SACK, one ACK a segment, NewReno recovery.
 #  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
 #    limited transmit, PRR, and (ns-3's TcpSocketBase) one more segment sent on every
 #    partial ACK in recovery; TcpNewReno's slow start grows one segment per ACK (TcpDctcp,
 #    a TcpLinuxReno, counts segments). Timestamps stay off on both sides (they would add
 #    12 header bytes a packet).
+NS3_SOCKET = [
+    "transport.tcp_recovery_from_cwr=false",
+    "transport.tcp_loss_exit_ack=above_recover",
+    "transport.tcp_rto_backoff_reset=new_ack",
+]
 TCP_MODES = {
-    "sackless": (["baseline=sackless"], []),
+    "sackless": (["baseline=sackless", *NS3_SOCKET], []),
     "ns3": (
         [
             "baseline=sackless",
@@ -61,6 +70,7 @@ TCP_MODES = {
             "transport.tcp_partial_ack_resend=true",
             "transport.tcp_delack_count=2",
             "transport.tcp_delack_timeout_us=200000.0",
+            *NS3_SOCKET,
         ],
         ["--sack=true", "--delAckCount=2", "--recovery=prr", "--limitedTransmit=true"],
     ),
@@ -70,9 +80,12 @@ TCP_MODE_TRANSPORT = {"ns3": {"newreno": ["transport.tcp_slow_start=per_ack"]}}
 _tcp_mode = "sackless"
 # ns-3.37 behaviours that Linux and the RFCs do differently, each a leafspine flag (off:
 # stock ns-3). `--ns3-fix` turns them on to show what each gap is made of.
-#  cwr: fast retransmit from CA_CWR (stock ns-3 waits for the RTO after an ECN cut);
+#  cwr: fast retransmit from CA_CWR (stock ns-3 waits for the RTO after an ECN cut; gradwire
+#    then runs its own rule, `tcp_recovery_from_cwr = true`, too);
 #  dctcp_floor: DCTCP's cut keeps 2 segments (Linux's dctcp_ssthresh; ns-3 has no floor).
 NS3_FIXES = {"cwr": "--cwrFastRetransmit=true", "dctcp_floor": "--dctcpFloor=true"}
+# What gradwire runs beside each fix: the same behaviour as Linux has it.
+NS3_FIX_OURS = {"cwr": ["transport.tcp_recovery_from_cwr=true"], "dctcp_floor": []}
 _ns3_fixes: list[str] = []
 
 # Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
@@ -207,7 +220,8 @@ def snapshot_our_binary(work: Path) -> Path | None:
 
 def our_command(scenario: Path, out: Path, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
     sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={nic}"]
-    for kv in TCP_MODES[_tcp_mode][0] + TCP_MODE_TRANSPORT.get(_tcp_mode, {}).get(transport, []):
+    fixes = [kv for f in _ns3_fixes for kv in NS3_FIX_OURS[f]]
+    for kv in TCP_MODES[_tcp_mode][0] + TCP_MODE_TRANSPORT.get(_tcp_mode, {}).get(transport, []) + fixes:
         sets += ["--set", kv]
     exe = _snapshot or (OUR_BIN if OUR_BIN.exists() else None)
     if exe:

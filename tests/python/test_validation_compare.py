@@ -26,6 +26,8 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     plain = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
     assert not any("tcp_sack" in a for a in plain) and "baseline=sackless" in plain, "sackless: the preset"
     assert compare.TCP_MODES["sackless"][1] == [], "and ns-3's flags as leafspine.cc sets them"
+    for kv in compare.NS3_SOCKET:
+        assert kv in plain, "ns-3.37's TcpSocketBase behaviours in either mode"
     compare._tcp_mode = "ns3"
     ns3 = compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
     ours, theirs = compare.TCP_MODES["ns3"]
@@ -34,6 +36,12 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     assert "transport.tcp_sack=true" in ours and "--sack=true" in theirs
     assert "transport.tcp_delack_count=2" in ours and "--delAckCount=2" in theirs
     assert "transport.tcp_slow_start=per_ack" in ns3, "ns-3's TcpNewReno grows one segment per ACK"
+    for kv in ["tcp_recovery_from_cwr=false", "tcp_loss_exit_ack=above_recover", "tcp_rto_backoff_reset=new_ack"]:
+        assert f"transport.{kv}" in ours, "ns-3.37's TcpSocketBase: DupAck, ProcessAck leaving CA_LOSS, NewAck"
+    compare._ns3_fixes = ["cwr"]
+    fixed = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
+    last = max(i for i, a in enumerate(fixed) if a.startswith("transport.tcp_recovery_from_cwr="))
+    assert fixed[last] == "transport.tcp_recovery_from_cwr=true", "ns-3 with Linux's CWR rule: gradwire's own rule"
     dctcp = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
     assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
 
@@ -79,10 +87,12 @@ def test_ns3_fixes_are_leafspine_flags_and_name_their_results(compare):
     not (NS3_BIN.exists() and SIM_BIN.exists()),
     reason="needs validation/ns3/build.sh and cargo build --release -p gradwire-sim",
 )
-def test_ns3_with_linux_cwr_rule_agrees_where_stock_ns3_times_out(tmp_path):
+def test_the_cwr_rule_agrees_with_ns3_either_way(tmp_path):
     """A 64-to-1 DCTCP incast into a 150 KB port (seconds): DCTCP senders lose segments
-    within a window of their ECN cut. Stock ns-3 waits for the RTO there; with
-    `--ns3-fix cwr` it fast-retransmits, as gradwire (and Linux) do, and agrees better."""
+    within a window of their ECN cut. Stock ns-3 waits for the RTO there, as gradwire does
+    with `tcp_recovery_from_cwr = false` (compare.py's default); with `--ns3-fix cwr` ns-3
+    fast-retransmits, as gradwire does with the key's default (Linux's rule). Both pairs
+    agree on the mean within 15 %."""
     import subprocess
 
     text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()
@@ -108,7 +118,7 @@ def test_ns3_with_linux_cwr_rule_agrees_where_stock_ns3_times_out(tmp_path):
         return abs(float(row[7].rstrip("%")))
 
     stock, fixed = mean_gap(), mean_gap("cwr")
-    assert fixed < stock, (stock, fixed)
+    assert stock <= 15 and fixed <= 15, (stock, fixed)
     logs = list((tmp_path / "out" / "incast-cwr").glob("ns3-results-cwr-*/log.txt"))
     recoveries = [int(p.read_text().split("fast recoveries entered from CA_CWR:")[1].split()[0]) for p in logs]
     assert len(recoveries) == 3 and all(n > 0 for n in recoveries), recoveries

@@ -17,6 +17,9 @@
 //! | `transport.rto_min_us` | 200 000 | `TCP_RTO_MIN` (HZ / 5) |
 //! | `transport.tcp_partial_ack_resend` | `false` | only what the scoreboard deems lost is resent (`tcp_xmit_retransmit_queue`) |
 //! | `transport.tcp_slow_start` | `"per_segment"` | `tcp_slow_start` (`tcp_cong.c`): cwnd grows by the segments acknowledged |
+//! | `transport.tcp_recovery_from_cwr` | `true` | `tcp_fastretrans_alert` (`tcp_input.c`): `tcp_time_to_recover` enters Recovery from any state below it, CWR included |
+//! | `transport.tcp_loss_exit_ack` | `"all"` | `tcp_cong_control`: in Loss too, `tcp_cong_avoid` grows cwnd by every segment acked or SACKed |
+//! | `transport.tcp_rto_backoff_reset` | `"rtt_sample"` | `tcp_ack_update_rtt`: "RFC6298: only reset backoff on valid RTT measurement" |
 //!
 //! SACK recovery always runs PRR (RFC 6937; `tcp_cwnd_reduction`, Linux's default since
 //! 3.2). `rto_initial_us` is not filled: Linux's `TCP_TIMEOUT_INIT` (1 s) times the SYN,
@@ -38,6 +41,9 @@
 //! | `transport.rto_min_us` | 1 000 000 | `TcpSocketBase::MinRto` |
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`) | `TcpL4Protocol::SocketType = TcpCubic` |
 //! | `transport.tcp_slow_start` | `"per_ack"` where `tcp_cc = "reno"` is set, else `"per_segment"` | `TcpNewReno::SlowStart` (one segment per ACK); `TcpCubic` and `TcpDctcp` (a `TcpLinuxReno`) count segments |
+//! | `transport.tcp_recovery_from_cwr` | `false` | `TcpSocketBase::DupAck` counts duplicate ACKs in `CA_CWR` but calls `EnterRecovery` only from `CA_DISORDER` (reached only from `CA_OPEN`); `ProcessAck`'s `CA_CWR` branch: "TODO: need to check behavior if marking is compounded by loss" |
+//! | `transport.tcp_loss_exit_ack` | `"above_recover"` | `TcpSocketBase::ProcessAck`, `CA_LOSS` → `CA_OPEN`: `segsAcked = (ackNumber - m_recover) / m_segmentSize` goes to `IncreaseWindow` |
+//! | `transport.tcp_rto_backoff_reset` | `"new_ack"` | `TcpSocketBase::NewAck`: `m_rto = Max(m_rtt->GetEstimate() + Max(m_clockGranularity, 4 * m_rtt->GetVariation()), m_minRto)` on every new ACK (ns-3 skips it on a partial ACK in recovery after the first; gradwire does not) |
 //! | `host.nic` | `"fifo"` | a point-to-point NetDevice's transmit queue is one drop-tail FIFO |
 //! | `host.nic_queue_bytes` | 150 000 | its default size, 100 packets of 1500 B |
 //! | `transport.tcp_handshake` | `true` | ns-3 sockets connect before they send |
@@ -49,7 +55,9 @@
 //! Recovery is RFC 6675 with PRR (`TcpL4Protocol::RecoveryType = TcpPrrRecovery`), which
 //! gradwire's SACK recovery always runs. Not modelled: timestamps (`Timestamp = true`, 12
 //! bytes a segment), `ClockGranularity` (1 ms, below every RTOmin used here),
-//! `TcpCubic::HyStart`; limited transmit only acts without SACK in ns-3.37.
+//! `TcpCubic::HyStart`; `TcpDctcp::GetSsThresh`'s cut without a floor (gradwire keeps two
+//! segments) and PRR pacing an ECN cut (gradwire cuts at once; docs/validation.md measures
+//! both); limited transmit only acts without SACK in ns-3.37.
 //!
 //! `baseline = "sackless"`: the TCP of the papers' ns-3 runs (`Sack = false`,
 //! `DelAckCount = 1`, NewReno) and gradwire's default before SACK: runs are byte-identical
@@ -103,6 +111,9 @@ fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "rto_min_us", LINUX_RTO_MIN_US.into())?;
     fill(tree, "transport", "tcp_partial_ack_resend", false.into())?;
     fill(tree, "transport", "tcp_slow_start", "per_segment".into())?;
+    fill(tree, "transport", "tcp_recovery_from_cwr", true.into())?;
+    fill(tree, "transport", "tcp_loss_exit_ack", "all".into())?;
+    fill(tree, "transport", "tcp_rto_backoff_reset", "rtt_sample".into())?;
     Ok(())
 }
 
@@ -114,6 +125,9 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_delack_count", 2.into())?;
     fill(tree, "transport", "tcp_delack_timeout_us", NS3_DELACK_TIMEOUT_US.into())?;
     fill(tree, "transport", "rto_min_us", NS3_MIN_RTO_US.into())?;
+    fill(tree, "transport", "tcp_recovery_from_cwr", false.into())?;
+    fill(tree, "transport", "tcp_loss_exit_ack", "above_recover".into())?;
+    fill(tree, "transport", "tcp_rto_backoff_reset", "new_ack".into())?;
     if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
         fill(tree, "transport", "tcp_cc", "cubic".into())?;
     }
@@ -205,6 +219,8 @@ mod tests {
                 "the data's first RTO is RTOmin"
             );
             assert_eq!(t.keys.str("tcp_slow_start"), "per_segment");
+            assert!(t.keys.bool("tcp_recovery_from_cwr"), "Linux enters recovery from CWR");
+            assert_eq!((t.keys.str("tcp_loss_exit_ack"), t.keys.str("tcp_rto_backoff_reset")), ("all", "rtt_sample"));
         }
         let s = &load(BASE, &[]).unwrap()[0].scenario;
         assert_eq!(s.baseline, Baseline::Modern);
@@ -223,6 +239,8 @@ mod tests {
             (t.keys.str("tcp_cc"), t.keys.u32("tcp_delack_count"), t.keys.str("tcp_slow_start")),
             ("reno", 1, "per_segment")
         );
+        assert!(t.keys.bool("tcp_recovery_from_cwr"), "the schema's RFC behaviour");
+        assert_eq!((t.keys.str("tcp_loss_exit_ack"), t.keys.str("tcp_rto_backoff_reset")), ("all", "rtt_sample"));
         assert_eq!(
             (t.keys.f64("rto_min_us"), t.keys.opt_f64("rto_initial_us")),
             (10_000.0, None),
@@ -248,6 +266,12 @@ mod tests {
             ("cubic", "per_segment"),
             "ns-3.37's TcpCubic"
         );
+        assert!(!t.keys.bool("tcp_recovery_from_cwr"), "ns-3.37's DupAck: no recovery from CA_CWR");
+        assert_eq!(
+            (t.keys.str("tcp_loss_exit_ack"), t.keys.str("tcp_rto_backoff_reset")),
+            ("above_recover", "new_ack"),
+            "ns-3.37's ProcessAck leaving CA_LOSS and NewAck"
+        );
         assert_eq!((s.host.nic, s.host.nic_queue_bytes), (NicDiscipline::Fifo, 150_000));
         assert!(t.keys.bool("tcp_handshake") && t.keys.bool("pias_thresholds_from_workload"));
         assert_eq!(t.keys.str("tcp_connections"), "per_flow");
@@ -257,6 +281,9 @@ mod tests {
         let ov = ["transport.rto_min_us=5000.0".to_string(), "host.nic=round_robin".to_string()];
         let s = &load(&format!("baseline = \"ns3\"\n{BASE}"), &ov).unwrap()[0].scenario;
         assert_eq!(s.host.nic, NicDiscipline::RoundRobin, "an explicit key wins");
+        let t = transport(Some("ns3"), "[transport]\nkind = \"dctcp\"\n", &["transport.tcp_recovery_from_cwr=true"]);
+        assert!(t.keys.bool("tcp_recovery_from_cwr"), "an explicit key wins");
+        assert_eq!(t.keys.str("tcp_loss_exit_ack"), "above_recover", "DCTCP runs ns-3's TcpSocketBase too");
         assert_eq!(s.transport.keys.opt_f64("pfabric_rto_us"), Some(5000.0), "pFabric's RTO follows RTOmin");
     }
 }

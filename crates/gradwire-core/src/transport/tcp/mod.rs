@@ -22,7 +22,12 @@
 //! * loss response of DCTCP is NewReno's (RFC 8257 3.5); ns-3's `TcpDctcp::GetSsThresh`
 //!   cuts by alpha/2 on loss too;
 //! * a DCTCP sender in CWR still enters fast recovery on 3 dupACKs (ns-3 only does so
-//!   from CA_OPEN/CA_DISORDER and would wait for the RTO);
+//!   from CA_OPEN/CA_DISORDER and would wait for the RTO; `recovery_from_cwr = false`
+//!   models ns-3);
+//! * the ACK that ends RTO recovery grows cwnd by all it acknowledges (ns-3 counts only
+//!   what lies above the recovery point: `loss_exit_above_recover`), and only a valid RTT
+//!   sample clears the RTO's backoff (ns-3 clears it on every new ACK:
+//!   `rto_reset_on_new_ack`);
 //! * the CWR cut is applied at once (ns-3 with PRR reaches the same cwnd gradually);
 //! * a full ACK sets cwnd = ssthresh without the extra congestion-avoidance step ns-3
 //!   takes on the same ACK; RTT samples follow Karn's rule (ns-3 uses timestamps).
@@ -36,6 +41,8 @@ mod sender;
 pub mod spec;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ns3;
 #[cfg(test)]
 mod tests_recovery;
 
@@ -118,6 +125,25 @@ pub struct TcpConfig {
     /// `tcp_slow_start`). With delayed ACKs every 2 segments the window grows 1.5x per round
     /// trip instead of 2x.
     pub slow_start_per_ack: bool,
+    /// Duplicate ACKs (or, with `sack`, segments deemed lost) start fast recovery in CWR,
+    /// the round trip after an ECN cut, as in the open state (RFC 5681, RFC 6675; Linux's
+    /// `tcp_fastretrans_alert`). `false`: ns-3.37's `TcpSocketBase::DupAck`, which counts
+    /// them in `CA_CWR` but enters recovery only from `CA_OPEN`/`CA_DISORDER`, so a loss
+    /// within a window of an ECN cut waits for the RTO (with `sack`, segments deemed lost
+    /// are still resent while the window has room, as ns-3's `NextSeg` does in any state).
+    pub recovery_from_cwr: bool,
+    /// The ACK that ends loss recovery after an RTO (it reaches the recovery point) grows
+    /// the window only by the segments above the recovery point, as ns-3.37's
+    /// `TcpSocketBase::ProcessAck` does in `CA_LOSS`, instead of by every segment it
+    /// acknowledges (RFC 5681 slow start, Linux). After an RTO with one segment out, the
+    /// resend's ACK leaves cwnd at one segment.
+    pub loss_exit_above_recover: bool,
+    /// Every ACK of new data recomputes the RTO from the RTT estimate, dropping the
+    /// exponential backoff, as ns-3.37's `TcpSocketBase::NewAck` does, instead of only a
+    /// valid RTT sample (RFC 6298 5.7, Karn; Linux's `tcp_ack_update_rtt`). Before the
+    /// first sample it goes back to `rto_initial` (ns-3's connections have a sample from
+    /// their handshake by then; gradwire's `rto_initial` stands in for the RTO it gives).
+    pub rto_reset_on_new_ack: bool,
 }
 
 impl Default for TcpConfig {
@@ -138,6 +164,9 @@ impl Default for TcpConfig {
             delayed_ack: DelayedAck::OFF,
             partial_ack_resend: false,
             slow_start_per_ack: false,
+            recovery_from_cwr: true,
+            loss_exit_above_recover: false,
+            rto_reset_on_new_ack: false,
         }
     }
 }

@@ -53,6 +53,15 @@ impl RttEstimator {
         self
     }
 
+    /// The RTO from the estimate without backoff, or `initial` before any sample (ns-3.37's
+    /// `TcpSocketBase::NewAck`, on every ACK of new data).
+    pub(super) fn reset_backoff(&mut self, initial: Time) {
+        match self.srtt {
+            Some(_) => *self = self.settled(),
+            None => self.rto = initial,
+        }
+    }
+
     /// Exponential backoff on a timeout (RFC 6298 5.5).
     pub(super) fn backoff(&mut self) {
         self.rto = self.rto.saturating_mul(2).min(self.rto_max);

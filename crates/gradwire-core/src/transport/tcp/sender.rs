@@ -406,10 +406,20 @@ impl TcpSender {
             Phase::Recovery { .. } => self.cwnd += self.mss(),
             Phase::Open | Phase::Cwr { .. } => {
                 self.dupacks = self.dupacks.saturating_add(1);
-                if self.dupacks == self.cfg.dupack_threshold {
+                if self.dupacks == self.cfg.dupack_threshold && self.may_enter_recovery() {
                     self.enter_recovery();
                 }
             }
+        }
+    }
+
+    /// Whether loss detected now starts fast recovery: in the open state, and in CWR
+    /// unless `recovery_from_cwr` is off (ns-3.37's `TcpSocketBase::DupAck`).
+    fn may_enter_recovery(&self) -> bool {
+        match self.phase {
+            Phase::Open => true,
+            Phase::Cwr { .. } => self.cfg.recovery_from_cwr,
+            Phase::Recovery { .. } | Phase::Loss { .. } => false,
         }
     }
 
@@ -443,6 +453,10 @@ impl TcpSender {
         let acked = ack - self.snd_una;
         if let Some(r) = self.rtt_sample(now, ack) {
             self.rtt.sample(r);
+        }
+        if self.cfg.rto_reset_on_new_ack {
+            // ns-3.37's `NewAck`: m_rto from the estimate, whatever the backoff
+            self.rtt.reset_backoff(self.cfg.rto_initial);
         }
         if self.cfg.rack_tlp {
             let mss = self.mss();
@@ -516,6 +530,13 @@ impl TcpSender {
             }
             Phase::Loss { recover } => {
                 self.dupacks = 0;
+                // ns-3.37 counts, on the ACK that ends CA_LOSS, only the segments above
+                // the recovery point (`ProcessAck`: `(ackNumber - m_recover) / segmentSize`)
+                let segs = if ack >= recover && self.cfg.loss_exit_above_recover {
+                    (ack - recover) / self.mss()
+                } else {
+                    segs
+                };
                 self.increase_window(now, segs);
                 if ack >= recover {
                     self.phase = Phase::Open;
@@ -646,7 +667,7 @@ impl TcpSender {
         } else {
             self.board.mark_lost_below_sacks(self.cfg.dupack_threshold);
         }
-        if self.board.lost() > 0 && matches!(self.phase, Phase::Open | Phase::Cwr { .. }) {
+        if self.board.lost() > 0 && self.may_enter_recovery() {
             // RFC 6675 5 (3): ssthresh to half the flight (CUBIC: beta x cwnd); PRR takes
             // cwnd there in proportion to what is delivered (RFC 6937), as Linux and ns-3 do,
             // instead of at once: all the holes resent in one burst into the port that just

@@ -22,6 +22,8 @@ pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
 const CC: &[&str] = &["reno", "cubic"];
 const CONNECTIONS: &[&str] = &["per_flow", "per_pair", "persistent"];
 const SLOW_START: &[&str] = &["per_segment", "per_ack"];
+const LOSS_EXIT: &[&str] = &["all", "above_recover"];
+const RTO_BACKOFF_RESET: &[&str] = &["rtt_sample", "new_ack"];
 
 /// The keys of the TCP family.
 pub static KEYS: KeySet = KeySet {
@@ -44,6 +46,9 @@ pub static KEYS: KeySet = KeySet {
         Key::hidden("tcp_delack_count", KeyType::U32, Value::Int(1), ["int >= 1", "`1` (`2` under `modern` and `ns3`)", "In-order segments one ACK answers (Linux: 2). Out-of-order segments, segments that fill a hole, and (DCTCP) a change of CE state are answered at once; a flow's last segment too with `tcp_delack_write_end`."]),
         Key::hidden("tcp_delack_write_end", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_delack_count` > 1: the segment that completes a flow is answered at once, as Linux answers the end of an application write once the reader drains it (`ICSK_ACK_PUSHED`). `false`: it waits like any other (ns-3), so an odd last segment waits for the timeout."]),
         Key::hidden("tcp_delack_timeout_us", KeyType::F64, Value::Float(LINUX_DELACK_TIMEOUT_US), ["float > 0, µs", "`40000`", "With `tcp_delack_count` > 1: the longest an ACK waits (Linux's `TCP_DELACK_MIN`; ns-3's `DelAckTimeout` is 200 ms)."]),
+        Key::hidden("tcp_recovery_from_cwr", KeyType::Bool, Value::Bool(true), ["bool", "`true` (`false` under `baseline = \"ns3\"`)", "Loss detected in CWR (the round trip after an ECN cut: 3 duplicate ACKs, or with `tcp_sack` a segment deemed lost) starts fast recovery, as in the open state (RFC 5681, RFC 6675, Linux). `false`: as ns-3.37's `TcpSocketBase::DupAck`, which counts duplicate ACKs in `CA_CWR` but enters recovery only from `CA_OPEN`/`CA_DISORDER`: the loss waits for the RTO (with `tcp_sack`, segments deemed lost are still resent while the window has room, as ns-3's `NextSeg` does)."]),
+        Key::hidden("tcp_loss_exit_ack", KeyType::Choice(LOSS_EXIT), Value::Str(std::borrow::Cow::Borrowed("all")), ["`\"all\"` \\| `\"above_recover\"`", "`\"all\"` (`\"above_recover\"` under `ns3`)", "What the ACK that ends loss recovery after an RTO (the one reaching the recovery point) counts for window growth: every segment it acknowledges (RFC 5681 slow start, Linux), or only the segments above the recovery point (ns-3.37's `TcpSocketBase::ProcessAck` in `CA_LOSS`): after an RTO with one segment out, the resend's ACK leaves cwnd at one segment, and with delayed ACKs a lone segment waits for the ACK timer."]),
+        Key::hidden("tcp_rto_backoff_reset", KeyType::Choice(RTO_BACKOFF_RESET), Value::Str(std::borrow::Cow::Borrowed("rtt_sample")), ["`\"rtt_sample\"` \\| `\"new_ack\"`", "`\"rtt_sample\"` (`\"new_ack\"` under `ns3`)", "What clears the RTO's exponential backoff: a valid RTT sample (RFC 6298 5.7 with Karn's rule, Linux), or every ACK of new data, an ACK of a resend included (ns-3.37's `TcpSocketBase::NewAck` recomputes the RTO from the estimate; before the first sample gradwire goes back to `rto_initial_us`)."]),
         Key::hidden("tcp_slow_start", KeyType::Choice(SLOW_START), Value::Str(std::borrow::Cow::Borrowed("per_segment")), ["`\"per_segment\"` \\| `\"per_ack\"`", "`\"per_segment\"`", "Slow start grows the window by every segment an ACK covers (Linux's `tcp_slow_start`, ns-3's `TcpCubic` and `TcpLinuxReno`/`TcpDctcp`), or by one segment per ACK however many it covers (ns-3's `TcpNewReno::SlowStart`, RFC 5681 without byte counting): with delayed ACKs every 2 segments, 1.5× per round trip instead of 2×."]),
     ],
     check,
@@ -72,6 +77,9 @@ pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
             at_write_end: v.bool("tcp_delack_write_end"),
         },
         slow_start_per_ack: v.str("tcp_slow_start") == "per_ack",
+        recovery_from_cwr: v.bool("tcp_recovery_from_cwr"),
+        loss_exit_above_recover: v.str("tcp_loss_exit_ack") == "above_recover",
+        rto_reset_on_new_ack: v.str("tcp_rto_backoff_reset") == "new_ack",
         cc,
     }
 }

@@ -503,10 +503,21 @@ proptest! {
         jitter in prop_oneof![Just(0), 0..20 * US],
         recovery in 0u8..3,
         delack in any::<bool>(),
+        ns3 in any::<bool>(),
     ) {
         let delayed_ack = if delack { DelayedAck { count: 2, timeout: 40 * US, at_write_end: false } } else { DelayedAck::OFF };
         let (sack, rack_tlp) = (recovery > 0, recovery > 1);
-        let cfg = TcpConfig { cc, sack, rack_tlp, delayed_ack, ..TcpConfig::default() };
+        let cfg = TcpConfig {
+            cc,
+            sack,
+            rack_tlp,
+            delayed_ack,
+            // ns-3.37's behaviours (tests_ns3.rs)
+            recovery_from_cwr: !ns3,
+            loss_exit_above_recover: ns3,
+            rto_reset_on_new_ack: ns3,
+            ..TcpConfig::default()
+        };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);
         prop_assert_eq!(o.delivered, vec![size]);
         prop_assert_eq!(o.done, 1);

@@ -1,0 +1,204 @@
+//! ns-3.37's TCP behaviours that Linux and the RFCs do differently, each a [`TcpConfig`]
+//! option off by default (`baseline = "ns3"` turns them on): no fast recovery from CWR
+//! (`recovery_from_cwr`), the ACK that ends RTO recovery counting only what lies above the
+//! recovery point (`loss_exit_above_recover`), and every new ACK clearing the RTO's backoff
+//! (`rto_reset_on_new_ack`).
+
+use super::*;
+use crate::packet::Packet;
+use crate::time::{MS, US};
+use crate::transport::Endpoint;
+
+const MSS: u64 = 1460;
+const FLOW: u32 = 7;
+
+fn dctcp(sack: bool, recovery_from_cwr: bool) -> TcpConfig {
+    TcpConfig { cc: CongestionControl::Dctcp { g: 1.0 / 16.0 }, sack, recovery_from_cwr, ..TcpConfig::default() }
+}
+
+/// An ACK of everything below `cum`, echoing `ece`, naming (SACK block) the segment at
+/// `sacked` if any.
+fn ack(cum: u64, ece: bool, sacked: Option<u64>) -> Packet {
+    let mut p = Packet::ack(FLOW, 2, 1, cum, 40);
+    p.ece = ece;
+    p.rank = sacked.unwrap_or(cum.saturating_sub(MSS));
+    p
+}
+
+fn drain(s: &mut TcpSender, now: Time) -> Vec<Packet> {
+    std::iter::from_fn(|| s.poll_transmit(now)).collect()
+}
+
+/// A DCTCP sender with its initial window (segments 0-9) out: segment 0's ACK echoes CE
+/// (CWR, cwnd 5), segment 1 is lost, and the ACKs of segments 2-4 come back as duplicates
+/// (with SACK, naming each). Returns the sender and what it sent on those ACKs.
+fn cwr_then_three_dupacks(cfg: TcpConfig) -> (TcpSender, Vec<Packet>) {
+    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+    assert_eq!(drain(&mut s, 0).len(), 10);
+    s.handle_packet(100 * US, &ack(MSS, true, None));
+    assert_eq!(s.cwnd_bytes(), 5 * MSS, "alpha = 1: the ECN cut halves cwnd");
+    assert!(drain(&mut s, 100 * US).is_empty(), "9 segments out, cwnd 5");
+    let mut sent = vec![];
+    for seg in 2..5 {
+        s.handle_packet(101 * US, &ack(MSS, false, cfg.sack.then_some(seg * MSS)));
+        sent.extend(drain(&mut s, 101 * US));
+    }
+    (s, sent)
+}
+
+#[test]
+fn three_dupacks_in_cwr_start_fast_recovery_unless_ns3s_rule_is_asked_for() {
+    for sack in [false, true] {
+        // RFC 5681 / 6675 and Linux: the loss is resent at once.
+        let (s, sent) = cwr_then_three_dupacks(dctcp(sack, true));
+        assert!(s.in_recovery(), "sack {sack}");
+        assert_eq!(sent.first().map(|p| p.seq), Some(MSS), "sack {sack}: the hole resent");
+        assert_eq!(s.stats().retransmits, 1);
+
+        // ns-3.37: the duplicate ACKs are counted in CA_CWR, but no recovery starts there.
+        let (mut s, sent) = cwr_then_three_dupacks(dctcp(sack, false));
+        assert!(!s.in_recovery(), "sack {sack}");
+        assert!(sent.is_empty(), "sack {sack}: nothing resent while the flight fills cwnd: {sent:?}");
+        // More duplicates change nothing: the hole waits for the RTO.
+        for seg in 5..10 {
+            s.handle_packet(102 * US, &ack(MSS, false, sack.then_some(seg * MSS)));
+        }
+        assert!(!s.in_recovery() && s.stats().retransmits == 0, "sack {sack}");
+        assert_eq!(s.poll_timeout(), Some(10 * MS + 100 * US), "sack {sack}: the RTO armed by the last new ACK");
+        s.handle_timeout(10 * MS + 100 * US);
+        let rtx = drain(&mut s, 10 * MS + 100 * US);
+        assert_eq!((s.stats().timeouts, rtx[0].seq), (1, MSS), "sack {sack}");
+    }
+}
+
+#[test]
+fn from_the_open_state_ns3s_rule_changes_nothing() {
+    // No ECE: the three duplicates find the sender open, and it recovers either way.
+    for recovery_from_cwr in [true, false] {
+        let mut s = TcpSender::new(dctcp(false, recovery_from_cwr), FLOW, 1, 2, 100 * MSS, 0);
+        drain(&mut s, 0);
+        s.handle_packet(100 * US, &ack(MSS, false, None));
+        drain(&mut s, 100 * US);
+        for _ in 0..3 {
+            s.handle_packet(101 * US, &ack(MSS, false, None));
+        }
+        assert!(s.in_recovery());
+        assert_eq!(drain(&mut s, 101 * US)[0].seq, MSS);
+    }
+}
+
+#[test]
+fn the_ack_ending_rto_recovery_counts_only_what_lies_above_the_recovery_point_in_ns3() {
+    // One segment out and lost to the RTO: ssthresh 2 MSS, cwnd 1, the segment resent.
+    for (above_recover, cwnd_after, sent_after) in [(false, 2 * MSS, 2), (true, MSS, 1)] {
+        let cfg = TcpConfig { init_cwnd_packets: 1, loss_exit_above_recover: above_recover, ..TcpConfig::default() };
+        let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+        assert_eq!(drain(&mut s, 0).len(), 1);
+        s.handle_timeout(10 * MS);
+        assert_eq!((s.cwnd_bytes(), s.ssthresh_bytes()), (MSS, 2 * MSS));
+        assert_eq!(drain(&mut s, 10 * MS)[0].seq, 0);
+        // The resend's ACK reaches the recovery point (the highest byte sent, MSS): RFC
+        // 5681's slow start (Linux) grows cwnd by the segment it acknowledges, ns-3.37 by
+        // the none above the recovery point, and the next segment goes alone.
+        s.handle_packet(10 * MS + 100 * US, &ack(MSS, false, None));
+        assert_eq!(s.cwnd_bytes(), cwnd_after, "above_recover {above_recover}");
+        assert_eq!(drain(&mut s, 10 * MS + 100 * US).len(), sent_after);
+    }
+    // A partial ACK in CA_LOSS still grows the window by all it acknowledges, in ns-3 too.
+    let cfg = TcpConfig { loss_exit_above_recover: true, ..TcpConfig::default() };
+    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+    drain(&mut s, 0);
+    s.handle_timeout(10 * MS);
+    drain(&mut s, 10 * MS);
+    s.handle_packet(10 * MS + 100 * US, &ack(MSS, false, None));
+    assert_eq!(s.cwnd_bytes(), 2 * MSS, "slow start below the recovery point (10 segments)");
+}
+
+#[test]
+fn ns3s_new_ack_clears_the_rto_backoff_without_an_rtt_sample() {
+    for (reset, rto_after) in [(false, 600 * US), (true, 300 * US)] {
+        let cfg = TcpConfig { rto_min: US, rto_reset_on_new_ack: reset, ..TcpConfig::default() };
+        let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+        drain(&mut s, 0);
+        s.handle_packet(100 * US, &ack(MSS, false, None));
+        assert_eq!(s.rto(), 300 * US, "srtt 100 us, rttvar 50 us");
+        drain(&mut s, 100 * US);
+        s.handle_timeout(400 * US);
+        assert_eq!(s.rto(), 600 * US, "backed off");
+        drain(&mut s, 400 * US);
+        // The ACK of the resent segment gives no sample (Karn): RFC 6298 keeps the
+        // backoff, ns-3.37's NewAck recomputes the RTO from the estimate.
+        s.handle_packet(500 * US, &ack(2 * MSS, false, None));
+        assert_eq!((s.srtt(), s.rto()), (Some(100 * US), rto_after), "reset {reset}");
+        assert_eq!(s.poll_timeout(), Some(500 * US + rto_after));
+    }
+    // Before any sample: back to the initial RTO.
+    for (reset, rto_after) in [(false, 20 * MS), (true, 10 * MS)] {
+        let cfg = TcpConfig { rto_reset_on_new_ack: reset, ..TcpConfig::default() };
+        let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+        drain(&mut s, 0);
+        s.handle_timeout(10 * MS);
+        drain(&mut s, 10 * MS);
+        s.handle_packet(11 * MS, &ack(MSS, false, None));
+        assert_eq!((s.srtt(), s.rto()), (None, rto_after), "reset {reset}");
+    }
+}
+
+/// A lossless flow of `segs` segments that starts with one segment in flight, against a
+/// receiver that ACKs every second segment or after 200 ms (ns-3's `DelAckTimeout`), with
+/// a 10 ms RTOmin: (RTOs, time until the sender is done).
+fn lone_segment_run(cfg: TcpConfig, segs: u64) -> (u64, Time) {
+    let cfg = TcpConfig {
+        init_cwnd_packets: 1,
+        delayed_ack: DelayedAck { count: 2, timeout: 200 * MS },
+        rto_min: 10 * MS,
+        rto_initial: 10 * MS,
+        ..cfg
+    };
+    let size = segs * MSS;
+    let (mut s, mut r) = (TcpSender::new(cfg, FLOW, 1, 2, size, 0), TcpReceiver::new(cfg, FLOW, 2, 1, size));
+    let mut wire = super::tests::Wire::new();
+    let (mut n, mut now, mut done) = (0u64, 0, 0);
+    for _ in 0..100_000 {
+        while let Some(p) = s.poll_transmit(now) {
+            n += 1;
+            wire.insert((now + 50 * US, n), (true, p));
+        }
+        while let Some(p) = r.poll_transmit(now) {
+            n += 1;
+            wire.insert((now + 50 * US, n), (false, p));
+        }
+        if s.poll_event().is_some() {
+            done = now;
+        }
+        if !super::tests::advance(&mut wire, &mut s, &mut r, &mut now) {
+            break;
+        }
+    }
+    (s.stats().timeouts, done)
+}
+
+#[test]
+fn ns3s_one_segment_rto_trap_costs_an_rto_per_segment() {
+    let segs = 8;
+    // RFC / Linux: the first RTO (the lone first segment waits for the ACK timer) grows
+    // cwnd to 2, and from then on the ACKs come every second segment; the odd last segment
+    // waits for the timer again.
+    let (rtos, done) = lone_segment_run(TcpConfig::default(), segs);
+    assert_eq!(rtos, 2, "done at {done}");
+    assert!(done < 50 * MS, "{done}");
+    // ns-3.37: each resend's ACK ends CA_LOSS with cwnd still one segment, the next
+    // segment goes alone and waits for the ACK timer behind a 10 ms RTO that NewAck keeps
+    // from backing off: one RTO per segment, each 10 ms.
+    let ns3 = TcpConfig { loss_exit_above_recover: true, rto_reset_on_new_ack: true, ..TcpConfig::default() };
+    let (rtos, done) = lone_segment_run(ns3, segs);
+    assert_eq!(rtos, segs, "done at {done}");
+    assert!(done >= segs * 10 * MS && done < segs * 11 * MS, "{done}");
+    // Either behaviour alone: with the backoff kept, the RTO outgrows the ACK timer after
+    // a few doublings; with cwnd grown on exit, two segments go out and are ACKed at once.
+    for (above, reset) in [(true, false), (false, true)] {
+        let cfg = TcpConfig { loss_exit_above_recover: above, rto_reset_on_new_ack: reset, ..TcpConfig::default() };
+        let (rtos, _) = lone_segment_run(cfg, segs);
+        assert!(rtos < segs, "above {above} reset {reset}: {rtos}");
+    }
+}
