@@ -150,7 +150,7 @@ fn ns3s_new_ack_clears_the_rto_backoff_without_an_rtt_sample() {
 fn lone_segment_run(cfg: TcpConfig, segs: u64) -> (u64, Time) {
     let cfg = TcpConfig {
         init_cwnd_packets: 1,
-        delayed_ack: DelayedAck { count: 2, timeout: 200 * MS },
+        delayed_ack: DelayedAck { count: 2, timeout: 200 * MS, at_write_end: false },
         rto_min: 10 * MS,
         rto_initial: 10 * MS,
         ..cfg
