@@ -99,6 +99,15 @@ impl Routes {
         Routes { hosts: hosts as u32, ids, first_set, sets, ports }
     }
 
+    /// Start loading the entry [`next_hops`](Self::next_hops) reads for `(node, host)`:
+    /// the node × host table misses the cache on most hops.
+    #[inline]
+    pub fn prefetch(&self, node: NodeId, host: u32) {
+        if let Some(id) = self.ids.get(node as usize * self.hosts as usize + host as usize) {
+            gradwire_core::prefetch::line(id as *const u16 as *const u8);
+        }
+    }
+
     #[inline]
     pub fn next_hops(&self, node: NodeId, host: u32) -> &[PortId] {
         let id = self.ids[node as usize * self.hosts as usize + host as usize];

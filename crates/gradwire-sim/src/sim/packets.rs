@@ -144,6 +144,9 @@ impl Simulation {
             if let Some(&(_, n)) = pr.wire.get(1) {
                 prefetch_slot(&self.eps, 2 * n.flow);
             }
+        } else if let Some(&(_, n)) = pr.wire.front() {
+            // the next packet is routed at the same switch: load its next-hop entry
+            self.routes.prefetch(to, n.dst);
         }
         let loss = self.scenario.topology.link_loss_rate;
         if loss > 0.0 && self.rng.gen::<f64>() < loss {
