@@ -79,6 +79,25 @@ def test_the_twins_control_resends_as_the_runtimes_tcp_does():
     assert ten_ms.rtt_us == 10_000.0
 
 
+def test_the_runtimes_twins_send_its_datagrams_from_its_nic_clock_and_pool_seeds(tmp_path):
+    """DLCP's and LTP's twins send 1 440-byte payloads under 60 header bytes from a NIC at
+    the runtime's share of the link; kernel TCP's twins keep the link's rate. A twin's
+    time is the median over `TWIN_SEEDS` seeds' iterations: on the lossless 10 us ring
+    at 0.25 Gbit/s DLCP's twin is at its floor, 6 ring steps of 1 085 datagrams at 95 %."""
+    from gradwire.emu.job import LINE_RATE_SHARE
+
+    for backend in ("dlcp", "ltp"):
+        assert f"host.nic_rate_share={LINE_RATE_SHARE}" in cc.TWIN[backend]
+        assert {"transport.mss_bytes=1440", "transport.header_bytes=60"} <= set(cc.TWIN[backend])
+    for backend in ("gloo", "cubic", "reno"):
+        assert not any(k.startswith("host.") for k in cc.TWIN[backend])
+    ring = next(c for c in cc.cases(gbps=0.25) if c.name == "ring, 10 us RTT, 0% loss")
+    t, rtos = cc.twin(ring, "dlcp", tmp_path)
+    floor = 6 * 1085 * 1500 * 8 / (0.25e9 * LINE_RATE_SHARE)
+    assert floor <= t <= 1.02 * floor and rtos == 0, (t, floor)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"seed{i}" for i in range(1, cc.TWIN_SEEDS + 1)]
+
+
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 def test_one_case_runs_in_both_worlds(tmp_path):
     pytest.importorskip("torch")

@@ -294,16 +294,16 @@ impl Fabric {
                 let name = if *n == 0 { base } else { format!("{base}#{n}") };
                 *n += 1;
                 node_ports[a as usize].push(ports.len() as PortId);
+                let bits_per_sec = match is_host && s.host.nic_rate_share < 1.0 {
+                    true => ((link.bits_per_sec as f64 * s.host.nic_rate_share).round() as u64).max(1),
+                    false => link.bits_per_sec,
+                };
                 ports.push(Port {
                     name,
                     from: a,
                     to: b,
-                    bits_per_sec: link.bits_per_sec,
-                    ps_per_byte: if (8 * SEC).is_multiple_of(link.bits_per_sec) {
-                        8 * SEC / link.bits_per_sec
-                    } else {
-                        0
-                    },
+                    bits_per_sec,
+                    ps_per_byte: if (8 * SEC).is_multiple_of(bits_per_sec) { 8 * SEC / bits_per_sec } else { 0 },
                     delay: link.delay,
                     queue: make_port(is_host),
                     pool,
@@ -344,6 +344,24 @@ mod tests {
             for bytes in [1, 40, 64, 1500, 9000] {
                 assert_eq!(p.tx_time(bytes), serialization(bytes, p.bits_per_sec), "{gbps} G, {bytes} B");
             }
+        }
+    }
+
+    #[test]
+    fn a_host_nic_sends_at_its_share_of_the_link_and_the_switch_at_the_link() {
+        let text = "[topology]\nhost_link_gbps = 1.0\nuplink_gbps = 1.0\n[host]\nnic_rate_share = 0.95\n\
+                    [workload]\nkind = \"incast\"\nsenders = 1\nflow_bytes = 1\n";
+        let s = &load(text, &[]).unwrap()[0].scenario;
+        let topo = Topology::build(&s.topology);
+        let f = Fabric::build(s, &topo);
+        for p in &f.ports {
+            let from_host = topo.nodes[p.from as usize].kind == NodeKind::Host;
+            assert_eq!(p.bits_per_sec, if from_host { 950_000_000 } else { 1_000_000_000 }, "{}", p.name);
+            assert_eq!(p.tx_time(1500), serialization(1500, p.bits_per_sec), "{}", p.name);
+        }
+        for bad in ["0.0", "1.5", "-1.0", "nan"] {
+            let err = load(&text.replace("0.95", bad), &[]).unwrap_err().to_string();
+            assert!(err.contains("host.nic_rate_share") && err.contains("(0, 1]"), "{bad}: {err}");
         }
     }
 }

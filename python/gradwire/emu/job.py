@@ -46,8 +46,10 @@ from .network import EmulatedNetwork
 
 JOB_KINDS = ("allreduce", "ps", "ddp", "train", "flows", "incast")
 CCS = ("cubic", "reno", "bbr")
-# gradwire paces payload bytes; IP, UDP and its own headers add about 4 % on the wire at
-# a 1500-byte MTU, so a sender told the full link rate would overrun its own NIC queue.
+# The runtime's NIC clock (engine/output.rs) paces whole datagrams, headers included, at
+# this share of the link. The switch's port clock counts the same bytes; the 5 % left over
+# lets a port's backlog drain after the user-space switch or a rank was late for a core,
+# where at the full rate every stall would add to the queue for good.
 LINE_RATE_SHARE = 0.95
 # Flows start this long after their processes are launched (they connect meanwhile).
 START_LEAD_S = 2.0

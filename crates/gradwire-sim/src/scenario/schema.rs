@@ -217,13 +217,28 @@ impl Default for SwitchCfg {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HostCfg {
     /// NIC queue capacity; 0 = unbounded (the transport's window is the only limit).
     pub nic_queue_bytes: u64,
     /// How the NIC chooses what to send next.
     pub nic: NicDiscipline,
+    /// The share of its link's rate a host NIC sends at, (0, 1]: the socket runtime's
+    /// NIC clock runs below the link's (`gradwire emulate` paces at 0.95), and a twin of
+    /// an emulated run models that here.
+    #[serde(skip_serializing_if = "is_one")]
+    pub nic_rate_share: f64,
+}
+
+impl Default for HostCfg {
+    fn default() -> Self {
+        HostCfg { nic_queue_bytes: 0, nic: NicDiscipline::default(), nic_rate_share: 1.0 }
+    }
+}
+
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
 }
 
 /// A host NIC's queueing discipline.

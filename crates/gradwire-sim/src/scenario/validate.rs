@@ -35,6 +35,10 @@ impl Scenario {
                 format!("must be in [0, 1) (got {})", t.link_loss_rate),
             ));
         }
+        let share = self.host.nic_rate_share;
+        if !(share > 0.0 && share <= 1.0) {
+            return Err(ScenarioError::new("host.nic_rate_share", format!("must be in (0, 1] (got {share})")));
+        }
         let s = &self.switch;
         nonzero("switch.buffer_bytes", s.buffer_bytes)?;
         positive("switch.dt_alpha", s.dt_alpha)?;
