@@ -743,12 +743,15 @@ impl TcpSender {
         self.rack.timer = timer;
     }
 
-    /// Arms the tail loss probe (RFC 8985 7.2): while open with data outstanding and no
-    /// probe out, two smoothed RTTs after now (plus the peer's delayed-ACK timeout when a
-    /// single segment is out), unless the RTO would fire first.
+    /// Arms the tail loss probe (RFC 8985 7.2): while not in loss recovery (open, or in
+    /// an ECN window cut: Linux's `tcp_schedule_loss_probe` allows `TCP_CA_Open` and
+    /// `TCP_CA_CWR`) with data outstanding and no probe out, two smoothed RTTs after now
+    /// (plus the peer's delayed-ACK timeout when a single segment is out), unless the RTO
+    /// would fire first.
     fn arm_tlp(&mut self, now: Time) {
         self.tlp_deadline = None;
-        if !self.cfg.rack_tlp || self.finished || self.phase != Phase::Open || self.tlp_sent {
+        let not_recovering = matches!(self.phase, Phase::Open | Phase::Cwr { .. });
+        if !self.cfg.rack_tlp || self.finished || !not_recovering || self.tlp_sent {
             return;
         }
         let (Some(srtt), true) = (self.rtt.srtt(), self.snd_una < self.high_tx) else { return };

@@ -156,6 +156,30 @@ fn a_tail_loss_is_repaired_by_a_probe_before_the_rto() {
 }
 
 #[test]
+fn a_window_cut_by_ecn_still_probes_its_tail_before_the_rto() {
+    // RFC 8985 probes unless in loss recovery, and Linux arms the probe in CWR too: a DCTCP
+    // sender whose window an ECN echo has just cut, and whose ACKs then stop, probes at
+    // 2 SRTT instead of waiting for the 10 ms RTO.
+    let cfg = TcpConfig { sack: true, rack_tlp: true, ..dctcp() };
+    let mut s = TcpSender::new(cfg, 7, 1, 2, 100 * MSS, 0);
+    let first: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(0)).collect();
+    assert_eq!(first.len(), 10);
+    let t = 100 * US;
+    let mut a = Packet::ack(7, 2, 1, 2 * MSS, 40);
+    a.rank = MSS;
+    a.ece = true;
+    s.handle_packet(t, &a);
+    assert_eq!(s.cwnd_bytes(), 5 * MSS, "alpha starts at 1: the echo halves the window");
+    while s.poll_transmit(t).is_some() {}
+    let probe_at = s.poll_timeout().expect("a timer is armed");
+    assert!(probe_at <= t + 2 * 100 * US + US, "a probe at 2 SRTT, not the RTO: {probe_at} ps");
+    s.handle_timeout(probe_at);
+    let probe = s.poll_transmit(probe_at).expect("the probe goes regardless of the window");
+    assert_eq!((probe.kind, probe.seq), (PacketKind::Data, 10 * MSS), "new data first (RFC 8985 7.3)");
+    assert_eq!(s.stats().timeouts, 0);
+}
+
+#[test]
 fn delayed_acks_answer_every_second_segment_and_anything_out_of_order_at_once() {
     let cfg = TcpConfig { delayed_ack: DelayedAck { count: 2, timeout: 40 * MS, at_write_end: false }, ..dctcp() };
     let mut r = TcpReceiver::new(cfg, 7, 2, 1, 20 * MSS);
