@@ -53,8 +53,9 @@ DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
 #  sackless: what the papers' ns-3 runs had: no SACK, one ACK a segment, NewReno recovery.
 #  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
 #    limited transmit, PRR, and (ns-3's TcpSocketBase) one more segment sent on every
-#    partial ACK in recovery; TcpNewReno's slow start grows one segment per ACK (TcpDctcp,
-#    a TcpLinuxReno, counts segments). Timestamps stay off on both sides (they would add
+#    partial ACK in recovery; TcpNewReno's slow start grows one segment per ACK and its
+#    congestion avoidance segmentSize^2/cWnd per ACK; TcpDctcp, a TcpLinuxReno, counts
+#    segments in both. Timestamps stay off on both sides (they would add
 #    12 header bytes a packet).
 NS3_SOCKET = [
     "transport.tcp_recovery_from_cwr=false",
@@ -76,7 +77,12 @@ TCP_MODES = {
     ),
 }
 # Keys for one transport only, per mode.
-TCP_MODE_TRANSPORT = {"ns3": {"newreno": ["transport.tcp_slow_start=per_ack"]}}
+TCP_MODE_TRANSPORT = {
+    "ns3": {
+        "newreno": ["transport.tcp_slow_start=per_ack"],
+        "dctcp": ["transport.tcp_cong_avoid=per_segment"],
+    }
+}
 _tcp_mode = "sackless"
 # ns-3.37 behaviours that Linux and the RFCs do differently, each a leafspine flag (off:
 # stock ns-3). `--ns3-fix` turns them on to show what each gap is made of.

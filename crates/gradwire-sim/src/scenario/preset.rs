@@ -41,6 +41,7 @@
 //! | `transport.rto_min_us` | 1 000 000 | `TcpSocketBase::MinRto` |
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`) | `TcpL4Protocol::SocketType = TcpCubic` |
 //! | `transport.tcp_slow_start` | `"per_ack"` where `tcp_cc = "reno"` is set, else `"per_segment"` | `TcpNewReno::SlowStart` (one segment per ACK); `TcpCubic` and `TcpDctcp` (a `TcpLinuxReno`) count segments |
+//! | `transport.tcp_cong_avoid` | `"per_segment"` for kinds `dctcp` and `pias` | `TcpLinuxReno::CongestionAvoidance` (`TcpDctcp`'s parent) counts the segments acknowledged (`m_cWndCnt`); `TcpNewReno::CongestionAvoidance` adds `segmentSize² / cWnd` per ACK, gradwire's default |
 //! | `transport.tcp_recovery_from_cwr` | `false` | `TcpSocketBase::DupAck` counts duplicate ACKs in `CA_CWR` but calls `EnterRecovery` only from `CA_DISORDER` (reached only from `CA_OPEN`); `ProcessAck`'s `CA_CWR` branch: "TODO: need to check behavior if marking is compounded by loss" |
 //! | `transport.tcp_loss_exit_ack` | `"above_recover"` | `TcpSocketBase::ProcessAck`, `CA_LOSS` → `CA_OPEN`: `segsAcked = (ackNumber - m_recover) / m_segmentSize` goes to `IncreaseWindow` |
 //! | `transport.tcp_rto_backoff_reset` | `"new_ack"` | `TcpSocketBase::NewAck`: `m_rto = Max(m_rtt->GetEstimate() + Max(m_clockGranularity, 4 * m_rtt->GetVariation()), m_minRto)` on every new ACK (ns-3 skips it on a partial ACK in recovery after the first; gradwire does not) |
@@ -135,6 +136,9 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
         let cc = tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str());
         let reno = cc.is_none_or(|c| c == "reno");
         fill(tree, "transport", "tcp_slow_start", if reno { "per_ack" } else { "per_segment" }.into())?;
+    }
+    if matches!(kind(tree), Some("dctcp") | Some("pias")) {
+        fill(tree, "transport", "tcp_cong_avoid", "per_segment".into())?;
     }
     let rto_min = lookup_f64(tree, "transport", "rto_min_us").unwrap_or(NS3_MIN_RTO_US);
     let has_pias_list = tree
@@ -284,6 +288,11 @@ mod tests {
         let t = transport(Some("ns3"), "[transport]\nkind = \"dctcp\"\n", &["transport.tcp_recovery_from_cwr=true"]);
         assert!(t.keys.bool("tcp_recovery_from_cwr"), "an explicit key wins");
         assert_eq!(t.keys.str("tcp_loss_exit_ack"), "above_recover", "DCTCP runs ns-3's TcpSocketBase too");
+        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_segment", "ns-3's TcpDctcp is a TcpLinuxReno");
+        let t = transport(Some("ns3"), RENO, &["transport.tcp_cc=\"reno\""]);
+        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_ack", "ns-3's TcpNewReno: segmentSize^2 / cWnd an ACK");
+        let t = transport(None, "[transport]\nkind = \"dctcp\"\n", &[]);
+        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_ack", "modern: unchanged");
         assert_eq!(s.transport.keys.opt_f64("pfabric_rto_us"), Some(5000.0), "pFabric's RTO follows RTOmin");
     }
 }

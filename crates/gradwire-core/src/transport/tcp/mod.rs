@@ -28,6 +28,9 @@
 //!   what lies above the recovery point: `loss_exit_above_recover`), and only a valid RTT
 //!   sample clears the RTO's backoff (ns-3 clears it on every new ACK:
 //!   `rto_reset_on_new_ack`);
+//! * congestion avoidance adds `mss * mss / cwnd` per ACK, as ns-3's `TcpNewReno`; ns-3's
+//!   `TcpDctcp` is a `TcpLinuxReno`, which counts the segments acknowledged, as Linux does
+//!   (`cong_avoid_per_segment`): with delayed ACKs it grows twice as fast;
 //! * the CWR cut is applied at once (ns-3 with PRR reaches the same cwnd gradually);
 //! * a full ACK sets cwnd = ssthresh without the extra congestion-avoidance step ns-3
 //!   takes on the same ACK; RTT samples follow Karn's rule (ns-3 uses timestamps).
@@ -125,6 +128,15 @@ pub struct TcpConfig {
     /// `tcp_slow_start`). With delayed ACKs every 2 segments the window grows 1.5x per round
     /// trip instead of 2x.
     pub slow_start_per_ack: bool,
+    /// Congestion avoidance counts the segments acknowledged and adds one segment once a
+    /// window's worth has been (Linux's `tcp_cong_avoid_ai`; ns-3.37's
+    /// `TcpLinuxReno::CongestionAvoidance`, which `TcpDctcp` inherits), instead of adding
+    /// `mss * mss / cwnd` per ACK however many segments it covers (RFC 5681 eq. 3; ns-3's
+    /// `TcpNewReno`). With delayed ACKs every 2 segments the window grows one segment per
+    /// round trip instead of half of one. As in `TcpLinuxReno::IncreaseWindow`, an ACK in
+    /// slow start grows the window only up to ssthresh: nothing it acknowledges above
+    /// ssthresh goes to congestion avoidance.
+    pub cong_avoid_per_segment: bool,
     /// Duplicate ACKs (or, with `sack`, segments deemed lost) start fast recovery in CWR,
     /// the round trip after an ECN cut, as in the open state (RFC 5681, RFC 6675; Linux's
     /// `tcp_fastretrans_alert`). `false`: ns-3.37's `TcpSocketBase::DupAck`, which counts
@@ -164,6 +176,7 @@ impl Default for TcpConfig {
             delayed_ack: DelayedAck::OFF,
             partial_ack_resend: false,
             slow_start_per_ack: false,
+            cong_avoid_per_segment: false,
             recovery_from_cwr: true,
             loss_exit_above_recover: false,
             rto_reset_on_new_ack: false,

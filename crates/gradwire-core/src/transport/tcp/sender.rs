@@ -150,6 +150,9 @@ pub struct TcpSender {
     phase: Phase,
     /// Acked bytes not yet worth a whole segment (ns-3 `m_bytesAckedNotProcessed`).
     partial_acked: u64,
+    /// With `cong_avoid_per_segment`: segments acknowledged in congestion avoidance since
+    /// the window last grew (Linux's `snd_cwnd_cnt`, ns-3's `TcpLinuxReno::m_cWndCnt`).
+    cwnd_cnt: u32,
     /// Segment to send regardless of cwnd (fast retransmit, partial ACK).
     forced_retx: Option<u64>,
     /// One new segment may go regardless of cwnd (`partial_ack_resend` with no hole to fill).
@@ -219,6 +222,7 @@ impl TcpSender {
             dupacks: 0,
             phase: Phase::Open,
             partial_acked: 0,
+            cwnd_cnt: 0,
             forced_retx: None,
             forced_new: false,
             board: Scoreboard::default(),
@@ -388,6 +392,11 @@ impl TcpSender {
             let grown = self.cwnd.saturating_add(segs.saturating_mul(mss)).min(self.ssthresh);
             segs = segs.saturating_sub((grown - self.cwnd) / mss);
             self.cwnd = grown;
+            if self.cfg.cong_avoid_per_segment {
+                // ns-3.37's `TcpLinuxReno::IncreaseWindow`: slow start or congestion
+                // avoidance, never both on one ACK
+                return;
+            }
         }
         if self.cwnd >= self.ssthresh && segs > 0 {
             match (&mut self.cubic, self.rtt.srtt()) {
@@ -395,9 +404,31 @@ impl TcpSender {
                     let w = c.on_ack(now, self.cwnd as f64 / mss as f64, segs as f64, srtt);
                     self.cwnd = ((w * mss as f64) as u64).max(self.cwnd);
                 }
+                _ if self.cfg.cong_avoid_per_segment => self.cong_avoid_ai(segs),
                 _ => self.cwnd += (mss * mss / self.cwnd).max(1),
             }
         }
+    }
+
+    /// Congestion avoidance counting `segs` acknowledged segments: one segment more once a
+    /// window's worth has been acknowledged, as ns-3.37's `TcpLinuxReno::CongestionAvoidance`
+    /// (Linux's `tcp_cong_avoid_ai`), its order of steps and its `w` taken before the first
+    /// increment included.
+    fn cong_avoid_ai(&mut self, segs: u64) {
+        let mss = self.mss();
+        let w = (self.cwnd / mss).max(1);
+        let mut cnt = self.cwnd_cnt as u64;
+        if cnt >= w {
+            cnt = 0;
+            self.cwnd += mss;
+        }
+        cnt += segs;
+        if cnt >= w {
+            let delta = cnt / w;
+            cnt -= delta * w;
+            self.cwnd += delta * mss;
+        }
+        self.cwnd_cnt = cnt.min(u32::MAX as u64) as u32;
     }
 
     fn on_dupack(&mut self) {

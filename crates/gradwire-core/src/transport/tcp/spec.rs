@@ -22,6 +22,7 @@ pub const NS3_CONN_TIMEOUT_US: f64 = 3_000_000.0;
 const CC: &[&str] = &["reno", "cubic"];
 const CONNECTIONS: &[&str] = &["per_flow", "per_pair", "persistent"];
 const SLOW_START: &[&str] = &["per_segment", "per_ack"];
+const CONG_AVOID: &[&str] = &["per_ack", "per_segment"];
 const LOSS_EXIT: &[&str] = &["all", "above_recover"];
 const RTO_BACKOFF_RESET: &[&str] = &["rtt_sample", "new_ack"];
 
@@ -50,6 +51,7 @@ pub static KEYS: KeySet = KeySet {
         Key::hidden("tcp_loss_exit_ack", KeyType::Choice(LOSS_EXIT), Value::Str(std::borrow::Cow::Borrowed("all")), ["`\"all\"` \\| `\"above_recover\"`", "`\"all\"` (`\"above_recover\"` under `ns3`)", "What the ACK that ends loss recovery after an RTO (the one reaching the recovery point) counts for window growth: every segment it acknowledges (RFC 5681 slow start, Linux), or only the segments above the recovery point (ns-3.37's `TcpSocketBase::ProcessAck` in `CA_LOSS`): after an RTO with one segment out, the resend's ACK leaves cwnd at one segment, and with delayed ACKs a lone segment waits for the ACK timer."]),
         Key::hidden("tcp_rto_backoff_reset", KeyType::Choice(RTO_BACKOFF_RESET), Value::Str(std::borrow::Cow::Borrowed("rtt_sample")), ["`\"rtt_sample\"` \\| `\"new_ack\"`", "`\"rtt_sample\"` (`\"new_ack\"` under `ns3`)", "What clears the RTO's exponential backoff: a valid RTT sample (RFC 6298 5.7 with Karn's rule, Linux), or every ACK of new data, an ACK of a resend included (ns-3.37's `TcpSocketBase::NewAck` recomputes the RTO from the estimate; before the first sample gradwire goes back to `rto_initial_us`)."]),
         Key::hidden("tcp_slow_start", KeyType::Choice(SLOW_START), Value::Str(std::borrow::Cow::Borrowed("per_segment")), ["`\"per_segment\"` \\| `\"per_ack\"`", "`\"per_segment\"`", "Slow start grows the window by every segment an ACK covers (Linux's `tcp_slow_start`, ns-3's `TcpCubic` and `TcpLinuxReno`/`TcpDctcp`), or by one segment per ACK however many it covers (ns-3's `TcpNewReno::SlowStart`, RFC 5681 without byte counting): with delayed ACKs every 2 segments, 1.5× per round trip instead of 2×."]),
+        Key::hidden("tcp_cong_avoid", KeyType::Choice(CONG_AVOID), Value::Str(std::borrow::Cow::Borrowed("per_ack")), ["`\"per_ack\"` \\| `\"per_segment\"`", "`\"per_ack\"` (`\"per_segment\"` for `dctcp` and `pias` under `ns3`)", "Congestion avoidance adds `mss * mss / cwnd` per ACK however many segments it covers (RFC 5681 eq. 3, ns-3's `TcpNewReno`), or counts the segments acknowledged and adds one segment per window's worth (Linux's `tcp_cong_avoid_ai`, ns-3.37's `TcpLinuxReno`, which `TcpDctcp` derives from; an ACK that ends slow start grows cwnd only to ssthresh, as `TcpLinuxReno::IncreaseWindow`): with delayed ACKs every 2 segments, one segment per round trip instead of half of one."]),
     ],
     check,
 };
@@ -77,6 +79,7 @@ pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
             at_write_end: v.bool("tcp_delack_write_end"),
         },
         slow_start_per_ack: v.str("tcp_slow_start") == "per_ack",
+        cong_avoid_per_segment: v.str("tcp_cong_avoid") == "per_segment",
         recovery_from_cwr: v.bool("tcp_recovery_from_cwr"),
         loss_exit_above_recover: v.str("tcp_loss_exit_ack") == "above_recover",
         rto_reset_on_new_ack: v.str("tcp_rto_backoff_reset") == "new_ack",

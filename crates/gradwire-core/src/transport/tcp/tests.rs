@@ -516,6 +516,7 @@ proptest! {
             recovery_from_cwr: !ns3,
             loss_exit_above_recover: ns3,
             rto_reset_on_new_ack: ns3,
+            cong_avoid_per_segment: ns3,
             ..TcpConfig::default()
         };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);

@@ -1,8 +1,9 @@
 //! ns-3.37's TCP behaviours that Linux and the RFCs do differently, each a [`TcpConfig`]
 //! option off by default (`baseline = "ns3"` turns them on): no fast recovery from CWR
 //! (`recovery_from_cwr`), the ACK that ends RTO recovery counting only what lies above the
-//! recovery point (`loss_exit_above_recover`), and every new ACK clearing the RTO's backoff
-//! (`rto_reset_on_new_ack`).
+//! recovery point (`loss_exit_above_recover`), every new ACK clearing the RTO's backoff
+//! (`rto_reset_on_new_ack`), and DCTCP's congestion avoidance counting segments, not ACKs
+//! (`cong_avoid_per_segment`).
 
 use super::*;
 use crate::packet::Packet;
@@ -201,4 +202,43 @@ fn ns3s_one_segment_rto_trap_costs_an_rto_per_segment() {
         let (rtos, _) = lone_segment_run(cfg, segs);
         assert!(rtos < segs, "above {above} reset {reset}: {rtos}");
     }
+}
+
+/// A DCTCP sender (alpha 1) whose first ACK, of two segments, echoes CE: cwnd and
+/// ssthresh 5 segments, CWR until an ACK above segment 10. Then `acks` more ACKs of two
+/// segments each (delayed ACKs), none echoing CE, the window refilled before each: the
+/// window in segments after each ACK.
+fn grow_after_ecn_cut(cong_avoid_per_segment: bool, acks: u64) -> Vec<f64> {
+    let cfg = TcpConfig { cong_avoid_per_segment, ..dctcp(true, false) };
+    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 10_000 * MSS, 0);
+    assert_eq!(drain(&mut s, 0).len(), 10);
+    s.handle_packet(100 * US, &ack(2 * MSS, true, None));
+    assert_eq!((s.cwnd_bytes(), s.ssthresh_bytes()), (5 * MSS, 5 * MSS));
+    let mut cwnd = vec![];
+    for i in 0..acks {
+        let now = 101 * US + i * US;
+        drain(&mut s, now);
+        s.handle_packet(now, &ack((4 + 2 * i) * MSS, false, None));
+        cwnd.push(s.cwnd_bytes() as f64 / MSS as f64);
+    }
+    cwnd
+}
+
+#[test]
+fn dctcp_in_ns3_grows_a_segment_per_window_acknowledged_not_per_window_of_acks() {
+    // ns-3.37's TcpDctcp is a TcpLinuxReno: `CongestionAvoidance` adds `segmentsAcked` to
+    // m_cWndCnt and a segment once it reaches cwnd (5). The first ACK above the CWR point
+    // (segment 12, the 5th) grows it: 2 segments counted, then 4, then 6 = a window + 1.
+    let ns3 = grow_after_ecn_cut(true, 7);
+    assert_eq!(ns3, [5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 6.0]);
+    // RFC 5681 eq. 3 per ACK (TcpNewReno, gradwire's default): MSS * MSS / cwnd an ACK,
+    // whatever it covers, so 1460 / 5 = 292 bytes for the same ACK of 2 segments.
+    let rfc = grow_after_ecn_cut(false, 5);
+    assert_eq!(rfc[4] * MSS as f64, (5 * MSS + MSS / 5) as f64);
+    // Over 200 segments acknowledged in pairs: one segment per window acknowledged, so
+    // cwnd² grows by twice the segments acknowledged, against half of that per ACK
+    // (twice the growth per round trip).
+    let (ns3, rfc) = (grow_after_ecn_cut(true, 100), grow_after_ecn_cut(false, 100));
+    let (ns3, rfc) = (ns3[99] * ns3[99] - 25.0, rfc[99] * rfc[99] - 25.0);
+    assert!(ns3 >= 1.8 * rfc && ns3 <= 2.2 * rfc, "cwnd² grown {ns3} against {rfc}");
 }
