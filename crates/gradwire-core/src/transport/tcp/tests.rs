@@ -517,6 +517,10 @@ proptest! {
             loss_exit_above_recover: ns3,
             rto_reset_on_new_ack: ns3,
             cong_avoid_per_segment: ns3,
+            ce_ack_lagged: ns3,
+            dctcp_ssthresh_ns3: ns3,
+            ecn_cut_prr: ns3,
+            delack_first_at_once: ns3,
             ..TcpConfig::default()
         };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);
