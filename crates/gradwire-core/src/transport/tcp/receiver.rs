@@ -1,7 +1,7 @@
 //! TCP receiver: reassembly and cumulative ACKs, echoing CE as ECE, each naming the data
 //! segment it answers (a one-block SACK); optionally delayed (RFC 5681 4.2).
 
-use super::TcpConfig;
+use super::{CongestionControl, TcpConfig};
 use crate::packet::{FlowId, HostId, Packet};
 use crate::transport::acking::{AckExtra, AckingReceiver};
 
@@ -50,7 +50,8 @@ impl TcpReceiver {
     pub fn new(cfg: TcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
         let r = AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority, cfg.delayed_ack);
         let r = if cfg.delack_first_at_once { r.with_first_ack_at_once() } else { r };
-        if cfg.ce_ack_lagged {
+        // ns-3's CeState0to1/CeState1to0 are TcpDctcp's (TcpNewReno ignores the CE events)
+        if cfg.ce_ack_lagged && matches!(cfg.cc, CongestionControl::Dctcp { .. }) {
             r.with_lagged_ce_acks()
         } else {
             r

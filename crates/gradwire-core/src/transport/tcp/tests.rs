@@ -527,7 +527,8 @@ proptest! {
         prop_assert_eq!(o.delivered, vec![size]);
         prop_assert_eq!(o.done, 1);
         prop_assert!(o.sender.poll_timeout().is_none());
-        prop_assert!(o.sender.cwnd_bytes() >= MSS);
+        // ns-3's DCTCP cut has no floor (dctcp_ssthresh_ns3): its window may end below a segment
+        prop_assert!(o.sender.cwnd_bytes() >= MSS || ns3);
         let st = o.sender.stats();
         // Every segment goes out new exactly once; everything else is a retransmission.
         prop_assert_eq!(st.packets_sent, size.div_ceil(MSS) + st.retransmits);
