@@ -44,6 +44,8 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     assert fixed[last] == "transport.tcp_recovery_from_cwr=true", "ns-3 with Linux's CWR rule: gradwire's own rule"
     dctcp = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
     assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
+    assert "transport.tcp_cong_avoid=per_segment" in dctcp, "TcpLinuxReno's CongestionAvoidance counts segments"
+    assert "transport.tcp_cong_avoid=per_segment" not in ns3, "TcpNewReno adds segmentSize^2/cWnd an ACK"
 
 
 NS3_BIN = ROOT / "validation" / "ns3" / "build" / "leafspine"
@@ -70,6 +72,29 @@ def test_a_small_sackless_incast_agrees_with_ns3(tmp_path):
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("incast-small")]
     assert [row[1] for row in rows] == ["newreno", "dctcp"], r.stdout
     assert all(row[11] == "PASS" for row in rows), r.stdout
+
+
+@pytest.mark.skipif(
+    not (NS3_BIN.exists() and SIM_BIN.exists()),
+    reason="needs validation/ns3/build.sh and cargo build --release -p gradwire-sim",
+)
+def test_a_small_dctcp_incast_with_ns3s_tcp_defaults_agrees_with_ns3(tmp_path):
+    """The same incast with ns-3.37's TCP defaults (delayed ACKs, SACK, PRR), DCTCP: no loss
+    on either side, so the FCTs are the window's growth after the first ECN cut, a segment
+    per round trip in ns-3's TcpLinuxReno (`tcp_cong_avoid = "per_segment"`)."""
+    import subprocess
+
+    text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()
+    small = text.replace("senders = 32", "senders = 16").replace("flow_bytes = 1000000", "flow_bytes = 500000")
+    scenario = tmp_path / "incast-small.toml"
+    scenario.write_text(small.replace('name = "incast-dctcp"', 'name = "incast-small"'))
+    cmd = [sys.executable, str(ROOT / "validation" / "compare.py"), "--scenarios", str(scenario), "--tcp", "ns3"]
+    cmd += ["--transports", "dctcp", "--nics", "round_robin", "--seeds", "1,2,3,4,5", "--no-write"]
+    cmd += ["--work", str(tmp_path / "out")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line.split() for line in r.stdout.splitlines() if line.startswith("incast-small")]
+    assert len(rows) == 1 and rows[0][11] == "PASS", r.stdout
 
 
 def test_ns3_fixes_are_leafspine_flags_and_name_their_results(compare):

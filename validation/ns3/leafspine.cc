@@ -485,6 +485,35 @@ OnTx(uint32_t id, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBa
     }
 }
 
+/// LEAFSPINE_TRACE_FLOW: the traced flow's window, threshold and the ACKs it receives
+/// (times from the workload's start, sequence numbers from the flow's first byte).
+static void
+OnCwnd(uint32_t id, uint32_t old, uint32_t now)
+{
+    std::fprintf(stderr, "%ld flow %u: cwnd %u -> %u\n", (Simulator::Now() - g_shift).GetNanoSeconds(),
+                 id, old, now);
+}
+
+static void
+OnSsthresh(uint32_t id, uint32_t old, uint32_t now)
+{
+    std::fprintf(stderr, "%ld flow %u: ssthresh %u -> %u\n",
+                 (Simulator::Now() - g_shift).GetNanoSeconds(), id, old, now);
+}
+
+static void
+OnRxAck(uint32_t id, Ptr<const Packet>, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    Flow& f = g_flows[id];
+    if (!f.haveIsn || !(h.GetFlags() & TcpHeader::ACK))
+    {
+        return;
+    }
+    std::fprintf(stderr, "%ld flow %u: ack %u%s\n", (Simulator::Now() - g_shift).GetNanoSeconds(),
+                 id, h.GetAckNumber().GetValue() - f.isn,
+                 (h.GetFlags() & TcpHeader::ECE) ? " ECE" : "");
+}
+
 static void
 OnCongState(uint32_t id,
             TcpSocketState::TcpCongState_t old,
@@ -558,6 +587,12 @@ OpenConnection(uint32_t id)
     g_flowByPeer[{g_hostAddr[f.src].Get(), port}] = id;
     s->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
     s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnCongState, id));
+    if (g_traceFlow == id)
+    {
+        s->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
+        s->TraceConnectWithoutContext("SlowStartThreshold", MakeBoundCallback(&OnSsthresh, id));
+        s->TraceConnectWithoutContext("Rx", MakeBoundCallback(&OnRxAck, id));
+    }
     s->SetConnectCallback(MakeBoundCallback(&OnConnected, id),
                           MakeBoundCallback(&OnConnectFailed, id));
     s->SetSendCallback(MakeBoundCallback(&OnSendSpace, id));

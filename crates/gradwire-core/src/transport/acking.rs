@@ -20,6 +20,11 @@ pub trait AckExtra: Copy + Send {
     fn urgent_after(self, _held: Self) -> bool {
         false
     }
+    /// The same with nothing beside the cumulative ACK that says which data arrived (no
+    /// selective ACK): an ACK that acknowledges nothing new.
+    fn cumulative_only(self) -> Self {
+        self
+    }
 }
 
 /// Delayed ACKs (RFC 5681 4.2): an in-order packet that leaves no hole is answered with
@@ -61,6 +66,24 @@ pub struct AckingReceiver<A> {
     /// In-order packets not answered yet, the extra of the last one, and when the ACK is
     /// due at the latest.
     held: Option<Held<A>>,
+    /// ns-3.37's DCTCP receiver ([`with_lagged_ce_acks`](AckingReceiver::with_lagged_ce_acks));
+    /// boxed: most receivers have none.
+    lagged: Option<Box<Lagged<A>>>,
+    /// The first data packet is answered at once ([`with_first_ack_at_once`](AckingReceiver::with_first_ack_at_once)); cleared by it.
+    first_at_once: bool,
+}
+
+/// ns-3.37's `TcpDctcp` receiver state: `m_priorRcvNxt`, the CE state of the last packet
+/// (`m_ceState`), and `m_delayedAckReserved`.
+#[derive(Clone, Copy, Debug)]
+struct Lagged<A> {
+    /// The cumulative ACK before the last data packet was added.
+    prior: u64,
+    /// The last data packet's extra (`None` before the first).
+    last: Option<A>,
+    /// The last ACK event was not one the count or a hole made (`CA_EVENT_DELAYED_ACK`
+    /// came last: a packet was held, or the timer fired).
+    reserved: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -94,13 +117,44 @@ impl<A: AckExtra> AckingReceiver<A> {
             acks: VecDeque::new(),
             delack,
             held: None,
+            lagged: None,
+            first_at_once: false,
         }
+    }
+
+    /// The first data packet is answered at once, as ns-3.37's `TcpSocketBase` does once a
+    /// connection is established (`ProcessSynRcvd`: `m_delAckCount = m_delAckMaxCount`,
+    /// "Always respond to first data packet to speed up the connection"); the delayed ACKs
+    /// count from the second.
+    pub(crate) fn with_first_ack_at_once(mut self) -> Self {
+        self.first_at_once = true;
+        self
+    }
+
+    /// A change of CE state answered as ns-3.37's `TcpDctcp` does (`CeState0to1`,
+    /// `CeState1to0`), instead of releasing the held ACK: when the last ACK event was a
+    /// held packet or the timer (`m_delayedAckReserved`, which the timer sets too), an ACK
+    /// goes at once with the old state's ECE, acknowledging only what came before the
+    /// previous packet (`m_priorRcvNxt` is read in `ForwardUp`, before the packet is added,
+    /// so it lags a packet) and naming no segment; being an ACK it cancels the delayed ACK
+    /// and its count (`SendEmptyPacket`), so the held packet waits again, with the one
+    /// that changed the state, for the next or the timer. With two segments in flight
+    /// both wait for the timer.
+    pub(crate) fn with_lagged_ce_acks(mut self) -> Self {
+        self.lagged = Some(Box::new(Lagged { prior: 0, last: None, reserved: false }));
+        self
     }
 
     /// Queue the held ACK, if any.
     fn release(&mut self) {
         if let Some(h) = self.held.take() {
             self.acks.push_back((self.flow_bytes.in_order(), h.extra));
+        }
+    }
+
+    fn set_reserved(&mut self, reserved: bool) {
+        if let Some(lag) = &mut self.lagged {
+            lag.reserved = reserved;
         }
     }
 
@@ -124,7 +178,19 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
             return;
         }
         let in_order = pkt.seq == before && self.flow_bytes.in_order() > before;
-        if let Some(h) = self.held {
+        // ns-3 zeroes the count with any ACK sent: only the very first packet is answered
+        // for being first
+        let first = std::mem::take(&mut self.first_at_once);
+        if let Some(lag) = &mut self.lagged {
+            if let Some(last) = lag.last {
+                if extra.urgent_after(last) && lag.reserved {
+                    self.acks.push_back((lag.prior, last.cumulative_only()));
+                    self.held = None;
+                }
+            }
+            lag.prior = before;
+            lag.last = Some(extra);
+        } else if let Some(h) = self.held {
             if extra.urgent_after(h.extra) {
                 // The held ACK answers what came before the change, at once.
                 let cum = before;
@@ -135,20 +201,25 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
         if !in_order || filled_gap || self.flow_bytes.has_gaps() {
             self.held = None;
             self.acks.push_back((self.flow_bytes.in_order(), extra));
+            self.set_reserved(false);
             return;
         }
         let h = self.held.get_or_insert(Held { packets: 0, extra, due: now.saturating_add(self.delack.timeout) });
         h.packets += 1;
         h.extra = extra;
         let write_end = self.delack.at_write_end && self.flow_bytes.in_order() == self.flow_bytes.size();
-        if h.packets >= self.delack.count || write_end {
+        let release = h.packets >= self.delack.count || write_end || first;
+        if release {
             self.release();
         }
+        self.set_reserved(!release);
     }
 
     fn handle_timeout(&mut self, now: Time) {
         if self.held.is_some_and(|h| now >= h.due) {
             self.release();
+            // ns-3's DelAckTimeout raises CA_EVENT_DELAYED_ACK too
+            self.set_reserved(true);
         }
     }
 

@@ -19,8 +19,9 @@
 //! Where ns-3 and the RFCs disagree we follow the RFCs (configure ns-3 to match for
 //! cross-validation: `DelAckCount=1`, `Sack=false`, `LimitedTransmit=false`,
 //! `Timestamp=false`, `RecoveryType=TcpClassicRecovery`):
-//! * loss response of DCTCP is NewReno's (RFC 8257 3.5); ns-3's `TcpDctcp::GetSsThresh`
-//!   cuts by alpha/2 on loss too;
+//! * loss response of DCTCP is NewReno's (RFC 8257 3.5), and its ECN cut keeps two
+//!   segments (Linux); ns-3's `TcpDctcp::GetSsThresh` cuts by alpha/2 on loss too, with
+//!   no floor (`dctcp_ssthresh_ns3`);
 //! * a DCTCP sender in CWR still enters fast recovery on 3 dupACKs (ns-3 only does so
 //!   from CA_OPEN/CA_DISORDER and would wait for the RTO; `recovery_from_cwr = false`
 //!   models ns-3);
@@ -28,7 +29,15 @@
 //!   what lies above the recovery point: `loss_exit_above_recover`), and only a valid RTT
 //!   sample clears the RTO's backoff (ns-3 clears it on every new ACK:
 //!   `rto_reset_on_new_ack`);
-//! * the CWR cut is applied at once (ns-3 with PRR reaches the same cwnd gradually);
+//! * congestion avoidance adds `mss * mss / cwnd` per ACK, as ns-3's `TcpNewReno`; ns-3's
+//!   `TcpDctcp` is a `TcpLinuxReno`, which counts the segments acknowledged, as Linux does
+//!   (`cong_avoid_per_segment`): with delayed ACKs it grows twice as fast;
+//! * the CWR cut is applied at once (ns-3 with PRR reaches the same cwnd gradually:
+//!   `ecn_cut_prr`);
+//! * with delayed ACKs the first segment waits like any other (ns-3 answers it at once:
+//!   `delack_first_at_once`), and a change of CE state releases the held ACK for all
+//!   before the changing segment (ns-3's DCTCP receiver acknowledges only up to the
+//!   segment before, and restarts the delay: `ce_ack_lagged`);
 //! * a full ACK sets cwnd = ssthresh without the extra congestion-avoidance step ns-3
 //!   takes on the same ACK; RTT samples follow Karn's rule (ns-3 uses timestamps).
 
@@ -125,6 +134,45 @@ pub struct TcpConfig {
     /// `tcp_slow_start`). With delayed ACKs every 2 segments the window grows 1.5x per round
     /// trip instead of 2x.
     pub slow_start_per_ack: bool,
+    /// Congestion avoidance counts the segments acknowledged and adds one segment once a
+    /// window's worth has been (Linux's `tcp_cong_avoid_ai`; ns-3.37's
+    /// `TcpLinuxReno::CongestionAvoidance`, which `TcpDctcp` inherits), instead of adding
+    /// `mss * mss / cwnd` per ACK however many segments it covers (RFC 5681 eq. 3; ns-3's
+    /// `TcpNewReno`). With delayed ACKs every 2 segments the window grows one segment per
+    /// round trip instead of half of one. As in `TcpLinuxReno::IncreaseWindow`, an ACK in
+    /// slow start grows the window only up to ssthresh: nothing it acknowledges above
+    /// ssthresh goes to congestion avoidance; and as ns-3 calls it for an ACK of no whole
+    /// segment too (leaving `CA_LOSS` at the recovery point), the count's first check can
+    /// grow the window then.
+    pub cong_avoid_per_segment: bool,
+    /// With delayed ACKs, the receiver answers a change of CE state as ns-3.37's `TcpDctcp`
+    /// (`CeState0to1`/`CeState1to0`): if the last ACK event held a packet or was the timer
+    /// (`m_delayedAckReserved`), an ACK with the old state's ECE for what came before the
+    /// *previous* packet (`m_priorRcvNxt`, read before the packet is added), which cancels
+    /// the delayed ACK and its count, so the held packet waits again. `false`: the held
+    /// ACK goes at once and acknowledges everything before the packet that changed the
+    /// state (RFC 8257 3.2; Linux also answers that packet at once).
+    pub ce_ack_lagged: bool,
+    /// DCTCP cuts ssthresh to `(1 - alpha / 2) * cwnd` with no lower bound on every
+    /// reduction, ECN, fast recovery and RTO alike, as ns-3.37's `TcpDctcp::GetSsThresh`
+    /// (which `EnterCwr`, `EnterRecovery` and `ReTxTimeout` call), instead of keeping two
+    /// segments on an ECN cut (Linux's `dctcp_ssthresh`) and halving the flight on a loss
+    /// (RFC 8257 3.5). A window below one segment sends nothing; as ns-3's `NewAck` keeps
+    /// the retransmission timer while unsent data remains (`m_txBuffer->Size()`), the RTO
+    /// then fires and sends one.
+    pub dctcp_ssthresh_ns3: bool,
+    /// An ECN cut lowers ssthresh at once but brings cwnd down to it by PRR over the
+    /// round trip, as ns-3.37's `EnterCwr` with `TcpPrrRecovery` (its default): on entry
+    /// and on every ACK of new data in `CA_CWR`, `DoRecovery` sets cwnd to the flight plus
+    /// PRR's send count (in proportion to what was delivered while the flight is above
+    /// ssthresh, else up to what the ACK delivered, at least one segment until one was
+    /// sent), and the ACK that ends CWR sets cwnd to ssthresh. `false`: cwnd = ssthresh at
+    /// once.
+    pub ecn_cut_prr: bool,
+    /// With delayed ACKs, the receiver answers the first data packet at once, as ns-3.37's
+    /// `TcpSocketBase::ProcessSynRcvd` arranges ("Always respond to first data packet to
+    /// speed up the connection"); the count starts from the second.
+    pub delack_first_at_once: bool,
     /// Duplicate ACKs (or, with `sack`, segments deemed lost) start fast recovery in CWR,
     /// the round trip after an ECN cut, as in the open state (RFC 5681, RFC 6675; Linux's
     /// `tcp_fastretrans_alert`). `false`: ns-3.37's `TcpSocketBase::DupAck`, which counts
@@ -164,6 +212,11 @@ impl Default for TcpConfig {
             delayed_ack: DelayedAck::OFF,
             partial_ack_resend: false,
             slow_start_per_ack: false,
+            cong_avoid_per_segment: false,
+            ce_ack_lagged: false,
+            dctcp_ssthresh_ns3: false,
+            ecn_cut_prr: false,
+            delack_first_at_once: false,
             recovery_from_cwr: true,
             loss_exit_above_recover: false,
             rto_reset_on_new_ack: false,

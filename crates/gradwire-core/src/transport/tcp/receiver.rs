@@ -1,7 +1,7 @@
 //! TCP receiver: reassembly and cumulative ACKs, echoing CE as ECE, each naming the data
 //! segment it answers (a one-block SACK); optionally delayed (RFC 5681 4.2).
 
-use super::TcpConfig;
+use super::{CongestionControl, TcpConfig};
 use crate::packet::{FlowId, HostId, Packet};
 use crate::transport::acking::{AckExtra, AckingReceiver};
 
@@ -34,6 +34,11 @@ impl AckExtra for EceEcho {
     fn urgent_after(self, held: Self) -> bool {
         self.ce != held.ce
     }
+
+    fn cumulative_only(self) -> Self {
+        // `rank` past any sequence sent: the sender reads no SACK block
+        EceEcho { seq: u64::MAX, ..self }
+    }
 }
 
 /// Receiving side of one TCP flow; reports `Delivered` once all `size` bytes are in.
@@ -43,6 +48,13 @@ impl TcpReceiver {
     /// A receiver at `local` for flow `flow` of `size_bytes` bytes from `remote`; a
     /// zero-byte flow reports `Delivered` at once.
     pub fn new(cfg: TcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
-        AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority, cfg.delayed_ack)
+        let r = AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority, cfg.delayed_ack);
+        let r = if cfg.delack_first_at_once { r.with_first_ack_at_once() } else { r };
+        // ns-3's CeState0to1/CeState1to0 are TcpDctcp's (TcpNewReno ignores the CE events)
+        if cfg.ce_ack_lagged && matches!(cfg.cc, CongestionControl::Dctcp { .. }) {
+            r.with_lagged_ce_acks()
+        } else {
+            r
+        }
     }
 }

@@ -150,6 +150,9 @@ pub struct TcpSender {
     phase: Phase,
     /// Acked bytes not yet worth a whole segment (ns-3 `m_bytesAckedNotProcessed`).
     partial_acked: u64,
+    /// With `cong_avoid_per_segment`: segments acknowledged in congestion avoidance since
+    /// the window last grew (Linux's `snd_cwnd_cnt`, ns-3's `TcpLinuxReno::m_cWndCnt`).
+    cwnd_cnt: u32,
     /// Segment to send regardless of cwnd (fast retransmit, partial ACK).
     forced_retx: Option<u64>,
     /// One new segment may go regardless of cwnd (`partial_ack_resend` with no hole to fill).
@@ -219,6 +222,7 @@ impl TcpSender {
             dupacks: 0,
             phase: Phase::Open,
             partial_acked: 0,
+            cwnd_cnt: 0,
             forced_retx: None,
             forced_new: false,
             board: Scoreboard::default(),
@@ -332,6 +336,10 @@ impl TcpSender {
     /// `beta * cwnd` (RFC 9438 4.6).
     fn loss_ssthresh(&mut self) -> u64 {
         let mss = self.mss();
+        if let (true, Some(d)) = (self.cfg.dctcp_ssthresh_ns3, self.dctcp) {
+            // ns-3.37's `TcpDctcp::GetSsThresh`, on losses too
+            return (self.cwnd as f64 * (1.0 - d.alpha / 2.0)) as u64;
+        }
         let cut = match &mut self.cubic {
             Some(c) => (c.on_congestion(self.cwnd as f64 / mss as f64) * mss as f64) as u64,
             None => self.flight() / 2,
@@ -379,6 +387,12 @@ impl TcpSender {
     fn increase_window(&mut self, now: Time, mut segs: u64) {
         let mss = self.mss();
         if segs == 0 {
+            if self.cfg.cong_avoid_per_segment && self.cubic.is_none() && self.cwnd >= self.ssthresh {
+                // `TcpLinuxReno::CongestionAvoidance` runs for an ACK of no whole segment
+                // too (ns-3 leaving CA_LOSS at the recovery point): its first step grows
+                // cwnd if the count has reached it
+                self.cong_avoid_ai(0);
+            }
             return;
         }
         if self.cwnd < self.ssthresh && self.cfg.slow_start_per_ack {
@@ -388,6 +402,11 @@ impl TcpSender {
             let grown = self.cwnd.saturating_add(segs.saturating_mul(mss)).min(self.ssthresh);
             segs = segs.saturating_sub((grown - self.cwnd) / mss);
             self.cwnd = grown;
+            if self.cfg.cong_avoid_per_segment {
+                // ns-3.37's `TcpLinuxReno::IncreaseWindow`: slow start or congestion
+                // avoidance, never both on one ACK
+                return;
+            }
         }
         if self.cwnd >= self.ssthresh && segs > 0 {
             match (&mut self.cubic, self.rtt.srtt()) {
@@ -395,9 +414,31 @@ impl TcpSender {
                     let w = c.on_ack(now, self.cwnd as f64 / mss as f64, segs as f64, srtt);
                     self.cwnd = ((w * mss as f64) as u64).max(self.cwnd);
                 }
+                _ if self.cfg.cong_avoid_per_segment => self.cong_avoid_ai(segs),
                 _ => self.cwnd += (mss * mss / self.cwnd).max(1),
             }
         }
+    }
+
+    /// Congestion avoidance counting `segs` acknowledged segments: one segment more once a
+    /// window's worth has been acknowledged, as ns-3.37's `TcpLinuxReno::CongestionAvoidance`
+    /// (Linux's `tcp_cong_avoid_ai`), its order of steps and its `w` taken before the first
+    /// increment included.
+    fn cong_avoid_ai(&mut self, segs: u64) {
+        let mss = self.mss();
+        let w = (self.cwnd / mss).max(1);
+        let mut cnt = self.cwnd_cnt as u64;
+        if cnt >= w {
+            cnt = 0;
+            self.cwnd += mss;
+        }
+        cnt += segs;
+        if cnt >= w {
+            let delta = cnt / w;
+            cnt -= delta * w;
+            self.cwnd += delta * mss;
+        }
+        self.cwnd_cnt = cnt.min(u32::MAX as u64) as u32;
     }
 
     fn on_dupack(&mut self) {
@@ -442,11 +483,39 @@ impl TcpSender {
     }
 
     /// ECN window cut (DCTCP by alpha/2, RFC 3168 by half): once per window of data.
-    fn enter_cwr(&mut self, alpha: f64) {
+    fn enter_cwr(&mut self, alpha: f64, delivered: u64) {
         let cut = (self.cwnd as f64 * (1.0 - alpha / 2.0)) as u64;
-        self.ssthresh = cut.max(2 * self.mss());
-        self.cwnd = self.ssthresh;
+        let dctcp_ns3 = self.cfg.dctcp_ssthresh_ns3 && self.dctcp.is_some();
+        self.ssthresh = if dctcp_ns3 { cut } else { cut.max(2 * self.mss()) };
         self.phase = Phase::Cwr { recover: self.high_tx };
+        if self.cfg.ecn_cut_prr {
+            // ns-3.37's `EnterCwr`: `TcpPrrRecovery::EnterRecovery` with the unacknowledged
+            // data as the flight recovery starts from, then `DoRecovery` for this ACK
+            self.prr = Prr { delivered: 0, out: 0, recover_fs: (self.high_tx - self.snd_una).max(1) };
+            self.prr_cwr(delivered);
+        } else {
+            self.cwnd = self.ssthresh;
+        }
+    }
+
+    /// ns-3.37's `TcpPrrRecovery::DoRecovery` in `CA_CWR` (SSRB; no retransmission is
+    /// acknowledged there): cwnd = flight + send count, the count `ceil(delivered ·
+    /// ssthresh / RecoverFS) − out` while the flight exceeds ssthresh, else what this ACK
+    /// `delivered` up to ssthresh, and at least a segment while nothing was sent.
+    fn prr_cwr(&mut self, delivered: u64) {
+        let mss = self.mss();
+        self.prr.delivered += delivered;
+        let inflight = if self.cfg.sack { self.board.pipe(self.outstanding_segs()) * mss } else { self.flight() };
+        let p = self.prr;
+        let mut send = if inflight > self.ssthresh {
+            (p.delivered as u128 * self.ssthresh as u128).div_ceil(p.recover_fs as u128) as i128 - p.out as i128
+        } else {
+            (delivered as i128).min(self.ssthresh as i128 - inflight as i128)
+        };
+        if p.out == 0 {
+            send = send.max(mss as i128);
+        }
+        self.cwnd = (inflight as i128 + send).max(0) as u64;
     }
 
     fn on_new_ack(&mut self, now: Time, ack: u64, ece: bool) {
@@ -478,11 +547,14 @@ impl TcpSender {
         if let Phase::Cwr { recover } = self.phase {
             if ack > recover {
                 self.phase = Phase::Open;
+                if self.cfg.ecn_cut_prr {
+                    self.cwnd = self.ssthresh;
+                }
             }
         }
         if ece && self.phase == Phase::Open {
             if let Some(alpha) = self.ecn_cut_alpha() {
-                self.enter_cwr(alpha);
+                self.enter_cwr(alpha, acked);
             }
         }
         let (una, nxt) = (self.snd_una, self.snd_nxt);
@@ -491,9 +563,12 @@ impl TcpSender {
         }
         self.process_new_ack(now, ack, acked, segs);
 
+        // ns-3's `NewAck` keeps the timer while data is unsent; it matters only to a window
+        // below one segment (`dctcp_ssthresh_ns3`), which sends nothing until it fires
+        let unsent_timer = self.cfg.dctcp_ssthresh_ns3 && self.cwnd < self.mss();
         if self.snd_una >= self.size {
             self.finish();
-        } else if self.snd_una >= self.high_tx {
+        } else if self.snd_una >= self.high_tx && !unsent_timer {
             self.rto_deadline = None;
         } else {
             self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
@@ -507,7 +582,12 @@ impl TcpSender {
                 self.dupacks = 0;
                 self.increase_window(now, segs);
             }
-            Phase::Cwr { .. } => self.dupacks = 0,
+            Phase::Cwr { .. } => {
+                self.dupacks = 0;
+                if self.cfg.ecn_cut_prr && segs >= 1 {
+                    self.prr_cwr(acked);
+                }
+            }
             Phase::Recovery { recover } if ack >= recover => {
                 // Full ACK: deflate to ssthresh and leave recovery (RFC 6582 3.2 step 3).
                 self.cwnd = self.ssthresh;
@@ -869,7 +949,9 @@ impl Endpoint for TcpSender {
         self.high_tx = self.high_tx.max(seq + len);
         self.record_send(now, seq, retransmission);
         self.last_sent = now;
-        if self.cfg.sack && matches!(self.phase, Phase::Recovery { .. }) {
+        if (self.cfg.sack && matches!(self.phase, Phase::Recovery { .. }))
+            || (self.cfg.ecn_cut_prr && matches!(self.phase, Phase::Cwr { .. }))
+        {
             self.prr.out += len;
         }
         self.stats.count_data(retransmission);

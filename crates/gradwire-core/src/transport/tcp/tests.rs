@@ -516,13 +516,19 @@ proptest! {
             recovery_from_cwr: !ns3,
             loss_exit_above_recover: ns3,
             rto_reset_on_new_ack: ns3,
+            cong_avoid_per_segment: ns3,
+            ce_ack_lagged: ns3,
+            dctcp_ssthresh_ns3: ns3,
+            ecn_cut_prr: ns3,
+            delack_first_at_once: ns3,
             ..TcpConfig::default()
         };
         let o = pipe(cfg, size, loss, 0.3, jitter, seed);
         prop_assert_eq!(o.delivered, vec![size]);
         prop_assert_eq!(o.done, 1);
         prop_assert!(o.sender.poll_timeout().is_none());
-        prop_assert!(o.sender.cwnd_bytes() >= MSS);
+        // ns-3's DCTCP cut has no floor (dctcp_ssthresh_ns3): its window may end below a segment
+        prop_assert!(o.sender.cwnd_bytes() >= MSS || ns3);
         let st = o.sender.stats();
         // Every segment goes out new exactly once; everything else is a retransmission.
         prop_assert_eq!(st.packets_sent, size.div_ceil(MSS) + st.retransmits);
