@@ -80,7 +80,7 @@ TCP_MODES = {
 TCP_MODE_TRANSPORT = {
     "ns3": {
         "newreno": ["transport.tcp_slow_start=per_ack"],
-        "dctcp": ["transport.tcp_cong_avoid=per_segment"],
+        "dctcp": ["transport.tcp_cong_avoid=per_segment_ns3"],
     }
 }
 _tcp_mode = "sackless"

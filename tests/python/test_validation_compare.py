@@ -44,8 +44,8 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     assert fixed[last] == "transport.tcp_recovery_from_cwr=true", "ns-3 with Linux's CWR rule: gradwire's own rule"
     dctcp = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1)
     assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
-    assert "transport.tcp_cong_avoid=per_segment" in dctcp, "TcpLinuxReno's CongestionAvoidance counts segments"
-    assert "transport.tcp_cong_avoid=per_segment" not in ns3, "TcpNewReno adds segmentSize^2/cWnd an ACK"
+    assert "transport.tcp_cong_avoid=per_segment_ns3" in dctcp, "TcpLinuxReno's CongestionAvoidance counts segments"
+    assert "transport.tcp_cong_avoid=per_segment_ns3" not in ns3, "TcpNewReno adds segmentSize^2/cWnd an ACK"
 
 
 NS3_BIN = ROOT / "validation" / "ns3" / "build" / "leafspine"
@@ -81,7 +81,7 @@ def test_a_small_sackless_incast_agrees_with_ns3(tmp_path):
 def test_a_small_dctcp_incast_with_ns3s_tcp_defaults_agrees_with_ns3(tmp_path):
     """The same incast with ns-3.37's TCP defaults (delayed ACKs, SACK, PRR), DCTCP: no loss
     on either side, so the FCTs are the window's growth after the first ECN cut, a segment
-    per round trip in ns-3's TcpLinuxReno (`tcp_cong_avoid = "per_segment"`)."""
+    per round trip in ns-3's TcpLinuxReno (`tcp_cong_avoid = "per_segment_ns3"`)."""
     import subprocess
 
     text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()

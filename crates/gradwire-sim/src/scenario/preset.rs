@@ -17,6 +17,7 @@
 //! | `transport.rto_min_us` | 200 000 | `TCP_RTO_MIN` (HZ / 5) |
 //! | `transport.tcp_partial_ack_resend` | `false` | only what the scoreboard deems lost is resent (`tcp_xmit_retransmit_queue`) |
 //! | `transport.tcp_slow_start` | `"per_segment"` | `tcp_slow_start` (`tcp_cong.c`): cwnd grows by the segments acknowledged |
+//! | `transport.tcp_cong_avoid` | `"per_segment"` | `tcp_reno_cong_avoid` (Reno, DCTCP's `.cong_avoid`) calls `tcp_cong_avoid_ai` with the segments acknowledged or SACKed: one segment per window's worth, however many segments an ACK covers (CUBIC has its own curve) |
 //! | `transport.tcp_recovery_from_cwr` | `true` | `tcp_fastretrans_alert` (`tcp_input.c`): `tcp_time_to_recover` enters Recovery from any state below it, CWR included |
 //! | `transport.tcp_loss_exit_ack` | `"all"` | `tcp_cong_control`: in Loss too, `tcp_cong_avoid` grows cwnd by every segment acked or SACKed |
 //! | `transport.tcp_rto_backoff_reset` | `"rtt_sample"` | `tcp_ack_update_rtt`: "RFC6298: only reset backoff on valid RTT measurement" |
@@ -41,7 +42,7 @@
 //! | `transport.rto_min_us` | 1 000 000 | `TcpSocketBase::MinRto` |
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`) | `TcpL4Protocol::SocketType = TcpCubic` |
 //! | `transport.tcp_slow_start` | `"per_ack"` where `tcp_cc = "reno"` is set, else `"per_segment"` | `TcpNewReno::SlowStart` (one segment per ACK); `TcpCubic` and `TcpDctcp` (a `TcpLinuxReno`) count segments |
-//! | `transport.tcp_cong_avoid` | `"per_segment"` for kinds `dctcp` and `pias` | `TcpLinuxReno::CongestionAvoidance` (`TcpDctcp`'s parent) counts the segments acknowledged (`m_cWndCnt`); `TcpNewReno::CongestionAvoidance` adds `segmentSize² / cWnd` per ACK, gradwire's default |
+//! | `transport.tcp_cong_avoid` | `"per_segment_ns3"` for kinds `dctcp` and `pias` | `TcpLinuxReno::CongestionAvoidance` (`TcpDctcp`'s parent) counts the segments acknowledged (`m_cWndCnt`); `TcpNewReno::CongestionAvoidance` adds `segmentSize² / cWnd` per ACK, gradwire's default |
 //! | `transport.tcp_recovery_from_cwr` | `false` | `TcpSocketBase::DupAck` counts duplicate ACKs in `CA_CWR` but calls `EnterRecovery` only from `CA_DISORDER` (reached only from `CA_OPEN`); `ProcessAck`'s `CA_CWR` branch: "TODO: need to check behavior if marking is compounded by loss" |
 //! | `transport.tcp_loss_exit_ack` | `"above_recover"` | `TcpSocketBase::ProcessAck`, `CA_LOSS` → `CA_OPEN`: `segsAcked = (ackNumber - m_recover) / m_segmentSize` goes to `IncreaseWindow` |
 //! | `transport.tcp_rto_backoff_reset` | `"new_ack"` | `TcpSocketBase::NewAck`: `m_rto = Max(m_rtt->GetEstimate() + Max(m_clockGranularity, 4 * m_rtt->GetVariation()), m_minRto)` on every new ACK (ns-3 skips it on a partial ACK in recovery after the first; gradwire does not) |
@@ -116,6 +117,7 @@ fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "rto_min_us", LINUX_RTO_MIN_US.into())?;
     fill(tree, "transport", "tcp_partial_ack_resend", false.into())?;
     fill(tree, "transport", "tcp_slow_start", "per_segment".into())?;
+    fill(tree, "transport", "tcp_cong_avoid", "per_segment".into())?;
     fill(tree, "transport", "tcp_recovery_from_cwr", true.into())?;
     fill(tree, "transport", "tcp_loss_exit_ack", "all".into())?;
     fill(tree, "transport", "tcp_rto_backoff_reset", "rtt_sample".into())?;
@@ -142,7 +144,7 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
         fill(tree, "transport", "tcp_slow_start", if reno { "per_ack" } else { "per_segment" }.into())?;
     }
     if matches!(kind(tree), Some("dctcp") | Some("pias")) {
-        fill(tree, "transport", "tcp_cong_avoid", "per_segment".into())?;
+        fill(tree, "transport", "tcp_cong_avoid", "per_segment_ns3".into())?;
     }
     let rto_min = lookup_f64(tree, "transport", "rto_min_us").unwrap_or(NS3_MIN_RTO_US);
     let has_pias_list = tree
@@ -255,7 +257,7 @@ mod tests {
             "the schema's RTOmin"
         );
         // The transport as the schema's defaults have it, so runs stay byte-identical.
-        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\nrto_min_us = 10000.0\n"), &[]).unwrap();
+        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\ntcp_cong_avoid = \"per_ack\"\nrto_min_us = 10000.0\n"), &[]).unwrap();
         assert_eq!(t, none[0].scenario.transport);
     }
 
@@ -292,11 +294,13 @@ mod tests {
         let t = transport(Some("ns3"), "[transport]\nkind = \"dctcp\"\n", &["transport.tcp_recovery_from_cwr=true"]);
         assert!(t.keys.bool("tcp_recovery_from_cwr"), "an explicit key wins");
         assert_eq!(t.keys.str("tcp_loss_exit_ack"), "above_recover", "DCTCP runs ns-3's TcpSocketBase too");
-        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_segment", "ns-3's TcpDctcp is a TcpLinuxReno");
+        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_segment_ns3", "ns-3's TcpDctcp is a TcpLinuxReno");
         let t = transport(Some("ns3"), RENO, &["transport.tcp_cc=\"reno\""]);
         assert_eq!(t.keys.str("tcp_cong_avoid"), "per_ack", "ns-3's TcpNewReno: segmentSize^2 / cWnd an ACK");
         let t = transport(None, "[transport]\nkind = \"dctcp\"\n", &[]);
-        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_ack", "modern: unchanged");
+        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_segment", "modern: Linux's tcp_cong_avoid_ai");
+        let t = transport(Some("sackless"), "[transport]\nkind = \"dctcp\"\n", &[]);
+        assert_eq!(t.keys.str("tcp_cong_avoid"), "per_ack", "sackless: the papers' ns-3 TcpNewReno growth");
         assert_eq!(s.transport.keys.opt_f64("pfabric_rto_us"), Some(5000.0), "pFabric's RTO follows RTOmin");
     }
 }

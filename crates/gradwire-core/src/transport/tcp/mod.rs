@@ -139,12 +139,15 @@ pub struct TcpConfig {
     /// `TcpLinuxReno::CongestionAvoidance`, which `TcpDctcp` inherits), instead of adding
     /// `mss * mss / cwnd` per ACK however many segments it covers (RFC 5681 eq. 3; ns-3's
     /// `TcpNewReno`). With delayed ACKs every 2 segments the window grows one segment per
-    /// round trip instead of half of one. As in `TcpLinuxReno::IncreaseWindow`, an ACK in
-    /// slow start grows the window only up to ssthresh: nothing it acknowledges above
-    /// ssthresh goes to congestion avoidance; and as ns-3 calls it for an ACK of no whole
-    /// segment too (leaving `CA_LOSS` at the recovery point), the count's first check can
-    /// grow the window then.
+    /// round trip instead of half of one. As Linux's `tcp_cong_avoid_ai` and ns-3 run it
+    /// for an ACK of no whole segment too (ns-3: leaving `CA_LOSS` at the recovery point),
+    /// the count's first check can grow the window then.
     pub cong_avoid_per_segment: bool,
+    /// With `cong_avoid_per_segment`, an ACK in slow start grows the window only up to
+    /// ssthresh and nothing it acknowledges above goes to congestion avoidance (ns-3.37's
+    /// `TcpLinuxReno::IncreaseWindow`); Linux's `tcp_reno_cong_avoid` passes what
+    /// `tcp_slow_start` leaves over on to `tcp_cong_avoid_ai`.
+    pub cong_avoid_after_slow_start_ns3: bool,
     /// With delayed ACKs, the receiver answers a change of CE state as ns-3.37's `TcpDctcp`
     /// (`CeState0to1`/`CeState1to0`): if the last ACK event held a packet or was the timer
     /// (`m_delayedAckReserved`), an ACK with the old state's ECE for what came before the
@@ -213,6 +216,7 @@ impl Default for TcpConfig {
             partial_ack_resend: false,
             slow_start_per_ack: false,
             cong_avoid_per_segment: false,
+            cong_avoid_after_slow_start_ns3: false,
             ce_ack_lagged: false,
             dctcp_ssthresh_ns3: false,
             ecn_cut_prr: false,

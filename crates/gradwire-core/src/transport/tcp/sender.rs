@@ -402,7 +402,7 @@ impl TcpSender {
             let grown = self.cwnd.saturating_add(segs.saturating_mul(mss)).min(self.ssthresh);
             segs = segs.saturating_sub((grown - self.cwnd) / mss);
             self.cwnd = grown;
-            if self.cfg.cong_avoid_per_segment {
+            if self.cfg.cong_avoid_after_slow_start_ns3 {
                 // ns-3.37's `TcpLinuxReno::IncreaseWindow`: slow start or congestion
                 // avoidance, never both on one ACK
                 return;

@@ -517,6 +517,7 @@ proptest! {
             loss_exit_above_recover: ns3,
             rto_reset_on_new_ack: ns3,
             cong_avoid_per_segment: ns3,
+            cong_avoid_after_slow_start_ns3: ns3,
             ce_ack_lagged: ns3,
             dctcp_ssthresh_ns3: ns3,
             ecn_cut_prr: ns3,

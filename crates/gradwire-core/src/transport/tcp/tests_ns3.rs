@@ -209,7 +209,11 @@ fn ns3s_one_segment_rto_trap_costs_an_rto_per_segment() {
 /// segments each (delayed ACKs), none echoing CE, the window refilled before each: the
 /// window in segments after each ACK.
 fn grow_after_ecn_cut(cong_avoid_per_segment: bool, acks: u64) -> Vec<f64> {
-    let cfg = TcpConfig { cong_avoid_per_segment, ..dctcp(true, false) };
+    let cfg = TcpConfig {
+        cong_avoid_per_segment,
+        cong_avoid_after_slow_start_ns3: cong_avoid_per_segment,
+        ..dctcp(true, false)
+    };
     let mut s = TcpSender::new(cfg, FLOW, 1, 2, 10_000 * MSS, 0);
     assert_eq!(drain(&mut s, 0).len(), 10);
     s.handle_packet(100 * US, &ack(2 * MSS, true, None));
@@ -405,6 +409,7 @@ fn ns3s_linux_reno_grows_on_leaving_loss_with_a_count_left_over() {
         let cfg = TcpConfig {
             init_cwnd_packets: 4,
             cong_avoid_per_segment: per_segment,
+            cong_avoid_after_slow_start_ns3: per_segment,
             dctcp_ssthresh_ns3: true,
             loss_exit_above_recover: true,
             ..dctcp(true, false)
