@@ -60,6 +60,7 @@ fn the_options_off_are_the_sackless_run_byte_for_byte() {
         "transport.tcp_rack_tlp=false",
         "transport.tcp_cc=\"reno\"",
         "transport.tcp_delack_count=1",
+        "transport.tcp_cong_avoid=\"per_ack\"",
         "baseline=modern",
     ];
     assert_eq!(run(&spelled).0, plain);
