@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background by a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and so would every command the Ctrl-C tests start: exec keeps an ignored signal,
+# and Python then raises no KeyboardInterrupt. A user's terminal delivers it; so do we.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
 INCAST = DATA / "incast-small.toml"
