@@ -294,9 +294,10 @@ impl Fabric {
                 let name = if *n == 0 { base } else { format!("{base}#{n}") };
                 *n += 1;
                 node_ports[a as usize].push(ports.len() as PortId);
-                let bits_per_sec = match is_host && s.host.nic_rate_share < 1.0 {
-                    true => ((link.bits_per_sec as f64 * s.host.nic_rate_share).round() as u64).max(1),
-                    false => link.bits_per_sec,
+                let bits_per_sec = if is_host && s.host.nic_rate_share < 1.0 {
+                    ((link.bits_per_sec as f64 * s.host.nic_rate_share).round() as u64).max(1)
+                } else {
+                    link.bits_per_sec
                 };
                 ports.push(Port {
                     name,
