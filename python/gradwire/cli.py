@@ -755,9 +755,18 @@ def crosscheck(
             "stays). auto: 1, or what this machine's cores keep up with (0.125 per core; 0.25 on 2).",
         ),
     ] = "auto",
+    iterations: Annotated[
+        int | None,
+        typer.Option(
+            "--iterations",
+            min=1,
+            help="Iterations of each ring and PS job in both worlds [default: the scenarios' 3]; "
+            "under loss one run's few iterations are a wide draw, more narrow the medians.",
+        ),
+    ] = None,
 ) -> None:
     """The same small jobs in the emulator (runtime, kernel TCP) and in their simulator twins,
-    with the ratio emulated / simulated per backend (needs root)."""
+    with the ratio emulated / simulated per backend and each world's spread (needs root)."""
     from rich.table import Table
 
     from gradwire.emu import crosscheck as cc
@@ -784,18 +793,22 @@ def crosscheck(
         console.print(f"[{i}/{len(todo)}] [bold]{escape(case.name)}[/]")
         slug = "".join(ch if ch.isalnum() else "-" for ch in case.name).strip("-")
         try:
-            rows += cc.run_case(case, out / slug, log=lambda m: console.print(f"    {escape(m)}"))
+            rows += cc.run_case(
+                case, out / slug, log=lambda m: console.print(f"    {escape(m)}"), iterations=iterations
+            )
         except (JobError, EmulatorUnavailable) as e:
             raise _fail(str(e)) from None
         cc.write(rows, out)  # after every case: a run cut short keeps what it measured
     t = Table(header_style="bold", title="emulated / simulated seconds per iteration")
-    for col in ("case", "backend", "emulated s", "twin s", "ratio", "CPU-bound", "RTOs/iter, emulated / twin"):
+    cols = ("case", "backend", "emulated s", "twin s", "ratio", "quartiles, emulated / twin", "CPU-bound")
+    for col in (*cols, "RTOs/iter, emulated / twin"):
         t.add_column(col, justify="left" if col in ("case", "backend") else "right")
     for r in rows:
         cpu = {True: "yes", False: "no", None: "?"}[r["cpu_bound"]]
         emu_rtos = r["rtos_per_iteration_emulated"]
         rtos = f"{'-' if emu_rtos != emu_rtos else emu_rtos} / {r['rtos_per_iteration_twin']}"
-        cells = (f"{r['emulated_s']:.3f}", f"{r['twin_s']:.3f}", f"{r['ratio']}", cpu, rtos)
+        spread = f"{r['emulated_spread_s'] or '-'} / {r['twin_spread_s']}"
+        cells = (f"{r['emulated_s']:.3f}", f"{r['twin_s']:.3f}", f"{r['ratio']}", spread, cpu, rtos)
         t.add_row(escape(r["case"]), r["backend"], *cells)
     console.print(t)
     console.print(f"table: {escape(str(cc.write(rows, out)))}")

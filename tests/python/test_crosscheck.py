@@ -92,10 +92,24 @@ def test_the_runtimes_twins_send_its_datagrams_from_its_nic_clock_and_pool_seeds
     for backend in ("gloo", "cubic", "reno"):
         assert not any(k.startswith("host.") for k in cc.TWIN[backend])
     ring = next(c for c in cc.cases(gbps=0.25) if c.name == "ring, 10 us RTT, 0% loss")
-    t, rtos = cc.twin(ring, "dlcp", tmp_path)
+    t, rtos, each = cc.twin(ring, "dlcp", tmp_path)
+    assert len(each) == 3 * cc.TWIN_SEEDS and t == sorted(each)[len(each) // 2]
     floor = 6 * 1085 * 1500 * 8 / (0.25e9 * LINE_RATE_SHARE)
     assert floor <= t <= 1.02 * floor and rtos == 0, (t, floor)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"seed{i}" for i in range(1, cc.TWIN_SEEDS + 1)]
+
+
+def test_iterations_apply_to_both_worlds_of_a_collective_and_not_to_flows(tmp_path):
+    """`--iterations N` runs a ring or PS job N times in the emulator and N times per seed
+    in the twin; a kernel-TCP incast has no iterations to repeat. The spread column is the
+    quartiles of what was measured."""
+    ring = next(c for c in cc.cases(quick=True) if c.name == "ring, 10 us RTT, 0% loss")
+    incast = next(c for c in cc.cases(quick=True) if c.name.startswith("incast"))
+    assert cc.iteration_sets(ring, 5) == (("job.iterations=5",), ("workload.iterations=5",))
+    assert cc.iteration_sets(ring, None) == ((), ()) and cc.iteration_sets(incast, 5) == ((), ())
+    _, _, each = cc.twin(ring, "gloo", tmp_path, iterations=2)
+    assert len(each) == 2 * cc.TWIN_SEEDS
+    assert cc._spread([1.0, 2.0, 3.0, 4.0, 5.0]) == "2.000-4.000" and cc._spread([0.5]) == "0.500"
 
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
@@ -105,11 +119,13 @@ def test_one_case_runs_in_both_worlds(tmp_path):
 
     from gradwire.cli import app
 
-    r = CliRunner().invoke(app, ["crosscheck", "--quick", "--case", "ring, 10 us RTT, 0%", "-o", str(tmp_path)])
+    args = ["crosscheck", "--quick", "--case", "ring, 10 us RTT, 0%", "--iterations", "2", "-o", str(tmp_path)]
+    r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader((tmp_path / "crosscheck.csv").open()))
     assert [r["backend"] for r in rows] == ["gloo", "dlcp", "ltp"]
     for row in rows:
+        assert row["iterations_emulated"] == "2" and "-" in row["emulated_spread_s"] and row["twin_spread_s"]
         emu, twin = float(row["emulated_s"]), float(row["twin_s"])
         assert emu > 0 and twin > 0 and math.isclose(float(row["ratio"]), emu / twin, rel_tol=0.02, abs_tol=0.006)
         # timeouts per iteration in both worlds: the kernel's counted for Gloo only

@@ -169,9 +169,27 @@ def _median(xs: list[float]) -> float:
 TWIN_SEEDS = 5
 
 
-def twin(case: Case, backend: str, out_dir: Path) -> tuple[float, float]:
+def _spread(xs: list[float]) -> str:
+    """The quartiles of a sample as `q1-q3` (seconds), or its one value."""
+    xs = sorted(x for x in xs if not math.isnan(x))
+    if len(xs) < 2:
+        return f"{xs[0]:.3f}" if xs else ""
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return f"{q[0]:.3f}-{q[2]:.3f}"
+
+
+def iteration_sets(case: Case, iterations: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The overrides that make a collective case run `iterations` in both worlds (none for
+    a flow job, whose flows run once)."""
+    if iterations is None or case.emulate in FLOW_JOBS:
+        return (), ()
+    return (f"job.iterations={iterations}",), (f"workload.iterations={iterations}",)
+
+
+def twin(case: Case, backend: str, out_dir: Path, iterations: int | None = None) -> tuple[float, float, list[float]]:
     """The twin's simulated seconds per iteration (median over its iterations on
-    `TWIN_SEEDS` seeds) and its retransmission timeouts per iteration."""
+    `TWIN_SEEDS` seeds), its retransmission timeouts per iteration, and every
+    iteration's seconds."""
     import pandas as pd
 
     from gradwire.reproduce import ict_per_iteration
@@ -179,7 +197,8 @@ def twin(case: Case, backend: str, out_dir: Path) -> tuple[float, float]:
     from gradwire.scenarios import ScenarioSource
 
     path = BUILTIN / "sim" / f"{case.twin}.toml"
-    sets = ["sweep={}", *case.sets, *case.twin_sets, *TWIN[backend], *control_twin(case, backend)]
+    sets = ["sweep={}", *case.sets, *case.twin_sets, *iteration_sets(case, iterations)[1], *TWIN[backend]]
+    sets += control_twin(case, backend)
     source = ScenarioSource(name=path.stem, origin=str(path), text=path.read_text())
     per_iteration: list[float] = []
     timeouts = 0.0
@@ -188,24 +207,34 @@ def twin(case: Case, backend: str, out_dir: Path) -> tuple[float, float]:
         flows = pd.read_csv(simulate(run, out_dir / f"seed{seed}", show_progress=False).dir / "flows.csv")
         per_iteration += ict_per_iteration(flows)
         timeouts += float(flows["timeouts"].sum())
-    return _median([v / 1e9 for v in per_iteration]), timeouts / max(1, len(per_iteration))
+    seconds = [v / 1e9 for v in per_iteration]
+    return _median(seconds), timeouts / max(1, len(per_iteration)), seconds
 
 
-def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, timeout: float = 300.0) -> list[dict]:
+def run_case(
+    case: Case,
+    out_dir: Path,
+    log: Callable[[str], None] = print,
+    timeout: float = 300.0,
+    iterations: int | None = None,
+) -> list[dict]:
     """One case in both worlds: a row per backend. A collective job runs all its backends in
-    one emulated point; a flow job one point per congestion control."""
+    one emulated point; a flow job one point per congestion control. `iterations`: how many
+    a collective job runs in each world (the scenarios' 3 if None); the spread columns
+    give each world's quartiles over them."""
     path = resolve(case.emulate)
     flows = case.emulate in FLOW_JOBS
+    emu_its = iteration_sets(case, iterations)[0]
     shared = (
         []
         if flows
-        else _emulate(case, path, f"job.backends={list(case.backends)!r}", out_dir / "emulated", log, timeout)
+        else _emulate(case, path, f"job.backends={list(case.backends)!r}", out_dir / "emulated", log, timeout, emu_its)
     )
     rows = []
     for backend in case.backends:
         emulated = shared or _emulate(case, path, f'job.cc="{backend}"', out_dir / f"emulated-{backend}", log, timeout)
         emu, emu_rtos, mine = _measure(emulated, backend, flows)
-        sim, sim_rtos = twin(case, backend, out_dir / f"twin-{backend}")
+        sim, sim_rtos, sim_all = twin(case, backend, out_dir / f"twin-{backend}", iterations)
         rows.append(
             {
                 "case": case.name,
@@ -213,6 +242,10 @@ def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, time
                 "emulated_s": round(emu, 4),
                 "twin_s": round(sim, 4),
                 "ratio": round(emu / sim, 2) if sim > 0 else math.nan,
+                # a flow job's rows are its flows, its time the last one's: one sample
+                "iterations_emulated": 1 if flows else len(mine),
+                "emulated_spread_s": "" if flows else _spread([r["time_s"] for r in mine]),
+                "twin_spread_s": _spread(sim_all),
                 "cpu_bound": any(bool(r.get("cpu_bound")) for r in mine) if mine else None,
                 "rtos_per_iteration_emulated": round(emu_rtos, 2),
                 "rtos_per_iteration_twin": round(sim_rtos, 2),
@@ -223,10 +256,16 @@ def run_case(case: Case, out_dir: Path, log: Callable[[str], None] = print, time
 
 
 def _emulate(
-    case: Case, path: Path, choose: str, out_dir: Path, log: Callable[[str], None], timeout: float
+    case: Case,
+    path: Path,
+    choose: str,
+    out_dir: Path,
+    log: Callable[[str], None],
+    timeout: float,
+    extra: tuple[str, ...] = (),
 ) -> list[dict]:
     """One emulated point of `case` (`choose`: which backends or congestion control)."""
-    _name, points = job.plan(path, ["sweep={}", *case.sets, *case.emu_sets, choose])
+    _name, points = job.plan(path, ["sweep={}", *case.sets, *case.emu_sets, *extra, choose])
     return job.run_point(path, points[0], out_dir, log=log, timeout=timeout)["rows"]
 
 
