@@ -339,7 +339,8 @@ JOBS = """
 
 def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, monkeypatch):
     """The unchanged runtime and torch.distributed's Gloo, one rank per namespace, through
-    the switch; then a kernel-TCP parameter-server exchange and a DDP step with the hook."""
+    the switch; then a kernel-TCP parameter-server exchange and DDP steps with the hook and
+    on the backend."""
     path = scenario(tmp_path, JOBS)
     _, points = plan(path)
     # what a rank writes to stderr (here the runtime's trace) is kept per rank, in a file:
@@ -385,11 +386,13 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
     assert {r["label"] for r in s["rows"]} == {"cubic", "dlcp"}
     for r in s["rows"]:
         assert not r.get("error") and r["time_s"] > 0.95 * 2 * 4e6 * 8 / 0.2e9, r
-    # a DDP training step with gradwire's communication hook: 4 MB of gradients
-    _, points = plan(path, ['job.kind="ddp"', 'job.backends=["dlcp"]', "job.bytes=4000000"])
+    # a DDP training step with gradwire's communication hook, and with DDP's own allreduce
+    # on the "gradwire" process-group backend: 4 MB of gradients
+    _, points = plan(path, ['job.kind="ddp"', 'job.backends=["dlcp", "dlcp-backend"]', "job.bytes=4000000"])
     s = run_point(path, points[0], tmp_path / "ddp", log=lambda m: None)
-    (row,) = s["rows"]
-    assert row["label"] == "dlcp" and not row.get("error") and row["time_s"] > 0.08, row
+    assert [r["label"] for r in s["rows"]] == ["dlcp", "dlcp-backend"]
+    for row in s["rows"]:
+        assert not row.get("error") and row["time_s"] > 0.08, row
 
 
 def test_a_training_job_reports_its_time_to_accuracy(tmp_path):

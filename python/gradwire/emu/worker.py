@@ -10,7 +10,9 @@ Each prints one JSON line with its result on stdout:
   rank 0 serves) over kernel TCP (BACKEND cubic, reno, bbr) or gradwire's PS (dlcp, ltp).
   With GRADWIRE_EMU_SYNC=1 every iteration ends with a barrier through the server.
 - ``ddp BACKEND BYTES ITERS [LOSS_BOUND]``: DDP training steps of an MLP with about BYTES
-  of parameters, DDP's Gloo allreduce (gloo) or gradwire's communication hook.
+  of parameters, DDP's Gloo allreduce (gloo), gradwire's communication hook (a transport),
+  or DDP's own allreduce on the "gradwire" process-group backend (a transport and
+  ``-backend``, e.g. dlcp-backend: lossless, no hook).
 - ``allreduce BACKEND BYTES ITERS [LOSS_BOUND]``: BACKEND gloo (torch.distributed) or a
   gradwire transport (dlcp, ltp, ...), ranks from the torchrun-style environment; report
   every iteration's time.
@@ -321,9 +323,14 @@ def ps(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     _print_job(rank, backend, nbytes, times, lost, retx, cpu_s=cpu, cpu_windows=windows)
 
 
+#: A ddp job's backend name ending in this runs DDP on the "gradwire" process group.
+ON_BACKEND = "-backend"
+
+
 def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     """DDP training steps of an MLP with about `nbytes` of float32 parameters: DDP's own
-    Gloo allreduce (BACKEND gloo) or gradwire's communication hook (a transport)."""
+    allreduce on Gloo (BACKEND gloo) or on the "gradwire" backend (a transport and
+    `ON_BACKEND`), or gradwire's communication hook on a Gloo group (a transport)."""
     import datetime
 
     import torch
@@ -333,15 +340,24 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     rank = int(os.environ["RANK"])
     torch.set_num_threads(1)
     port = int(os.environ["MASTER_PORT"])
-    state = None
-    if backend != "gloo":
+    timeout = datetime.timedelta(seconds=600)
+    state, on_backend = None, backend.endswith(ON_BACKEND)
+    if on_backend:
+        import gradwire.torch as gt
+
+        kw = {k: v for k, v in _init_kwargs(backend.removesuffix(ON_BACKEND)).items() if k != "peer_timeout"}
+        kw.pop("timeout")  # the process group's, below
+        opts = gt.Options(transport=kw.pop("transport"), extra=kw)
+        dist.init_process_group("gradwire", pg_options=opts, timeout=timeout)
+    elif backend != "gloo":
         import gradwire
         import gradwire.ddp
 
         gradwire.init(**_init_kwargs(backend, master_port=port))
         state = gradwire.ddp.HookState(loss_bound=loss_bound)
-    os.environ["MASTER_PORT"] = str(port + 1)
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=600))
+    if not on_backend:
+        os.environ["MASTER_PORT"] = str(port + 1)
+        dist.init_process_group("gloo", timeout=timeout)
     width = 1024
     layers = max(1, nbytes // (4 * width * width))
     torch.manual_seed(0)
