@@ -3,6 +3,7 @@ sweep point (no root needed: the switch's `check` builds the fabric without devi
 
 from __future__ import annotations
 
+import math
 import subprocess
 
 import pytest
@@ -86,6 +87,21 @@ def test_cpu_shares_cover_the_window_from_the_first_start_to_the_last_end():
     assert got["switch_share"] == 0.3 and got["ranks_share"] == 0.5 and got["other_share"] == 0.1
     assert got["cpu_bound"] is True
     assert cpu_shares([a, {"cpu_s": [0.3]}], 0, cores=2) == {}
+
+
+def test_an_iterations_period_runs_from_the_last_end_before_to_its_last_end():
+    """Back to back, rank a finishes iteration 0 early and starts 1 at once; its call then
+    includes waiting for b, so the slowest call (1.0 s) is longer than the period (0.8 s),
+    which is what the simulator's iterations measure."""
+    from gradwire.emu.job import iteration_periods
+
+    def w(start, end):
+        return [[start, 0, 0, 0], [end, 0, 0, 0]]
+
+    a = {"cpu_windows": [w(10.0, 10.5), w(10.5, 11.5)]}
+    b = {"cpu_windows": [w(10.1, 10.7), w(10.7, 11.4)]}
+    assert iteration_periods([a, b], 2) == [0.7, 0.8]
+    assert all(math.isnan(p) for p in iteration_periods([a, {"cpu_s": [0.1]}], 2))
 
 
 def test_sweeps_and_overrides_are_the_simulators(tmp_path):

@@ -244,7 +244,7 @@ def run_case(
                 "ratio": round(emu / sim, 2) if sim > 0 else math.nan,
                 # a flow job's rows are its flows, its time the last one's: one sample
                 "iterations_emulated": 1 if flows else len(mine),
-                "emulated_spread_s": "" if flows else _spread([r["time_s"] for r in mine]),
+                "emulated_spread_s": "" if flows else _spread([_period(r) for r in mine]),
                 "twin_spread_s": _spread(sim_all),
                 "cpu_bound": any(bool(r.get("cpu_bound")) for r in mine) if mine else None,
                 "rtos_per_iteration_emulated": round(emu_rtos, 2),
@@ -272,16 +272,22 @@ def _emulate(
 def _measure(rows: list[dict], backend: str, flows: bool) -> tuple[float, float, list[dict]]:
     """Emulated seconds per iteration, the kernels' TCP timeouts per iteration (Gloo and
     kernel flows; counted over the backend's whole run). A collective job's rows are its
-    iterations, labelled by backend; a flow job's are its flows, started together: the
-    time is the last one's, and each row carries the counters of the whole run. And the
-    backend's rows."""
+    iterations, labelled by backend, and its time their period (`job.iteration_periods`),
+    as the twin's; a flow job's are its flows, started together: the time is the last
+    one's, and each row carries the counters of the whole run. And the backend's rows."""
     if flows:
         mine = [r for r in rows if r.get("cc") == backend]
         rtos = float(mine[0].get("tcp_timeouts", 0)) if mine else math.nan
         return max((r["time_s"] for r in mine), default=math.nan), rtos, mine
     mine = [r for r in rows if r["label"] == backend]
     rtos = mine[0].get("tcp_timeouts", 0) / len(mine) if mine and backend in TCP_BACKENDS else math.nan
-    return _median([r["time_s"] for r in mine]), rtos, mine
+    return _median([_period(r) for r in mine]), rtos, mine
+
+
+def _period(row: dict) -> float:
+    """An emulated iteration's period, or the slowest rank's call where a run has none."""
+    p = row.get("period_s", math.nan)
+    return row["time_s"] if p is None or math.isnan(p) else p
 
 
 def write(rows: list[dict], out_dir: Path) -> Path:

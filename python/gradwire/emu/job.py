@@ -426,6 +426,22 @@ def _delta(before: dict, after: dict) -> dict:
 CPU_BOUND_BUSY = 0.9
 
 
+def iteration_periods(results: list[dict], iterations: int) -> list[float]:
+    """Each iteration's period on the wall clock every namespace shares: from the last rank's
+    end of the iteration before (the first: the first rank's start) to the last rank's end
+    of this one, from the ranks' samples around each call (`worker.cpu_sample`). Back to
+    back, a rank done early starts its next call early and waits in it for the others, so
+    the slowest rank's call (`time_s`) can exceed the period by the ranks' skew (a one-way
+    delay of a ring at 10 ms RTT); the simulator's iterations are periods. NaN without
+    samples."""
+    wins = [r.get("cpu_windows") or [] for r in results]
+    if not wins or any(len(w) < iterations for w in wins):
+        return [math.nan] * iterations
+    ends = [max(w[it][1][0] for w in wins) for it in range(iterations)]
+    starts = [min(w[0][0][0] for w in wins), *ends[:-1]]
+    return [round(e - s, 6) for s, e in zip(starts, ends)]
+
+
 def cpu_shares(results: list[dict], it: int, cores: int | None = None) -> dict[str, Any]:
     """Iteration `it`'s CPU, from the ranks' samples around it (`worker.cpu_sample`):
     the window runs from the first rank's start to the last rank's end. Shares are of
@@ -547,6 +563,7 @@ def run_allreduce(
                 }
             )
             continue
+        periods = iteration_periods(results, job["iterations"])
         for it in range(job["iterations"]):
             # an allreduce ends when its slowest rank has the result
             rows.append(
@@ -556,6 +573,7 @@ def run_allreduce(
                     "bytes": job["bytes"],
                     "iteration": it,
                     "time_s": max(r["times_s"][it] for r in results),
+                    "period_s": periods[it],
                     # CPU time of all ranks together in this iteration, and whether every
                     # rank got the exact sum (allreduce jobs only: None for the others)
                     "ranks_cpu_s": (
