@@ -3,9 +3,11 @@
 #   gpu: benchmarks/gpu_check/run.sh, the backend on CUDA tensors against Gloo (2 ranks, 1 GPU);
 #   emu: the emulator with cores to spare, allreduce-fast.toml (Gloo vs DLCP at 1 and 10 Gbit/s,
 #        0 and 1 % loss) with the ranks' and the switch's CPU time;
-#   ddp: `gradwire emulate ddp-loss` (DDP steps, Gloo vs the DLCP hook, 0 and 1 % loss);
-#   xcheck: `gradwire crosscheck` (every case, emulator against simulator twin; its whole
-#        results folder comes back as xcheck.tgz: each run's per-iteration CPU and counters).
+#   ddp: `gradwire emulate ddp-loss` (DDP steps, Gloo vs the DLCP hook and the gradwire
+#        backend, 0 and 1 % loss);
+#   xcheck: `gradwire crosscheck` (every case, emulator against simulator twin, XCHECK_ITERS
+#        iterations of each ring and PS job if set; its whole results folder comes back as
+#        xcheck.tgz: each run's per-iteration CPU and counters).
 # Parts run in the order PARTS names them, each under its own timeout (seconds), so the
 # whole call can be fitted inside the device's 10-minute command limit.
 # Needs python/gradwire/_core.abi3.so built here (carry it). Where the machine has no iproute2,
@@ -41,7 +43,8 @@ ddp() {
   tar czf "$OUT/ddp.tgz" -C "$OUT" ddp && rm -rf "$OUT/ddp"
 }
 xcheck() {
-  timeout "${XCHECK_S:-500}" python3 -m gradwire crosscheck -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -60
+  timeout "${XCHECK_S:-500}" python3 -m gradwire crosscheck ${XCHECK_ITERS:+--iterations "$XCHECK_ITERS"} \
+    -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -60
   cp "$OUT/xcheck/crosscheck.csv" "$OUT/crosscheck.csv" 2>/dev/null
   tar czf "$OUT/xcheck.tgz" --exclude='*.png' -C "$OUT" xcheck && rm -rf "$OUT/xcheck"
 }
