@@ -811,6 +811,8 @@ def crosscheck(
         cells = (f"{r['emulated_s']:.3f}", f"{r['twin_s']:.3f}", f"{r['ratio']}", spread, cpu, rtos)
         t.add_row(escape(r["case"]), r["backend"], *cells)
     console.print(t)
+    for line in cc.verdict(rows):
+        console.print(escape(line))
     console.print(f"table: {escape(str(cc.write(rows, out)))}")
 
 

@@ -112,6 +112,23 @@ def test_iterations_apply_to_both_worlds_of_a_collective_and_not_to_flows(tmp_pa
     assert cc._spread([1.0, 2.0, 3.0, 4.0, 5.0]) == "2.000-4.000" and cc._spread([0.5]) == "0.500"
 
 
+def test_the_verdict_counts_each_sides_rows_within_its_bound():
+    def row(case, backend, ratio, cpu_bound=False):
+        return {"case": case, "backend": backend, "ratio": ratio, "cpu_bound": cpu_bound}
+
+    rows = [
+        row("ring", "gloo", 1.63),
+        row("ring", "dlcp", 1.06),
+        row("ring", "ltp", 0.8, True),
+        row("PS", "cubic", 1.0),
+        row("PS", "dlcp", math.nan),
+    ]
+    runtime, kernel, cpu = cc.verdict(rows)
+    assert runtime == "runtime: 1 of 3 within 1.2x of the twin; outside: ring ltp 0.8, PS dlcp nan"
+    assert kernel == "kernel TCP: 1 of 2 within 1.2x of the twin; outside: ring gloo 1.63"
+    assert cpu.startswith("CPU-bound: 1 of 5 rows")
+
+
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 def test_one_case_runs_in_both_worlds(tmp_path):
     pytest.importorskip("torch")

@@ -290,6 +290,29 @@ def _period(row: dict) -> float:
     return row["time_s"] if p is None or math.isnan(p) else p
 
 
+#: How far apart the worlds may be and still agree (issue 29: the runtime within 1.2×;
+#: issue 28: Linux's TCP within 20 %).
+AGREE = {"runtime": 1.2, "kernel TCP": 1.2}
+
+
+def verdict(rows: list[dict]) -> list[str]:
+    """One line per side: how many of its rows agree with their twins within `AGREE`, and
+    which do not; and how many runs were CPU-bound (where this machine may be why)."""
+    out = []
+    for side, limit in AGREE.items():
+        mine = [r for r in rows if (r["backend"] in TCP_BACKENDS) == (side == "kernel TCP")]
+        if not mine:
+            continue
+        off = [r for r in mine if not (1 / limit <= r["ratio"] <= limit)]  # NaN is off too
+        line = f"{side}: {len(mine) - len(off)} of {len(mine)} within {limit:g}x of the twin"
+        if off:
+            line += "; outside: " + ", ".join(f"{r['case']} {r['backend']} {r['ratio']}" for r in off)
+        out.append(line)
+    bound = sum(bool(r["cpu_bound"]) for r in rows)
+    out.append(f"CPU-bound: {bound} of {len(rows)} rows" + (" (this machine's cores may be why)" if bound else ""))
+    return out
+
+
 def write(rows: list[dict], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "crosscheck.csv"
