@@ -124,8 +124,8 @@ def test_the_verdict_counts_each_sides_rows_within_its_bound():
         row("PS", "dlcp", math.nan),
     ]
     runtime, kernel, cpu = cc.verdict(rows)
-    assert runtime == "runtime: 1 of 3 within 1.2x of the twin; outside: ring ltp 0.8, PS dlcp nan"
-    assert kernel == "kernel TCP: 1 of 2 within 1.2x of the twin; outside: ring gloo 1.63"
+    assert runtime == "runtime: 1 of 3 within 1.2x of the twin. Outside: ring, ltp 0.8x; PS, dlcp nanx"
+    assert kernel == "kernel TCP: 1 of 2 within 1.2x of the twin. Outside: ring, gloo 1.63x"
     assert cpu.startswith("CPU-bound: 1 of 5 rows")
 
 

@@ -306,7 +306,7 @@ def verdict(rows: list[dict]) -> list[str]:
         off = [r for r in mine if not (1 / limit <= r["ratio"] <= limit)]  # NaN is off too
         line = f"{side}: {len(mine) - len(off)} of {len(mine)} within {limit:g}x of the twin"
         if off:
-            line += "; outside: " + ", ".join(f"{r['case']} {r['backend']} {r['ratio']}" for r in off)
+            line += ". Outside: " + "; ".join(f"{r['case']}, {r['backend']} {r['ratio']}x" for r in off)
         out.append(line)
     bound = sum(bool(r["cpu_bound"]) for r in rows)
     out.append(f"CPU-bound: {bound} of {len(rows)} rows" + (" (this machine's cores may be why)" if bound else ""))
