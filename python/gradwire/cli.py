@@ -760,8 +760,8 @@ def crosscheck(
         typer.Option(
             "--iterations",
             min=1,
-            help="Iterations of each ring and PS job in both worlds [default: the scenarios' 3]; "
-            "under loss one run's few iterations are a wide draw, more narrow the medians.",
+            help="Iterations of each ring and PS job in both worlds [default: the scenarios' 3], "
+            "runs of each incast (its twin on as many seeds); under loss a few are a wide draw.",
         ),
     ] = None,
 ) -> None:

@@ -101,14 +101,17 @@ def test_the_runtimes_twins_send_its_datagrams_from_its_nic_clock_and_pool_seeds
 
 def test_iterations_apply_to_both_worlds_of_a_collective_and_not_to_flows(tmp_path):
     """`--iterations N` runs a ring or PS job N times in the emulator and N times per seed
-    in the twin; a kernel-TCP incast has no iterations to repeat. The spread column is the
-    quartiles of what was measured."""
+    in the twin; a kernel-TCP incast runs N times in the emulator (its twin on N seeds, at
+    least `TWIN_SEEDS`). The spread column is the quartiles of what was measured."""
     ring = next(c for c in cc.cases(quick=True) if c.name == "ring, 10 us RTT, 0% loss")
     incast = next(c for c in cc.cases(quick=True) if c.name.startswith("incast"))
     assert cc.iteration_sets(ring, 5) == (("job.iterations=5",), ("workload.iterations=5",))
     assert cc.iteration_sets(ring, None) == ((), ()) and cc.iteration_sets(incast, 5) == ((), ())
-    _, _, each = cc.twin(ring, "gloo", tmp_path, iterations=2)
+    _, _, each = cc.twin(ring, "gloo", tmp_path / "ring", iterations=2)
     assert len(each) == 2 * cc.TWIN_SEEDS
+    # a flow job's twin: a sample per seed, as many seeds as the emulator's runs
+    _, _, each = cc.twin(incast, "reno", tmp_path / "incast", iterations=cc.TWIN_SEEDS + 2)
+    assert len(each) == cc.TWIN_SEEDS + 2
     assert cc._spread([1.0, 2.0, 3.0, 4.0, 5.0]) == "2.000-4.000" and cc._spread([0.5]) == "0.500"
 
 
@@ -154,13 +157,15 @@ def test_one_case_runs_in_both_worlds(tmp_path):
 
 @pytest.mark.skipif(unavailable_reason() is not None, reason=unavailable_reason() or "")
 def test_a_kernel_tcp_incast_runs_per_congestion_control_with_the_kernels_counters(tmp_path):
-    """A flow case runs one emulated point per congestion control; its time is the last
-    flow's and its RTO column is the kernels' count (0 or more), not missing."""
+    """A flow case runs one emulated point per congestion control, `iterations` times; its
+    time is the median of the runs' last flows and its RTO column the kernels' count per
+    run (0 or more), not missing."""
     case = next(c for c in cc.cases(quick=True) if c.name == "incast 3:1, 10 us RTT, 0% loss")
-    rows = cc.run_case(case, tmp_path, log=lambda _: None)
+    rows = cc.run_case(case, tmp_path, log=lambda _: None, iterations=2)
     assert [r["backend"] for r in rows] == ["reno", "cubic"]
     for row in rows:
         # 3 MB over a 1 Gbit/s port: at least the wire time
         assert row["emulated_s"] >= 3e6 * 8 / 1e9 and row["twin_s"] >= 3e6 * 8 / 1e9, row
         assert row["rtos_per_iteration_emulated"] >= 0, row
-    assert (tmp_path / "emulated-reno" / "results.csv").exists()
+        assert row["iterations_emulated"] == 2 and "-" in row["emulated_spread_s"], row
+    assert (tmp_path / "emulated-reno" / "run1" / "results.csv").exists()

@@ -180,7 +180,7 @@ def _spread(xs: list[float]) -> str:
 
 def iteration_sets(case: Case, iterations: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The overrides that make a collective case run `iterations` in both worlds (none for
-    a flow job, whose flows run once)."""
+    a flow job, which `run_case` runs that many times instead)."""
     if iterations is None or case.emulate in FLOW_JOBS:
         return (), ()
     return (f"job.iterations={iterations}",), (f"workload.iterations={iterations}",)
@@ -197,12 +197,14 @@ def twin(case: Case, backend: str, out_dir: Path, iterations: int | None = None)
     from gradwire.scenarios import ScenarioSource
 
     path = BUILTIN / "sim" / f"{case.twin}.toml"
+    # a flow job has one sample per seed: as many seeds as the emulator's runs, at least
+    seeds = max(TWIN_SEEDS, iterations or 0) if case.emulate in FLOW_JOBS else TWIN_SEEDS
     sets = ["sweep={}", *case.sets, *case.twin_sets, *iteration_sets(case, iterations)[1], *TWIN[backend]]
     sets += control_twin(case, backend)
     source = ScenarioSource(name=path.stem, origin=str(path), text=path.read_text())
     per_iteration: list[float] = []
     timeouts = 0.0
-    for seed in range(1, TWIN_SEEDS + 1):
+    for seed in range(1, seeds + 1):
         run = plan(source, [*sets, f"seed={seed}"]).runs[0]
         flows = pd.read_csv(simulate(run, out_dir / f"seed{seed}", show_progress=False).dir / "flows.csv")
         per_iteration += ict_per_iteration(flows)
@@ -220,8 +222,9 @@ def run_case(
 ) -> list[dict]:
     """One case in both worlds: a row per backend. A collective job runs all its backends in
     one emulated point; a flow job one point per congestion control. `iterations`: how many
-    a collective job runs in each world (the scenarios' 3 if None); the spread columns
-    give each world's quartiles over them."""
+    a collective job runs in each world (the scenarios' 3 if None), or how many times a
+    flow job runs (once if None; its twin on as many seeds, at least `TWIN_SEEDS`); the
+    spread columns give each world's quartiles over them."""
     path = resolve(case.emulate)
     flows = case.emulate in FLOW_JOBS
     emu_its = iteration_sets(case, iterations)[0]
@@ -232,8 +235,23 @@ def run_case(
     )
     rows = []
     for backend in case.backends:
-        emulated = shared or _emulate(case, path, f'job.cc="{backend}"', out_dir / f"emulated-{backend}", log, timeout)
-        emu, emu_rtos, mine = _measure(emulated, backend, flows)
+        if flows:  # each run one sample: its last flow's time
+            runs = [
+                _measure(
+                    _emulate(
+                        case, path, f'job.cc="{backend}"', out_dir / f"emulated-{backend}" / f"run{i}", log, timeout
+                    ),
+                    backend,
+                    True,
+                )
+                for i in range(iterations or 1)
+            ]
+            samples = [t for t, _, _ in runs]
+            emu, emu_rtos = _median(samples), statistics.fmean(r for _, r, _ in runs)
+            mine = [row for _, _, rs in runs for row in rs]
+        else:
+            emu, emu_rtos, mine = _measure(shared, backend, False)
+            samples = [_period(r) for r in mine]
         sim, sim_rtos, sim_all = twin(case, backend, out_dir / f"twin-{backend}", iterations)
         rows.append(
             {
@@ -242,9 +260,8 @@ def run_case(
                 "emulated_s": round(emu, 4),
                 "twin_s": round(sim, 4),
                 "ratio": round(emu / sim, 2) if sim > 0 else math.nan,
-                # a flow job's rows are its flows, its time the last one's: one sample
-                "iterations_emulated": 1 if flows else len(mine),
-                "emulated_spread_s": "" if flows else _spread([_period(r) for r in mine]),
+                "iterations_emulated": len(samples),
+                "emulated_spread_s": _spread(samples),
                 "twin_spread_s": _spread(sim_all),
                 "cpu_bound": any(bool(r.get("cpu_bound")) for r in mine) if mine else None,
                 "rtos_per_iteration_emulated": round(emu_rtos, 2),
