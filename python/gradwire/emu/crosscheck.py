@@ -223,8 +223,9 @@ def run_case(
     """One case in both worlds: a row per backend. A collective job runs all its backends in
     one emulated point; a flow job one point per congestion control. `iterations`: how many
     a collective job runs in each world (the scenarios' 3 if None), or how many times a
-    flow job runs (once if None; its twin on as many seeds, at least `TWIN_SEEDS`); the
-    spread columns give each world's quartiles over them."""
+    flow job runs (once if None), run i on seed i + 1 (the switch's loss draws), its twin
+    on as many seeds, at least `TWIN_SEEDS`; the spread columns give each world's
+    quartiles over them."""
     path = resolve(case.emulate)
     flows = case.emulate in FLOW_JOBS
     emu_its = iteration_sets(case, iterations)[0]
@@ -235,17 +236,12 @@ def run_case(
     )
     rows = []
     for backend in case.backends:
-        if flows:  # each run one sample: its last flow's time
-            runs = [
-                _measure(
-                    _emulate(
-                        case, path, f'job.cc="{backend}"', out_dir / f"emulated-{backend}" / f"run{i}", log, timeout
-                    ),
-                    backend,
-                    True,
-                )
-                for i in range(iterations or 1)
-            ]
+        if flows:  # each run one sample, its last flow's time; run i on seed i + 1, as twin i
+            runs = []
+            for i in range(iterations or 1):
+                run_dir = out_dir / f"emulated-{backend}" / f"run{i}"
+                done = _emulate(case, path, f'job.cc="{backend}"', run_dir, log, timeout, (f"seed={i + 1}",))
+                runs.append(_measure(done, backend, True))
             samples = [t for t, _, _ in runs]
             emu, emu_rtos = _median(samples), statistics.fmean(r for _, r, _ in runs)
             mine = [row for _, _, rs in runs for row in rs]
