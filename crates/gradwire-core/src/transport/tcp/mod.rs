@@ -91,6 +91,13 @@ impl CongestionControl {
     }
 }
 
+/// Linux's `TCP_RTO_MIN` (`HZ / 5`): what `tcp_schedule_loss_probe` adds to the probe
+/// timeout when one segment is out, whatever the route's `rto_min`.
+pub const LINUX_TCP_RTO_MIN: Time = 200 * crate::time::MS;
+/// Linux's `TCP_TIMEOUT_MIN`, 2 jiffies, at `HZ = 250` (Debian's kernels and the
+/// emulator's machine): added to the probe timeout otherwise.
+pub const LINUX_TCP_TIMEOUT_MIN: Time = 8 * crate::time::MS;
+
 /// Parameters of one TCP flow, given to both its sender and its receiver. Times are in
 /// ps ([`Time`]), sizes in bytes.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -121,6 +128,12 @@ pub struct TcpConfig {
     /// RACK-TLP (RFC 8985): losses detected by time as well as by SACKs above them, and a
     /// tail loss probe before the RTO. Needs `sack`.
     pub rack_tlp: bool,
+    /// With `rack_tlp`: the probe timeout as Linux's `tcp_schedule_loss_probe` computes it,
+    /// 2 SRTT plus [`LINUX_TCP_RTO_MIN`] with one segment out or [`LINUX_TCP_TIMEOUT_MIN`]
+    /// otherwise, and the probe sent at the RTO's time when that comes first; `false`:
+    /// RFC 8985's, 2 SRTT plus the delayed-ACK timeout with one segment out, and no probe
+    /// when the RTO comes first.
+    pub tlp_linux: bool,
     /// The receiver's delayed ACKs ([`DelayedAck::OFF`]: one ACK per packet).
     pub delayed_ack: DelayedAck,
     /// With `sack`: every partial ACK in recovery also resends the first unacknowledged
@@ -212,6 +225,7 @@ impl Default for TcpConfig {
             priority: 0,
             sack: false,
             rack_tlp: false,
+            tlp_linux: false,
             delayed_ack: DelayedAck::OFF,
             partial_ack_resend: false,
             slow_start_per_ack: false,

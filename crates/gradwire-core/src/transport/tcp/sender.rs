@@ -5,7 +5,7 @@
 use super::cubic::Cubic;
 use super::rtt::RttEstimator;
 use super::scoreboard::Scoreboard;
-use super::{CongestionControl, TcpConfig};
+use super::{CongestionControl, TcpConfig, LINUX_TCP_RTO_MIN, LINUX_TCP_TIMEOUT_MIN};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
 use crate::transport::host::Handing;
@@ -827,7 +827,7 @@ impl TcpSender {
     /// an ECN window cut: Linux's `tcp_schedule_loss_probe` allows `TCP_CA_Open` and
     /// `TCP_CA_CWR`) with data outstanding and no probe out, two smoothed RTTs after now
     /// (plus the peer's delayed-ACK timeout when a single segment is out), unless the RTO
-    /// would fire first.
+    /// would fire first; with `tlp_linux` as Linux times it (see [`TcpConfig::tlp_linux`]).
     fn arm_tlp(&mut self, now: Time) {
         self.tlp_deadline = None;
         let not_recovering = matches!(self.phase, Phase::Open | Phase::Cwr { .. });
@@ -835,6 +835,12 @@ impl TcpSender {
             return;
         }
         let (Some(srtt), true) = (self.rtt.srtt(), self.snd_una < self.high_tx) else { return };
+        if self.cfg.tlp_linux {
+            let one = self.outstanding_segs() == 1;
+            let at = now.saturating_add(srtt * 2 + if one { LINUX_TCP_RTO_MIN } else { LINUX_TCP_TIMEOUT_MIN });
+            self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
+            return;
+        }
         let mut pto = srtt.saturating_mul(2);
         if self.outstanding_segs() == 1 && self.cfg.delayed_ack.count > 1 {
             pto = pto.saturating_add(self.cfg.delayed_ack.timeout);

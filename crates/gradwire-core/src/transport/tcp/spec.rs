@@ -28,6 +28,7 @@ const DCTCP_SSTHRESH: &[&str] = &["linux", "ns3"];
 const ECN_CUT: &[&str] = &["at_once", "prr"];
 const LOSS_EXIT: &[&str] = &["all", "above_recover"];
 const RTO_BACKOFF_RESET: &[&str] = &["rtt_sample", "new_ack"];
+const TLP_TIMEOUT: &[&str] = &["rfc8985", "linux"];
 
 /// The keys of the TCP family.
 pub static KEYS: KeySet = KeySet {
@@ -45,6 +46,7 @@ pub static KEYS: KeySet = KeySet {
         Key::hidden("tcp_connections", KeyType::Choice(CONNECTIONS), Value::Str(std::borrow::Cow::Borrowed("per_flow")), ["`\"per_flow\"` \\| `\"per_pair\"` \\| `\"persistent\"`", "`\"per_flow\"`", "With `tcp_handshake`: every flow (tensor) opens its own connection, or the first flow between two hosts opens one that later flows of the pair reuse (they start at once; window and RTT state stay per flow). `persistent` (`newreno`, `dctcp`; with or without `tcp_handshake`): the pair's flows also ride that one connection's window, RTT and congestion state, each starting where the last one left it, as Gloo's and NCCL's sockets do; after more than an RTO without sending, the window restarts as Linux's `tcp_slow_start_after_idle` (halved per idle RTO, not below the initial window). Concurrent flows of one pair each run their own copy of it."]),
         Key::hidden("tcp_sack", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `baseline = \"modern\"`, the default)", "SACK-based loss recovery (RFC 2018 / 6675): every ACK names the segment it answers, the sender keeps a per-segment scoreboard and resends every hole with 3 SACKed segments above it while `pipe` < cwnd. `false`: NewReno's recovery (RFC 6582), one hole per round trip, as the papers' ns-3 runs had it."]),
         Key::hidden("tcp_rack_tlp", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_sack`: RACK-TLP (RFC 8985): a segment sent before one that was delivered is lost once an RTT plus the reordering window (0 until reordering is seen, then min_RTT / 4) has passed; a tail loss probe 2 SRTTs after the last ACK (plus the delayed-ACK timeout when one segment is out) replaces most tail RTOs."]),
+        Key::hidden("tcp_tlp_timeout", KeyType::Choice(TLP_TIMEOUT), Value::Str(std::borrow::Cow::Borrowed("rfc8985")), ["`\"rfc8985\"` \\| `\"linux\"`", "`\"rfc8985\"`", "With `tcp_rack_tlp`: the tail loss probe's timeout, RFC 8985's (2 SRTT, plus the delayed-ACK timeout when one segment is out; no probe if the RTO comes first) or Linux's `tcp_schedule_loss_probe` (2 SRTT plus `TCP_RTO_MIN`, 200 ms, when one segment is out, else plus `TCP_TIMEOUT_MIN`, 2 jiffies: 8 ms at `HZ = 250`; the probe goes at the RTO's time if that comes first, not counted as a timeout). Jiffies are not rounded to."]),
         Key::hidden("tcp_partial_ack_resend", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "With `tcp_sack`: every partial ACK in recovery sends one more segment whatever cwnd says, as ns-3.37's `TcpSocketBase::ProcessAck` does (`DoRetransmit`): nothing if the new head was resent already, else the first segment deemed lost and never resent, else new data, else the head again (Linux does not). `baseline = \"ns3\"` and `validation/compare.py --tcp ns3` set it."]),
         Key::hidden("tcp_cc", KeyType::Choice(CC), Value::Str(std::borrow::Cow::Borrowed("reno")), ["`\"reno\"` \\| `\"cubic\"`", "`\"reno\"`", "`newreno` only: the window's growth, RFC 5681 or CUBIC (RFC 9438: C = 0.4, beta = 0.7, fast convergence, the Reno-friendly region; no HyStart++)."]),
         Key::hidden("tcp_delack_count", KeyType::U32, Value::Int(1), ["int >= 1", "`1` (`2` under `modern` and `ns3`)", "In-order segments one ACK answers (Linux: 2). Out-of-order segments, segments that fill a hole, and (DCTCP) a change of CE state are answered at once; a flow's last segment too with `tcp_delack_write_end`."]),
@@ -79,6 +81,7 @@ pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
         priority: c.priority,
         sack: v.bool("tcp_sack"),
         rack_tlp: v.bool("tcp_rack_tlp"),
+        tlp_linux: v.str("tcp_tlp_timeout") == "linux",
         partial_ack_resend: v.bool("tcp_partial_ack_resend"),
         delayed_ack: DelayedAck {
             count: v.u32("tcp_delack_count"),

@@ -156,6 +156,31 @@ fn a_tail_loss_is_repaired_by_a_probe_before_the_rto() {
 }
 
 #[test]
+fn linux_times_the_probe_with_its_constants_and_sends_it_at_the_rto_rather_than_time_out() {
+    // The same tail loss under Linux's timing: 2 SRTT plus TCP_TIMEOUT_MIN (8 ms) with
+    // two segments out, so later than RFC 8985's 2 SRTT, but still a probe and no RTO.
+    let cfg = TcpConfig { tlp_linux: true, rto_min: 200 * MS, rto_initial: 200 * MS, ..rack() };
+    let size = 20 * MSS;
+    let probed = run(cfg, size, drop_first(&[18, 19]));
+    assert_eq!(probed.sender.stats().timeouts, 0, "{:?}", probed.sent);
+    assert!(probed.done_at > 8 * MS && probed.done_at < 10 * MS, "2 SRTT + 8 ms: {} ps", probed.done_at);
+    // One segment out: 2 SRTT + 200 ms would come after the RTO (restarted by the ACK,
+    // RTOmin 200 ms), so the probe goes at the RTO's time, as a probe: no timeout counted.
+    let mut s = TcpSender::new(cfg, 7, 1, 2, 2 * MSS, 0);
+    while s.poll_transmit(0).is_some() {}
+    let t = 100 * US;
+    let mut a = Packet::ack(7, 2, 1, MSS, 40);
+    a.rank = 0;
+    s.handle_packet(t, &a);
+    let due = s.poll_timeout().expect("a timer is armed");
+    assert_eq!(due, t + 200 * MS, "the RTO, before 2 SRTT + 200 ms");
+    s.handle_timeout(due);
+    let probe = s.poll_transmit(due).expect("the probe");
+    assert_eq!(probe.seq, MSS, "the last segment again");
+    assert_eq!(s.stats().timeouts, 0, "a probe, not an RTO");
+}
+
+#[test]
 fn a_window_cut_by_ecn_still_probes_its_tail_before_the_rto() {
     // RFC 8985 probes unless in loss recovery, and Linux arms the probe in CWR too: a DCTCP
     // sender whose window an ECN echo has just cut, and whose ACKs then stop, probes at
