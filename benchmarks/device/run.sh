@@ -6,8 +6,8 @@
 #   ddp: `gradwire emulate ddp-loss` (DDP steps, Gloo vs the DLCP hook and the gradwire
 #        backend, 0 and 1 % loss);
 #   xcheck: `gradwire crosscheck` (every case, emulator against simulator twin, XCHECK_ITERS
-#        iterations of each ring and PS job if set; its whole results folder comes back as
-#        xcheck.tgz: each run's per-iteration CPU and counters).
+#        iterations or runs of each, 3 by default to fit the device's time; its whole results
+#        folder comes back as xcheck.tgz: each run's per-iteration CPU and counters).
 # Parts run in the order PARTS names them, each under its own timeout (seconds), so the
 # whole call can be fitted inside the device's 10-minute command limit.
 # Needs python/gradwire/_core.abi3.so built here (carry it). Where the machine has no iproute2,
@@ -43,7 +43,7 @@ ddp() {
   tar czf "$OUT/ddp.tgz" -C "$OUT" ddp && rm -rf "$OUT/ddp"
 }
 xcheck() {
-  timeout "${XCHECK_S:-500}" python3 -m gradwire crosscheck ${XCHECK_ITERS:+--iterations "$XCHECK_ITERS"} \
+  timeout "${XCHECK_S:-500}" python3 -m gradwire crosscheck --iterations "${XCHECK_ITERS:-3}" \
     -o "$OUT/xcheck" 2>&1 | tee "$OUT/xcheck.log" | tail -60
   cp "$OUT/xcheck/crosscheck.csv" "$OUT/crosscheck.csv" 2>/dev/null
   tar czf "$OUT/xcheck.tgz" --exclude='*.png' -C "$OUT" xcheck && rm -rf "$OUT/xcheck"

@@ -756,14 +756,14 @@ def crosscheck(
         ),
     ] = "auto",
     iterations: Annotated[
-        int | None,
+        int,
         typer.Option(
             "--iterations",
             min=1,
-            help="Iterations of each ring and PS job in both worlds [default: the scenarios' 3], "
-            "runs of each incast (its twin on as many seeds); under loss a few are a wide draw.",
+            help="Iterations of each ring and PS job in both worlds, runs of each incast (its "
+            "twin on as many seeds): under loss 3 are a wide draw (docs/emulation.md).",
         ),
-    ] = None,
+    ] = 9,
 ) -> None:
     """The same small jobs in the emulator (runtime, kernel TCP) and in their simulator twins,
     with the ratio emulated / simulated per backend and each world's spread (needs root)."""
