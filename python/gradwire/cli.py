@@ -801,7 +801,7 @@ def crosscheck(
         cc.write(rows, out)  # after every case: a run cut short keeps what it measured
     t = Table(header_style="bold", title="emulated / simulated seconds per iteration")
     cols = ("case", "backend", "emulated s", "twin s", "ratio", "quartiles, emulated / twin", "CPU-bound")
-    for col in (*cols, "RTOs/iter, emulated / twin"):
+    for col in (*cols, "timeouts/iter, emulated / twin"):
         t.add_column(col, justify="left" if col in ("case", "backend") else "right")
     for r in rows:
         cpu = {True: "yes", False: "no", None: "?"}[r["cpu_bound"]]
