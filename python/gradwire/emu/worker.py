@@ -153,6 +153,12 @@ def _init_kwargs(backend: str, **extra: object) -> dict:
     return kw
 
 
+def _group_kwargs(transport: str) -> dict:
+    """`_init_kwargs` for the "gradwire" process group, whose timeout is torch's: without
+    the runtime's own timeouts."""
+    return {k: v for k, v in _init_kwargs(transport).items() if k not in ("timeout", "peer_timeout")}
+
+
 def allreduce(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     import torch
 
@@ -345,8 +351,7 @@ def ddp(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     if on_backend:
         import gradwire.torch as gt
 
-        kw = {k: v for k, v in _init_kwargs(backend.removesuffix(ON_BACKEND)).items() if k != "peer_timeout"}
-        kw.pop("timeout")  # the process group's, below
+        kw = _group_kwargs(backend.removesuffix(ON_BACKEND))
         opts = gt.Options(transport=kw.pop("transport"), extra=kw)
         dist.init_process_group("gradwire", pg_options=opts, timeout=timeout)
     elif backend != "gloo":
@@ -395,8 +400,7 @@ def train(backend: str, nbytes: int, iters: int, loss_bound: float) -> None:
     rank = int(os.environ["RANK"])
     plan = json.loads(os.environ["GRADWIRE_EMU_TRAIN"])
     if backend != "gloo":
-        # the process group's timeout is the backend's (torch's timeout)
-        kw = {k: v for k, v in _init_kwargs(backend).items() if k not in ("timeout", "peer_timeout")}
+        kw = _group_kwargs(backend)
         plan.update(transport=kw.pop("transport"), runtime=kw, loss_bound=loss_bound)
     plan.update(
         backend="gloo" if backend == "gloo" else "gradwire", inject_loss=0.0, out=plan["out"] + f"-{backend}.json"
