@@ -837,7 +837,8 @@ impl TcpSender {
         let (Some(srtt), true) = (self.rtt.srtt(), self.snd_una < self.high_tx) else { return };
         if self.cfg.tlp_linux {
             let one = self.outstanding_segs() == 1;
-            let at = now.saturating_add(srtt * 2 + if one { LINUX_TCP_RTO_MIN } else { LINUX_TCP_TIMEOUT_MIN });
+            let extra = if one { LINUX_TCP_RTO_MIN } else { LINUX_TCP_TIMEOUT_MIN };
+            let at = now.saturating_add(srtt.saturating_mul(2)).saturating_add(extra);
             self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
             return;
         }
