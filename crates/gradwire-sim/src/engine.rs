@@ -162,6 +162,16 @@ impl EventQueue {
         Some(Target::unpack(top.0 as u32))
     }
 
+    /// When the event the next `pop` returns is due.
+    pub fn peek_time(&self) -> Option<Time> {
+        let top = match (self.near.current.peek(), self.far.peek()) {
+            (n, None) => n?,
+            (None, Some(f)) => f,
+            (Some(n), Some(f)) => n.max(f),
+        };
+        Some((top.0 >> (SEQ_BITS + TARGET_BITS)) as Time)
+    }
+
     pub fn len(&self) -> usize {
         self.near.len() + self.far.len()
     }

@@ -44,6 +44,18 @@ pub struct Scenario {
     /// (`super::preset`); left out of the serialized scenario when `modern`.
     #[serde(default, skip_serializing_if = "Baseline::is_modern")]
     pub baseline: Baseline,
+    /// Cores one run uses: the network is split into this many parts, each simulated by its
+    /// own thread (`crate::sim::parallel`); left out of the serialized scenario when 1.
+    #[serde(default = "d_threads", skip_serializing_if = "is_one_thread")]
+    pub threads: u32,
+}
+
+fn d_threads() -> u32 {
+    1
+}
+
+fn is_one_thread(v: &u32) -> bool {
+    *v == 1
 }
 
 /// How the baselines around a transport are configured (each key's source: `preset.rs`).

@@ -12,6 +12,9 @@ impl Scenario {
                 format!("must be at most 1000000 (1000 s of simulated time; got {})", self.stop_ms),
             ));
         }
+        if !(1..=64).contains(&self.threads) {
+            return Err(ScenarioError::new("threads", format!("must be 1..=64 (got {})", self.threads)));
+        }
         let t = &self.topology;
         match t.kind {
             TopologyKind::LeafSpine => {

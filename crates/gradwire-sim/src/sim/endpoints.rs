@@ -18,13 +18,20 @@ impl Simulation {
         self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
-        let (sender, receiver) = self.factory.make(f, spec, rate, self.now, &mut self.hosts);
+        let (sender, mut receiver) = self.factory.make(f, spec, rate, self.now, &mut self.hosts);
+        // a receiver in another part is made there, at the flow's first packet
+        let receiver_here = self.part.as_ref().is_none_or(|p| p.owns(spec.dst));
+        if !receiver_here {
+            receiver = parallel::receiver_elsewhere();
+        }
         // receivers send ACKs and control: they go first
         let class = self.factory.data_class(spec).min(self.scenario.switch.queues - 1);
         let pair = self.eps.open(f, spec.src, spec.dst, sender, receiver);
         pair.0[0].class = class;
         self.drive(2 * f);
-        self.drive(2 * f + 1);
+        if receiver_here {
+            self.drive(2 * f + 1);
+        }
     }
 
     pub(super) fn start_batch(&mut self) {

@@ -225,17 +225,18 @@ impl Pairs {
     }
 
     /// Retire flow `flow`'s receiver if nothing can reach it again, and free the pair once
-    /// nothing refers to it (see [`EndpointPair::retire`]).
-    pub fn retire(&mut self, flow: u32) {
-        let Some(&i) = self.slot_of.get(flow as usize) else { return };
-        if let Some(pair) = self.at_mut(i) {
-            if pair.retire() {
-                *pair = EndpointPair::vacant();
-                self.slot_of[flow as usize] = NONE;
-                self.free.push(i);
-                self.open -= 1;
-            }
+    /// nothing refers to it (see [`EndpointPair::retire`]); true if the pair was freed.
+    pub fn retire(&mut self, flow: u32) -> bool {
+        let Some(&i) = self.slot_of.get(flow as usize) else { return false };
+        let Some(pair) = self.at_mut(i) else { return false };
+        if !pair.retire() {
+            return false;
         }
+        *pair = EndpointPair::vacant();
+        self.slot_of[flow as usize] = NONE;
+        self.free.push(i);
+        self.open -= 1;
+        true
     }
 
     /// Pairs open now.

@@ -8,6 +8,7 @@ mod eps;
 mod fifo_nic;
 mod lazy;
 mod packets;
+pub mod parallel;
 mod pause;
 mod pcn;
 mod ready;
@@ -160,6 +161,13 @@ pub struct Simulation {
     fifo_nic: bool,
     pub(crate) wall: std::time::Duration,
     finished: bool,
+    /// `threads > 1`: this part of the split (`parallel.rs`); `None` in a single run.
+    part: Option<Box<parallel::Part>>,
+    /// Packets handed to / taken from other parts, and (once gathered) the other parts'
+    /// packets still in their networks.
+    exported: u64,
+    imported: u64,
+    live_elsewhere: u64,
 }
 
 impl Simulation {
@@ -195,6 +203,9 @@ impl Simulation {
             .map(|(i, f)| resolve_failure(&topo, &fabric, i, f.link.as_deref(), f.node.as_deref()))
             .collect::<Result<Vec<_>, _>>()?;
 
+        if s.threads > 1 && s.ideal.is_off() {
+            parallel::check(&s, &topo, &workload)?;
+        }
         let mut factory = EndpointFactory::new(&s)?;
         factory.see_workload(workload.flows.iter().map(|f| f.bytes), s.switch.queues)?;
         let nflows = workload.flows.len();
@@ -228,6 +239,10 @@ impl Simulation {
             fifo_nic: s.host.nic == crate::scenario::NicDiscipline::Fifo,
             wall: Default::default(),
             finished: false,
+            part: None,
+            exported: 0,
+            imported: 0,
+            live_elsewhere: 0,
             scenario: s,
             topo,
             fabric,
@@ -264,6 +279,10 @@ impl Simulation {
         }
         if !self.scenario.ideal.is_off() {
             return self.run_fluid();
+        }
+        if self.scenario.threads > 1 {
+            self.run_parallel();
+            return true;
         }
         let t0 = Instant::now();
         for _ in 0..max_events {
@@ -364,7 +383,9 @@ impl Simulation {
     }
 
     pub fn conservation(&self) -> Conservation {
-        Conservation { in_flight: self.fabric.packets.live(), ..self.counts }
+        // packets between parts (none once a parallel run is over) are in flight too
+        let crossing = self.exported - self.imported;
+        Conservation { in_flight: self.fabric.packets.live() + self.live_elsewhere + crossing, ..self.counts }
     }
 
     pub fn scenario(&self) -> &Scenario {

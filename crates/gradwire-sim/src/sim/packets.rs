@@ -33,14 +33,16 @@ impl Simulation {
 
     /// Count a packet that carried `tag` out of the network; true if it was its flow's last.
     #[inline]
-    fn flow_packet_gone(&mut self, tag: u32) -> bool {
+    pub(super) fn flow_packet_gone(&mut self, tag: u32) -> bool {
         self.eps.packet_gone(tag)
     }
 
     /// The flow's receiver, if nothing can reach it any more, is freed, and its pair too
     /// once nothing refers to it.
     pub(super) fn retire_receiver(&mut self, flow: u32) {
-        self.eps.retire(flow);
+        if self.eps.retire(flow) && self.part.is_some() {
+            self.pair_freed(flow);
+        }
     }
 
     /// Pick the egress port at `node` toward the packet's destination and queue it there.
@@ -97,7 +99,9 @@ impl Simulation {
             return;
         }
         let Some((_, sent)) = self.fabric.transmit(port, self.now) else { return };
-        if sent.first {
+        if self.part.as_ref().is_some_and(|p| p.is_cut(port)) {
+            self.export(port);
+        } else if sent.first {
             self.events.push(sent.arrives, Target::Arrive(port));
         }
         let pr = &mut self.fabric.ports[port as usize];

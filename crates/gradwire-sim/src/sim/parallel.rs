@@ -1,0 +1,422 @@
+//! One run on several cores (`threads = N`): conservative parallel simulation in windows.
+//!
+//! The network is split into N parts by pod (fat-tree; cores round-robin) or by rack
+//! (leaf-spine; spines round-robin), each a whole [`Simulation`] of its own nodes on its own
+//! thread, as ns-3's distributed mode runs one process per part. A packet put on a link to
+//! another part reaches it no sooner than one link delay `L` later, so every part may run
+//! the window `[t, t + L)` (`t` the earliest event anywhere) without hearing from the
+//! others; at the window's end the parts swap what crossed (packets, with their arrival
+//! time, and "sender closed" notes) at a barrier. A flow's sender lives in its source's
+//! part, its receiver in its destination's, made when the flow's first packet arrives.
+//!
+//! A run is a pure function of its scenario and `threads`: each part orders its events as
+//! a single run does, takes in the others' messages in a fixed order and draws from its
+//! own generator. It is not the single-threaded run's output: ties between events, random
+//! draws and the end (the window in which the last flow finishes, not the event) differ,
+//! within packet level's seed-to-seed spread (docs/performance.md).
+//!
+//! Refused by name where a part would need another's state between windows: transports
+//! whose senders share host state across flows (DLCP, LTP), PCN, pauses, failures, FIFO
+//! NICs, sampled ports, barriers whose flows finish in one part and release in another,
+//! and links without delay.
+
+use super::eps::Retired;
+use super::*;
+use gradwire_core::transport::Endpoint;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, Mutex};
+
+/// Transports whose endpoints touch only their own host's state when they are made and
+/// run: a receiver can be made alone in another part.
+const TRANSPORTS: &[&str] = &["newreno", "dctcp", "pias"];
+
+/// What one part hands another at a window's end.
+pub(super) enum Msg {
+    /// A packet put on `port`, whose far end is in the receiving part, arriving at `arrives`.
+    Packet { arrives: Time, port: PortId, packet: Packet },
+    /// Flow `.0`'s sender is gone and none of its packets is left in the sending part; the
+    /// receiver may retire once none is left in its own.
+    SenderClosed(u32),
+}
+
+/// A part's view of the split.
+pub(super) struct Part {
+    rank: u8,
+    /// Every node's part.
+    owner: Vec<u8>,
+    /// Per port: its far end is in another part.
+    cut: Vec<bool>,
+    lookahead: Time,
+    /// Messages for each part (its own entry unused), handed over at the window's end.
+    outbox: Vec<Vec<Msg>>,
+    /// Host state for the senders made beside receivers of flows from other parts and
+    /// thrown away (a receiver reads none of it).
+    scratch: Hosts,
+}
+
+impl Part {
+    #[inline]
+    pub fn is_cut(&self, port: PortId) -> bool {
+        self.cut[port as usize]
+    }
+
+    #[inline]
+    pub fn owns(&self, node: NodeId) -> bool {
+        self.owner[node as usize] == self.rank
+    }
+}
+
+/// Every node's part, `parts` of them.
+pub fn node_parts(s: &Scenario, topo: &Topology, parts: u32) -> Vec<u8> {
+    let hosts = topo.hosts;
+    let t = &s.topology;
+    let group = |n: u32| -> u32 {
+        match t.kind {
+            crate::scenario::TopologyKind::FatTree => {
+                let half = t.k / 2;
+                let (edge0, agg0, core0) = (hosts, hosts + t.k * half, hosts + 2 * t.k * half);
+                if n < edge0 {
+                    n / (half * half)
+                } else if n < agg0 {
+                    (n - edge0) / half
+                } else if n < core0 {
+                    (n - agg0) / half
+                } else {
+                    n - core0
+                }
+            }
+            crate::scenario::TopologyKind::LeafSpine => {
+                if n < hosts {
+                    n / t.hosts_per_leaf
+                } else {
+                    n - hosts - if n < hosts + t.leaves { 0 } else { t.leaves }
+                }
+            }
+        }
+    };
+    (0..topo.nodes.len() as u32).map(|n| (group(n) % parts) as u8).collect()
+}
+
+/// Whether `s` can run on `s.threads` parts; the reason by key if not.
+pub(super) fn check(s: &Scenario, topo: &Topology, wl: &Workload) -> Result<(), ScenarioError> {
+    let n = s.threads;
+    let refuse = |why: String| Err(ScenarioError::new("threads", format!("threads = {n} {why}; use threads = 1")));
+    let kind = s.transport.kind.name();
+    if !TRANSPORTS.contains(&kind) {
+        return refuse(format!(
+            "runs {} only for now (transport `{kind}`'s endpoints share their hosts' state across flows, which a part would need from another)",
+            TRANSPORTS.join(", ")
+        ));
+    }
+    let unsupported = [
+        (s.pcn.enabled, "pcn.enabled"),
+        (s.pauses.hosts > 0, "pauses"),
+        (!s.failures.is_empty(), "failures"),
+        (s.host.nic == crate::scenario::NicDiscipline::Fifo, "host.nic = \"fifo\""),
+        (
+            !s.output.queue_ports.is_empty() || !s.output.counter_ports.is_empty(),
+            "sampled ports (output.queue_ports, output.counter_ports)",
+        ),
+    ];
+    if let Some((_, what)) = unsupported.iter().find(|(on, _)| *on) {
+        return refuse(format!("does not run with {what} yet"));
+    }
+    if topo.links.iter().any(|l| l.delay == 0) {
+        return refuse(
+            "needs links with a delay (topology.link_delay_ns > 0): a part runs one link delay ahead of the others"
+                .into(),
+        );
+    }
+    // a barrier's flows must finish in the part where the flows it releases start
+    let owner = node_parts(s, topo, n);
+    let mut at: Vec<Option<u8>> = vec![None; wl.barriers.len()];
+    for (f, spec) in wl.flows.iter().enumerate() {
+        for &b in wl.feeds(f as u32) {
+            let part = owner[spec.dst as usize];
+            if *at[b as usize].get_or_insert(part) != part {
+                return refuse(format!(
+                    "cannot split this workload: barrier {b} waits for flows that finish in different parts"
+                ));
+            }
+        }
+    }
+    for (b, barrier) in wl.barriers.iter().enumerate() {
+        let Some(part) = at[b] else { continue };
+        if barrier.releases.iter().any(|&g| owner[wl.flows[g as usize].src as usize] != part) {
+            return refuse(format!("cannot split this workload: barrier {b} releases flows from another part than the one its flows finish in"));
+        }
+    }
+    Ok(())
+}
+
+/// What the parts share: the barrier, each part's mail from each other part, and what the
+/// decision to go on reads.
+struct Exchange {
+    barrier: Barrier,
+    /// `mail[to][from]`: one slot per pair, so a part takes its mail in a fixed order.
+    mail: Vec<Vec<Mutex<Vec<Msg>>>>,
+    next: Vec<AtomicU64>,
+    done: Vec<AtomicU64>,
+}
+
+impl Simulation {
+    /// Runs the scenario on `threads` parts, one thread each, and gathers their results
+    /// into `self` (part 0), which then reads as a single run's.
+    pub(super) fn run_parallel(&mut self) {
+        let t0 = Instant::now();
+        let n = self.scenario.threads as usize;
+        let owner = node_parts(&self.scenario, &self.topo, n as u32);
+        let mut others: Vec<Simulation> =
+            (1..n).map(|_| Simulation::new(&self.scenario).expect("the scenario was accepted once")).collect();
+        self.make_part(0, &owner);
+        for (i, o) in others.iter_mut().enumerate() {
+            o.make_part(i as u8 + 1, &owner);
+        }
+        let ex = Exchange {
+            barrier: Barrier::new(n),
+            mail: (0..n).map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()).collect(),
+            next: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            done: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        };
+        std::thread::scope(|scope| {
+            for o in others.iter_mut() {
+                let ex = &ex;
+                scope.spawn(move || o.run_part(ex));
+            }
+            self.run_part(&ex);
+        });
+        self.gather(others, &owner);
+        self.wall = t0.elapsed();
+        self.finished = true;
+    }
+
+    fn make_part(&mut self, rank: u8, owner: &[u8]) {
+        let ports = &self.fabric.ports;
+        let cut: Vec<bool> = ports.iter().map(|p| owner[p.from as usize] != owner[p.to as usize]).collect();
+        let lookahead = ports.iter().zip(&cut).filter(|(_, &c)| c).map(|(p, _)| p.delay).min().unwrap_or(Time::MAX);
+        let flows = &self.workload.flows;
+        self.starts.retain(|&f| owner[flows[f as usize].src as usize] == rank);
+        // each part its own stream (the workload was drawn from the scenario's seed)
+        self.rng = Xoshiro256PlusPlus::seed_from_u64(
+            self.scenario.seed ^ 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(rank as u64 + 1),
+        );
+        let parts = owner.iter().copied().max().unwrap_or(0) as usize + 1;
+        self.part = Some(Box::new(Part {
+            rank,
+            owner: owner.to_vec(),
+            cut,
+            lookahead,
+            outbox: (0..parts).map(|_| Vec::new()).collect(),
+            scratch: Hosts::new(),
+        }));
+    }
+
+    fn run_part(&mut self, ex: &Exchange) {
+        let t0 = Instant::now();
+        let (rank, lookahead) = self.part.as_ref().map(|p| (p.rank as usize, p.lookahead)).expect("a part");
+        let total = self.flows.len() as u64;
+        loop {
+            ex.next[rank].store(self.events.peek_time().unwrap_or(Time::MAX), Ordering::Relaxed);
+            ex.done[rank].store(self.flows_done, Ordering::Relaxed);
+            ex.barrier.wait();
+            let done: u64 = ex.done.iter().map(|d| d.load(Ordering::Relaxed)).sum();
+            let first = ex.next.iter().map(|t| t.load(Ordering::Relaxed)).min().unwrap_or(Time::MAX);
+            if done == total || first == Time::MAX {
+                break;
+            }
+            if first > self.stop {
+                self.now = self.stop;
+                break;
+            }
+            self.run_window(first.saturating_add(lookahead));
+            self.post(ex, rank);
+            ex.barrier.wait();
+            self.collect(ex, rank);
+        }
+        self.wall += t0.elapsed();
+    }
+
+    /// Every event due before `end` (and not after the stop).
+    fn run_window(&mut self, end: Time) {
+        while let Some(t) = self.events.peek_time() {
+            if t >= end || t > self.stop {
+                break;
+            }
+            let (t, target) = self.events.pop().expect("peeked");
+            self.now = t;
+            self.events_processed += 1;
+            self.dispatch(target);
+        }
+    }
+
+    fn post(&mut self, ex: &Exchange, rank: usize) {
+        let part = self.part.as_mut().expect("a part");
+        for (to, msgs) in part.outbox.iter_mut().enumerate() {
+            if to != rank && !msgs.is_empty() {
+                std::mem::swap(&mut *ex.mail[to][rank].lock().expect("no part panicked"), msgs);
+            }
+        }
+    }
+
+    fn collect(&mut self, ex: &Exchange, rank: usize) {
+        for from in 0..ex.mail.len() {
+            if from == rank {
+                continue;
+            }
+            let msgs = std::mem::take(&mut *ex.mail[rank][from].lock().expect("no part panicked"));
+            for m in msgs {
+                self.import(m);
+            }
+        }
+    }
+
+    fn import(&mut self, m: Msg) {
+        match m {
+            Msg::Packet { arrives, port, packet } => {
+                let tag = self.imported_tag(&packet);
+                let id = self.fabric.packets.alloc(packet, tag);
+                let wire = &mut self.fabric.ports[port as usize].wire;
+                wire.push_back((arrives, Hdr::of(id, &packet)));
+                if wire.len() == 1 {
+                    self.events.push(arrives, Target::Arrive(port));
+                }
+                self.imported += 1;
+            }
+            Msg::SenderClosed(flow) => {
+                if let Some(pair) = self.eps.get_mut(flow) {
+                    pair.0[0].endpoint = None;
+                }
+                self.retire_receiver(flow);
+            }
+        }
+    }
+
+    /// Count an arriving packet into its flow's pair, opening the pair with the receiver
+    /// alone when it is the flow's first packet here.
+    fn imported_tag(&mut self, p: &Packet) -> u32 {
+        let f = p.flow;
+        let spec = &self.workload.flows[f as usize];
+        if p.dst == spec.dst && !self.eps.is_open(f) && self.flow_state(f).started().is_none() {
+            self.open_receiver(f);
+        }
+        self.flow_packet_sent(f)
+    }
+
+    /// Flow `f`, whose sender runs in another part, gets its receiver here; its sender's
+    /// slot holds a stand-in that keeps the receiver from retiring until the sender's part
+    /// says it closed.
+    fn open_receiver(&mut self, f: u32) {
+        let spec = self.workload.flows[f as usize].clone();
+        let nic = self.fabric.node_ports[spec.src as usize][0];
+        let rate = self.fabric.ports[nic as usize].bits_per_sec;
+        let part = self.part.as_mut().expect("a part");
+        let (_, receiver) = self.factory.make(f, &spec, rate, self.now, &mut part.scratch);
+        // marks the flow as seen here; the sender's part has the real start
+        self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
+        self.eps.open(f, spec.src, spec.dst, Box::new(Elsewhere), receiver);
+    }
+
+    /// A packet leaves on a cut port: it goes to the far end's part with its arrival time.
+    pub(super) fn export(&mut self, port: PortId) {
+        let pr = &mut self.fabric.ports[port as usize];
+        let (arrives, h) = pr.wire.pop_back().expect("just put on the wire");
+        let to = pr.to;
+        let (packet, tag) = self.fabric.packets.release(h.id);
+        let part = self.part.as_mut().expect("a part");
+        part.outbox[part.owner[to as usize] as usize].push(Msg::Packet { arrives, port, packet });
+        self.exported += 1;
+        if self.flow_packet_gone(tag) {
+            self.retire_receiver(packet.flow);
+        }
+    }
+
+    /// Flow `flow`'s pair was freed here: if its receiver is elsewhere, tell that part.
+    pub(super) fn pair_freed(&mut self, flow: u32) {
+        let spec = &self.workload.flows[flow as usize];
+        let part = self.part.as_mut().expect("a part");
+        if part.owns(spec.src) && !part.owns(spec.dst) {
+            let to = part.owner[spec.dst as usize] as usize;
+            part.outbox[to].push(Msg::SenderClosed(flow));
+        }
+    }
+
+    /// The other parts' results into this one: counters summed, each port's state from
+    /// the part that serialized on it, each flow's start and sender counters from its
+    /// source's part and its finish from its destination's.
+    fn gather(&mut self, others: Vec<Simulation>, owner: &[u8]) {
+        for (i, mut o) in others.into_iter().enumerate() {
+            let rank = i as u8 + 1;
+            self.counts.sent += o.counts.sent;
+            self.counts.delivered += o.counts.delivered;
+            self.counts.dropped += o.counts.dropped;
+            self.exported += o.exported;
+            self.imported += o.imported;
+            self.live_elsewhere += o.fabric.packets.live();
+            self.strays += o.strays;
+            self.late_timeouts += o.late_timeouts;
+            self.events_processed += o.events_processed;
+            self.flows_done += o.flows_done;
+            for (a, b) in self.drops_by_reason.iter_mut().zip(o.drops_by_reason) {
+                *a += b;
+            }
+            self.now = self.now.max(o.now);
+            for (p, port) in o.fabric.ports.iter_mut().enumerate() {
+                if owner[port.from as usize] == rank {
+                    std::mem::swap(&mut self.fabric.ports[p], port);
+                }
+            }
+            for f in 0..self.flows.len() as u32 {
+                let spec = &self.workload.flows[f as usize];
+                let (from_src, from_dst) = (owner[spec.src as usize] == rank, owner[spec.dst as usize] == rank);
+                if !(from_src || from_dst) {
+                    continue;
+                }
+                let theirs = o.flow_state(f);
+                let stats = o.flow_stats(f);
+                if from_src && theirs.started().is_some() {
+                    let st = self.flows.get_or_alloc(f, FlowState::default);
+                    st.set_started(theirs.started());
+                    st.stats = stats;
+                }
+                if from_dst && theirs.finished().is_some() {
+                    self.flows.get_or_alloc(f, FlowState::default).set_finished(theirs.finished());
+                }
+            }
+        }
+        // receivers here of senders elsewhere: the gathered counters are their flows'
+        for f in 0..self.flows.len() as u32 {
+            if owner[self.workload.flows[f as usize].src as usize] != 0 {
+                if let Some(pair) = self.eps.get_mut(f) {
+                    pair.0[0].endpoint = None;
+                }
+            }
+        }
+        self.part = None;
+    }
+}
+
+/// The sender's slot of a flow whose sender runs in another part: does nothing, and keeps
+/// the receiver from retiring while it is there.
+struct Elsewhere;
+
+impl Endpoint for Elsewhere {
+    fn handle_packet(&mut self, _: Time, _: &Packet) {}
+    fn handle_timeout(&mut self, _: Time) {}
+    fn poll_transmit(&mut self, _: Time) -> Option<Packet> {
+        None
+    }
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+    fn poll_event(&mut self) -> Option<EndpointEvent> {
+        None
+    }
+    fn stats(&self) -> EndpointStats {
+        EndpointStats::default()
+    }
+}
+
+/// A receiver in the sender's part stands for one in another part.
+pub(super) fn receiver_elsewhere() -> Box<dyn Endpoint> {
+    Box::new(Retired)
+}
