@@ -32,6 +32,7 @@ use pcn::PcnWorld;
 use rand::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use ready::ReadyLists;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Run-time state of one flow: 40 bytes, kept for every flow from its start to the end of
@@ -112,7 +113,7 @@ pub struct Simulation {
     pub(crate) topo: Topology,
     pub(crate) fabric: Fabric,
     routes: Routes,
-    pub(crate) workload: Workload,
+    pub(crate) workload: Arc<Workload>,
     barrier_left: Vec<u32>,
     /// Started flows' times and closing counters (chunks allocated as flows start).
     flows: Chunked<FlowState>,
@@ -172,13 +173,22 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(scenario: &Scenario) -> Result<Simulation, ScenarioError> {
+        Self::build(scenario, None)
+    }
+
+    /// A simulation of `scenario`, on `workload` if given (the parts of a parallel run
+    /// share one), else on the workload the scenario draws from its seed.
+    fn build(scenario: &Scenario, workload: Option<Arc<Workload>>) -> Result<Simulation, ScenarioError> {
         scenario.validate()?;
         let s = scenario.clone();
         let topo = Topology::build(&s.topology);
         let fabric = Fabric::build(&s, &topo);
         let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
-        let workload = workload::build(&s, &topo, &mut rng)?;
+        let workload = match workload {
+            Some(w) => w,
+            None => Arc::new(workload::build(&s, &topo, &mut rng)?),
+        };
 
         let port_list = |key: &str, names: &[String]| {
             names
@@ -300,15 +310,7 @@ impl Simulation {
                 break;
             }
             debug_assert!(t >= self.now, "time went backwards");
-            self.now = t;
-            self.events_processed += 1;
-            // load what the next event touches while this one runs
-            match self.events.peek_target() {
-                Some(Target::Timer(next)) => eps::prefetch_endpoint(&self.eps, next),
-                Some(Target::Arrive(p) | Target::TxDone(p)) => self.fabric.prefetch_port(p),
-                _ => {}
-            }
-            self.dispatch(target);
+            self.process(t, target);
         }
         self.wall += t0.elapsed();
         self.finished
@@ -399,6 +401,19 @@ impl Simulation {
     /// Counters of the egress port named `from->to` (e.g. `host0->leaf0`).
     pub fn port_counters(&self, name: &str) -> Option<&gradwire_core::switch::PortCounters> {
         self.fabric.port_by_name(name).map(|p| self.fabric.ports[p as usize].queue.counters())
+    }
+
+    /// Run one event at `t`, loading what the next one touches meanwhile.
+    #[inline]
+    fn process(&mut self, t: Time, target: Target) {
+        self.now = t;
+        self.events_processed += 1;
+        match self.events.peek_target() {
+            Some(Target::Timer(next)) => eps::prefetch_endpoint(&self.eps, next),
+            Some(Target::Arrive(p) | Target::TxDone(p)) => self.fabric.prefetch_port(p),
+            _ => {}
+        }
+        self.dispatch(target);
     }
 
     fn dispatch(&mut self, target: Target) {

@@ -23,8 +23,8 @@
 use super::eps::Retired;
 use super::*;
 use gradwire_core::transport::Endpoint;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Transports whose endpoints touch only their own host's state when they are made and
 /// run: a receiver can be made alone in another part.
@@ -149,14 +149,70 @@ pub(super) fn check(s: &Scenario, topo: &Topology, wl: &Workload) -> Result<(), 
     Ok(())
 }
 
+/// A barrier that spins before it yields: a window is a fraction of a millisecond of
+/// work, and a blocked thread's wake-up (tens of microseconds) would be a good part of it.
+struct SpinBarrier {
+    parts: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn new(parts: usize) -> Self {
+        SpinBarrier { parts, arrived: AtomicUsize::new(0), generation: AtomicUsize::new(0) }
+    }
+
+    /// Waits for every part; panics if one of them failed (it will never arrive).
+    fn wait(&self, failed: &AtomicBool) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parts {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if failed.load(Ordering::Relaxed) {
+                panic!("another part of the parallel run failed");
+            }
+            // more parts than free cores: let the late one run
+            if spins < SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// About 20-50 µs of spinning before a waiting part yields its core.
+const SPINS: u32 = 2_000;
+
 /// What the parts share: the barrier, each part's mail from each other part, and what the
 /// decision to go on reads.
 struct Exchange {
-    barrier: Barrier,
+    barrier: SpinBarrier,
     /// `mail[to][from]`: one slot per pair, so a part takes its mail in a fixed order.
     mail: Vec<Vec<Mutex<Vec<Msg>>>>,
     next: Vec<AtomicU64>,
     done: Vec<AtomicU64>,
+    /// A part panicked: the others stop waiting for it.
+    failed: AtomicBool,
+}
+
+impl Exchange {
+    fn wait(&self) {
+        self.barrier.wait(&self.failed)
+    }
+
+    /// Runs one part's work; if it panics, the other parts are told before it unwinds.
+    fn guard<T>(&self, work: impl FnOnce() -> T) -> T {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|e| {
+            self.failed.store(true, Ordering::Relaxed);
+            std::panic::resume_unwind(e)
+        })
+    }
 }
 
 impl Simulation {
@@ -166,24 +222,35 @@ impl Simulation {
         let t0 = Instant::now();
         let n = self.scenario.threads as usize;
         let owner = node_parts(&self.scenario, &self.topo, n as u32);
-        let mut others: Vec<Simulation> =
-            (1..n).map(|_| Simulation::new(&self.scenario).expect("the scenario was accepted once")).collect();
-        self.make_part(0, &owner);
-        for (i, o) in others.iter_mut().enumerate() {
-            o.make_part(i as u8 + 1, &owner);
-        }
         let ex = Exchange {
-            barrier: Barrier::new(n),
+            barrier: SpinBarrier::new(n),
             mail: (0..n).map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()).collect(),
             next: (0..n).map(|_| AtomicU64::new(0)).collect(),
             done: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            failed: AtomicBool::new(false),
         };
-        std::thread::scope(|scope| {
-            for o in others.iter_mut() {
-                let ex = &ex;
-                scope.spawn(move || o.run_part(ex));
-            }
-            self.run_part(&ex);
+        let (scenario, workload) = (self.scenario.clone(), self.workload.clone());
+        let others: Vec<Simulation> = std::thread::scope(|scope| {
+            // each part builds its own network on its own thread, on the shared workload
+            let parts: Vec<_> = (1..n)
+                .map(|rank| {
+                    let (ex, owner, scenario, workload) = (&ex, &owner, &scenario, workload.clone());
+                    scope.spawn(move || {
+                        ex.guard(|| {
+                            let mut part =
+                                Simulation::build(scenario, Some(workload)).expect("the scenario was accepted once");
+                            part.make_part(rank as u8, owner);
+                            part.run_part(ex);
+                            part
+                        })
+                    })
+                })
+                .collect();
+            ex.guard(|| {
+                self.make_part(0, &owner);
+                self.run_part(&ex);
+            });
+            parts.into_iter().map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
         });
         self.gather(others, &owner);
         self.wall = t0.elapsed();
@@ -196,6 +263,7 @@ impl Simulation {
         let lookahead = ports.iter().zip(&cut).filter(|(_, &c)| c).map(|(p, _)| p.delay).min().unwrap_or(Time::MAX);
         let flows = &self.workload.flows;
         self.starts.retain(|&f| owner[flows[f as usize].src as usize] == rank);
+        self.starts.shrink_to_fit();
         // each part its own stream (the workload was drawn from the scenario's seed)
         self.rng = Xoshiro256PlusPlus::seed_from_u64(
             self.scenario.seed ^ 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(rank as u64 + 1),
@@ -215,10 +283,15 @@ impl Simulation {
         let t0 = Instant::now();
         let (rank, lookahead) = self.part.as_ref().map(|p| (p.rank as usize, p.lookahead)).expect("a part");
         let total = self.flows.len() as u64;
+        let stats = std::env::var_os("GRADWIRE_PAR_STATS").is_some();
+        let (mut windows, mut waited) = (0u64, std::time::Duration::ZERO);
         loop {
             ex.next[rank].store(self.events.peek_time().unwrap_or(Time::MAX), Ordering::Relaxed);
             ex.done[rank].store(self.flows_done, Ordering::Relaxed);
-            ex.barrier.wait();
+            let w0 = Instant::now();
+            ex.wait();
+            waited += w0.elapsed();
+            windows += 1;
             let done: u64 = ex.done.iter().map(|d| d.load(Ordering::Relaxed)).sum();
             let first = ex.next.iter().map(|t| t.load(Ordering::Relaxed)).min().unwrap_or(Time::MAX);
             if done == total || first == Time::MAX {
@@ -230,10 +303,21 @@ impl Simulation {
             }
             self.run_window(first.saturating_add(lookahead));
             self.post(ex, rank);
-            ex.barrier.wait();
+            let w0 = Instant::now();
+            ex.wait();
+            waited += w0.elapsed();
             self.collect(ex, rank);
         }
         self.wall += t0.elapsed();
+        if stats {
+            eprintln!(
+                "part {rank}: {windows} windows, {:.1} s, waited {:.1} s, {} events, exported {}",
+                t0.elapsed().as_secs_f64(),
+                waited.as_secs_f64(),
+                self.events_processed,
+                self.exported
+            );
+        }
     }
 
     /// Every event due before `end` (and not after the stop).
@@ -243,9 +327,7 @@ impl Simulation {
                 break;
             }
             let (t, target) = self.events.pop().expect("peeked");
-            self.now = t;
-            self.events_processed += 1;
-            self.dispatch(target);
+            self.process(t, target);
         }
     }
 

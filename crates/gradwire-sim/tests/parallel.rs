@@ -1,0 +1,117 @@
+//! `threads = N`: one scenario on N cores. Each part of the split network runs on its own
+//! thread in windows one link delay long (`sim::parallel`). A run must finish every flow a
+//! single run finishes, conserve every packet, give the same output every time for its
+//! seed, and land within packet level's seed-to-seed spread of the single run.
+
+use gradwire_sim::output::flows_csv;
+use gradwire_sim::sim::parallel::node_parts;
+use gradwire_sim::{load, Scenario, Simulation, Summary};
+
+fn scenario(text: &str, sets: &[&str]) -> Scenario {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    load(text, &sets).unwrap().remove(0).scenario
+}
+
+/// A k = 4 fat-tree (16 hosts), ResNet18 through 4 dedicated servers from 12 workers, two
+/// iterations (pulls wait for pushes, the second iteration for the first).
+const PS: &str = "seed = 1\nstop_ms = 5000\n\
+    [topology]\nkind = \"fat_tree\"\nk = 4\nlink_gbps = 100.0\n\
+    [transport]\nkind = \"dctcp\"\n\
+    [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"\nworkers = 12\nservers = 4\n\
+    colocated = false\niterations = 2\n";
+
+/// The default leaf-spine (144 hosts under 9 leaves) with a 32-to-1 incast at 1 % loss.
+const INCAST: &str = "seed = 3\nstop_ms = 2000\n\
+    [topology]\nlink_loss_rate = 0.01\n\
+    [transport]\nkind = \"newreno\"\n\
+    [workload]\nkind = \"incast\"\nsenders = 32\nflow_bytes = 200000\n";
+
+fn run(s: &Scenario) -> (Summary, String) {
+    let mut sim = Simulation::new(s).unwrap();
+    sim.run();
+    (Summary::of(&sim), flows_csv(&sim))
+}
+
+fn rows(csv: &str) -> Vec<Vec<String>> {
+    csv.lines().skip(1).map(|l| l.split(',').map(String::from).collect()).collect()
+}
+
+/// Same flows, every one finished, every packet accounted for. (Strays, ACKs that reach
+/// a closed sender, depend on the losses' timing: a parallel run has as few, not the same.)
+fn check_against_single(single: &(Summary, String), par: &(Summary, String)) {
+    let (a, b) = (&single.0, &par.0);
+    assert_eq!(a.flows, b.flows);
+    assert_eq!(b.flows_finished, b.flows, "every flow finished");
+    assert!(b.packets.conserved, "{:?}", b.packets);
+    assert_eq!(b.packets.in_flight + b.packets.delivered + b.packets.dropped, b.packets.sent);
+    let (ra, rb) = (rows(&single.1), rows(&par.1));
+    for (x, y) in ra.iter().zip(&rb) {
+        assert_eq!(x[..4], y[..4], "flow ids, hosts and sizes");
+        assert!(!y[5].is_empty() && y[6].parse::<u64>().unwrap() > 0, "flow {} finished after it started", y[0]);
+    }
+}
+
+#[test]
+fn a_ps_iteration_on_two_threads_finishes_as_one_does_and_is_repeatable() {
+    let one = run(&scenario(PS, &[]));
+    let two = run(&scenario(PS, &["threads=2"]));
+    check_against_single(&one, &two);
+    // the parallel run orders ties, draws and its end differently: close, not equal
+    let (a, b) = (&one.0, &two.0);
+    let (ma, mb) = (a.fct_mean_ns.unwrap(), b.fct_mean_ns.unwrap());
+    assert!((mb / ma - 1.0).abs() < 0.15, "mean FCT {ma} against {mb}");
+    let (ta, tb) = (a.sim_time_ns as f64, b.sim_time_ns as f64);
+    assert!((tb / ta - 1.0).abs() < 0.10, "iteration time {ta} against {tb}");
+    assert_eq!(run(&scenario(PS, &["threads=2"])).1, two.1, "a seed gives one output");
+}
+
+#[test]
+fn a_lossy_incast_on_three_threads_conserves_packets_and_is_repeatable() {
+    let one = run(&scenario(INCAST, &[]));
+    let three = run(&scenario(INCAST, &["threads=3"]));
+    check_against_single(&one, &three);
+    assert!(three.0.drops["random_loss"] > 0, "the links dropped packets");
+    assert!(three.0.retransmits > 0);
+    let again = run(&scenario(INCAST, &["threads=3"]));
+    assert_eq!(again.1, three.1, "a seed gives one output");
+    assert_eq!(again.0.events, three.0.events);
+}
+
+#[test]
+fn parts_follow_pods_and_racks() {
+    let s = scenario(PS, &["threads=2"]);
+    let sim = Simulation::new(&s).unwrap();
+    let topo = sim.topology();
+    let owner = node_parts(&s, topo, 2);
+    // k = 4: 4 hosts per pod, pods alternate; a pod's edge and aggregation switches go with it
+    assert_eq!(&owner[..16], &[0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1]);
+    let part = |name: &str| owner[topo.node_by_name(name).unwrap() as usize];
+    assert_eq!((part("edge0"), part("edge1"), part("edge2")), (0, 0, 1));
+    assert_eq!((part("agg2"), part("agg3"), part("core0"), part("core1")), (1, 1, 0, 1));
+    let s = scenario(INCAST, &["threads=3"]);
+    let sim = Simulation::new(&s).unwrap();
+    let topo = sim.topology();
+    let owner = node_parts(&s, topo, 3);
+    let part = |name: &str| owner[topo.node_by_name(name).unwrap() as usize];
+    assert_eq!((part("host0"), part("host16"), part("host17"), part("leaf1")), (0, 1, 1, 1));
+    assert_eq!((part("spine0"), part("spine2"), part("spine3")), (0, 2, 0));
+}
+
+#[test]
+fn what_a_part_cannot_run_alone_is_refused_by_name() {
+    let refused = |text: &str, sets: &[&str], says: &str| {
+        let err = match Simulation::new(&scenario(text, sets)) {
+            Ok(_) => panic!("{sets:?} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains("threads") && err.contains(says), "{sets:?}: {err}");
+    };
+    refused(INCAST, &["threads=2", "transport.kind=\"dlcp\""], "dlcp");
+    refused(INCAST, &["threads=2", "host.nic=\"fifo\""], "fifo");
+    refused(INCAST, &["threads=2", "output.queue_ports=[\"leaf0->host0\"]"], "sampled ports");
+    let Err(err) = load(INCAST, &["threads=0".to_string()]) else { panic!("0 threads accepted") };
+    let err = err.to_string();
+    assert!(err.contains("threads") && err.contains("1..=64"), "{err}");
+    // one thread is a single run, whatever the transport
+    Simulation::new(&scenario(INCAST, &["threads=1", "transport.kind=\"dlcp\""])).unwrap();
+}
