@@ -3,7 +3,7 @@
 //! single run finishes, conserve every packet, give the same output every time for its
 //! seed, and land within packet level's seed-to-seed spread of the single run.
 
-use gradwire_sim::output::flows_csv;
+use gradwire_sim::output::{flows_csv, port_bytes_csv, queues_csv};
 use gradwire_sim::sim::parallel::node_parts;
 use gradwire_sim::{load, Scenario, Simulation, Summary};
 
@@ -79,6 +79,40 @@ fn a_lossy_incast_on_three_threads_conserves_packets_and_is_repeatable() {
 }
 
 #[test]
+fn sampled_ports_are_sampled_by_their_part_and_listed_as_one_run_lists_them() {
+    // leaf0's port to host0 (part 0) and leaf1's to host16 (part 1), in that order
+    let ports = [
+        "output.queue_ports=[\"leaf1->host16\", \"leaf0->host0\"]",
+        "output.counter_ports=[\"leaf1->host16\", \"leaf0->host0\"]",
+    ];
+    let text = INCAST.replace("senders = 32", "senders = 24");
+    let mut sets = vec!["threads=2"];
+    sets.extend(ports);
+    let mut sim = Simulation::new(&scenario(&text, &sets)).unwrap();
+    sim.run();
+    let rows = |csv: String| {
+        csv.lines().skip(1).map(|l| l.split(',').map(String::from).collect::<Vec<_>>()).collect::<Vec<_>>()
+    };
+    for (csv, what) in [(queues_csv(&sim), "queues"), (port_bytes_csv(&sim), "port bytes")] {
+        let r = rows(csv);
+        assert!(r.len() > 100, "{what}: {} samples", r.len());
+        for pair in r.chunks(2) {
+            assert_eq!(pair[0][0], pair[1][0], "{what}: both ports at each time");
+            assert_eq!(
+                (pair[0][1].as_str(), pair[1][1].as_str()),
+                ("leaf1->host16", "leaf0->host0"),
+                "{what}: listed order"
+            );
+        }
+        // the incast's receiver is host0: its port carried the bytes
+        if what == "port bytes" {
+            let last = &r[r.len() - 2..];
+            assert!(last.iter().any(|row| row[2].parse::<u64>().unwrap() > 4_000_000), "{last:?}");
+        }
+    }
+}
+
+#[test]
 fn parts_follow_pods_and_racks() {
     let s = scenario(PS, &["threads=2"]);
     let sim = Simulation::new(&s).unwrap();
@@ -109,7 +143,6 @@ fn what_a_part_cannot_run_alone_is_refused_by_name() {
     };
     refused(INCAST, &["threads=2", "transport.kind=\"dlcp\""], "dlcp");
     refused(INCAST, &["threads=2", "host.nic=\"fifo\""], "fifo");
-    refused(INCAST, &["threads=2", "output.queue_ports=[\"leaf0->host0\"]"], "sampled ports");
     let Err(err) = load(INCAST, &["threads=0".to_string()]) else { panic!("0 threads accepted") };
     let err = err.to_string();
     assert!(err.contains("threads") && err.contains("1..=64"), "{err}");

@@ -453,11 +453,13 @@ impl Simulation {
 
     fn sample(&mut self) {
         let t = self.now / NS;
-        for &port in &self.sampled_ports {
+        // a part of a parallel run samples the ports it serializes on
+        let here = |p: PortId| self.part.as_ref().is_none_or(|part| part.owns(self.fabric.ports[p as usize].from));
+        for &port in self.sampled_ports.iter().filter(|&&p| here(p)) {
             let q = &self.fabric.ports[port as usize].queue;
             self.queue_samples.push(QueueSample { time_ns: t, port, bytes: q.bytes(), packets: q.packets() as u32 });
         }
-        for &port in &self.counter_ports {
+        for &port in self.counter_ports.iter().filter(|&&p| here(p)) {
             self.byte_samples.push((t, port, self.fabric.ports[port as usize].queue.counters().dequeued_bytes));
         }
         let next = self.now + self.scenario.output.queue_sample_ns * NS;

@@ -17,8 +17,8 @@
 //!
 //! Refused by name where a part would need another's state between windows: transports
 //! whose senders share host state across flows (DLCP, LTP), PCN, pauses, failures, FIFO
-//! NICs, sampled ports, barriers whose flows finish in one part and release in another,
-//! and links without delay.
+//! NICs, barriers whose flows finish in one part and release in another, and links
+//! without delay. Sampled ports are sampled by the part that serializes on them.
 
 use super::eps::Retired;
 use super::*;
@@ -113,10 +113,6 @@ pub(super) fn check(s: &Scenario, topo: &Topology, wl: &Workload) -> Result<(), 
         (s.pauses.hosts > 0, "pauses"),
         (!s.failures.is_empty(), "failures"),
         (s.host.nic == crate::scenario::NicDiscipline::Fifo, "host.nic = \"fifo\""),
-        (
-            !s.output.queue_ports.is_empty() || !s.output.counter_ports.is_empty(),
-            "sampled ports (output.queue_ports, output.counter_ports)",
-        ),
     ];
     if let Some((_, what)) = unsupported.iter().find(|(on, _)| *on) {
         return refuse(format!("does not run with {what} yet"));
@@ -442,6 +438,8 @@ impl Simulation {
                 *a += b;
             }
             self.now = self.now.max(o.now);
+            self.queue_samples.append(&mut o.queue_samples);
+            self.byte_samples.append(&mut o.byte_samples);
             for (p, port) in o.fabric.ports.iter_mut().enumerate() {
                 if owner[port.from as usize] == rank {
                     std::mem::swap(&mut self.fabric.ports[p], port);
@@ -465,6 +463,11 @@ impl Simulation {
                 }
             }
         }
+        // samples in a single run's order: by time, then as the ports are listed
+        let rank_of = |list: &[PortId], p: PortId| list.iter().position(|&q| q == p).unwrap_or(usize::MAX);
+        let (queued, counted) = (self.sampled_ports.clone(), self.counter_ports.clone());
+        self.queue_samples.sort_by_key(|q| (q.time_ns, rank_of(&queued, q.port)));
+        self.byte_samples.sort_by_key(|&(t, p, _)| (t, rank_of(&counted, p)));
         // receivers here of senders elsewhere: the gathered counters are their flows'
         for f in 0..self.flows.len() as u32 {
             if owner[self.workload.flows[f as usize].src as usize] != 0 {
