@@ -33,7 +33,12 @@ WALL_FIELDS = ("wall_seconds", "events_per_second")
 
 def overrides(k, threads):
     hosts = k**3 // 4
-    sets = [f"topology.k={k}", f"workload.workers={hosts * 3 // 4}", f"workload.servers={hosts // 4}", f"threads={threads}"]
+    sets = [
+        f"topology.k={k}",
+        f"workload.workers={hosts * 3 // 4}",
+        f"workload.servers={hosts // 4}",
+        f"threads={threads}",
+    ]
     return [a for s in sets for a in ("--set", s)]
 
 
@@ -46,7 +51,12 @@ def run(binary, k, threads, out):
     wall, rss_kb, user, sys_s = open(timing).read().split()[-4:]
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)
-    return {"wall_s": float(wall), "cpu_s": float(user) + float(sys_s), "rss_bytes": int(rss_kb) * 1024, "summary": summary}
+    return {
+        "wall_s": float(wall),
+        "cpu_s": float(user) + float(sys_s),
+        "rss_bytes": int(rss_kb) * 1024,
+        "summary": summary,
+    }
 
 
 def same_output(a, b):
