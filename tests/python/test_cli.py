@@ -191,7 +191,7 @@ def test_same_seed_same_bytes(cli, tmp_path):
 
 def test_sim_on_two_threads(cli, tmp_path):
     """`--set threads=2`: the same files from one run on two cores, byte-identical for a
-    seed; a transport a part cannot run alone is refused naming the key."""
+    seed; what a part cannot run alone is refused naming the key."""
     outs = []
     for i in range(2):
         out = tmp_path / f"t{i}"
@@ -201,7 +201,7 @@ def test_sim_on_two_threads(cli, tmp_path):
         outs.append((out / "incast-small" / "flows.csv").read_bytes())
     assert outs[0] == outs[1]
     r = cli.invoke(
-        app, ["sim", str(INCAST), "--out", str(tmp_path / "x"), *set_args(["threads=2", 'transport.kind="dlcp"'])]
+        app, ["sim", str(INCAST), "--out", str(tmp_path / "x"), *set_args(["threads=2", "pauses.hosts=2", "pauses.period_us=100"])]
     )
-    assert r.exit_code == 2 and "threads" in r.stderr and "dlcp" in r.stderr, r.stderr
+    assert r.exit_code == 2 and "threads" in r.stderr and "pauses" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr + r.stdout

@@ -78,6 +78,24 @@ fn a_lossy_incast_on_three_threads_conserves_packets_and_is_repeatable() {
     assert_eq!(again.0.events, three.0.events);
 }
 
+/// DLCP and LTP keep what a host's transfers share (pair rates and counts, LT thresholds,
+/// path models) in that host's part: their senders and receivers run where their hosts are.
+#[test]
+fn the_training_transports_run_on_parts() {
+    for kind in ["dlcp", "ltp"] {
+        let sets = [format!("transport.kind=\"{kind}\""), "workload.senders=24".into()];
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let one = run(&scenario(INCAST, &sets));
+        let mut two_sets = sets.clone();
+        two_sets.push("threads=2");
+        let two = run(&scenario(INCAST, &two_sets));
+        check_against_single(&one, &two);
+        let (ma, mb) = (one.0.fct_mean_ns.unwrap(), two.0.fct_mean_ns.unwrap());
+        assert!((mb / ma - 1.0).abs() < 0.25, "{kind}: mean FCT {ma} against {mb}");
+        assert_eq!(run(&scenario(INCAST, &two_sets)).1, two.1, "{kind}: a seed gives one output");
+    }
+}
+
 #[test]
 fn sampled_ports_are_sampled_by_their_part_and_listed_as_one_run_lists_them() {
     // leaf0's port to host0 (part 0) and leaf1's to host16 (part 1), in that order
@@ -141,11 +159,12 @@ fn what_a_part_cannot_run_alone_is_refused_by_name() {
         };
         assert!(err.contains("threads") && err.contains(says), "{sets:?}: {err}");
     };
-    refused(INCAST, &["threads=2", "transport.kind=\"dlcp\""], "dlcp");
+    refused(INCAST, &["threads=2", "failures=[{at_us = 100.0, link = \"leaf0-spine0\"}]"], "failures");
+    refused(INCAST, &["threads=2", "pauses.hosts=2", "pauses.period_us=100"], "pauses");
     refused(INCAST, &["threads=2", "host.nic=\"fifo\""], "fifo");
     let Err(err) = load(INCAST, &["threads=0".to_string()]) else { panic!("0 threads accepted") };
     let err = err.to_string();
     assert!(err.contains("threads") && err.contains("1..=64"), "{err}");
-    // one thread is a single run, whatever the transport
-    Simulation::new(&scenario(INCAST, &["threads=1", "transport.kind=\"dlcp\""])).unwrap();
+    // one thread is a single run, whatever it holds
+    Simulation::new(&scenario(INCAST, &["threads=1", "host.nic=\"fifo\""])).unwrap();
 }

@@ -15,20 +15,17 @@
 //! draws and the end (the window in which the last flow finishes, not the event) differ,
 //! within packet level's seed-to-seed spread (docs/performance.md).
 //!
-//! Refused by name where a part would need another's state between windows: transports
-//! whose senders share host state across flows (DLCP, LTP), PCN, pauses, failures, FIFO
-//! NICs, barriers whose flows finish in one part and release in another, and links
-//! without delay. Sampled ports are sampled by the part that serializes on them.
+//! Transports keep what they share per host (persistent connections, carried rates and
+//! thresholds, DLCP's pair counts) in that host's part. Refused by name where a part would
+//! need another's state between windows: PCN, pauses, failures, FIFO NICs, barriers whose
+//! flows finish in one part and release in another, and links without delay. Sampled
+//! ports are sampled by the part that serializes on them.
 
 use super::eps::Retired;
 use super::*;
 use gradwire_core::transport::Endpoint;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
-
-/// Transports whose endpoints touch only their own host's state when they are made and
-/// run: a receiver can be made alone in another part.
-const TRANSPORTS: &[&str] = &["newreno", "dctcp", "pias"];
 
 /// What one part hands another at a window's end.
 pub(super) enum Msg {
@@ -49,9 +46,6 @@ pub(super) struct Part {
     lookahead: Time,
     /// Messages for each part (its own entry unused), handed over at the window's end.
     outbox: Vec<Vec<Msg>>,
-    /// Host state for the senders made beside receivers of flows from other parts and
-    /// thrown away (a receiver reads none of it).
-    scratch: Hosts,
 }
 
 impl Part {
@@ -101,13 +95,6 @@ pub fn node_parts(s: &Scenario, topo: &Topology, parts: u32) -> Vec<u8> {
 pub(super) fn check(s: &Scenario, topo: &Topology, wl: &Workload) -> Result<(), ScenarioError> {
     let n = s.threads;
     let refuse = |why: String| Err(ScenarioError::new("threads", format!("threads = {n} {why}; use threads = 1")));
-    let kind = s.transport.kind.name();
-    if !TRANSPORTS.contains(&kind) {
-        return refuse(format!(
-            "runs {} only for now (transport `{kind}`'s endpoints share their hosts' state across flows, which a part would need from another)",
-            TRANSPORTS.join(", ")
-        ));
-    }
     let unsupported = [
         (s.pcn.enabled, "pcn.enabled"),
         (s.pauses.hosts > 0, "pauses"),
@@ -271,7 +258,6 @@ impl Simulation {
             cut,
             lookahead,
             outbox: (0..parts).map(|_| Vec::new()).collect(),
-            scratch: Hosts::new(),
         }));
     }
 
@@ -380,15 +366,16 @@ impl Simulation {
         self.flow_packet_sent(f)
     }
 
-    /// Flow `f`, whose sender runs in another part, gets its receiver here; its sender's
-    /// slot holds a stand-in that keeps the receiver from retiring until the sender's part
-    /// says it closed.
+    /// Flow `f`, whose sender runs in another part, gets its receiver here, made with its
+    /// host's state as a single run makes it; the sender made beside it is thrown away
+    /// (what it touched is the state of a host of another part, which nothing here reads).
+    /// The sender's slot holds a stand-in that keeps the receiver from retiring until the
+    /// sender's part says it closed.
     fn open_receiver(&mut self, f: u32) {
         let spec = self.workload.flows[f as usize].clone();
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
-        let part = self.part.as_mut().expect("a part");
-        let (_, receiver) = self.factory.make(f, &spec, rate, self.now, &mut part.scratch);
+        let (_, receiver) = self.factory.make(f, &spec, rate, self.now, &mut self.hosts);
         // marks the flow as seen here; the sender's part has the real start
         self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
         self.eps.open(f, spec.src, spec.dst, Box::new(Elsewhere), receiver);
