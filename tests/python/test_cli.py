@@ -201,7 +201,14 @@ def test_sim_on_two_threads(cli, tmp_path):
         outs.append((out / "incast-small" / "flows.csv").read_bytes())
     assert outs[0] == outs[1]
     r = cli.invoke(
-        app, ["sim", str(INCAST), "--out", str(tmp_path / "x"), *set_args(["threads=2", "pauses.hosts=2", "pauses.period_us=100"])]
+        app,
+        [
+            "sim",
+            str(INCAST),
+            "--out",
+            str(tmp_path / "x"),
+            *set_args(["threads=2", "pauses.hosts=2", "pauses.period_us=100"]),
+        ],
     )
     assert r.exit_code == 2 and "threads" in r.stderr and "pauses" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
