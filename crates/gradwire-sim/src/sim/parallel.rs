@@ -261,6 +261,8 @@ impl Simulation {
         }));
     }
 
+    /// This part's windows until every flow is done, nothing is left anywhere, or the stop.
+    /// With `GRADWIRE_PAR_STATS` set it prints its windows and its time waiting for others.
     fn run_part(&mut self, ex: &Exchange) {
         let t0 = Instant::now();
         let (rank, lookahead) = self.part.as_ref().map(|p| (p.rank as usize, p.lookahead)).expect("a part");
