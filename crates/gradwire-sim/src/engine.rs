@@ -274,6 +274,13 @@ impl<const BITS: u32> Wheel<BITS> {
         if spare.capacity() <= KEEP_CAPACITY {
             self.lists[i] = spare;
         }
+        // the bucket after this one was written up to a horizon ago: start loading it
+        if let Some(n) = self.next() {
+            let list = &self.lists[(n % BUCKETS) as usize];
+            for e in list.iter().step_by(4).take(4) {
+                gradwire_core::prefetch::line(e as *const Entry as *const u8);
+            }
+        }
     }
 
     /// The first occupied bucket at or after `start`, wrapping around; one must exist.
