@@ -251,7 +251,8 @@ impl Pairs {
 }
 
 /// What a retired receiver leaves behind: an endpoint with nothing to do, ever. A
-/// zero-sized box allocates nothing.
+/// zero-sized box allocates nothing. A parallel run's parts also put one where a flow's
+/// other endpoint runs in another part (`parallel.rs`).
 pub(super) struct Retired;
 
 impl Endpoint for Retired {

@@ -380,7 +380,8 @@ impl Simulation {
         let (_, receiver) = self.factory.make(f, &spec, rate, self.now, &mut self.hosts);
         // marks the flow as seen here; the sender's part has the real start
         self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
-        self.eps.open(f, spec.src, spec.dst, Box::new(Elsewhere), receiver);
+        // the stand-in does nothing, and while it is there the receiver stays
+        self.eps.open(f, spec.src, spec.dst, Box::new(Retired), receiver);
     }
 
     /// A packet leaves on a cut port: it goes to the far end's part with its arrival time.
@@ -469,28 +470,8 @@ impl Simulation {
     }
 }
 
-/// The sender's slot of a flow whose sender runs in another part: does nothing, and keeps
-/// the receiver from retiring while it is there.
-struct Elsewhere;
-
-impl Endpoint for Elsewhere {
-    fn handle_packet(&mut self, _: Time, _: &Packet) {}
-    fn handle_timeout(&mut self, _: Time) {}
-    fn poll_transmit(&mut self, _: Time) -> Option<Packet> {
-        None
-    }
-    fn poll_timeout(&self) -> Option<Time> {
-        None
-    }
-    fn poll_event(&mut self) -> Option<EndpointEvent> {
-        None
-    }
-    fn stats(&self) -> EndpointStats {
-        EndpointStats::default()
-    }
-}
-
-/// A receiver in the sender's part stands for one in another part.
+/// The stand-in, in a sender's part, for its receiver in another part (and, in the
+/// receiver's part, for the sender: see `open_receiver`).
 pub(super) fn receiver_elsewhere() -> Box<dyn Endpoint> {
     Box::new(Retired)
 }
