@@ -131,6 +131,20 @@ fn sampled_ports_are_sampled_by_their_part_and_listed_as_one_run_lists_them() {
 }
 
 #[test]
+fn a_run_stopped_midway_counts_every_part_s_packets_in_flight() {
+    let (one, _) = run(&scenario(INCAST, &["stop_ms=0.3"]));
+    let (two, csv) = run(&scenario(INCAST, &["stop_ms=0.3", "threads=2"]));
+    for s in [&one, &two] {
+        assert!(s.flows_finished < s.flows, "the stop came first");
+        assert_eq!(s.sim_time_ns, 300_000, "the run ends at the stop");
+        assert!(s.packets.in_flight > 0 && s.packets.conserved, "{:?}", s.packets);
+    }
+    // unfinished flows have a start and no finish
+    let unfinished = rows(&csv).iter().filter(|r| r[5].is_empty()).count() as u64;
+    assert_eq!(unfinished, two.flows - two.flows_finished);
+}
+
+#[test]
 fn parts_follow_pods_and_racks() {
     let s = scenario(PS, &["threads=2"]);
     let sim = Simulation::new(&s).unwrap();
