@@ -235,11 +235,22 @@ impl Simulation {
     }
 
     pub(super) fn finish_flow(&mut self, f: u32) {
-        let st = self.flows.get_or_alloc(f, FlowState::default);
-        if st.finished().is_some() {
-            return;
+        let src = self.workload.flows[f as usize].src;
+        match self.part.as_mut().filter(|p| !p.owns(src)) {
+            // a sender elsewhere: its part keeps the flow's record
+            Some(part) => {
+                if !part.finish_remote(f, self.now) {
+                    return;
+                }
+            }
+            None => {
+                let st = self.flows.get_or_alloc(f, FlowState::default);
+                if st.finished().is_some() {
+                    return;
+                }
+                st.set_finished(Some(self.now));
+            }
         }
-        st.set_finished(Some(self.now));
         self.flows_done += 1;
         for i in 0..self.workload.feeds(f).len() {
             let b = self.workload.feeds(f)[i] as usize;
@@ -271,7 +282,10 @@ impl Simulation {
     #[inline(never)]
     fn reopen_retired(&mut self, flow: u32) {
         let spec = &self.workload.flows[flow as usize];
-        debug_assert!(self.flow_state(flow).started().is_some(), "flow {flow} has not started");
+        debug_assert!(
+            self.flow_state(flow).started().is_some() || self.part.as_ref().is_some_and(|p| p.opened(flow)),
+            "flow {flow} has not started"
+        );
         self.eps.reopen_retired(flow, spec.src, spec.dst);
     }
 }

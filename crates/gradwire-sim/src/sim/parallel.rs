@@ -46,6 +46,21 @@ pub(super) struct Part {
     lookahead: Time,
     /// Messages for each part (its own entry unused), handed over at the window's end.
     outbox: Vec<Vec<Msg>>,
+    /// Flows whose sender is in another part, in a bit each: their receiver was made here /
+    /// they finished here. Their finish times are logged in `finishes`; their start and
+    /// counters are the sender's part's, so they take no per-flow record here (which would
+    /// put most of the workload's records in both parts).
+    opened: Vec<u64>,
+    finished: Vec<u64>,
+    finishes: Vec<(u32, Time)>,
+}
+
+fn bit(bits: &[u64], i: u32) -> bool {
+    bits[i as usize / 64] & 1 << (i % 64) != 0
+}
+
+fn set(bits: &mut [u64], i: u32) {
+    bits[i as usize / 64] |= 1 << (i % 64);
 }
 
 impl Part {
@@ -57,6 +72,21 @@ impl Part {
     #[inline]
     pub fn owns(&self, node: NodeId) -> bool {
         self.owner[node as usize] == self.rank
+    }
+
+    /// Flow `f`, whose sender is elsewhere, had its receiver made here.
+    pub fn opened(&self, f: u32) -> bool {
+        bit(&self.opened, f)
+    }
+
+    /// Flow `f`, whose sender is elsewhere, finished at `at`; false if it had already.
+    pub fn finish_remote(&mut self, f: u32, at: Time) -> bool {
+        if bit(&self.finished, f) {
+            return false;
+        }
+        set(&mut self.finished, f);
+        self.finishes.push((f, at));
+        true
     }
 }
 
@@ -258,6 +288,9 @@ impl Simulation {
             cut,
             lookahead,
             outbox: (0..parts).map(|_| Vec::new()).collect(),
+            opened: vec![0; flows.len().div_ceil(64)],
+            finished: vec![0; flows.len().div_ceil(64)],
+            finishes: Vec::new(),
         }));
     }
 
@@ -362,7 +395,8 @@ impl Simulation {
     fn imported_tag(&mut self, p: &Packet) -> u32 {
         let f = p.flow;
         let spec = &self.workload.flows[f as usize];
-        if p.dst == spec.dst && !self.eps.is_open(f) && self.flow_state(f).started().is_none() {
+        let part = self.part.as_ref().expect("a part");
+        if p.dst == spec.dst && !part.owns(spec.src) && !part.opened(f) {
             self.open_receiver(f);
         }
         self.flow_packet_sent(f)
@@ -378,8 +412,7 @@ impl Simulation {
         let nic = self.fabric.node_ports[spec.src as usize][0];
         let rate = self.fabric.ports[nic as usize].bits_per_sec;
         let (_, receiver) = self.factory.make(f, &spec, rate, self.now, &mut self.hosts);
-        // marks the flow as seen here; the sender's part has the real start
-        self.flows.get_or_alloc(f, FlowState::default).set_started(Some(self.now));
+        set(&mut self.part.as_mut().expect("a part").opened, f);
         // the stand-in does nothing, and while it is there the receiver stays
         self.eps.open(f, spec.src, spec.dst, Box::new(Retired), receiver);
     }
@@ -435,23 +468,29 @@ impl Simulation {
                     std::mem::swap(&mut self.fabric.ports[p], port);
                 }
             }
+            // the flows it sent: start, counters, and the finish of those it also received
             for f in 0..self.flows.len() as u32 {
-                let spec = &self.workload.flows[f as usize];
-                let (from_src, from_dst) = (owner[spec.src as usize] == rank, owner[spec.dst as usize] == rank);
-                if !(from_src || from_dst) {
+                if owner[self.workload.flows[f as usize].src as usize] != rank {
                     continue;
                 }
                 let theirs = o.flow_state(f);
-                let stats = o.flow_stats(f);
-                if from_src && theirs.started().is_some() {
+                if theirs.started().is_some() {
+                    let stats = o.flow_stats(f);
                     let st = self.flows.get_or_alloc(f, FlowState::default);
                     st.set_started(theirs.started());
                     st.stats = stats;
-                }
-                if from_dst && theirs.finished().is_some() {
-                    self.flows.get_or_alloc(f, FlowState::default).set_finished(theirs.finished());
+                    if theirs.finished().is_some() {
+                        st.set_finished(theirs.finished());
+                    }
                 }
             }
+            // the flows it received from other parts
+            for &(f, at) in &o.part.as_ref().expect("a part").finishes {
+                self.flows.get_or_alloc(f, FlowState::default).set_finished(Some(at));
+            }
+        }
+        for &(f, at) in &self.part.as_ref().expect("a part").finishes {
+            self.flows.get_or_alloc(f, FlowState::default).set_finished(Some(at));
         }
         // samples in a single run's order: by time, then as the ports are listed
         let rank_of = |list: &[PortId], p: PortId| list.iter().position(|&q| q == p).unwrap_or(usize::MAX);
