@@ -514,3 +514,49 @@ impl Simulation {
 pub(super) fn receiver_elsewhere() -> Box<dyn Endpoint> {
     Box::new(Retired)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exchange(n: usize) -> Exchange {
+        Exchange {
+            barrier: SpinBarrier::new(n),
+            mail: (0..n).map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()).collect(),
+            next: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            done: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn the_barrier_lets_parts_through_together_window_after_window() {
+        let ex = exchange(3);
+        let count = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for round in 0..200 {
+                        count.fetch_add(1, Ordering::Relaxed);
+                        ex.wait();
+                        // nobody is a round ahead: every part arrived before any left
+                        assert_eq!(count.load(Ordering::Relaxed), 3 * (round + 1));
+                        ex.wait();
+                    }
+                });
+            }
+        });
+        assert_eq!(count.into_inner(), 600);
+    }
+
+    #[test]
+    fn a_part_that_panics_stops_the_others_instead_of_leaving_them_waiting() {
+        let ex = exchange(2);
+        let outcomes = std::thread::scope(|s| {
+            let failing = s.spawn(|| ex.guard(|| panic!("a bug in one part")));
+            let waiting = s.spawn(|| ex.guard(|| ex.wait()));
+            [failing.join().is_err(), waiting.join().is_err()]
+        });
+        assert_eq!(outcomes, [true, true], "both parts ended, the waiting one by a panic");
+    }
+}
