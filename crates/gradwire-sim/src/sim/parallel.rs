@@ -277,6 +277,9 @@ impl Simulation {
         let flows = &self.workload.flows;
         self.starts.retain(|&f| owner[flows[f as usize].src as usize] == rank);
         self.starts.shrink_to_fit();
+        // records of the flows sent from here only (a receiver here logs its finish)
+        debug_assert!(self.flows_done == 0, "a part is made before any flow starts");
+        self.flows = Chunked::subset(flows.len(), |f| owner[flows[f as usize].src as usize] == rank);
         // each part its own stream (the workload was drawn from the scenario's seed)
         self.rng = Xoshiro256PlusPlus::seed_from_u64(
             self.scenario.seed ^ 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(rank as u64 + 1),
@@ -445,6 +448,7 @@ impl Simulation {
     /// the part that serialized on it, each flow's start and sender counters from its
     /// source's part and its finish from its destination's.
     fn gather(&mut self, others: Vec<Simulation>, owner: &[u8]) {
+        self.flows = std::mem::replace(&mut self.flows, Chunked::new(0)).into_whole(FlowState::default);
         for (i, mut o) in others.into_iter().enumerate() {
             let rank = i as u8 + 1;
             self.counts.sent += o.counts.sent;
