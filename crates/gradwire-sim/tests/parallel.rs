@@ -78,6 +78,39 @@ fn a_lossy_incast_on_three_threads_conserves_packets_and_is_repeatable() {
     assert_eq!(again.0.events, three.0.events);
 }
 
+/// A parallel run stops between windows when a `step` has done its share, and goes on
+/// from there: stepped a few thousand events at a time, it writes what one `run` writes,
+/// and in between its progress counts every part's flows.
+#[test]
+fn a_parallel_run_stepped_in_small_steps_is_the_run_and_shows_its_progress() {
+    let s = scenario(INCAST, &["threads=3"]);
+    let whole = run(&s);
+    let mut sim = Simulation::new(&s).unwrap();
+    let (mut steps, mut seen) = (0, Vec::new());
+    while !sim.step(3_000) {
+        steps += 1;
+        let p = sim.progress();
+        assert!(!p.finished && p.flows_done < p.flows_total);
+        seen.push((p.now_ns, p.flows_done, p.events));
+    }
+    assert!(steps > 10, "{steps} steps");
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1 && w[0].2 < w[1].2), "progress only grows");
+    assert!(seen.iter().any(|&(_, done, _)| done > 0), "finished flows of every part are counted");
+    assert_eq!(flows_csv(&sim), whole.1, "stepping does not change the run");
+    assert_eq!(Summary::of(&sim).events, whole.0.events);
+}
+
+/// A parallel run dropped midway (a Ctrl-C between steps) ends its parts' threads.
+#[test]
+fn a_parallel_run_dropped_midway_ends_its_threads() {
+    let s = scenario(INCAST, &["threads=3"]);
+    for _ in 0..20 {
+        let mut sim = Simulation::new(&s).unwrap();
+        assert!(!sim.step(5_000));
+        drop(sim); // joins the parked parts: a hang here fails the test by its timeout
+    }
+}
+
 /// DLCP and LTP keep what a host's transfers share (pair rates and counts, LT thresholds,
 /// path models) in that host's part: their senders and receivers run where their hosts are.
 #[test]

@@ -164,6 +164,8 @@ pub struct Simulation {
     finished: bool,
     /// `threads > 1`: this part of the split (`parallel.rs`); `None` in a single run.
     part: Option<Box<parallel::Part>>,
+    /// A parallel run's other parts between `step`s.
+    crew: Option<Box<parallel::Crew>>,
     /// Packets handed to / taken from other parts, and (once gathered) the other parts'
     /// packets still in their networks.
     exported: u64,
@@ -250,6 +252,7 @@ impl Simulation {
             wall: Default::default(),
             finished: false,
             part: None,
+            crew: None,
             exported: 0,
             imported: 0,
             live_elsewhere: 0,
@@ -291,8 +294,7 @@ impl Simulation {
             return self.run_fluid();
         }
         if self.scenario.threads > 1 {
-            self.run_parallel();
-            return true;
+            return self.step_parallel(max_events);
         }
         let t0 = Instant::now();
         for _ in 0..max_events {
@@ -368,12 +370,17 @@ impl Simulation {
     }
 
     pub fn progress(&self) -> Progress {
+        // midway through a parallel run, part 0 knows every part's counts as of its last window
+        let (flows_done, events) = match &self.part {
+            Some(p) => p.progress(),
+            None => (self.flows_done, self.events_processed),
+        };
         Progress {
             now_ns: self.now / NS,
             stop_ns: self.stop / NS,
-            flows_done: self.flows_done,
+            flows_done,
             flows_total: self.flows.len() as u64,
-            events: self.events_processed,
+            events,
             finished: self.finished,
         }
     }

@@ -25,7 +25,8 @@ use super::eps::Retired;
 use super::*;
 use gradwire_core::transport::Endpoint;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
 
 /// What one part hands another at a window's end.
 pub(super) enum Msg {
@@ -53,6 +54,12 @@ pub(super) struct Part {
     opened: Vec<u64>,
     finished: Vec<u64>,
     finishes: Vec<(u32, Time)>,
+    /// Every part's finished flows and events, as of the last window (part 0's progress).
+    all_done: u64,
+    all_events: u64,
+    /// Windows run and time spent at the barrier (`GRADWIRE_PAR_STATS`).
+    windows: u64,
+    waited: std::time::Duration,
 }
 
 fn bit(bits: &[u64], i: u32) -> bool {
@@ -72,6 +79,11 @@ impl Part {
     #[inline]
     pub fn owns(&self, node: NodeId) -> bool {
         self.owner[node as usize] == self.rank
+    }
+
+    /// Every part's finished flows and processed events, as of the last window.
+    pub fn progress(&self) -> (u64, u64) {
+        (self.all_done, self.all_events)
     }
 
     /// Flow `f`, whose sender is elsewhere, had its receiver made here.
@@ -210,13 +222,59 @@ struct Exchange {
     mail: Vec<Vec<Mutex<Vec<Msg>>>>,
     next: Vec<AtomicU64>,
     done: Vec<AtomicU64>,
+    events: Vec<AtomicU64>,
     /// A part panicked: the others stop waiting for it.
     failed: AtomicBool,
+    /// Set by part 0, to the round it runs in, before a window's first barrier: every
+    /// part stops there (a `step` ends), to go on from there when resumed. Never cleared:
+    /// a part slow to read it must still see it after part 0 has resumed the next round.
+    pause: AtomicU64,
+    /// Where stopped parts wait for the next `step` (or for the run to be dropped).
+    gate: Mutex<Gate>,
+    wake: Condvar,
+}
+
+struct Gate {
+    /// Resumptions so far.
+    round: u64,
+    /// The run was dropped midway: parked parts end.
+    abort: bool,
 }
 
 impl Exchange {
+    fn new(n: usize) -> Self {
+        let zeros = || (0..n).map(|_| AtomicU64::new(0)).collect();
+        Exchange {
+            barrier: SpinBarrier::new(n),
+            mail: (0..n).map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()).collect(),
+            next: zeros(),
+            done: zeros(),
+            events: zeros(),
+            failed: AtomicBool::new(false),
+            pause: AtomicU64::new(0),
+            gate: Mutex::new(Gate { round: 0, abort: false }),
+            wake: Condvar::new(),
+        }
+    }
+
     fn wait(&self) {
         self.barrier.wait(&self.failed)
+    }
+
+    /// Waits until resumed after resumption `seen`; false if the run was dropped instead.
+    fn park(&self, seen: &mut u64) -> bool {
+        let gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        let gate = self.wake.wait_while(gate, |g| g.round == *seen && !g.abort).unwrap_or_else(|e| e.into_inner());
+        *seen = gate.round;
+        !gate.abort
+    }
+
+    /// Resumes the parked parts; returns the round they now run (from 1).
+    fn resume(&self) -> u64 {
+        let mut gate = self.gate.lock().unwrap_or_else(|e| e.into_inner());
+        gate.round += 1;
+        self.wake.notify_all();
+        gate.round
     }
 
     /// Runs one part's work; if it panics, the other parts are told before it unwinds.
@@ -228,46 +286,97 @@ impl Exchange {
     }
 }
 
+/// A parallel run between `step`s: the parts other than 0, each on its own thread,
+/// parked at a window's first barrier until part 0 (the `Simulation` stepped) resumes
+/// them. Dropping it midway ends their threads.
+pub(super) struct Crew {
+    ex: Arc<Exchange>,
+    owner: Vec<u8>,
+    /// Each part's thread; it returns the part at the run's end (`None` if dropped).
+    workers: Vec<JoinHandle<Option<Simulation>>>,
+}
+
+impl Drop for Crew {
+    fn drop(&mut self) {
+        self.ex.gate.lock().unwrap_or_else(|e| e.into_inner()).abort = true;
+        self.ex.wake.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
 impl Simulation {
-    /// Runs the scenario on `threads` parts, one thread each, and gathers their results
-    /// into `self` (part 0), which then reads as a single run's.
-    pub(super) fn run_parallel(&mut self) {
+    /// Runs the scenario on `threads` parts, one thread each, until part 0 has processed
+    /// about `max_events / threads` events (every part stops at the same window, so how
+    /// a run is stepped does not change it) or the run is over; then gathers the parts'
+    /// results into `self` (part 0), which reads as a single run's. True once over.
+    pub(super) fn step_parallel(&mut self, max_events: u64) -> bool {
         let t0 = Instant::now();
         let n = self.scenario.threads as usize;
-        let owner = node_parts(&self.scenario, &self.topo, n as u32);
-        let ex = Exchange {
-            barrier: SpinBarrier::new(n),
-            mail: (0..n).map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()).collect(),
-            next: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            done: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            failed: AtomicBool::new(false),
+        let crew = match self.crew.take() {
+            Some(crew) => crew,
+            None => self.start_crew(n),
         };
-        let (scenario, workload) = (self.scenario.clone(), self.workload.clone());
-        let others: Vec<Simulation> = std::thread::scope(|scope| {
-            // each part builds its own network on its own thread, on the shared workload
-            let parts: Vec<_> = (1..n)
-                .map(|rank| {
-                    let (ex, owner, scenario, workload) = (&ex, &owner, &scenario, workload.clone());
-                    scope.spawn(move || {
-                        ex.guard(|| {
-                            let mut part =
-                                Simulation::build(scenario, Some(workload)).expect("the scenario was accepted once");
-                            part.make_part(rank as u8, owner);
-                            part.run_part(ex);
-                            part
-                        })
+        let round = crew.ex.resume();
+        // at least one event: a pause set before the round's first window would race a
+        // part still reading the last round's
+        let budget = self.events_processed + (max_events / n as u64).max(1);
+        let ex = &crew.ex;
+        let over =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.guard(|| self.run_part(ex, round, budget))));
+        self.wall += t0.elapsed();
+        match over {
+            Ok(false) => {
+                self.crew = Some(crew);
+                false
+            }
+            Ok(true) => {
+                let mut crew = crew;
+                let others = std::mem::take(&mut crew.workers)
+                    .into_iter()
+                    .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)).expect("not dropped"))
+                    .collect();
+                self.gather(others, &crew.owner);
+                self.finished = true;
+                true
+            }
+            // a part's own panic, rather than part 0's "another part failed"
+            Err(ours) => {
+                let mut crew = crew;
+                let theirs = crew.workers.drain(..).find_map(|w| w.join().err());
+                std::panic::resume_unwind(theirs.unwrap_or(ours))
+            }
+        }
+    }
+
+    /// Splits the network: this `Simulation` becomes part 0, and parts 1.. are built (on
+    /// the shared workload), each on its own thread, which then waits to be resumed.
+    fn start_crew(&mut self, n: usize) -> Box<Crew> {
+        let owner = node_parts(&self.scenario, &self.topo, n as u32);
+        let ex = Arc::new(Exchange::new(n));
+        let workers = (1..n)
+            .map(|rank| {
+                let (ex, owner, scenario, workload) =
+                    (ex.clone(), owner.clone(), self.scenario.clone(), self.workload.clone());
+                std::thread::spawn(move || {
+                    ex.clone().guard(|| {
+                        let mut part =
+                            Simulation::build(&scenario, Some(workload)).expect("the scenario was accepted once");
+                        part.make_part(rank as u8, &owner);
+                        let mut round = 0;
+                        while ex.park(&mut round) {
+                            if part.run_part(&ex, round, u64::MAX) {
+                                return Some(part);
+                            }
+                        }
+                        None
                     })
                 })
-                .collect();
-            ex.guard(|| {
-                self.make_part(0, &owner);
-                self.run_part(&ex);
-            });
-            parts.into_iter().map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
-        });
-        self.gather(others, &owner);
-        self.wall = t0.elapsed();
-        self.finished = true;
+            })
+            .collect();
+        self.make_part(0, &owner);
+        Box::new(Crew { ex, owner, workers })
     }
 
     fn make_part(&mut self, rank: u8, owner: &[u8]) {
@@ -294,50 +403,71 @@ impl Simulation {
             opened: vec![0; flows.len().div_ceil(64)],
             finished: vec![0; flows.len().div_ceil(64)],
             finishes: Vec::new(),
+            all_done: 0,
+            all_events: 0,
+            windows: 0,
+            waited: std::time::Duration::ZERO,
         }));
     }
 
-    /// This part's windows until every flow is done, nothing is left anywhere, or the stop.
-    /// With `GRADWIRE_PAR_STATS` set it prints its windows and its time waiting for others.
-    fn run_part(&mut self, ex: &Exchange) {
+    /// This part's windows until every flow is done, nothing is left anywhere, or the stop
+    /// (true), or until part 0 asks every part to stop, once its events reach `pause_at`
+    /// (false); `round` counts the resumptions (see `Exchange::pause`). With `GRADWIRE_PAR_STATS` set a part prints its windows and its time
+    /// waiting for the others at the end.
+    fn run_part(&mut self, ex: &Exchange, round: u64, pause_at: u64) -> bool {
         let t0 = Instant::now();
         let (rank, lookahead) = self.part.as_ref().map(|p| (p.rank as usize, p.lookahead)).expect("a part");
         let total = self.flows.len() as u64;
-        let stats = std::env::var_os("GRADWIRE_PAR_STATS").is_some();
-        let (mut windows, mut waited) = (0u64, std::time::Duration::ZERO);
-        loop {
+        let mut waited = std::time::Duration::ZERO;
+        let over = loop {
             ex.next[rank].store(self.events.peek_time().unwrap_or(Time::MAX), Ordering::Relaxed);
             ex.done[rank].store(self.flows_done, Ordering::Relaxed);
+            ex.events[rank].store(self.events_processed, Ordering::Relaxed);
+            if rank == 0 && self.events_processed >= pause_at {
+                ex.pause.store(round, Ordering::Relaxed);
+            }
             let w0 = Instant::now();
             ex.wait();
             waited += w0.elapsed();
-            windows += 1;
             let done: u64 = ex.done.iter().map(|d| d.load(Ordering::Relaxed)).sum();
             let first = ex.next.iter().map(|t| t.load(Ordering::Relaxed)).min().unwrap_or(Time::MAX);
+            let part = self.part.as_mut().expect("a part");
+            part.all_done = done;
+            part.all_events = ex.events.iter().map(|e| e.load(Ordering::Relaxed)).sum();
             if done == total || first == Time::MAX {
-                break;
+                break true;
             }
             if first > self.stop {
                 self.now = self.stop;
-                break;
+                break true;
             }
+            if ex.pause.load(Ordering::Relaxed) == round {
+                break false;
+            }
+            part.windows += 1;
             self.run_window(first.saturating_add(lookahead));
             self.post(ex, rank);
             let w0 = Instant::now();
             ex.wait();
             waited += w0.elapsed();
             self.collect(ex, rank);
+        };
+        if rank != 0 {
+            self.wall += t0.elapsed();
         }
-        self.wall += t0.elapsed();
-        if stats {
+        let part = self.part.as_mut().expect("a part");
+        part.waited += waited;
+        if over && std::env::var_os("GRADWIRE_PAR_STATS").is_some() {
             eprintln!(
-                "part {rank}: {windows} windows, {:.1} s, waited {:.1} s, {} events, exported {}",
-                t0.elapsed().as_secs_f64(),
-                waited.as_secs_f64(),
+                "part {rank}: {} windows, {:.1} s, waited {:.1} s, {} events, exported {}",
+                part.windows,
+                self.wall.as_secs_f64(),
+                part.waited.as_secs_f64(),
                 self.events_processed,
                 self.exported
             );
         }
+        over
     }
 
     /// Every event due before `end` (and not after the stop).
@@ -524,13 +654,7 @@ mod tests {
     use super::*;
 
     fn exchange(n: usize) -> Exchange {
-        Exchange {
-            barrier: SpinBarrier::new(n),
-            mail: (0..n).map(|_| (0..n).map(|_| Mutex::new(Vec::new())).collect()).collect(),
-            next: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            done: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            failed: AtomicBool::new(false),
-        }
+        Exchange::new(n)
     }
 
     #[test]
