@@ -379,7 +379,12 @@ def reproduce(
     ] = None,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, help="Runs in parallel, one process each \\[default: all cores]."),
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            help="Runs in parallel, one process each \\[default: all cores, divided by the runs' `threads`].",
+        ),
     ] = None,
     sets: Annotated[
         list[str] | None, _set_option("Override a key in every scenario of the reproduction (repeatable).")
@@ -457,7 +462,9 @@ def reproduce(
     todo = [i for i in range(len(plan.jobs)) if i not in kept]
     addr = _connect(cluster, address)
     if addr is None:
-        n_procs = max(1, min(jobs or os.cpu_count() or 1, len(todo)))
+        # a run on `threads = N` takes N cores: the default pool leaves each its cores
+        threads = max((int(plan.jobs[i].spec.scenario.get("threads", 1)) for i in todo), default=1)
+        n_procs = max(1, min(jobs or (os.cpu_count() or 1) // threads, len(todo)))
         where = f"{n_procs} process{'es' if n_procs != 1 else ''}"
     else:
         from gradwire import cluster as cl

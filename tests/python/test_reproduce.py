@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -131,6 +132,20 @@ def test_sweep_axis_override_and_inline(cli, tmp_path):
     table = pd.read_csv(out / "table.csv")
     assert table["x"].tolist() == [6] * 4
     assert table["series"].tolist() == ["dctcp", "dlcp"] * 2
+
+
+def test_runs_on_threads_share_the_cores(cli, tmp_path):
+    """With --set threads=2 and no --jobs, the pool gives each run its two cores."""
+    w = 'sweep.workers=[{ name = "6", "workload.workers" = 6, "workload.servers" = 2 }]'
+    s = 'sweep.scheme=[{ name = "dctcp", "transport.kind" = "dctcp" }]'
+    out = tmp_path / "threads"
+    args = ["reproduce", "dlcp-fig14", "--quick", "--out", str(out), *set_args(TINY)]
+    r = cli.invoke(app, [*args, "--set", w, "--set", s, "--set", "threads=2"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    table = pd.read_csv(out / "table.csv")
+    record = json.loads((out / "reproduce.json").read_text())
+    assert record["jobs"] == max(1, min((os.cpu_count() or 1) // 2, len(table)))
+    assert (table["flows_finished"] == table["flows"]).all()
 
 
 def test_dlcp_fig16_quick(cli, tmp_path):
