@@ -15,6 +15,11 @@
 //! draws and the end (the window in which the last flow finishes, not the event) differ,
 //! within packet level's seed-to-seed spread (docs/performance.md).
 //!
+//! `Simulation::step` runs it in steps, as a single run: part 0 (the `Simulation` stepped)
+//! runs on the caller's thread, the other parts on threads of their own ([`Crew`]); a step
+//! ends at a window's first barrier, where every part stops and parks until the next step,
+//! so the windows, and the run, are the same however it is stepped.
+//!
 //! Transports keep what they share per host (persistent connections, carried rates and
 //! thresholds, DLCP's pair counts) in that host's part. Refused by name where a part would
 //! need another's state between windows: PCN, pauses, failures, FIFO NICs, barriers whose
@@ -412,8 +417,9 @@ impl Simulation {
 
     /// This part's windows until every flow is done, nothing is left anywhere, or the stop
     /// (true), or until part 0 asks every part to stop, once its events reach `pause_at`
-    /// (false); `round` counts the resumptions (see `Exchange::pause`). With `GRADWIRE_PAR_STATS` set a part prints its windows and its time
-    /// waiting for the others at the end.
+    /// (false); `round` counts the resumptions (see `Exchange::pause`). With
+    /// `GRADWIRE_PAR_STATS` set, a part prints its windows and its time waiting for the
+    /// others at the end.
     fn run_part(&mut self, ex: &Exchange, round: u64, pause_at: u64) -> bool {
         let t0 = Instant::now();
         let (rank, lookahead) = self.part.as_ref().map(|p| (p.rank as usize, p.lookahead)).expect("a part");
