@@ -16,7 +16,7 @@
 //! within packet level's seed-to-seed spread (docs/performance.md).
 //!
 //! `Simulation::step` runs it in steps, as a single run: part 0 (the `Simulation` stepped)
-//! runs on the caller's thread, the other parts on threads of their own ([`Crew`]); a step
+//! runs on the caller's thread, the other parts on threads of their own (`Crew`); a step
 //! ends at a window's first barrier, where every part stops and parks until the next step,
 //! so the windows, and the run, are the same however it is stepped.
 //!
