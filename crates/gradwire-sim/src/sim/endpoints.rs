@@ -121,7 +121,7 @@ impl Simulation {
         if sender_done {
             // keep the receiver: a late retransmission still gets its ACK. The sender's
             // counters are final now; while it lives, `flow_stats` asks it.
-            self.flows.get_or_alloc(flow, FlowState::default).stats = e.stats();
+            self.flows.get_or_alloc(flow, FlowState::default).set_stats(e.stats());
             if let Some(sl) = self.eps.slot_mut(ep) {
                 sl.endpoint = None;
             }
@@ -173,7 +173,7 @@ impl Simulation {
     pub fn flow_stats(&self, f: u32) -> EndpointStats {
         match self.eps.get(f).and_then(|p| p.0[0].endpoint.as_ref()) {
             Some(e) => e.stats(),
-            None => self.flow_state(f).stats,
+            None => self.flow_state(f).stats(),
         }
     }
 

@@ -35,27 +35,47 @@ use ready::ReadyLists;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Run-time state of one flow: 40 bytes, kept for every flow from its start to the end of
+/// Run-time state of one flow: 32 bytes, kept for every flow from its start to the end of
 /// the run (a flow that has not started has none: see [`Simulation::flow_state`]).
 #[derive(Clone, Copy, Debug)]
 pub struct FlowState {
     /// `NOT_YET` until it starts / finishes.
     started: Time,
     finished: Time,
-    /// The sender's counters as of when it closed; while it is live, see
-    /// [`Simulation::flow_stats`].
-    pub stats: EndpointStats,
+    /// The sender's counters as of when it closed (see [`stats`](Self::stats)), in 32
+    /// bits: 8 bytes a flow less, at 4 M flows 33 MB, and no flow sends 2^32 packets.
+    packets_sent: u32,
+    retransmits: u32,
+    timeouts: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<FlowState>() == 32);
 
 const NOT_YET: Time = Time::MAX;
 
 impl Default for FlowState {
     fn default() -> Self {
-        FlowState { started: NOT_YET, finished: NOT_YET, stats: EndpointStats::default() }
+        FlowState { started: NOT_YET, finished: NOT_YET, packets_sent: 0, retransmits: 0, timeouts: 0 }
     }
 }
 
 impl FlowState {
+    /// The sender's counters as of when it closed; while it is live, see
+    /// [`Simulation::flow_stats`].
+    pub fn stats(&self) -> EndpointStats {
+        EndpointStats {
+            packets_sent: self.packets_sent.into(),
+            retransmits: self.retransmits.into(),
+            timeouts: self.timeouts.into(),
+        }
+    }
+
+    fn set_stats(&mut self, s: EndpointStats) {
+        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        (self.packets_sent, self.retransmits, self.timeouts) =
+            (narrow(s.packets_sent), narrow(s.retransmits), narrow(s.timeouts));
+    }
+
     pub fn started(&self) -> Option<Time> {
         (self.started != NOT_YET).then_some(self.started)
     }

@@ -618,7 +618,7 @@ impl Simulation {
                     let stats = o.flow_stats(f);
                     let st = self.flows.get_or_alloc(f, FlowState::default);
                     st.set_started(theirs.started());
-                    st.stats = stats;
+                    st.set_stats(stats);
                     if theirs.finished().is_some() {
                         st.set_finished(theirs.finished());
                     }
