@@ -4,6 +4,9 @@ scaled down: a k-ary fat-tree (k^3/4 hosts), ResNet50 through dedicated paramete
 workers and servers 3:1 as in the 1 024-host original (ft1024.toml).
 
 Both builds run at the same time, one per core, so the machine's noise hits both alike.
+The CPU ratio is one order (old started first), and the order alone moves it: the same
+binary against itself at k = 12 came out 0.936. For CPU, use benchmarks/sim_ab/pair.sh,
+which runs both orders.
 Prints, per size: flows, peak RSS (max resident set, /usr/bin/time) and bytes per flow of
 each build, new/old ratios of peak RSS and CPU time (user + sys), and whether flows.csv
 and summary.json (apart from its wall-time fields) are byte-identical.
