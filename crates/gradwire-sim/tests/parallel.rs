@@ -104,11 +104,17 @@ fn a_parallel_run_stepped_in_small_steps_is_the_run_and_shows_its_progress() {
 #[test]
 fn a_parallel_run_dropped_midway_ends_its_threads() {
     let s = scenario(INCAST, &["threads=3"]);
-    for _ in 0..20 {
-        let mut sim = Simulation::new(&s).unwrap();
-        assert!(!sim.step(5_000));
-        drop(sim); // joins the parked parts: a hang here fails the test by its timeout
-    }
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..20 {
+            let mut sim = Simulation::new(&s).unwrap();
+            assert!(!sim.step(5_000));
+            drop(sim); // joins the parked parts
+        }
+        done.send(()).unwrap();
+    });
+    // a part left waiting would hang the drop: fail instead of hanging the suite
+    finished.recv_timeout(std::time::Duration::from_secs(120)).expect("20 runs dropped midway within 120 s");
 }
 
 /// DLCP and LTP keep what a host's transfers share (pair rates and counts, LT thresholds,
