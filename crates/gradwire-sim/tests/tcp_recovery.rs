@@ -31,6 +31,7 @@ const OPTIONS: &[&[&str]] = &[
     // ns-3's TCP; its 3 s SYN timeout would outlast the run at 1 % loss
     &["baseline=ns3", "transport.rto_min_us=1000.0", "transport.tcp_handshake=false"],
     &["transport.tcp_connections=persistent", "transport.tcp_handshake=true"],
+    &["transport.tcp_sack=true", "transport.tcp_rack_tlp=true", "transport.tcp_loss_cut=\"cwnd\""],
 ];
 
 #[test]
@@ -61,6 +62,7 @@ fn the_options_off_are_the_sackless_run_byte_for_byte() {
         "transport.tcp_cc=\"reno\"",
         "transport.tcp_delack_count=1",
         "transport.tcp_cong_avoid=\"per_ack\"",
+        "transport.tcp_loss_cut=\"flight\"",
         "baseline=modern",
     ];
     assert_eq!(run(&spelled).0, plain);

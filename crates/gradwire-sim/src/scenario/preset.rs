@@ -21,6 +21,7 @@
 //! | `transport.tcp_recovery_from_cwr` | `true` | `tcp_fastretrans_alert` (`tcp_input.c`): `tcp_time_to_recover` enters Recovery from any state below it, CWR included |
 //! | `transport.tcp_loss_exit_ack` | `"all"` | `tcp_cong_control`: in Loss too, `tcp_cong_avoid` grows cwnd by every segment acked or SACKed |
 //! | `transport.tcp_rto_backoff_reset` | `"rtt_sample"` | `tcp_ack_update_rtt`: "RFC6298: only reset backoff on valid RTT measurement" |
+//! | `transport.tcp_loss_cut` | `"cwnd"` | `tcp_init_cwnd_reduction` and `tcp_enter_loss` (`tcp_input.c`): ssthresh from `tcp_reno_ssthresh` (`max(cwnd >> 1, 2)`; DCTCP's `dctcp_react_to_loss` alike), PRR's RecoverFS `prior_cwnd` |
 //!
 //! SACK recovery always runs PRR (RFC 6937; `tcp_cwnd_reduction`, Linux's default since
 //! 3.2). `rto_initial_us` is not filled: Linux's `TCP_TIMEOUT_INIT` (1 s) times the SYN,
@@ -121,6 +122,7 @@ fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_recovery_from_cwr", true.into())?;
     fill(tree, "transport", "tcp_loss_exit_ack", "all".into())?;
     fill(tree, "transport", "tcp_rto_backoff_reset", "rtt_sample".into())?;
+    fill(tree, "transport", "tcp_loss_cut", "cwnd".into())?;
     Ok(())
 }
 
@@ -231,6 +233,7 @@ mod tests {
             assert_eq!(t.keys.str("tcp_slow_start"), "per_segment");
             assert!(t.keys.bool("tcp_recovery_from_cwr"), "Linux enters recovery from CWR");
             assert_eq!((t.keys.str("tcp_loss_exit_ack"), t.keys.str("tcp_rto_backoff_reset")), ("all", "rtt_sample"));
+            assert_eq!(t.keys.str("tcp_loss_cut"), "cwnd", "Linux cuts from cwnd, not the flight");
         }
         let s = &load(BASE, &[]).unwrap()[0].scenario;
         assert_eq!(s.baseline, Baseline::Modern);
@@ -257,7 +260,7 @@ mod tests {
             "the schema's RTOmin"
         );
         // The transport as the schema's defaults have it, so runs stay byte-identical.
-        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\ntcp_cong_avoid = \"per_ack\"\nrto_min_us = 10000.0\n"), &[]).unwrap();
+        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\ntcp_cong_avoid = \"per_ack\"\ntcp_loss_cut = \"flight\"\nrto_min_us = 10000.0\n"), &[]).unwrap();
         assert_eq!(t, none[0].scenario.transport);
     }
 

@@ -208,6 +208,13 @@ pub struct TcpConfig {
     /// first sample it goes back to `rto_initial` (ns-3's connections have a sample from
     /// their handshake by then; gradwire's `rto_initial` stands in for the RTO it gives).
     pub rto_reset_on_new_ack: bool,
+    /// A loss cuts from the congestion window, as Linux's `tcp_init_cwnd_reduction` and
+    /// `tcp_enter_loss` do: ssthresh from cwnd (Reno's and DCTCP's `cwnd / 2`, at least two
+    /// segments, counted in whole segments) and PRR's RecoverFS the window before the cut
+    /// (`prior_cwnd`), instead of from the flight (RFC 5681 eq. 4, RFC 6675, RFC 6937:
+    /// `snd_nxt - snd_una`). They differ when SACKed segments let the sender run ahead of
+    /// cwnd before the loss is declared (the flight counts them, the pipe does not).
+    pub loss_cut_from_cwnd: bool,
 }
 
 impl Default for TcpConfig {
@@ -238,6 +245,7 @@ impl Default for TcpConfig {
             recovery_from_cwr: true,
             loss_exit_above_recover: false,
             rto_reset_on_new_ack: false,
+            loss_cut_from_cwnd: false,
         }
     }
 }

@@ -342,6 +342,7 @@ impl TcpSender {
         }
         let cut = match &mut self.cubic {
             Some(c) => (c.on_congestion(self.cwnd as f64 / mss as f64) * mss as f64) as u64,
+            None if self.cfg.loss_cut_from_cwnd => self.cwnd / mss / 2 * mss,
             None => self.flight() / 2,
         };
         cut.max(2 * mss)
@@ -748,12 +749,13 @@ impl TcpSender {
             self.board.mark_lost_below_sacks(self.cfg.dupack_threshold);
         }
         if self.board.lost() > 0 && self.may_enter_recovery() {
-            // RFC 6675 5 (3): ssthresh to half the flight (CUBIC: beta x cwnd); PRR takes
+            // RFC 6675 5 (3): ssthresh to half the flight or cwnd (CUBIC: beta x cwnd); PRR takes
             // cwnd there in proportion to what is delivered (RFC 6937), as Linux and ns-3 do,
             // instead of at once: all the holes resent in one burst into the port that just
             // dropped them would be lost again.
             self.ssthresh = self.loss_ssthresh();
-            self.prr = Prr { delivered: 0, out: 0, recover_fs: self.flight().max(1) };
+            let recover_fs = if self.cfg.loss_cut_from_cwnd { self.cwnd } else { self.flight() };
+            self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1) };
             self.phase = Phase::Recovery { recover: self.high_tx };
             self.dupacks = 0;
             self.tlp_deadline = None;

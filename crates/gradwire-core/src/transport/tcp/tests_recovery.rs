@@ -404,3 +404,20 @@ fn ns3s_partial_ack_resends_a_hole_not_yet_resent_but_not_one_in_flight() {
     assert_eq!(o.sender.stats().timeouts, 1);
     assert!(o.delivered_at > 0);
 }
+
+#[test]
+fn linux_cuts_a_loss_from_cwnd_where_rfc_5681_cuts_from_the_flight() {
+    // Segment 5 of the first window is lost. The ACKs of 0-4 grow cwnd from 10 to 15 in
+    // slow start; the SACKs of 6 and 7 each let one more segment go beyond cwnd (the pipe
+    // leaves SACKed segments out), and the third, of 8, deems 5 lost: 17 segments are in
+    // flight then (5 to 21), 15 in the window.
+    let size = 60 * MSS;
+    let flight = run(rack(), size, drop_first(&[5]));
+    let cwnd = run(TcpConfig { loss_cut_from_cwnd: true, ..rack() }, size, drop_first(&[5]));
+    for o in [&flight, &cwnd] {
+        assert_eq!((o.sender.stats().retransmits, o.sender.stats().timeouts), (1, 0));
+    }
+    assert_eq!(flight.sender.ssthresh_bytes(), 17 * MSS / 2, "RFC 5681 eq. 4: half the flight");
+    assert_eq!(cwnd.sender.ssthresh_bytes(), 7 * MSS, "tcp_reno_ssthresh: half of cwnd, whole segments");
+    assert!(cwnd.done_at > flight.done_at, "the smaller cut finishes later");
+}
