@@ -21,7 +21,7 @@
 //! | `transport.tcp_recovery_from_cwr` | `true` | `tcp_fastretrans_alert` (`tcp_input.c`): `tcp_time_to_recover` enters Recovery from any state below it, CWR included |
 //! | `transport.tcp_loss_exit_ack` | `"all"` | `tcp_cong_control`: in Loss too, `tcp_cong_avoid` grows cwnd by every segment acked or SACKed |
 //! | `transport.tcp_rto_backoff_reset` | `"rtt_sample"` | `tcp_ack_update_rtt`: "RFC6298: only reset backoff on valid RTT measurement" |
-//! | `transport.tcp_loss_cut` | `"cwnd"` | `tcp_init_cwnd_reduction` and `tcp_enter_loss` (`tcp_input.c`): ssthresh from `tcp_reno_ssthresh` (`max(cwnd >> 1, 2)`; DCTCP's `dctcp_react_to_loss` alike), PRR's RecoverFS `prior_cwnd` |
+//! | `transport.tcp_loss_cut` | `"cwnd"` | `tcp_init_cwnd_reduction` and `tcp_enter_loss` (`tcp_input.c`): ssthresh from `tcp_reno_ssthresh` (`max(cwnd >> 1, 2)`; DCTCP's `dctcp_react_to_loss` alike), PRR's RecoverFS `prior_cwnd`; an RTO in a window already cut keeps its ssthresh |
 //!
 //! SACK recovery always runs PRR (RFC 6937; `tcp_cwnd_reduction`, Linux's default since
 //! 3.2). `rto_initial_us` is not filled: Linux's `TCP_TIMEOUT_INIT` (1 s) times the SYN,

@@ -213,7 +213,9 @@ pub struct TcpConfig {
     /// segments, counted in whole segments) and PRR's RecoverFS the window before the cut
     /// (`prior_cwnd`), instead of from the flight (RFC 5681 eq. 4, RFC 6675, RFC 6937:
     /// `snd_nxt - snd_una`). They differ when SACKed segments let the sender run ahead of
-    /// cwnd before the loss is declared (the flight counts them, the pipe does not).
+    /// cwnd before the loss is declared (the flight counts them, the pipe does not). And
+    /// an RTO in a window already cut (recovery, or CWR after an ECN cut) keeps that cut's
+    /// ssthresh, as `tcp_enter_loss` does, instead of cutting the reduced window again.
     pub loss_cut_from_cwnd: bool,
 }
 

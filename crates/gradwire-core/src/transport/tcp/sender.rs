@@ -652,8 +652,17 @@ impl TcpSender {
     fn on_rto(&mut self, now: Time) {
         self.stats.timeouts += 1;
         // A repeated timeout of an already timer-retransmitted head keeps ssthresh
-        // (RFC 5681 3.1; ns-3 checks IsHeadRetransmitted in CA_LOSS).
-        if !matches!(self.phase, Phase::Loss { .. }) {
+        // (RFC 5681 3.1; ns-3 checks IsHeadRetransmitted in CA_LOSS); cutting as Linux does,
+        // so does a timeout in a window already cut, by recovery or ECN (`tcp_enter_loss`:
+        // "Reduce ssthresh if it has not yet been made inside this window").
+        let cut_made = match self.phase {
+            Phase::Loss { .. } => true,
+            Phase::Cwr { recover } | Phase::Recovery { recover } => {
+                self.cfg.loss_cut_from_cwnd && recover > self.snd_una
+            }
+            Phase::Open => false,
+        };
+        if !cut_made {
             self.ssthresh = self.loss_ssthresh();
         }
         self.cwnd = self.mss();

@@ -421,3 +421,37 @@ fn linux_cuts_a_loss_from_cwnd_where_rfc_5681_cuts_from_the_flight() {
     assert_eq!(cwnd.sender.ssthresh_bytes(), 7 * MSS, "tcp_reno_ssthresh: half of cwnd, whole segments");
     assert!(cwnd.done_at > flight.done_at, "the smaller cut finishes later");
 }
+
+#[test]
+fn a_timeout_in_recovery_keeps_the_recoverys_cut_as_linux_does() {
+    // Segment 25 of a 30-segment flow is lost, then its resend too: the SACKs of 26-29
+    // start recovery (ssthresh 17 of a 35-segment window) and PRR brings cwnd down to the
+    // pipe; nothing is sent after the resend for RACK to time it by, and no probe goes in
+    // recovery, so the RTO fires in a window already cut.
+    let size = 30 * MSS;
+    let twice = || -> Script {
+        let mut lost = 0;
+        Box::new(move |p: &Packet| {
+            if p.seq / MSS == 25 && lost < 2 {
+                lost += 1;
+                None
+            } else {
+                Some(0)
+            }
+        })
+    };
+    let linux = TcpConfig { loss_cut_from_cwnd: true, ..rack() };
+    let once = run(linux, size, drop_first(&[25]));
+    let o = run(linux, size, twice());
+    assert_eq!((o.sender.stats().timeouts, once.sender.stats().timeouts), (1, 0));
+    assert_eq!(o.sender.ssthresh_bytes(), 17 * MSS, "the recovery's cut, kept");
+    // RFC 5681 3.1 cuts again, from the flight at the timeout
+    let rfc = run(rack(), size, twice());
+    assert_eq!(rfc.sender.stats().timeouts, 1);
+    assert!(
+        rfc.sender.ssthresh_bytes() < o.sender.ssthresh_bytes(),
+        "{} vs {}",
+        rfc.sender.ssthresh_bytes(),
+        o.sender.ssthresh_bytes()
+    );
+}
