@@ -62,6 +62,27 @@ pub use spec::{Dctcp, NewReno};
 use crate::time::{Time, MS};
 pub use crate::transport::acking::DelayedAck;
 
+/// What a loss's window cut starts from (`transport.tcp_loss_cut`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LossCut {
+    /// RFC 5681 eq. 4 and RFC 6937: ssthresh half the flight, `snd_nxt - snd_una`, and
+    /// PRR's RecoverFS the flight; a timeout cuts again, unless it repeats one (3.1).
+    Flight,
+    /// Linux (`tcp_init_cwnd_reduction`, `tcp_enter_loss`): ssthresh from the congestion
+    /// window (Reno's `tcp_reno_ssthresh` and DCTCP's `dctcp_react_to_loss`: `cwnd / 2` in
+    /// whole segments, at least 2) and PRR's RecoverFS the window before the cut
+    /// (`prior_cwnd`); a timeout in a window already cut, by recovery or an ECN cut, keeps
+    /// that cut ("Reduce ssthresh if it has not yet been made inside this window"). With
+    /// SACK the flight is larger than the window when SACKs let segments go beyond cwnd
+    /// before the loss was declared (the pipe leaves SACKed segments out).
+    Cwnd,
+    /// ns-3.37's `TcpNewReno` with SACK: ssthresh half of `BytesInFlight()`, RFC 6675's
+    /// pipe (sent, less SACKed and lost, plus resent), taken after the lost segments are
+    /// marked on entering recovery and before on a timeout (`inFlightBeforeRto`); RecoverFS
+    /// the flight (`UnAckDataCount`). Without SACK it is the flight.
+    Pipe,
+}
+
 /// The sender's congestion control algorithm.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CongestionControl {
@@ -208,15 +229,8 @@ pub struct TcpConfig {
     /// first sample it goes back to `rto_initial` (ns-3's connections have a sample from
     /// their handshake by then; gradwire's `rto_initial` stands in for the RTO it gives).
     pub rto_reset_on_new_ack: bool,
-    /// A loss cuts from the congestion window, as Linux's `tcp_init_cwnd_reduction` and
-    /// `tcp_enter_loss` do: ssthresh from cwnd (Reno's and DCTCP's `cwnd / 2`, at least two
-    /// segments, counted in whole segments) and PRR's RecoverFS the window before the cut
-    /// (`prior_cwnd`), instead of from the flight (RFC 5681 eq. 4, RFC 6675, RFC 6937:
-    /// `snd_nxt - snd_una`). They differ when SACKed segments let the sender run ahead of
-    /// cwnd before the loss is declared (the flight counts them, the pipe does not). And
-    /// an RTO in a window already cut (recovery, or CWR after an ECN cut) keeps that cut's
-    /// ssthresh, as `tcp_enter_loss` does, instead of cutting the reduced window again.
-    pub loss_cut_from_cwnd: bool,
+    /// What a loss's window cut starts from ([`LossCut`]).
+    pub loss_cut: LossCut,
 }
 
 impl Default for TcpConfig {
@@ -247,7 +261,7 @@ impl Default for TcpConfig {
             recovery_from_cwr: true,
             loss_exit_above_recover: false,
             rto_reset_on_new_ack: false,
-            loss_cut_from_cwnd: false,
+            loss_cut: LossCut::Flight,
         }
     }
 }

@@ -5,7 +5,7 @@
 use super::cubic::Cubic;
 use super::rtt::RttEstimator;
 use super::scoreboard::Scoreboard;
-use super::{CongestionControl, TcpConfig, LINUX_TCP_RTO_MIN, LINUX_TCP_TIMEOUT_MIN};
+use super::{CongestionControl, LossCut, TcpConfig, LINUX_TCP_RTO_MIN, LINUX_TCP_TIMEOUT_MIN};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
 use crate::transport::host::Handing;
@@ -342,8 +342,11 @@ impl TcpSender {
         }
         let cut = match &mut self.cubic {
             Some(c) => (c.on_congestion(self.cwnd as f64 / mss as f64) * mss as f64) as u64,
-            None if self.cfg.loss_cut_from_cwnd => self.cwnd / mss / 2 * mss,
-            None => self.flight() / 2,
+            None => match self.cfg.loss_cut {
+                LossCut::Cwnd => self.cwnd / mss / 2 * mss,
+                LossCut::Pipe if self.cfg.sack => self.board.pipe(self.outstanding_segs()) * mss / 2,
+                LossCut::Flight | LossCut::Pipe => self.flight() / 2,
+            },
         };
         cut.max(2 * mss)
     }
@@ -658,7 +661,7 @@ impl TcpSender {
         let cut_made = match self.phase {
             Phase::Loss { .. } => true,
             Phase::Cwr { recover } | Phase::Recovery { recover } => {
-                self.cfg.loss_cut_from_cwnd && recover > self.snd_una
+                self.cfg.loss_cut == LossCut::Cwnd && recover > self.snd_una
             }
             Phase::Open => false,
         };
@@ -763,7 +766,7 @@ impl TcpSender {
             // instead of at once: all the holes resent in one burst into the port that just
             // dropped them would be lost again.
             self.ssthresh = self.loss_ssthresh();
-            let recover_fs = if self.cfg.loss_cut_from_cwnd { self.cwnd } else { self.flight() };
+            let recover_fs = if self.cfg.loss_cut == LossCut::Cwnd { self.cwnd } else { self.flight() };
             self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1) };
             self.phase = Phase::Recovery { recover: self.high_tx };
             self.dupacks = 0;

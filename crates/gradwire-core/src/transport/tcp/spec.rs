@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::handshake::{Accepting, Connecting, HandshakeConfig};
-use super::{CongestionControl, DelayedAck, TcpConfig, TcpReceiver, TcpSender};
+use super::{CongestionControl, DelayedAck, LossCut, TcpConfig, TcpReceiver, TcpSender};
 use crate::time::{from_us, Time};
 use crate::transport::shared::check_positive;
 use crate::transport::spec::{
@@ -29,7 +29,7 @@ const ECN_CUT: &[&str] = &["at_once", "prr"];
 const LOSS_EXIT: &[&str] = &["all", "above_recover"];
 const RTO_BACKOFF_RESET: &[&str] = &["rtt_sample", "new_ack"];
 const TLP_TIMEOUT: &[&str] = &["rfc8985", "linux"];
-const LOSS_CUT: &[&str] = &["flight", "cwnd"];
+const LOSS_CUT: &[&str] = &["flight", "cwnd", "pipe"];
 
 /// The keys of the TCP family.
 pub static KEYS: KeySet = KeySet {
@@ -48,7 +48,7 @@ pub static KEYS: KeySet = KeySet {
         Key::hidden("tcp_sack", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `baseline = \"modern\"`, the default)", "SACK-based loss recovery (RFC 2018 / 6675): every ACK names the segment it answers, the sender keeps a per-segment scoreboard and resends every hole with 3 SACKed segments above it while `pipe` < cwnd. `false`: NewReno's recovery (RFC 6582), one hole per round trip, as the papers' ns-3 runs had it."]),
         Key::hidden("tcp_rack_tlp", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_sack`: RACK-TLP (RFC 8985): a segment sent before one that was delivered is lost once an RTT plus the reordering window (0 until reordering is seen, then min_RTT / 4) has passed; a tail loss probe 2 SRTTs after the last ACK (plus the delayed-ACK timeout when one segment is out) replaces most tail RTOs."]),
         Key::hidden("tcp_tlp_timeout", KeyType::Choice(TLP_TIMEOUT), Value::Str(std::borrow::Cow::Borrowed("rfc8985")), ["`\"rfc8985\"` \\| `\"linux\"`", "`\"rfc8985\"`", "With `tcp_rack_tlp`: the tail loss probe's timeout, RFC 8985's (2 SRTT, plus the delayed-ACK timeout when one segment is out; no probe if the RTO comes first) or Linux's `tcp_schedule_loss_probe` (2 SRTT plus `TCP_RTO_MIN`, 200 ms, when one segment is out, else plus `TCP_TIMEOUT_MIN`, 2 jiffies: 8 ms at `HZ = 250`; the probe goes at the RTO's time if that comes first, not counted as a timeout); jiffies are not rounded to. Not set by `modern`: against the kernels it moves `gradwire crosscheck`'s twins by at most 0.11 (docs/validation.md)."]),
-        Key::hidden("tcp_loss_cut", KeyType::Choice(LOSS_CUT), Value::Str(std::borrow::Cow::Borrowed("flight")), ["`\"flight\"` \\| `\"cwnd\"`", "`\"flight\"` (`\"cwnd\"` under `modern`)", "What a loss (fast recovery or RTO) cuts from: the flight, `snd_nxt - snd_una` (RFC 5681 eq. 4: ssthresh = flight / 2; RFC 6937: PRR's RecoverFS = flight), or the congestion window, as Linux's `tcp_init_cwnd_reduction` and `tcp_enter_loss` do (ssthresh = `cwnd / 2` in whole segments for Reno and DCTCP, `tcp_reno_ssthresh` and `dctcp_react_to_loss`; RecoverFS = `prior_cwnd`). With SACK they differ: while SACKed segments arrive before a loss is declared the sender sends beyond cwnd (the pipe leaves them out) and the flight counts them, so `flight` cuts to a larger window. With `cwnd` a timeout in a window already cut (recovery, or CWR after an ECN cut) also keeps that cut's ssthresh, as `tcp_enter_loss` does (\"Reduce ssthresh if it has not yet been made inside this window\"), where `flight` cuts again (RFC 5681 3.1). CUBIC's ssthresh is `beta · cwnd` either way."]),
+        Key::hidden("tcp_loss_cut", KeyType::Choice(LOSS_CUT), Value::Str(std::borrow::Cow::Borrowed("flight")), ["`\"flight\"` \\| `\"cwnd\"` \\| `\"pipe\"`", "`\"flight\"` (`\"cwnd\"` under `modern`)", "What a loss (fast recovery or RTO) cuts from: the flight, `snd_nxt - snd_una` (RFC 5681 eq. 4: ssthresh = flight / 2; RFC 6937: PRR's RecoverFS = flight; a timeout cuts again unless it repeats one); the congestion window, as Linux's `tcp_init_cwnd_reduction` and `tcp_enter_loss` do (ssthresh = `cwnd / 2` in whole segments for Reno and DCTCP, `tcp_reno_ssthresh` and `dctcp_react_to_loss`; RecoverFS = `prior_cwnd`; a timeout in a window already cut by recovery or ECN keeps that cut); or, with `tcp_sack`, RFC 6675's pipe (sent less SACKed and lost plus resent), as ns-3.37's `TcpNewReno` halves `BytesInFlight()` (RecoverFS the flight). With SACK they differ: while SACKs arrive before a loss is declared the sender sends beyond cwnd (the pipe leaves SACKed segments out), so the flight is the largest. CUBIC's ssthresh is `beta · cwnd` whichever is set."]),
         Key::hidden("tcp_partial_ack_resend", KeyType::Bool, Value::Bool(false), ["bool", "`false`", "With `tcp_sack`: every partial ACK in recovery sends one more segment whatever cwnd says, as ns-3.37's `TcpSocketBase::ProcessAck` does (`DoRetransmit`): nothing if the new head was resent already, else the first segment deemed lost and never resent, else new data, else the head again (Linux does not). `baseline = \"ns3\"` and `validation/compare.py --tcp ns3` set it."]),
         Key::hidden("tcp_cc", KeyType::Choice(CC), Value::Str(std::borrow::Cow::Borrowed("reno")), ["`\"reno\"` \\| `\"cubic\"`", "`\"reno\"`", "`newreno` only: the window's growth, RFC 5681 or CUBIC (RFC 9438: C = 0.4, beta = 0.7, fast convergence, the Reno-friendly region; no HyStart++)."]),
         Key::hidden("tcp_delack_count", KeyType::U32, Value::Int(1), ["int >= 1", "`1` (`2` under `modern` and `ns3`)", "In-order segments one ACK answers (Linux: 2). Out-of-order segments, segments that fill a hole, and (DCTCP) a change of CE state are answered at once; a flow's last segment too with `tcp_delack_write_end`."]),
@@ -100,7 +100,11 @@ pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
         recovery_from_cwr: v.bool("tcp_recovery_from_cwr"),
         loss_exit_above_recover: v.str("tcp_loss_exit_ack") == "above_recover",
         rto_reset_on_new_ack: v.str("tcp_rto_backoff_reset") == "new_ack",
-        loss_cut_from_cwnd: v.str("tcp_loss_cut") == "cwnd",
+        loss_cut: match v.str("tcp_loss_cut") {
+            "cwnd" => LossCut::Cwnd,
+            "pipe" => LossCut::Pipe,
+            _ => LossCut::Flight,
+        },
         cc,
     }
 }

@@ -406,19 +406,22 @@ fn ns3s_partial_ack_resends_a_hole_not_yet_resent_but_not_one_in_flight() {
 }
 
 #[test]
-fn linux_cuts_a_loss_from_cwnd_where_rfc_5681_cuts_from_the_flight() {
+fn linux_cuts_a_loss_from_cwnd_rfc_5681_from_the_flight_and_ns3_from_the_pipe() {
     // Segment 5 of the first window is lost. The ACKs of 0-4 grow cwnd from 10 to 15 in
     // slow start; the SACKs of 6 and 7 each let one more segment go beyond cwnd (the pipe
     // leaves SACKed segments out), and the third, of 8, deems 5 lost: 17 segments are in
     // flight then (5 to 21), 15 in the window.
     let size = 60 * MSS;
     let flight = run(rack(), size, drop_first(&[5]));
-    let cwnd = run(TcpConfig { loss_cut_from_cwnd: true, ..rack() }, size, drop_first(&[5]));
+    let cwnd = run(TcpConfig { loss_cut: LossCut::Cwnd, ..rack() }, size, drop_first(&[5]));
     for o in [&flight, &cwnd] {
         assert_eq!((o.sender.stats().retransmits, o.sender.stats().timeouts), (1, 0));
     }
     assert_eq!(flight.sender.ssthresh_bytes(), 17 * MSS / 2, "RFC 5681 eq. 4: half the flight");
     assert_eq!(cwnd.sender.ssthresh_bytes(), 7 * MSS, "tcp_reno_ssthresh: half of cwnd, whole segments");
+    // ns-3.37's TcpNewReno halves the pipe: 17 out, less 3 SACKed and 5 marked lost
+    let pipe = run(TcpConfig { loss_cut: LossCut::Pipe, ..rack() }, size, drop_first(&[5]));
+    assert_eq!(pipe.sender.ssthresh_bytes(), 13 * MSS / 2, "half of BytesInFlight()");
     assert!(cwnd.done_at > flight.done_at, "the smaller cut finishes later");
 }
 
@@ -440,7 +443,7 @@ fn a_timeout_in_recovery_keeps_the_recoverys_cut_as_linux_does() {
             }
         })
     };
-    let linux = TcpConfig { loss_cut_from_cwnd: true, ..rack() };
+    let linux = TcpConfig { loss_cut: LossCut::Cwnd, ..rack() };
     let once = run(linux, size, drop_first(&[25]));
     let o = run(linux, size, twice());
     assert_eq!((o.sender.stats().timeouts, once.sender.stats().timeouts), (1, 0));
