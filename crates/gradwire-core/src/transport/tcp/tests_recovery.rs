@@ -67,6 +67,19 @@ fn drop_first(segs: &[u64]) -> Script {
     Box::new(move |p| if todo.remove(&(p.seq / MSS)) { None } else { Some(0) })
 }
 
+/// Drops the first two transmissions of segment `seg` (the original and its first resend).
+fn drop_twice(seg: u64) -> Script {
+    let mut lost = 0;
+    Box::new(move |p| {
+        if p.seq / MSS == seg && lost < 2 {
+            lost += 1;
+            None
+        } else {
+            Some(0)
+        }
+    })
+}
+
 fn sack() -> TcpConfig {
     TcpConfig { sack: true, ..TcpConfig::default() }
 }
@@ -104,21 +117,10 @@ fn sack_repairs_several_holes_in_one_round_trip_where_newreno_needs_one_each() {
 #[test]
 fn a_lost_retransmission_is_found_by_rack_without_an_rto() {
     // Segment 3 is lost, and so is its first retransmission.
-    let mut lost = 0;
-    let script = move || -> Script {
-        Box::new(move |p: &Packet| {
-            if p.seq / MSS == 3 && lost < 2 {
-                lost += 1;
-                None
-            } else {
-                Some(0)
-            }
-        })
-    };
-    let o = run(rack(), 40 * MSS, script());
+    let o = run(rack(), 40 * MSS, drop_twice(3));
     assert_eq!(o.sender.stats().timeouts, 0, "RACK sees later segments delivered after the resend");
     assert_eq!(o.sender.stats().retransmits, 2);
-    let o = run(sack(), 40 * MSS, script());
+    let o = run(sack(), 40 * MSS, drop_twice(3));
     assert_eq!(o.sender.stats().timeouts, 1, "without RACK only the RTO finds a lost retransmission");
 }
 
@@ -432,17 +434,7 @@ fn a_timeout_in_recovery_keeps_the_recoverys_cut_as_linux_does() {
     // pipe; nothing is sent after the resend for RACK to time it by, and no probe goes in
     // recovery, so the RTO fires in a window already cut.
     let size = 30 * MSS;
-    let twice = || -> Script {
-        let mut lost = 0;
-        Box::new(move |p: &Packet| {
-            if p.seq / MSS == 25 && lost < 2 {
-                lost += 1;
-                None
-            } else {
-                Some(0)
-            }
-        })
-    };
+    let twice = || drop_twice(25);
     let linux = TcpConfig { loss_cut: LossCut::Cwnd, ..rack() };
     let once = run(linux, size, drop_first(&[25]));
     let o = run(linux, size, twice());
