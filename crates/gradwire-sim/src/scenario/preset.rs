@@ -29,8 +29,9 @@
 //! is what `rto_initial_us` left out gives. Not modelled: HyStart++, quick-ACK mode at
 //! connection start, DSACK (a resend ACKed faster than min_RTT stands in), timestamps,
 //! pacing, an ECN cut paced by PRR (Linux runs `tcp_cwnd_reduction` in CWR too; gradwire
-//! cuts at once, and `tcp_ecn_cut = "prr"` is ns-3's variant), Linux 6.x's PRR bound below
-//! ssthresh (docs/validation.md measures it).
+//! cuts at once, and `tcp_ecn_cut = "prr"` is ns-3's variant), recovery entered from CWR
+//! keeping the CWR's PRR state and recovery point (`tcp_enter_recovery`; gradwire starts
+//! both afresh), Linux 6.x's PRR bound below ssthresh (docs/validation.md measures it).
 //!
 //! `baseline = "ns3"`: ns-3.37's TCP with its default attributes, and the settings an ns-3
 //! user of 2023 running dlcp.md §5.2 would have had around it:
