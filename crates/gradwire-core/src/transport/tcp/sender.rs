@@ -761,10 +761,10 @@ impl TcpSender {
             self.board.mark_lost_below_sacks(self.cfg.dupack_threshold);
         }
         if self.board.lost() > 0 && self.may_enter_recovery() {
-            // RFC 6675 5 (3): ssthresh to half the flight, cwnd or pipe (`LossCut`; CUBIC: beta x cwnd); PRR takes
-            // cwnd there in proportion to what is delivered (RFC 6937), as Linux and ns-3 do,
-            // instead of at once: all the holes resent in one burst into the port that just
-            // dropped them would be lost again.
+            // RFC 6675 5 (3): ssthresh to half the flight, cwnd or pipe (`LossCut`; CUBIC:
+            // beta x cwnd); PRR takes cwnd there in proportion to what is delivered (RFC
+            // 6937), as Linux and ns-3 do, instead of at once: all the holes resent in one
+            // burst into the port that just dropped them would be lost again.
             self.ssthresh = self.loss_ssthresh();
             let recover_fs = if self.cfg.loss_cut == LossCut::Cwnd { self.cwnd } else { self.flight() };
             self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1) };

@@ -434,14 +434,13 @@ fn a_timeout_in_recovery_keeps_the_recoverys_cut_as_linux_does() {
     // pipe; nothing is sent after the resend for RACK to time it by, and no probe goes in
     // recovery, so the RTO fires in a window already cut.
     let size = 30 * MSS;
-    let twice = || drop_twice(25);
     let linux = TcpConfig { loss_cut: LossCut::Cwnd, ..rack() };
     let once = run(linux, size, drop_first(&[25]));
-    let o = run(linux, size, twice());
+    let o = run(linux, size, drop_twice(25));
     assert_eq!((o.sender.stats().timeouts, once.sender.stats().timeouts), (1, 0));
     assert_eq!(o.sender.ssthresh_bytes(), 17 * MSS, "the recovery's cut, kept");
     // RFC 5681 3.1 cuts again, from the flight at the timeout
-    let rfc = run(rack(), size, twice());
+    let rfc = run(rack(), size, drop_twice(25));
     assert_eq!(rfc.sender.stats().timeouts, 1);
     assert!(
         rfc.sender.ssthresh_bytes() < o.sender.ssthresh_bytes(),
