@@ -96,6 +96,7 @@ _ns3_fixes: list[str] = []
 # `--ours-set`: more gradwire keys, after the mode's (e.g. ns-3.37 behaviours the ns3 mode
 # leaves off, to measure them: docs/validation.md).
 _ours_sets: list[str] = []
+_rerun_ns3 = False
 
 # Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
 NICS = {"round_robin": "rr", "fifo": "fifo"}
@@ -198,6 +199,7 @@ class Run:
     timeouts: int = 0
     wall_s: float = 0.0
     error: str = ""
+    reused: bool = False
 
 
 def read_flows(path: Path) -> tuple[list[int], int, int]:
@@ -280,21 +282,36 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) ->
 
 def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
     out = work / f"ns3-{results_stem()}-{transport}-{nic}-s{seed}"
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
     try:
         args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
         return Run(False, error=f"not modelled on the ns-3 side: {e}")
     fixes = [NS3_FIXES[f] for f in _ns3_fixes]
     cmd = [str(NS3_BIN), *args, *TCP_MODES[_tcp_mode][1], *fixes, f"--out={out / 'flows.csv'}"]
+    if not _rerun_ns3 and ns3_run_is_current(out, cmd):
+        fcts, unfinished, rtos = read_flows(out / "flows.csv")
+        return Run(True, fcts, unfinished, rtos, float((out / "wall.txt").read_text()), reused=True)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
     (out / "cmd.txt").write_text(" ".join(cmd) + "\n")
     rc, wall = run_child(cmd, out / "log.txt")
     # leafspine exits 3 when some flow did not finish by stop_ms: still a result
     if rc not in (0, 3) or not (out / "flows.csv").exists():
         return Run(False, wall_s=wall, error=f"exit {rc}: {tail(out / 'log.txt')}")
+    (out / "wall.txt").write_text(f"{wall:.3f}\n")
     fcts, unfinished, rtos = read_flows(out / "flows.csv")
     return Run(True, fcts, unfinished, rtos, wall)
+
+
+def ns3_run_is_current(out: Path, cmd: list[str]) -> bool:
+    """An ns-3 run of this exact command line that completed, by the binary built now: its
+    result can only be the same (ns-3 is deterministic for a seed), so it is read back
+    instead of run again (minutes for a PS scenario). `--rerun-ns3` runs it anyway."""
+    try:
+        same = (out / "cmd.txt").read_text() == " ".join(cmd) + "\n"
+        return same and (out / "flows.csv").stat().st_mtime >= NS3_BIN.stat().st_mtime and (out / "wall.txt").exists()
+    except OSError:
+        return False
 
 
 def results_stem() -> str:
@@ -515,11 +532,17 @@ def main(argv: list[str] | None = None) -> int:
         help="more gradwire keys (gradwire-sim --set), after the mode's; the results file keeps its name: "
         "use with --no-write",
     )
+    ap.add_argument(
+        "--rerun-ns3",
+        action="store_true",
+        help="run ns-3 again even where WORK holds a completed run of the same command by the same binary",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not write validation/results.csv and results.md")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a row FAILs")
     args = ap.parse_args(argv)
-    global _tcp_mode, _ns3_fixes, _ours_sets
+    global _tcp_mode, _ns3_fixes, _ours_sets, _rerun_ns3
     _tcp_mode = args.tcp
+    _rerun_ns3 = args.rerun_ns3
     _ns3_fixes = sorted(set(args.ns3_fix))
     _ours_sets = list(args.ours_set)
 
@@ -549,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
                 a = run_ours(path, transport, seed, work, nic)
                 print(f"[{name} {transport} {nic} seed {seed}] ns-3 ...", flush=True)
                 b = run_ns3(scn, transport, seed, work, nic)
+                if b.reused:
+                    print(f"[{name} {transport} {nic} seed {seed}] ns-3: the same run's result read back", flush=True)
                 for who, r in (("gradwire", a), ("ns-3", b)):
                     if not r.ok:
                         errors.append(f"{who} seed {seed}: {r.error}")

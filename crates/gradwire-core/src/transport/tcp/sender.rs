@@ -505,21 +505,21 @@ impl TcpSender {
     /// ns-3.37's `TcpPrrRecovery::DoRecovery` in `CA_CWR` (SSRB; no retransmission is
     /// acknowledged there): cwnd = flight + send count, the count `ceil(delivered ·
     /// ssthresh / RecoverFS) − out` while the flight exceeds ssthresh, else what this ACK
-    /// `delivered` up to ssthresh, and at least a segment while nothing was sent.
+    /// `delivered` up to ssthresh, never negative, and at least a segment while nothing was
+    /// sent.
     fn prr_cwr(&mut self, delivered: u64) {
         let mss = self.mss();
         self.prr.delivered += delivered;
         let inflight = if self.cfg.sack { self.board.pipe(self.outstanding_segs()) * mss } else { self.flight() };
         let p = self.prr;
-        let mut send = if inflight > self.ssthresh {
+        let send = if inflight > self.ssthresh {
             (p.delivered as u128 * self.ssthresh as u128).div_ceil(p.recover_fs as u128) as i128 - p.out as i128
         } else {
             (delivered as i128).min(self.ssthresh as i128 - inflight as i128)
         };
-        if p.out == 0 {
-            send = send.max(mss as i128);
-        }
-        self.cwnd = (inflight as i128 + send).max(0) as u64;
+        // `max(sendCount, prrOut > 0 ? 0 : segmentSize)`: never below what is in flight
+        let send = send.max(if p.out == 0 { mss as i128 } else { 0 });
+        self.cwnd = (inflight as i128 + send) as u64;
     }
 
     fn on_new_ack(&mut self, now: Time, ack: u64, ece: bool) {

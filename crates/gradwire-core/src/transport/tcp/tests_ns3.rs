@@ -446,3 +446,30 @@ fn ns3s_linux_reno_grows_on_leaving_loss_with_a_count_left_over() {
     let (_, _, after) = run(false);
     assert_eq!(after, MSS, "per ACK: nothing to count, the trap holds");
 }
+
+#[test]
+fn ns3s_prr_in_cwr_never_takes_cwnd_below_the_flight() {
+    // CWR with PRR-paced cuts; segment 2 lost, SACKs of 3-8 shrink the pipe and let new
+    // data go (ns-3 counts those sends in `m_prrOut` in CA_CWR too), so `out` runs ahead of
+    // PRR's proportional share. On the next cumulative ACK ns-3's `DoRecovery` sends
+    // nothing (`max(sendCount, 0)` once anything was sent): cwnd = bytes in flight, not
+    // below them, which would stall the flow until its RTO.
+    let cfg = TcpConfig { init_cwnd_packets: 15, ecn_cut_prr: true, ..dctcp(true, false) };
+    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+    assert_eq!(drain(&mut s, 0).len(), 15);
+    s.handle_packet(100 * US, &ack(2 * MSS, true, None));
+    let mut high = 15 + drain(&mut s, 100 * US).len() as u64;
+    let mut out_since_cut = high - 15;
+    for seg in 3..9 {
+        s.handle_packet(101 * US, &ack(2 * MSS, false, Some(seg * MSS)));
+        for p in drain(&mut s, 101 * US) {
+            out_since_cut += 1;
+            high = high.max(p.seq / MSS + 1);
+        }
+    }
+    let share = ((2 * MSS + 2 * MSS + 7 * MSS) * 10_950).div_ceil(15 * MSS);
+    assert!(out_since_cut * MSS > share, "out {out_since_cut} segments, share {share} B: ahead");
+    s.handle_packet(102 * US, &ack(9 * MSS, false, None));
+    assert_eq!(s.cwnd_bytes(), (high - 9) * MSS, "cwnd = the flight");
+    assert!(drain(&mut s, 102 * US).is_empty());
+}
