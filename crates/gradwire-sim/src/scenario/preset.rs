@@ -11,6 +11,7 @@
 //! | `transport.tcp_sack` | `true` | `net.ipv4.tcp_sack = 1` |
 //! | `transport.tcp_rack_tlp` | `true` | `net.ipv4.tcp_recovery = 1` (RACK, `tcp_recovery.c`), `net.ipv4.tcp_early_retrans = 3` (TLP) |
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
+//! | `transport.tcp_hystart` | `true` | `tcp_cubic.c`'s module defaults: `hystart = 1`, `hystart_detect = 3` (ACK train and delay), `hystart_low_window = 16`, `hystart_ack_delta_us = 2000` |
 //! | `transport.tcp_delack_count` | 2 | `__tcp_ack_snd_check` (`tcp_input.c`): ACK once more than one full segment is unacknowledged |
 //! | `transport.tcp_delack_timeout_us` | 40 000 | `TCP_DELACK_MIN` (HZ / 25) |
 //! | `transport.tcp_delack_write_end` | `true` | `tcp_measure_rcv_mss` marks a write's last segment (PSH) `ICSK_ACK_PUSHED`; `__tcp_cleanup_rbuf` ACKs it once read |
@@ -26,7 +27,8 @@
 //! SACK recovery always runs PRR (RFC 6937; `tcp_cwnd_reduction`, Linux's default since
 //! 3.2). `rto_initial_us` is not filled: Linux's `TCP_TIMEOUT_INIT` (1 s) times the SYN,
 //! and the handshake's RTT sample puts a datacenter flow's first data RTO at RTOmin, which
-//! is what `rto_initial_us` left out gives. Not modelled: HyStart++, quick-ACK mode at
+//! is what `rto_initial_us` left out gives. Not modelled: HyStart's samples from SACKed
+//! segments (only cumulative ACKs feed it), quick-ACK mode at
 //! connection start, DSACK (a resend ACKed faster than min_RTT stands in), timestamps,
 //! pacing, an ECN cut paced by PRR (Linux runs `tcp_cwnd_reduction` in CWR too; gradwire
 //! cuts at once, and `tcp_ecn_cut = "prr"` is ns-3's variant), recovery entered from CWR
@@ -114,6 +116,9 @@ fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_rack_tlp", true.into())?;
     if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
         fill(tree, "transport", "tcp_cc", "cubic".into())?;
+    }
+    if tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str()) == Some("cubic") {
+        fill(tree, "transport", "tcp_hystart", true.into())?;
     }
     fill(tree, "transport", "tcp_delack_count", 2.into())?;
     fill(tree, "transport", "tcp_delack_timeout_us", LINUX_DELACK_MIN_US.into())?;
@@ -226,6 +231,7 @@ mod tests {
                 "{b:?}"
             );
             assert_eq!(t.keys.str("tcp_cc"), "cubic");
+            assert!(t.keys.bool("tcp_hystart"), "tcp_cubic.c's hystart = 1");
             assert_eq!((t.keys.u32("tcp_delack_count"), t.keys.f64("tcp_delack_timeout_us")), (2, 40_000.0));
             assert!(t.keys.bool("tcp_delack_write_end"), "Linux answers a write's last segment once read");
             assert_eq!(
@@ -244,6 +250,7 @@ mod tests {
         let t = transport(None, RENO, &["transport.rto_min_us=5000", "transport.kind=\"dctcp\""]);
         assert_eq!(t.keys.f64("rto_min_us"), 5000.0, "an explicit key wins");
         assert_eq!(t.keys.str("tcp_cc"), "reno", "DCTCP keeps its own growth");
+        assert!(!t.keys.bool("tcp_hystart"), "and its slow start");
         assert!(t.keys.bool("tcp_sack") && t.keys.bool("tcp_rack_tlp"), "and recovers as Linux does");
     }
 

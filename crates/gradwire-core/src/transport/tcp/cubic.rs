@@ -4,9 +4,11 @@
 //! `K = cbrt((W_max - cwnd_epoch) / C)` (eq. 2), aiming one RTT ahead (section 4.2) and
 //! never below the Reno-friendly estimate `W_est` (eq. 4, section 4.3); a loss sets
 //! `ssthresh = beta * cwnd` with fast convergence (section 4.7). Slow start is the
-//! sender's (HyStart++ is not modelled).
+//! sender's; with [`HyStart`] on, Linux's hybrid slow start ends it early. A timeout
+//! forgets `W_max` (section 4.8: the first epoch after it starts with `K = 0` from the
+//! window it starts at; Linux's `cubictcp_state` resets the whole state on `TCP_CA_Loss`).
 
-use crate::time::Time;
+use crate::time::{Time, MS, SEC, US};
 
 /// RFC 9438's constants: `C` in segments / s^3, the multiplicative decrease `beta`.
 pub const C: f64 = 0.4;
@@ -27,9 +29,16 @@ pub struct Cubic {
     k: f64,
     /// The Reno-friendly estimate, segments.
     w_est: f64,
+    /// Linux's hybrid slow start, when on.
+    pub hystart: Option<HyStart>,
 }
 
 impl Cubic {
+    /// A flow's CUBIC at `now`, with Linux's HyStart if `hystart`.
+    pub fn new(now: Time, hystart: bool) -> Self {
+        Cubic { hystart: hystart.then(|| HyStart::new(now, 0)), ..Cubic::default() }
+    }
+
     /// `W_cubic(t)` of the current epoch, `t` seconds into it (eq. 1).
     pub fn window_at(&self, t: f64) -> f64 {
         C * (t - self.k).powi(3) + self.w_max
@@ -42,6 +51,26 @@ impl Cubic {
         self.w_last_max = self.w_max;
         self.epoch = None;
         cwnd * BETA
+    }
+
+    /// A retransmission timeout, after [`Cubic::on_congestion`] gave its ssthresh: `W_max`
+    /// and the fast-convergence memory are forgotten (RFC 9438 4.8; Linux's `bictcp_reset`
+    /// on `TCP_CA_Loss`), and HyStart starts over with the round beginning at `now`,
+    /// `snd_nxt` its end.
+    pub fn on_timeout(&mut self, now: Time, snd_nxt: u64) {
+        self.w_max = 0.0;
+        self.w_last_max = 0.0;
+        self.epoch = None;
+        if let Some(h) = &mut self.hystart {
+            *h = HyStart::new(now, snd_nxt);
+        }
+    }
+
+    /// Whether delay samples are being discarded: the first second of a congestion
+    /// avoidance epoch (Linux's `cubictcp_acked`: "Discard delay samples right after fast
+    /// recovery").
+    pub fn discards_delay_at(&self, now: Time) -> bool {
+        self.epoch.is_some_and(|e| now.saturating_sub(e) < SEC)
     }
 
     /// A new epoch begins with the next ACK (the window restarted after idle).
@@ -76,10 +105,124 @@ impl Cubic {
     }
 }
 
+/// Linux 6.x's HyStart (`tcp_cubic.c`, `hystart_detect = 3`, the module's defaults): slow
+/// start ends, ssthresh set to cwnd, once cwnd is at least 16 segments and either a round's
+/// ACKs, each within 2 ms of the last, span more than half the minimum RTT plus an ACK
+/// delay allowance (ACK train), or the smallest RTT of a round's samples after its first 8
+/// exceeds the minimum by an eighth of it, clamped to 4-16 ms (delay). A round ends when
+/// `snd_una` passes the `snd_nxt` it began with.
+#[derive(Clone, Copy, Debug)]
+pub struct HyStart {
+    found: bool,
+    delay_min: Option<Time>,
+    round_start: Time,
+    last_ack: Time,
+    end_seq: u64,
+    curr_rtt: Time,
+    samples: u8,
+}
+
+/// `hystart_low_window`: the window (segments) below which HyStart does not look.
+pub const HYSTART_LOW_WINDOW: u64 = 16;
+/// `hystart_ack_delta_us`: ACKs closer than this form a train.
+const ACK_DELTA: Time = 2 * MS;
+/// `HYSTART_MIN_SAMPLES`: RTT samples a round takes before the delay rule looks.
+const MIN_SAMPLES: u8 = 8;
+/// `sk_gso_max_size` (`GSO_LEGACY_MAX_SIZE`): `hystart_ack_delay` allows four of these at
+/// the pacing rate.
+const GSO_MAX_BYTES: f64 = 65_536.0;
+
+/// What the sender knows when an ACK brings an RTT sample, for [`HyStart::on_ack`].
+#[derive(Clone, Copy, Debug)]
+pub struct AckSample {
+    /// When the ACK arrived.
+    pub now: Time,
+    /// RTT of the most recently sent segment this ACK covers.
+    pub rtt: Time,
+    /// The cumulative ACK point after this ACK, bytes.
+    pub snd_una: u64,
+    /// The highest byte sent so far, plus one.
+    pub snd_nxt: u64,
+    /// The window, segments.
+    pub cwnd: u64,
+    /// Segments outstanding.
+    pub packets_out: u64,
+    /// The segment size, bytes.
+    pub mss: u64,
+    /// The smoothed RTT, once there is one.
+    pub srtt: Option<Time>,
+    /// Whether cwnd is below half of ssthresh (Linux paces at 200 % of cwnd / srtt there,
+    /// else 120 %).
+    pub below_half_ssthresh: bool,
+}
+
+impl HyStart {
+    /// `bictcp_hystart_reset` at `now` with `snd_nxt` the round's end.
+    pub fn new(now: Time, snd_nxt: u64) -> Self {
+        HyStart {
+            found: false,
+            delay_min: None,
+            round_start: now,
+            last_ack: now,
+            end_seq: snd_nxt,
+            curr_rtt: Time::MAX,
+            samples: 0,
+        }
+    }
+
+    fn new_round(&mut self, now: Time, snd_nxt: u64) {
+        let (found, delay_min) = (self.found, self.delay_min);
+        *self = HyStart { found, delay_min, ..HyStart::new(now, snd_nxt) };
+    }
+
+    /// `cubictcp_acked` for an ACK with an RTT sample (the caller skips samples in
+    /// [`Cubic::discards_delay_at`]'s second): `true` when slow start should end here.
+    /// `in_slow_start` is cwnd < ssthresh.
+    pub fn on_ack(&mut self, a: AckSample, in_slow_start: bool) -> bool {
+        let delay = a.rtt.max(US);
+        let delay_min = *self.delay_min.get_or_insert(delay);
+        let delay_min = delay_min.min(delay);
+        self.delay_min = Some(delay_min);
+        if self.found || !in_slow_start {
+            return false;
+        }
+        if a.snd_una > self.end_seq {
+            self.new_round(a.now, a.snd_nxt);
+        }
+        if a.cwnd < HYSTART_LOW_WINDOW {
+            return false;
+        }
+        if a.now.saturating_sub(self.last_ack) <= ACK_DELTA {
+            self.last_ack = a.now;
+            // no fq here (`SK_PACING_NONE`): half of the minimum RTT plus the allowance
+            let threshold = (delay_min + ack_delay(&a)) / 2;
+            if a.now.saturating_sub(self.round_start) > threshold {
+                self.found = true;
+            }
+        }
+        self.curr_rtt = self.curr_rtt.min(delay);
+        if self.samples < MIN_SAMPLES {
+            self.samples += 1;
+        } else if self.curr_rtt > delay_min + (delay_min / 8).clamp(4 * MS, 16 * MS) {
+            self.found = true;
+        }
+        self.found
+    }
+}
+
+/// `hystart_ack_delay`: four GSO packets at the pacing rate (`tcp_update_pacing_rate`:
+/// mss · max(cwnd, packets out) / srtt at 200 % or 120 %), at most 1 ms; none before an
+/// RTT estimate.
+fn ack_delay(a: &AckSample) -> Time {
+    let Some(srtt) = a.srtt.filter(|&s| s > 0) else { return 0 };
+    let ratio = if a.below_half_ssthresh { 2.0 } else { 1.2 };
+    let bytes_per_ps = (a.mss * a.cwnd.max(a.packets_out)) as f64 * ratio / srtt as f64;
+    ((GSO_MAX_BYTES * 4.0 / bytes_per_ps) as Time).min(MS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::MS;
 
     #[test]
     fn the_window_follows_rfc_9438s_curve() {
@@ -124,5 +267,88 @@ mod tests {
             cwnd = c.on_ack(i * 10_000_000, cwnd, 1.0, 10_000_000);
         }
         assert!((cwnd - (70.0 + 10.0 * ALPHA)).abs() < 1.0, "{cwnd}");
+    }
+
+    /// An ACK at `now` (ms) with RTT `rtt` (ms), after `una` bytes, with `cwnd` segments.
+    fn ack(now: f64, rtt: f64, una: u64, cwnd: u64) -> AckSample {
+        let ms = |x: f64| (x * MS as f64) as Time;
+        AckSample {
+            now: ms(now),
+            rtt: ms(rtt),
+            snd_una: una,
+            snd_nxt: una + 1_000_000,
+            cwnd,
+            packets_out: cwnd,
+            mss: 1460,
+            srtt: None,
+            below_half_ssthresh: true,
+        }
+    }
+
+    #[test]
+    fn hystart_ends_slow_start_when_a_rounds_ack_train_spans_half_the_min_rtt() {
+        // First ACK (10 ms RTT) starts a round at 100 ms, then ACKs 1 ms apart: with no
+        // srtt, no ACK-delay allowance, the threshold is 5 ms; the ACK at 106 ms is past it.
+        let mut h = HyStart::new(0, 0);
+        assert!(!h.on_ack(ack(100.0, 10.0, 1, 20), true));
+        for t in 101..=105 {
+            assert!(!h.on_ack(ack(t as f64, 10.0, 2, 20), true), "{t} ms");
+        }
+        assert!(h.on_ack(ack(106.0, 10.0, 2, 20), true));
+        // ACKs further apart than 2 ms are no train; below 16 segments it does not look.
+        for (gap, cwnd) in [(3.0, 20), (1.0, 15)] {
+            let mut h = HyStart::new(0, 0);
+            h.on_ack(ack(100.0, 10.0, 1, cwnd), true);
+            let fired = (1..=20).any(|i| h.on_ack(ack(100.0 + gap * i as f64, 10.0, 2, cwnd), true));
+            assert!(!fired, "gap {gap} ms, cwnd {cwnd}");
+        }
+        // The allowance: four 64 KB packets at twice cwnd / srtt, at most 1 ms.
+        let a = AckSample { srtt: Some(10 * MS), ..ack(0.0, 10.0, 0, 20) };
+        assert_eq!(ack_delay(&a), MS, "20 x 1460 B per 10 ms, doubled: 45 ms for 256 KB, capped");
+        let a = AckSample { srtt: Some(20 * US), ..ack(0.0, 0.02, 0, 100) };
+        let want = 65_536.0 * 4.0 / (1460.0 * 100.0 * 2.0 / 20e-6) * 1e12;
+        assert!((ack_delay(&a) as f64 - want).abs() < 2.0, "{} ps against {want}", ack_delay(&a));
+    }
+
+    #[test]
+    fn hystart_ends_slow_start_when_a_rounds_rtt_rises_by_an_eighth_of_the_minimum() {
+        // ACKs 3 ms apart (no train). Minimum 40 ms: the rise must exceed 5 ms (40 / 8,
+        // within 4-16 ms), measured after 8 samples of the round on the round's smallest.
+        for (rtt, fires) in [(45.5, true), (44.5, false)] {
+            let mut h = HyStart::new(0, 0);
+            assert!(!h.on_ack(ack(100.0, 40.0, 1, 20), true));
+            let mut fired_at = None;
+            for i in 1..=12 {
+                if h.on_ack(ack(100.0 + 3.0 * i as f64, rtt, 2_000_000, 20), true) {
+                    fired_at = Some(i);
+                    break;
+                }
+            }
+            // the next round (una past the first's end) fires on its 9th sample
+            assert_eq!(fired_at.filter(|_| fires), fires.then_some(9), "rtt {rtt}");
+            assert_eq!(fired_at.is_some(), fires, "rtt {rtt}");
+        }
+        // the 4 ms floor: minimum 10 ms, 13.9 ms is not enough, 14.1 is, on the 9th sample
+        let mut h = HyStart::new(0, 0);
+        h.on_ack(ack(100.0, 10.0, 1, 20), true);
+        let fired: Vec<bool> =
+            (1..=9).map(|i| h.on_ack(ack(100.0 + 3.0 * i as f64, 14.1, 2_000_000, 20), true)).collect();
+        assert_eq!(fired.iter().position(|&f| f), Some(8), "{fired:?}");
+        // outside slow start, or once found, it only tracks the minimum
+        let mut h = HyStart::new(0, 0);
+        assert!(!h.on_ack(ack(100.0, 10.0, 1, 20), false));
+        assert_eq!(h.delay_min, Some(10 * MS));
+    }
+
+    #[test]
+    fn a_timeout_forgets_w_max_and_starts_hystart_over() {
+        let mut c = Cubic::new(0, true);
+        c.on_congestion(100.0);
+        c.on_timeout(5 * MS, 7_300);
+        // the first epoch after it: K = 0 from the window it starts with
+        c.on_ack(6 * MS, 10.0, 1.0, MS);
+        assert_eq!((c.k, c.w_max), (0.0, 10.0));
+        let h = c.hystart.unwrap();
+        assert_eq!((h.found, h.delay_min, h.round_start, h.end_seq), (false, None, 5 * MS, 7_300));
     }
 }

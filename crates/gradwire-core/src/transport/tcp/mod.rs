@@ -231,6 +231,8 @@ pub struct TcpConfig {
     pub rto_reset_on_new_ack: bool,
     /// What a loss's window cut starts from ([`LossCut`]).
     pub loss_cut: LossCut,
+    /// With CUBIC: Linux's HyStart ends slow start early ([`cubic::HyStart`]).
+    pub hystart: bool,
 }
 
 impl Default for TcpConfig {
@@ -262,6 +264,7 @@ impl Default for TcpConfig {
             loss_exit_above_recover: false,
             rto_reset_on_new_ack: false,
             loss_cut: LossCut::Flight,
+            hystart: false,
         }
     }
 }

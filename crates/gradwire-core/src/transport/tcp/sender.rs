@@ -2,7 +2,7 @@
 //! DCTCP (RFC 8257) or CUBIC (RFC 9438); with `sack`, RFC 6675 loss recovery, and with
 //! `rack_tlp`, RFC 8985's time-based loss detection and tail loss probes.
 
-use super::cubic::Cubic;
+use super::cubic::{AckSample, Cubic};
 use super::rtt::RttEstimator;
 use super::scoreboard::Scoreboard;
 use super::{CongestionControl, LossCut, TcpConfig, LINUX_TCP_RTO_MIN, LINUX_TCP_TIMEOUT_MIN};
@@ -83,6 +83,9 @@ struct Prr {
     delivered: u64,
     out: u64,
     recover_fs: u64,
+    /// `DoRecovery` calls in CWR this ACK owes, made once its SACK block is read (ns-3 reads
+    /// the options first): entering CWR and the ACK's own call
+    cwr_calls: u64,
 }
 
 /// What a persistent connection keeps between the flows it carries ([`TcpSender::on_connection`]).
@@ -198,14 +201,14 @@ impl TcpSender {
         src: HostId,
         dst: HostId,
         size_bytes: u64,
-        _now: Time,
+        now: Time,
     ) -> Self {
         let mss = cfg.mss.max(1) as u64;
         let dctcp = match cfg.cc {
             CongestionControl::Dctcp { g } => Some(Dctcp::new(g)),
             _ => None,
         };
-        let cubic = (cfg.cc == CongestionControl::Cubic).then(Box::<Cubic>::default);
+        let cubic = (cfg.cc == CongestionControl::Cubic).then(|| Box::new(Cubic::new(now, cfg.hystart)));
         let empty = size_bytes == 0;
         let (cwnd, rtt) = (cfg.init_cwnd_packets.max(1) as u64 * mss, RttEstimator::new(&cfg));
         TcpSender {
@@ -349,6 +352,31 @@ impl TcpSender {
             },
         };
         cut.max(2 * mss)
+    }
+
+    /// CUBIC's `pkts_acked` with this ACK's RTT sample: HyStart may end slow start here,
+    /// before the ACK grows the window (Linux's order in `tcp_ack`).
+    fn hystart_on_ack(&mut self, now: Time, rtt: Time) {
+        let mss = self.mss();
+        let a = AckSample {
+            now,
+            rtt,
+            snd_una: self.snd_una,
+            snd_nxt: self.high_tx,
+            cwnd: self.cwnd / mss,
+            packets_out: (self.high_tx - self.snd_una).div_ceil(mss),
+            mss,
+            srtt: self.rtt.srtt(),
+            below_half_ssthresh: self.cwnd < self.ssthresh / 2,
+        };
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let Some(c) = self.cubic.as_deref_mut() else { return };
+        if c.discards_delay_at(now) {
+            return;
+        }
+        if c.hystart.as_mut().is_some_and(|h| h.on_ack(a, in_slow_start)) {
+            self.ssthresh = self.cwnd;
+        }
     }
 
     fn record_send(&mut self, now: Time, seq: u64, retransmission: bool) {
@@ -495,10 +523,20 @@ impl TcpSender {
         if self.cfg.ecn_cut_prr {
             // ns-3.37's `EnterCwr`: `TcpPrrRecovery::EnterRecovery` with the unacknowledged
             // data as the flight recovery starts from, then `DoRecovery` for this ACK
-            self.prr = Prr { delivered: 0, out: 0, recover_fs: (self.high_tx - self.snd_una).max(1) };
-            self.prr_cwr(delivered);
+            self.prr = Prr { delivered: 0, out: 0, recover_fs: (self.high_tx - self.snd_una).max(1), cwr_calls: 0 };
+            self.prr_cwr_call(delivered);
         } else {
             self.cwnd = self.ssthresh;
+        }
+    }
+
+    /// A `DoRecovery` call in CWR for an ACK that `delivered` bytes; with SACK it waits until
+    /// the ACK's SACK block is read, as ns-3 reads the options before any of it.
+    fn prr_cwr_call(&mut self, delivered: u64) {
+        if self.cfg.sack {
+            self.prr.cwr_calls += 1;
+        } else {
+            self.prr_cwr(delivered);
         }
     }
 
@@ -524,7 +562,8 @@ impl TcpSender {
 
     fn on_new_ack(&mut self, now: Time, ack: u64, ece: bool) {
         let acked = ack - self.snd_una;
-        if let Some(r) = self.rtt_sample(now, ack) {
+        let sample = self.rtt_sample(now, ack);
+        if let Some(r) = sample {
             self.rtt.sample(r);
         }
         if self.cfg.rto_reset_on_new_ack {
@@ -544,6 +583,9 @@ impl TcpSender {
         self.snd_una = ack;
         // A cumulative ACK may jump over data resent after an RTO.
         self.snd_nxt = self.snd_nxt.max(ack);
+        if let Some(r) = sample {
+            self.hystart_on_ack(now, r);
+        }
         self.release_segs(ack);
         let segs = self.segments_acked(acked);
 
@@ -589,7 +631,7 @@ impl TcpSender {
             Phase::Cwr { .. } => {
                 self.dupacks = 0;
                 if self.cfg.ecn_cut_prr && segs >= 1 {
-                    self.prr_cwr(acked);
+                    self.prr_cwr_call(acked);
                 }
             }
             Phase::Recovery { recover } if ack >= recover => {
@@ -667,6 +709,9 @@ impl TcpSender {
         };
         if !cut_made {
             self.ssthresh = self.loss_ssthresh();
+        }
+        if let Some(c) = &mut self.cubic {
+            c.on_timeout(now, self.high_tx);
         }
         self.cwnd = self.mss();
         self.phase = Phase::Loss { recover: self.high_tx };
@@ -767,7 +812,7 @@ impl TcpSender {
             // burst into the port that just dropped them would be lost again.
             self.ssthresh = self.loss_ssthresh();
             let recover_fs = if self.cfg.loss_cut == LossCut::Cwnd { self.cwnd } else { self.flight() };
-            self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1) };
+            self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1), cwr_calls: 0 };
             self.phase = Phase::Recovery { recover: self.high_tx };
             self.dupacks = 0;
             self.tlp_deadline = None;
@@ -925,13 +970,18 @@ impl Endpoint for TcpSender {
         if !self.finished {
             let marks0 = self.board.marks();
             self.detect_losses(now);
+            // RFC 6937's DeliveredData: newly acknowledged plus newly SACKed bytes (a
+            // SACKed segment now cumulatively acknowledged counts once).
+            let delivered = ((self.snd_una - una0) as i64 + (self.board.sacked() as i64 - sacked0 as i64) * mss as i64)
+                .max(0) as u64;
             if matches!(self.phase, Phase::Recovery { .. }) {
-                // RFC 6937's DeliveredData: newly acknowledged plus newly SACKed bytes (a
-                // SACKed segment now cumulatively acknowledged counts once).
-                let delivered =
-                    (self.snd_una - una0) as i64 + (self.board.sacked() as i64 - sacked0 as i64) * mss as i64;
                 let safe = retx_acked && self.board.marks() == marks0;
-                self.prr_update(delivered.max(0) as u64, safe);
+                self.prr_update(delivered, safe);
+            }
+            let calls = std::mem::take(&mut self.prr.cwr_calls);
+            if calls > 0 && matches!(self.phase, Phase::Cwr { .. }) {
+                self.prr.delivered += delivered * (calls - 1);
+                self.prr_cwr(delivered);
             }
             self.arm_tlp(now);
         }

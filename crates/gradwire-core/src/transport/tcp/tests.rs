@@ -543,3 +543,27 @@ fn a_sender_fits_512_bytes() {
     // class is 640
     assert!(std::mem::size_of::<TcpSender>() <= 512, "{}", std::mem::size_of::<TcpSender>());
 }
+
+#[test]
+fn hystart_ends_a_cubic_senders_slow_start_on_a_long_ack_train() {
+    // 20 segments out at 0; their ACKs return one per segment from 10 ms, 0.4 ms apart.
+    // The round's train passes (10 ms + 1 ms allowance) / 2 = 5.5 ms at the 15th ACK
+    // (5.6 ms): ssthresh = the window before that ACK's growth, 20 + 14 segments.
+    let run = |hystart: bool| {
+        let cfg = TcpConfig { cc: CongestionControl::Cubic, init_cwnd_packets: 20, hystart, ..TcpConfig::default() };
+        let mut s = sender(cfg, 1000 * MSS);
+        assert_eq!(drain(&mut s, 0).len(), 20);
+        let mut ssthresh = vec![];
+        for i in 1..=20 {
+            let now = 10 * MS + (i - 1) * 400 * US;
+            s.handle_packet(now, &ack(i * MSS, false));
+            drain(&mut s, now);
+            ssthresh.push(s.ssthresh_bytes());
+        }
+        ssthresh
+    };
+    let with = run(true);
+    assert_eq!(with.iter().position(|&t| t < u64::MAX), Some(14), "{with:?}");
+    assert_eq!(with[14], 34 * MSS);
+    assert!(run(false).iter().all(|&t| t == u64::MAX), "without HyStart, slow start runs on");
+}
