@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -46,6 +47,24 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
     assert "transport.tcp_cong_avoid=per_segment_ns3" in dctcp, "TcpLinuxReno's CongestionAvoidance counts segments"
     assert "transport.tcp_cong_avoid=per_segment_ns3" not in ns3, "TcpNewReno adds segmentSize^2/cWnd an ACK"
+
+
+def test_an_ns3_run_of_the_same_command_and_binary_is_read_back(compare, tmp_path, monkeypatch):
+    binary = tmp_path / "leafspine"
+    binary.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(compare, "NS3_BIN", binary)
+    out, cmd = tmp_path / "run", [str(binary), "--seed=1", f"--out={tmp_path / 'run' / 'flows.csv'}"]
+    out.mkdir()
+    assert not compare.ns3_run_is_current(out, cmd), "nothing there yet"
+    (out / "cmd.txt").write_text(" ".join(cmd) + "\n")
+    (out / "flows.csv").write_text("flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts\n")
+    assert not compare.ns3_run_is_current(out, cmd), "a run that did not complete (no wall.txt)"
+    (out / "wall.txt").write_text("1.0\n")
+    assert compare.ns3_run_is_current(out, cmd)
+    assert not compare.ns3_run_is_current(out, [*cmd, "--sack=true"]), "another command"
+    later = (out / "flows.csv").stat().st_mtime + 10
+    os.utime(binary, (later, later))
+    assert not compare.ns3_run_is_current(out, cmd), "ns-3 rebuilt since"
 
 
 NS3_BIN = ROOT / "validation" / "ns3" / "build" / "leafspine"
