@@ -377,6 +377,9 @@ def test_gloo_and_gradwire_allreduce_tcp_ps_and_ddp_run_in_namespaces(tmp_path, 
     # the kernels' own TCP counters say how they recovered the switch's random losses
     assert row["random_loss"] > 0 and row["tcp_retrans_segs"] > 0, row
     assert row["tcp_sack_recoveries"] + row["tcp_loss_probes"] + row["tcp_timeouts"] > 0, row
+    # and how CUBIC's slow start ended: by HyStart (either rule, with the window) or not
+    for rule in ("train", "delay"):
+        assert row[f"tcp_hystart_{rule}_cwnd"] >= 16 * row[f"tcp_hystart_{rule}"] >= 0, row
     assert s["packets"]["conserved"]
     # in lockstep (`sync`), each iteration of the runtime's PS and kernel TCP's carries the
     # whole push and pull through the server's port: 2 workers x 2 MB each way at 200 Mbit/s

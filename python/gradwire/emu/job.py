@@ -373,6 +373,12 @@ KERNEL_COUNTERS = {
     "tcp_sack_recoveries": ("TcpExt", "TCPSackRecovery"),
     "tcp_lost_retransmits": ("TcpExt", "TCPLostRetransmit"),
     "tcp_spurious_rtos": ("TcpExt", "TCPSpuriousRTOs"),
+    # CUBIC's slow-start exits by HyStart (ACK train, delay) and the windows they left at,
+    # summed: what the simulator's `transport.tcp_hystart` is checked against
+    "tcp_hystart_train": ("TcpExt", "TCPHystartTrainDetect"),
+    "tcp_hystart_train_cwnd": ("TcpExt", "TCPHystartTrainCwnd"),
+    "tcp_hystart_delay": ("TcpExt", "TCPHystartDelayDetect"),
+    "tcp_hystart_delay_cwnd": ("TcpExt", "TCPHystartDelayCwnd"),
 }
 
 
