@@ -28,6 +28,7 @@ const OPTIONS: &[&[&str]] = &[
         "transport.tcp_rack_tlp=true",
         "transport.tcp_hystart=true",
     ],
+    &["transport.tcp_cc=\"cubic\"", "transport.tcp_sack=true", "transport.tcp_cubic_variant=\"linux\""],
     &["transport.kind=dctcp", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true", "transport.tcp_delack_count=2"],
     &["transport.kind=pias", "transport.tcp_sack=true", "transport.tcp_rack_tlp=true"],
     &["baseline=modern", "transport.rto_min_us=1000.0"],

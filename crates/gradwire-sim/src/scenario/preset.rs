@@ -12,6 +12,7 @@
 //! | `transport.tcp_rack_tlp` | `true` | `net.ipv4.tcp_recovery = 1` (RACK, `tcp_recovery.c`), `net.ipv4.tcp_early_retrans = 3` (TLP) |
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
 //! | `transport.tcp_hystart` | `true` | `tcp_cubic.c`'s module defaults: `hystart = 1`, `hystart_detect = 3` (ACK train and delay), `hystart_low_window = 16`, `hystart_ack_delta_us = 2000` |
+//! | `transport.tcp_cubic_variant` | `"linux"` | `bictcp_update` (`tcp_cubic.c`): the Reno-friendly estimate grows by `beta_scale` (alpha = 3 (1 − beta) / (1 + beta)) past `W_max` too, and with `last_max_cwnd` 0 `cnt` is at most 20 |
 //! | `transport.tcp_delack_count` | 2 | `__tcp_ack_snd_check` (`tcp_input.c`): ACK once more than one full segment is unacknowledged |
 //! | `transport.tcp_delack_timeout_us` | 40 000 | `TCP_DELACK_MIN` (HZ / 25) |
 //! | `transport.tcp_delack_write_end` | `true` | `tcp_measure_rcv_mss` marks a write's last segment (PSH) `ICSK_ACK_PUSHED`; `__tcp_cleanup_rbuf` ACKs it once read |
@@ -119,6 +120,7 @@ fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     }
     if tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str()) == Some("cubic") {
         fill(tree, "transport", "tcp_hystart", true.into())?;
+        fill(tree, "transport", "tcp_cubic_variant", "linux".into())?;
     }
     fill(tree, "transport", "tcp_delack_count", 2.into())?;
     fill(tree, "transport", "tcp_delack_timeout_us", LINUX_DELACK_MIN_US.into())?;
@@ -232,6 +234,7 @@ mod tests {
             );
             assert_eq!(t.keys.str("tcp_cc"), "cubic");
             assert!(t.keys.bool("tcp_hystart"), "tcp_cubic.c's hystart = 1");
+            assert_eq!(t.keys.str("tcp_cubic_variant"), "linux", "tcp_cubic.c's bictcp_update");
             assert_eq!((t.keys.u32("tcp_delack_count"), t.keys.f64("tcp_delack_timeout_us")), (2, 40_000.0));
             assert!(t.keys.bool("tcp_delack_write_end"), "Linux answers a write's last segment once read");
             assert_eq!(

@@ -31,12 +31,19 @@ pub struct Cubic {
     w_est: f64,
     /// Linux's hybrid slow start, when on.
     pub hystart: Option<HyStart>,
+    /// Linux's `bictcp_update` instead of RFC 9438 where they differ ([`Cubic::new`]).
+    linux: bool,
 }
 
 impl Cubic {
-    /// A flow's CUBIC at `now`, with Linux's HyStart if `hystart`.
-    pub fn new(now: Time, hystart: bool) -> Self {
-        Cubic { hystart: hystart.then(|| HyStart::new(now, 0)), ..Cubic::default() }
+    /// A flow's CUBIC at `now`, with Linux's HyStart if `hystart`. `linux`: grow as
+    /// `tcp_cubic.c`'s `bictcp_update` does where it departs from RFC 9438: the
+    /// Reno-friendly estimate keeps `alpha = 3 (1 - beta) / (1 + beta)` past `W_max`
+    /// (`beta_scale`; the RFC's section 4.3 raises it to 1 there), and with no reduction
+    /// yet (none, or a timeout since) the window grows at least 5 % a round trip
+    /// (`cnt` at most 20).
+    pub fn new(now: Time, hystart: bool, linux: bool) -> Self {
+        Cubic { hystart: hystart.then(|| HyStart::new(now, 0)), linux, ..Cubic::default() }
     }
 
     /// `W_cubic(t)` of the current epoch, `t` seconds into it (eq. 1).
@@ -95,12 +102,14 @@ impl Cubic {
         let t = now.saturating_sub(start) as f64 * 1e-12;
         let target = self.window_at(t + rtt as f64 * 1e-12).clamp(cwnd, 1.5 * cwnd);
         // Reno-friendly region (eq. 4): alpha per window, 1 once past W_max.
-        let alpha = if self.w_est >= self.w_max { 1.0 } else { ALPHA };
+        let alpha = if self.w_est >= self.w_max && !self.linux { 1.0 } else { ALPHA };
         self.w_est += alpha * acked / cwnd;
-        if self.window_at(t) < self.w_est {
-            self.w_est.max(cwnd)
+        let grown =
+            if self.window_at(t) < self.w_est { self.w_est.max(cwnd) } else { cwnd + (target - cwnd) / cwnd * acked };
+        if self.linux && self.w_last_max == 0.0 {
+            grown.max(cwnd + acked / 20.0)
         } else {
-            cwnd + (target - cwnd) / cwnd * acked
+            grown
         }
     }
 }
@@ -342,7 +351,7 @@ mod tests {
 
     #[test]
     fn a_timeout_forgets_w_max_and_starts_hystart_over() {
-        let mut c = Cubic::new(0, true);
+        let mut c = Cubic::new(0, true, false);
         c.on_congestion(100.0);
         c.on_timeout(5 * MS, 7_300);
         // the first epoch after it: K = 0 from the window it starts with
@@ -350,5 +359,55 @@ mod tests {
         assert_eq!((c.k, c.w_max), (0.0, 10.0));
         let h = c.hystart.unwrap();
         assert_eq!((h.found, h.delay_min, h.round_start, h.end_seq), (false, None, 5 * MS, 7_300));
+    }
+
+    /// The window after one round trip of single-segment ACKs from `cwnd`, at 10 ms RTT,
+    /// `rounds` round trips into the epoch.
+    fn one_round(c: &mut Cubic, cwnd: f64, rounds: u64) -> f64 {
+        let mut w = cwnd;
+        for _ in 0..cwnd as u64 {
+            w = c.on_ack(rounds * 10 * MS, w, 1.0, 10 * MS);
+        }
+        w
+    }
+
+    #[test]
+    fn linux_keeps_the_reno_friendly_alpha_past_w_max_where_rfc_9438_raises_it_to_1() {
+        // a loss at 100 segments, then the window back above W_max (85 with fast
+        // convergence after a second loss below the first): at 10 ms RTT the cubic curve is
+        // flat, so the Reno-friendly estimate sets the pace
+        for (linux, per_rtt) in [(false, 1.0), (true, ALPHA)] {
+            let mut c = Cubic::new(0, false, linux);
+            c.on_congestion(120.0);
+            c.on_congestion(100.0);
+            assert!((c.w_max - 85.0).abs() < 1e-9);
+            let mut w = 90.0;
+            c.on_ack(0, w, 1.0, 10 * MS); // the epoch starts above W_max: K = 0
+            let w0 = w;
+            for r in 1..=10 {
+                w = one_round(&mut c, w, r);
+            }
+            let grown = (w - w0) / 10.0;
+            assert!((grown - per_rtt).abs() < 0.05, "linux {linux}: {grown} segments a round trip, want {per_rtt}");
+        }
+    }
+
+    #[test]
+    fn linux_grows_at_least_5_percent_a_round_trip_with_no_reduction_yet() {
+        // no loss yet (slow start ended by HyStart, or a timeout since): Linux's `cnt` of at
+        // most 20, 5 % of 100 segments a round trip; RFC 9438's Reno-friendly 1 segment
+        for (linux, want) in [(true, 5.0), (false, 1.0)] {
+            let mut c = Cubic::new(0, false, linux);
+            let w = one_round(&mut c, 100.0, 1);
+            assert!((w - 100.0 - want).abs() < 0.3, "linux {linux}: +{}", w - 100.0);
+        }
+        // after a timeout as well (W_max forgotten), but not after a fast recovery
+        let mut c = Cubic::new(0, false, true);
+        c.on_congestion(140.0);
+        c.on_timeout(0, 0);
+        assert!(one_round(&mut c, 100.0, 1) > 104.7);
+        let mut c = Cubic::new(0, false, true);
+        c.on_congestion(140.0);
+        assert!(one_round(&mut c, 100.0, 1) < 101.0);
     }
 }

@@ -233,6 +233,9 @@ pub struct TcpConfig {
     pub loss_cut: LossCut,
     /// With CUBIC: Linux's HyStart ends slow start early ([`cubic::HyStart`]).
     pub hystart: bool,
+    /// With CUBIC: grow as Linux's `tcp_cubic.c` does where it departs from RFC 9438
+    /// ([`cubic::Cubic::new`]).
+    pub cubic_linux: bool,
 }
 
 impl Default for TcpConfig {
@@ -265,6 +268,7 @@ impl Default for TcpConfig {
             rto_reset_on_new_ack: false,
             loss_cut: LossCut::Flight,
             hystart: false,
+            cubic_linux: false,
         }
     }
 }

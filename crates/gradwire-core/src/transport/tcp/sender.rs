@@ -208,7 +208,8 @@ impl TcpSender {
             CongestionControl::Dctcp { g } => Some(Dctcp::new(g)),
             _ => None,
         };
-        let cubic = (cfg.cc == CongestionControl::Cubic).then(|| Box::new(Cubic::new(now, cfg.hystart)));
+        let cubic =
+            (cfg.cc == CongestionControl::Cubic).then(|| Box::new(Cubic::new(now, cfg.hystart, cfg.cubic_linux)));
         let empty = size_bytes == 0;
         let (cwnd, rtt) = (cfg.init_cwnd_packets.max(1) as u64 * mss, RttEstimator::new(&cfg));
         TcpSender {
