@@ -29,7 +29,8 @@
 //! 3.2). `rto_initial_us` is not filled: Linux's `TCP_TIMEOUT_INIT` (1 s) times the SYN,
 //! and the handshake's RTT sample puts a datacenter flow's first data RTO at RTOmin, which
 //! is what `rto_initial_us` left out gives. Not modelled: HyStart's samples from SACKed
-//! segments (only cumulative ACKs feed it), quick-ACK mode at
+//! segments (only cumulative ACKs feed it), `bictcp_update`'s target one `delay_min`
+//! ahead (the smoothed RTT here) and its once-a-jiffy update, quick-ACK mode at
 //! connection start, DSACK (a resend ACKed faster than min_RTT stands in), timestamps,
 //! pacing, an ECN cut paced by PRR (Linux runs `tcp_cwnd_reduction` in CWR too; gradwire
 //! cuts at once, and `tcp_ecn_cut = "prr"` is ns-3's variant), recovery entered from CWR
