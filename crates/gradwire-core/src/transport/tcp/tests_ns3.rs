@@ -358,16 +358,23 @@ fn below_one_segment_ns3s_window_waits_for_the_rto_it_keeps_armed() {
     assert_eq!(s.stats().timeouts, 1);
 }
 
+/// A DCTCP sender with PRR-paced ECN cuts (`ecn_cut_prr`) and SACK, 15 segments out, whose
+/// first ACK (of two segments) echoes CE: in CWR.
+fn cwr_with_prr() -> TcpSender {
+    let cfg = TcpConfig { init_cwnd_packets: 15, ecn_cut_prr: true, ..dctcp(true, false) };
+    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
+    assert_eq!(drain(&mut s, 0).len(), 15);
+    s.handle_packet(100 * US, &ack(2 * MSS, true, None));
+    s
+}
+
 #[test]
 fn ns3s_ecn_cut_with_prr_follows_do_recovery() {
     // 15 segments out, the ACK of the first two echoes CE (alpha 1): ssthresh 10 950 B,
     // RecoverFS 18 980 B. ns-3.37 calls DoRecovery in EnterCwr and again in ProcessAck's
     // CA_CWR branch, each with the ACK's 2 920 B: cwnd = 18 980 + ceil(5 840 · 10 950 /
     // 18 980) = 22 350 B (these are ns-3's numbers, traced: incast-small, seed 1, flow 0).
-    let cfg = TcpConfig { init_cwnd_packets: 15, ecn_cut_prr: true, ..dctcp(true, false) };
-    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
-    assert_eq!(drain(&mut s, 0).len(), 15);
-    s.handle_packet(100 * US, &ack(2 * MSS, true, None));
+    let mut s = cwr_with_prr();
     assert_eq!((s.cwnd_bytes(), s.ssthresh_bytes()), (22_350, 10_950));
     assert_eq!(drain(&mut s, 100 * US).len(), 2, "3 370 B of room");
     // The next ACK of two: ceil(8 760 · 10 950 / 18 980) − 2 920 out = 2 134 B.
@@ -381,10 +388,7 @@ fn ns3s_ecn_cut_with_prr_follows_do_recovery() {
     assert_eq!(s.cwnd_bytes(), 10_950);
     assert!(drain(&mut s, 100 * US).is_empty());
     // ns-3 leaves CWR with cwnd = ssthresh on the first ACK above the recovery point.
-    let cfg = TcpConfig { init_cwnd_packets: 15, ecn_cut_prr: true, ..dctcp(true, false) };
-    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
-    drain(&mut s, 0);
-    s.handle_packet(100 * US, &ack(2 * MSS, true, None));
+    let mut s = cwr_with_prr();
     let mut una = 2 * MSS;
     for i in 0..20 {
         drain(&mut s, (101 + i) * US);
@@ -454,10 +458,7 @@ fn ns3s_prr_in_cwr_never_takes_cwnd_below_the_flight() {
     // PRR's proportional share. On the next cumulative ACK ns-3's `DoRecovery` sends
     // nothing (`max(sendCount, 0)` once anything was sent): cwnd = bytes in flight, not
     // below them, which would stall the flow until its RTO.
-    let cfg = TcpConfig { init_cwnd_packets: 15, ecn_cut_prr: true, ..dctcp(true, false) };
-    let mut s = TcpSender::new(cfg, FLOW, 1, 2, 100 * MSS, 0);
-    assert_eq!(drain(&mut s, 0).len(), 15);
-    s.handle_packet(100 * US, &ack(2 * MSS, true, None));
+    let mut s = cwr_with_prr();
     let mut high = 15 + drain(&mut s, 100 * US).len() as u64;
     let mut out_since_cut = high - 15;
     for seg in 3..9 {
