@@ -65,7 +65,9 @@
 //! Recovery is RFC 6675 with PRR (`TcpL4Protocol::RecoveryType = TcpPrrRecovery`), which
 //! gradwire's SACK recovery always runs. Not modelled: timestamps (`Timestamp = true`, 12
 //! bytes a segment), `ClockGranularity` (1 ms, below every RTOmin used here),
-//! `TcpCubic::HyStart` (ns-3's own, older than Linux's `tcp_hystart`); limited transmit only acts without SACK in ns-3.37. Modelled but
+//! `TcpCubic::HyStart` (ns-3's own, older than Linux's `tcp_hystart`), `TcpCubic`'s growth
+//! by the cubic curve alone (ns-3.37's `TcpCubic::Update` has no Reno-friendly region;
+//! gradwire's CUBIC keeps RFC 9438's); limited transmit only acts without SACK in ns-3.37. Modelled but
 //! left out of the preset, because together they take gradwire's PS DCTCP row from −72 %
 //! to +382 % of ns-3's mean (docs/validation.md measures them): `TcpDctcp::GetSsThresh`'s
 //! cut without a floor (`transport.dctcp_ssthresh = "ns3"`), PRR pacing an ECN cut
