@@ -358,6 +358,9 @@ impl TcpSender {
     /// CUBIC's `pkts_acked` with this ACK's RTT sample: HyStart may end slow start here,
     /// before the ACK grows the window (Linux's order in `tcp_ack`).
     fn hystart_on_ack(&mut self, now: Time, rtt: Time) {
+        if !self.cubic.as_ref().is_some_and(|c| c.hystart.is_some()) {
+            return;
+        }
         let mss = self.mss();
         let a = AckSample {
             now,
