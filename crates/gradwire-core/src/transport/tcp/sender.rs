@@ -358,7 +358,7 @@ impl TcpSender {
     /// CUBIC's `pkts_acked` with this ACK's RTT sample: HyStart may end slow start here,
     /// before the ACK grows the window (Linux's order in `tcp_ack`).
     fn hystart_on_ack(&mut self, now: Time, rtt: Time) {
-        if !self.cubic.as_ref().is_some_and(|c| c.hystart.is_some()) {
+        if self.cubic.as_ref().is_none_or(|c| c.hystart.is_none()) {
             return;
         }
         let mss = self.mss();
