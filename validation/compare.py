@@ -98,8 +98,11 @@ _ns3_fixes: list[str] = []
 _ours_sets: list[str] = []
 _rerun_ns3 = False
 
-# Host NIC disciplines: gradwire's host.nic and leafspine's --hostQueue under one name.
-NICS = {"round_robin": "rr", "fifo": "fifo"}
+# Host NIC disciplines: gradwire's host.nic and the leafspine --hostQueue it is run against.
+# ns-3's round-robin queue disc holds what each socket hands over (no backpressure), which
+# is gradwire's flow_queues; gradwire's round_robin asks a flow for a packet at its turn.
+NICS = {"round_robin": "rr", "fifo": "fifo", "flow_queues": "rr"}
+DEFAULT_NICS = ["round_robin", "fifo"]
 # Small scenarios (< 1000 flows) pool this many seeds: one 10 ms RTO among 32 flows is the
 # p99 of a single run, and whether it happens is a coin toss on either simulator.
 SMALL_SEEDS = 10
@@ -281,7 +284,7 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) ->
 
 
 def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
-    out = work / f"ns3-{results_stem()}-{transport}-{nic}-s{seed}"
+    out = work / f"ns3-{results_stem()}-{transport}-{NICS[nic]}-s{seed}"
     try:
         args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
@@ -494,9 +497,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--nics",
         nargs="+",
-        default=list(NICS),
+        default=DEFAULT_NICS,
         choices=list(NICS),
-        help="host NIC disciplines (gradwire's host.nic; ns-3: per-flow round-robin queue disc or one FIFO)",
+        help="host NIC disciplines (gradwire's host.nic; ns-3: per-flow round-robin queue disc, or one FIFO)",
     )
     ap.add_argument(
         "--seeds",

@@ -106,9 +106,23 @@ def disconnect() -> None:
         ray.shutdown()
 
 
+def task_cpus(threads: int, node_cpus: Sequence[float]) -> int:
+    """The CPUs a run on ``threads`` cores asks Ray for: its threads, but no more than the
+    largest node has (Ray would hold a task that fits no node forever; on a smaller node
+    the run shares its cores and still ends)."""
+    largest = int(max(node_cpus, default=1))
+    return max(1, min(int(threads), largest))
+
+
+def _node_cpus() -> list[float]:
+    import ray
+
+    return [n.get("Resources", {}).get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")]
+
+
 def workers() -> tuple[int, int]:
-    """(CPUs, alive nodes) of the connected cluster: a run takes one CPU, so the CPUs are
-    the runs at once."""
+    """(CPUs, alive nodes) of the connected cluster: a run takes one CPU (``threads`` where
+    its scenario sets more), so with one-thread runs the CPUs are the runs at once."""
     import ray
 
     return int(ray.cluster_resources().get("CPU", 0)), sum(1 for n in ray.nodes() if n.get("Alive"))
@@ -174,9 +188,11 @@ def run_tasks(
     from gradwire import __version__
 
     remote = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(_simulate_in_worker)
+    node_cpus = _node_cpus()
     refs = {}
     for t in tasks:
-        refs[remote.options(name=t.name).remote(t.spec)] = t
+        cpus = task_cpus(int(t.spec.scenario.get("threads", 1)), node_cpus)
+        refs[remote.options(name=t.name, num_cpus=cpus).remote(t.spec)] = t
     pending = list(refs)
     results: dict[Hashable, RunResult] = {}
     nodes: set[str] = set()

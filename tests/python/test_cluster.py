@@ -163,6 +163,18 @@ def test_reproduce_on_ray_matches_the_local_pool(ray_cluster, tmp_path):
     assert p.returncode == 0 and "6 runs already done, 0 to run" in p.stdout, p.stdout + p.stderr
 
 
+def test_a_run_on_more_threads_than_a_node_has_cpus_still_runs(ray_cluster, tmp_path):
+    """A `threads = 2` run asks Ray for two CPUs, but no more than a node has: on these
+    one-CPU nodes it asks for one, where asking for two would wait forever."""
+    out = tmp_path / "ray"
+    p = gradwire(
+        "sim", "leafspine-compare", "--no-plot", "--quiet", "--out", str(out), "--cluster", "ray",
+        "--address", ray_cluster.address, "--set", "threads=2",
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert len(list(out.rglob("flows.csv"))) == 2
+
+
 def test_sim_sweep_on_ray_with_address(ray_cluster, tmp_path):
     local, remote = tmp_path / "local", tmp_path / "ray"
     p = gradwire("sim", "leafspine-compare", "--no-plot", "--quiet", "--out", str(local))

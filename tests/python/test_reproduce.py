@@ -148,6 +148,15 @@ def test_runs_on_threads_share_the_cores(cli, tmp_path):
     assert (table["flows_finished"] == table["flows"]).all()
 
 
+def test_a_ray_task_asks_for_its_runs_threads_up_to_the_largest_node():
+    from gradwire.cluster import task_cpus
+
+    assert task_cpus(1, [4.0, 2.0]) == 1
+    assert task_cpus(2, [4.0, 2.0]) == 2
+    assert task_cpus(8, [4.0, 2.0]) == 4, "more than any node has: the largest node's CPUs"
+    assert task_cpus(2, []) == 1
+
+
 def test_dlcp_fig16_quick(cli, tmp_path):
     out, _, table = quick(cli, tmp_path, "dlcp-fig16")
     # RTOmin does not touch DLCP, pFabric or the fluid rows: identical results at every RTOmin

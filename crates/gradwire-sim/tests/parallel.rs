@@ -215,6 +215,7 @@ fn what_a_part_cannot_run_alone_is_refused_by_name() {
     refused(INCAST, &["threads=2", "failures=[{at_us = 100.0, link = \"leaf0-spine0\"}]"], "failures");
     refused(INCAST, &["threads=2", "pauses.hosts=2", "pauses.period_us=100"], "pauses");
     refused(INCAST, &["threads=2", "host.nic=\"fifo\""], "fifo");
+    refused(INCAST, &["threads=2", "host.nic=\"flow_queues\""], "flow_queues");
     let Err(err) = load(INCAST, &["threads=0".to_string()]) else { panic!("0 threads accepted") };
     let err = err.to_string();
     assert!(err.contains("threads") && err.contains("1..=64"), "{err}");

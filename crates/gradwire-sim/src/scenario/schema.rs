@@ -265,6 +265,10 @@ pub enum NicDiscipline {
     /// sending whatever its window and pacing allow (ns-3's default NIC); bounded by
     /// `nic_queue_bytes`, overflow dropped as `host_nic`.
     Fifo,
+    /// Per-flow queues without backpressure, served round robin one packet per turn: each
+    /// endpoint hands over whatever its window and pacing allow into its own queue (the
+    /// round-robin queue disc of ns-3 runs in `validation/ns3/leafspine.cc`). Classes ignored.
+    FlowQueues,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -169,10 +169,10 @@ impl Scenario {
         if let Some(s) = p.stop_us {
             nonnegative("pauses.stop_us", s)?;
         }
-        if p.hold == PauseHold::Data && self.host.nic == NicDiscipline::Fifo {
+        if p.hold == PauseHold::Data && self.host.nic != NicDiscipline::RoundRobin {
             return Err(ScenarioError::new(
                 "pauses.hold",
-                "`data` keeps a paused host's senders out of its NIC's round robin; with host.nic = \"fifo\" use `all`",
+                "`data` keeps a paused host's senders out of its NIC's round robin; with host.nic = \"fifo\" or \"flow_queues\" use `all`",
             ));
         }
         let n = self.host_count();

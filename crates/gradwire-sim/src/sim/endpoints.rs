@@ -68,6 +68,9 @@ impl Simulation {
         if self.fifo_nic {
             return self.drive_fifo(ep);
         }
+        if self.flow_queues.is_some() {
+            return self.drive_flow_queued(ep);
+        }
         if sl.endpoint.is_none() {
             return;
         }
@@ -191,6 +194,9 @@ impl Simulation {
             pr.wake_pending = true;
             self.events.push(pr.busy_until, Target::TxDone(port));
             return;
+        }
+        if self.flow_queues.is_some() {
+            return self.pull_flow_queue(host);
         }
         let now = self.now;
         while let Some(class) = self.ready.first_class(host) {

@@ -6,6 +6,7 @@
 mod endpoints;
 mod eps;
 mod fifo_nic;
+mod flow_queue_nic;
 mod lazy;
 mod packets;
 pub mod parallel;
@@ -180,6 +181,9 @@ pub struct Simulation {
     /// `host.nic = "fifo"`: endpoints hand their packets to the NIC queue (`fifo_nic.rs`)
     /// instead of waiting in `ready`.
     fifo_nic: bool,
+    /// `host.nic = "flow_queues"`: endpoints hand their packets to per-flow queues at
+    /// their NIC (`flow_queue_nic.rs`).
+    flow_queues: Option<Box<flow_queue_nic::FlowQueues>>,
     pub(crate) wall: std::time::Duration,
     finished: bool,
     /// `threads > 1`: this part of the split (`parallel.rs`); `None` in a single run.
@@ -269,6 +273,7 @@ impl Simulation {
             ready: ReadyLists::new(topo.hosts as usize, s.switch.queues as usize),
             woken: Vec::new(),
             fifo_nic: s.host.nic == crate::scenario::NicDiscipline::Fifo,
+            flow_queues: (s.host.nic == crate::scenario::NicDiscipline::FlowQueues).then(Default::default),
             wall: Default::default(),
             finished: false,
             part: None,

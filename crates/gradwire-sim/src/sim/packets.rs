@@ -105,7 +105,7 @@ impl Simulation {
             self.events.push(sent.arrives, Target::Arrive(port));
         }
         let pr = &mut self.fabric.ports[port as usize];
-        let host_waiting = self.ready.any(pr.from);
+        let host_waiting = self.ready.any(pr.from) || self.flow_queues.as_ref().is_some_and(|q| q.any(pr.from));
         if !pr.queue.is_empty() || host_waiting {
             pr.wake_pending = true;
             self.events.push(sent.done, Target::TxDone(port));

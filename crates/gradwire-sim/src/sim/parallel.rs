@@ -147,6 +147,7 @@ pub(super) fn check(s: &Scenario, topo: &Topology, wl: &Workload) -> Result<(), 
         (s.pauses.hosts > 0, "pauses"),
         (!s.failures.is_empty(), "failures"),
         (s.host.nic == crate::scenario::NicDiscipline::Fifo, "host.nic = \"fifo\""),
+        (s.host.nic == crate::scenario::NicDiscipline::FlowQueues, "host.nic = \"flow_queues\""),
     ];
     if let Some((_, what)) = unsupported.iter().find(|(on, _)| *on) {
         return refuse(format!("does not run with {what} yet"));
