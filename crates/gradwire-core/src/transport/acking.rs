@@ -20,6 +20,10 @@ pub trait AckExtra: Copy + Send {
     fn urgent_after(self, _held: Self) -> bool {
         false
     }
+    /// The same as for a packet without a CE mark (only TCP's ACKs echo one).
+    fn unmarked(self) -> Self {
+        self
+    }
     /// The same with nothing beside the cumulative ACK that says which data arrived (no
     /// selective ACK): an ACK that acknowledges nothing new.
     fn cumulative_only(self) -> Self {
@@ -71,6 +75,9 @@ pub struct AckingReceiver<A> {
     lagged: Option<Box<Lagged<A>>>,
     /// The first data packet is answered at once ([`with_first_ack_at_once`](AckingReceiver::with_first_ack_at_once)); cleared by it.
     first_at_once: bool,
+    /// With [`with_ce_seq_check`](AckingReceiver::with_ce_seq_check): the lowest
+    /// sequence number whose CE mark counts (one above the last that counted).
+    ce_from: Option<u64>,
 }
 
 /// ns-3.37's `TcpDctcp` receiver state: `m_priorRcvNxt`, the CE state of the last packet
@@ -119,6 +126,7 @@ impl<A: AckExtra> AckingReceiver<A> {
             held: None,
             lagged: None,
             first_at_once: false,
+            ce_from: None,
         }
     }
 
@@ -142,6 +150,14 @@ impl<A: AckExtra> AckingReceiver<A> {
     /// both wait for the timer.
     pub(crate) fn with_lagged_ce_acks(mut self) -> Self {
         self.lagged = Some(Box::new(Lagged { prior: 0, last: None, reserved: false }));
+        self
+    }
+
+    /// A CE mark counts only on a packet above the last one whose mark counted, as
+    /// ns-3.37's `TcpSocketBase::ForwardUp` (`m_ecnCESeq < seq`); other marked packets are
+    /// answered as unmarked.
+    pub(crate) fn with_ce_seq_check(mut self) -> Self {
+        self.ce_from = Some(0);
         self
     }
 
@@ -172,7 +188,14 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
         let before = self.flow_bytes.in_order();
         let filled_gap = self.flow_bytes.has_gaps();
         self.flow_bytes.accept(pkt.seq, pkt.len as u64);
-        let extra = A::of(pkt, self.flow_bytes.size());
+        let mut extra = A::of(pkt, self.flow_bytes.size());
+        if let Some(from) = &mut self.ce_from {
+            if pkt.ecn.ce && pkt.seq >= *from {
+                *from = pkt.seq + 1;
+            } else if pkt.ecn.ce {
+                extra = extra.unmarked();
+            }
+        }
         if self.delack.count <= 1 {
             self.acks.push_back((self.flow_bytes.in_order(), extra));
             return;

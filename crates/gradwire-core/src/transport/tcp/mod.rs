@@ -210,6 +210,11 @@ pub struct TcpConfig {
     /// `TcpSocketBase::ProcessSynRcvd` arranges ("Always respond to first data packet to
     /// speed up the connection"); the count starts from the second.
     pub delack_first_at_once: bool,
+    /// The receiver counts a CE mark only on a segment above the last one it counted, as
+    /// ns-3.37's `TcpSocketBase::ForwardUp` (`m_ecnCESeq < seq`); any other marked segment
+    /// (a resend, one reordered behind a later marked one) counts as unmarked, and
+    /// `TcpDctcp` takes it as `CA_EVENT_ECN_NO_CE`. RFC 3168 and Linux count every mark.
+    pub ce_seq_check: bool,
     /// Duplicate ACKs (or, with `sack`, segments deemed lost) start fast recovery in CWR,
     /// the round trip after an ECN cut, as in the open state (RFC 5681, RFC 6675; Linux's
     /// `tcp_fastretrans_alert`). `false`: ns-3.37's `TcpSocketBase::DupAck`, which counts
@@ -263,6 +268,7 @@ impl Default for TcpConfig {
             dctcp_ssthresh_ns3: false,
             ecn_cut_prr: false,
             delack_first_at_once: false,
+            ce_seq_check: false,
             recovery_from_cwr: true,
             loss_exit_above_recover: false,
             rto_reset_on_new_ack: false,

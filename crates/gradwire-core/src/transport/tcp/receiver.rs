@@ -35,6 +35,10 @@ impl AckExtra for EceEcho {
         self.ce != held.ce
     }
 
+    fn unmarked(self) -> Self {
+        EceEcho { ce: false, ..self }
+    }
+
     fn cumulative_only(self) -> Self {
         // `rank` past any sequence sent: the sender reads no SACK block
         EceEcho { seq: u64::MAX, ..self }
@@ -50,6 +54,7 @@ impl TcpReceiver {
     pub fn new(cfg: TcpConfig, flow: FlowId, local: HostId, remote: HostId, size_bytes: u64) -> Self {
         let r = AckingReceiver::with(flow, local, remote, size_bytes, cfg.ack_bytes, cfg.priority, cfg.delayed_ack);
         let r = if cfg.delack_first_at_once { r.with_first_ack_at_once() } else { r };
+        let r = if cfg.ce_seq_check { r.with_ce_seq_check() } else { r };
         // ns-3's CeState0to1/CeState1to0 are TcpDctcp's (TcpNewReno ignores the CE events)
         if cfg.ce_ack_lagged && matches!(cfg.cc, CongestionControl::Dctcp { .. }) {
             r.with_lagged_ce_acks()

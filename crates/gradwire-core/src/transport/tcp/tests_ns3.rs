@@ -317,6 +317,27 @@ fn ns3s_dctcp_receiver_answers_a_ce_change_for_what_came_before_the_previous_seg
 }
 
 #[test]
+fn ns3s_receiver_counts_a_ce_mark_only_above_the_last_one_it_counted() {
+    // Segments 0, 2, 3 arrive marked, then 1 fills the hole, marked (a resend, or a segment
+    // sprayed behind the later ones); every packet is answered at once.
+    let run = |check: bool| {
+        let cfg = TcpConfig { ce_seq_check: check, ..dctcp(true, false) };
+        let mut r = TcpReceiver::new(cfg, FLOW, 2, 1, 100 * MSS);
+        let mut out = vec![];
+        for i in [0, 2, 3, 1, 4] {
+            r.handle_packet(i * US, &seg(i, true));
+            out.extend(acks(&mut r).into_iter().map(|(cum, ece, _)| (cum, ece)));
+        }
+        out
+    };
+    // RFC 3168, Linux: every mark is echoed.
+    assert_eq!(run(false), [(1, true), (1, true), (1, true), (4, true), (5, true)]);
+    // ns-3.37's ForwardUp (m_ecnCESeq < seq): segment 1 is below 3, the last mark that
+    // counted, so the ACK that fills the hole carries no ECE; 4 is above and counts.
+    assert_eq!(run(true), [(1, true), (1, true), (1, true), (4, false), (5, true)]);
+}
+
+#[test]
 fn ns3s_dctcp_ssthresh_has_no_floor_and_cuts_losses_by_alpha_too() {
     // An ECN cut from 2 segments with alpha 1: Linux keeps 2 segments, ns-3 halves.
     for (ns3, ssthresh) in [(false, 2 * MSS), (true, MSS)] {
