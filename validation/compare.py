@@ -52,11 +52,15 @@ DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
 # (NewAck).
 #  sackless: what the papers' ns-3 runs had: no SACK, one ACK a segment, NewReno recovery.
 #  ns3: ns-3.37's own defaults: SACK, delayed ACKs every 2 segments or 200 ms, RFC 3042
-#    limited transmit, PRR, and (ns-3's TcpSocketBase) one more segment sent on every
-#    partial ACK in recovery; TcpNewReno's slow start grows one segment per ACK and its
-#    congestion avoidance segmentSize^2/cWnd per ACK; TcpDctcp, a TcpLinuxReno, counts
-#    segments in both. Timestamps stay off on both sides (they would add
-#    12 header bytes a packet).
+#    limited transmit, PRR, and what ns-3.37's source does around them, each a gradwire
+#    key (docs/validation.md): one more segment sent on every partial ACK in recovery
+#    (ProcessAck), the first data segment answered at once (ProcessSynRcvd), a CE mark
+#    counted only above the last one counted (ForwardUp), an ECN cut paced by PRR
+#    (EnterCwr); TcpNewReno halves the pipe (BytesInFlight), its slow start grows one
+#    segment per ACK and its congestion avoidance segmentSize^2/cWnd per ACK; TcpDctcp, a
+#    TcpLinuxReno, counts segments in both, cuts by alpha/2 with no floor (GetSsThresh) and
+#    answers a CE change one segment short (CeState0to1/1to0). Timestamps stay off on
+#    both sides (they would add 12 header bytes a packet).
 NS3_SOCKET = [
     "transport.tcp_recovery_from_cwr=false",
     "transport.tcp_loss_exit_ack=above_recover",
@@ -71,6 +75,9 @@ TCP_MODES = {
             "transport.tcp_partial_ack_resend=true",
             "transport.tcp_delack_count=2",
             "transport.tcp_delack_timeout_us=200000.0",
+            "transport.tcp_delack_first_at_once=true",
+            "transport.tcp_ce_seq_check=true",
+            "transport.tcp_ecn_cut=prr",
             *NS3_SOCKET,
         ],
         ["--sack=true", "--delAckCount=2", "--recovery=prr", "--limitedTransmit=true"],
@@ -79,8 +86,12 @@ TCP_MODES = {
 # Keys for one transport only, per mode.
 TCP_MODE_TRANSPORT = {
     "ns3": {
-        "newreno": ["transport.tcp_slow_start=per_ack"],
-        "dctcp": ["transport.tcp_cong_avoid=per_segment_ns3"],
+        "newreno": ["transport.tcp_slow_start=per_ack", "transport.tcp_loss_cut=pipe"],
+        "dctcp": [
+            "transport.tcp_cong_avoid=per_segment_ns3",
+            "transport.dctcp_ssthresh=ns3",
+            "transport.tcp_ce_change_ack=lagged",
+        ],
     }
 }
 _tcp_mode = "sackless"
@@ -91,17 +102,19 @@ _tcp_mode = "sackless"
 #  dctcp_floor: DCTCP's cut keeps 2 segments (Linux's dctcp_ssthresh; ns-3 has no floor).
 NS3_FIXES = {"cwr": "--cwrFastRetransmit=true", "dctcp_floor": "--dctcpFloor=true"}
 # What gradwire runs beside each fix: the same behaviour as Linux has it.
-NS3_FIX_OURS = {"cwr": ["transport.tcp_recovery_from_cwr=true"], "dctcp_floor": []}
+NS3_FIX_OURS = {"cwr": ["transport.tcp_recovery_from_cwr=true"], "dctcp_floor": ["transport.dctcp_ssthresh=linux"]}
 _ns3_fixes: list[str] = []
 # `--ours-set`: more gradwire keys, after the mode's (e.g. ns-3.37 behaviours the ns3 mode
 # leaves off, to measure them: docs/validation.md).
 _ours_sets: list[str] = []
 _rerun_ns3 = False
 
-# Host NIC disciplines: gradwire's host.nic and the leafspine --hostQueue it is run against.
-# ns-3's round-robin queue disc holds what each socket hands over (no backpressure), which
-# is gradwire's flow_queues; gradwire's round_robin asks a flow for a packet at its turn.
-NICS = {"round_robin": "rr", "fifo": "fifo", "flow_queues": "rr"}
+# Host NIC disciplines by name: (gradwire's host.nic, leafspine's --hostQueue). ns-3's
+# round-robin queue disc holds whatever each socket hands over, a queue per flow served a
+# packet a turn, which is gradwire's `flow_queues`; `pull` runs gradwire's default NIC
+# (`round_robin`: a flow is asked for its packet when its turn comes, ACKs first) against
+# that same ns-3 run.
+NICS = {"round_robin": ("flow_queues", "rr"), "fifo": ("fifo", "fifo"), "pull": ("round_robin", "rr")}
 DEFAULT_NICS = ["round_robin", "fifo"]
 # Small scenarios (< 1000 flows) pool this many seeds: one 10 ms RTO among 32 flows is the
 # p99 of a single run, and whether it happens is a coin toss on either simulator.
@@ -160,7 +173,7 @@ def ns3_args(scn: dict, transport: str, seed: int, nic: str = "round_robin") -> 
         f"--rtoInitialUs={tr['rto_initial_us'] if tr['rto_initial_us'] is not None else tr['rto_min_us']}",
         f"--dctcpG={tr['dctcp_g']}",
         "--ecmp=spray",
-        f"--hostQueue={NICS[nic]}",
+        f"--hostQueue={NICS[nic][1]}",
         f"--hostQueueBytes={nic_bytes}",
         f"--seed={seed}",
         f"--stopMs={scn.get('stop_ms', 1000.0)}",
@@ -233,7 +246,7 @@ def snapshot_our_binary(work: Path) -> Path | None:
 
 
 def our_command(scenario: Path, out: Path, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
-    sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={nic}"]
+    sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={NICS[nic][0]}"]
     fixes = [kv for f in _ns3_fixes for kv in NS3_FIX_OURS[f]] + _ours_sets
     for kv in TCP_MODES[_tcp_mode][0] + TCP_MODE_TRANSPORT.get(_tcp_mode, {}).get(transport, []) + fixes:
         sets += ["--set", kv]
@@ -284,7 +297,7 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) ->
 
 
 def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
-    out = work / f"ns3-{results_stem()}-{transport}-{NICS[nic]}-s{seed}"
+    out = work / f"ns3-{results_stem()}-{transport}-{NICS[nic][1]}-s{seed}"
     try:
         args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
@@ -499,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=DEFAULT_NICS,
         choices=list(NICS),
-        help="host NIC disciplines (gradwire's host.nic; ns-3: per-flow round-robin queue disc, or one FIFO)",
+        help="host NICs: round_robin (ns-3's per-flow round-robin queue disc, gradwire's flow_queues), "
+        "fifo (one FIFO each side), pull (gradwire's default round_robin against ns-3's queue disc)",
     )
     ap.add_argument(
         "--seeds",

@@ -47,6 +47,21 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     assert "transport.tcp_slow_start=per_ack" not in dctcp, "TcpDctcp counts segments"
     assert "transport.tcp_cong_avoid=per_segment_ns3" in dctcp, "TcpLinuxReno's CongestionAvoidance counts segments"
     assert "transport.tcp_cong_avoid=per_segment_ns3" not in ns3, "TcpNewReno adds segmentSize^2/cWnd an ACK"
+    for kv in ["tcp_delack_first_at_once=true", "tcp_ce_seq_check=true", "tcp_ecn_cut=prr"]:
+        assert f"transport.{kv}" in ns3 and f"transport.{kv}" in dctcp, (
+            "TcpSocketBase: ProcessSynRcvd, ForwardUp, EnterCwr"
+        )
+    assert "transport.tcp_loss_cut=pipe" in ns3, "TcpNewReno halves BytesInFlight()"
+    for kv in ["dctcp_ssthresh=ns3", "tcp_ce_change_ack=lagged"]:
+        assert f"transport.{kv}" in dctcp and f"transport.{kv}" not in ns3, "TcpDctcp's own"
+    # ns-3's round-robin queue disc holds what each socket hands over: gradwire's flow_queues
+    assert "host.nic=flow_queues" in ns3 and "--hostQueue=rr" in compare.ns3_args(
+        compare.resolved(scenario), "dctcp", 1
+    )
+    pull = compare.our_command(scenario, Path("/tmp/x"), "dctcp", 1, "pull")
+    assert "host.nic=round_robin" in pull and "--hostQueue=rr" in compare.ns3_args(
+        compare.resolved(scenario), "dctcp", 1, "pull"
+    )
 
 
 def test_an_ns3_run_of_the_same_command_and_binary_is_read_back(compare, tmp_path, monkeypatch):

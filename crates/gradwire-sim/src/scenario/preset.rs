@@ -54,6 +54,12 @@
 //! | `transport.tcp_recovery_from_cwr` | `false` | `TcpSocketBase::DupAck` counts duplicate ACKs in `CA_CWR` but calls `EnterRecovery` only from `CA_DISORDER` (reached only from `CA_OPEN`); `ProcessAck`'s `CA_CWR` branch: "TODO: need to check behavior if marking is compounded by loss" |
 //! | `transport.tcp_loss_exit_ack` | `"above_recover"` | `TcpSocketBase::ProcessAck`, `CA_LOSS` → `CA_OPEN`: `segsAcked = (ackNumber - m_recover) / m_segmentSize` goes to `IncreaseWindow` |
 //! | `transport.tcp_rto_backoff_reset` | `"new_ack"` | `TcpSocketBase::NewAck`: `m_rto = Max(m_rtt->GetEstimate() + Max(m_clockGranularity, 4 * m_rtt->GetVariation()), m_minRto)` on every new ACK (ns-3 skips it on a partial ACK in recovery after the first; gradwire does not) |
+//! | `transport.tcp_delack_first_at_once` | `true` | `TcpSocketBase::ProcessSynRcvd`: `m_delAckCount = m_delAckMaxCount`, "Always respond to first data packet to speed up the connection" |
+//! | `transport.tcp_ce_seq_check` | `true` | `TcpSocketBase::ForwardUp`: a CE mark counts only if `m_ecnCESeq < seq`; otherwise `CA_EVENT_ECN_NO_CE` |
+//! | `transport.tcp_ecn_cut` | `"prr"` | `TcpSocketBase::EnterCwr` leaves cwnd to `TcpPrrRecovery::DoRecovery` on entry and on each ACK in `CA_CWR` |
+//! | `transport.tcp_loss_cut` | `"pipe"` where `tcp_cc = "reno"` is set | `EnterRecovery` and `ReTxTimeout` pass `BytesInFlight()` (RFC 6675's pipe) to `TcpNewReno::GetSsThresh` |
+//! | `transport.dctcp_ssthresh` | `"ns3"` for kinds `dctcp` and `pias` | `TcpDctcp::GetSsThresh`: `(1 - alpha / 2) * cWnd`, no floor, on ECN, recovery and RTO alike |
+//! | `transport.tcp_ce_change_ack` | `"lagged"` for kinds `dctcp` and `pias` | `TcpDctcp::CeState0to1` / `CeState1to0`: the ACK for `m_priorRcvNxt`, read before the segment is added |
 //! | `host.nic` | `"fifo"` | a point-to-point NetDevice's transmit queue is one drop-tail FIFO |
 //! | `host.nic_queue_bytes` | 150 000 | its default size, 100 packets of 1500 B |
 //! | `transport.tcp_handshake` | `true` | ns-3 sockets connect before they send |
@@ -67,13 +73,8 @@
 //! bytes a segment), `ClockGranularity` (1 ms, below every RTOmin used here),
 //! `TcpCubic::HyStart` (ns-3's own, older than Linux's `tcp_hystart`), `TcpCubic`'s growth
 //! by the cubic curve alone (ns-3.37's `TcpCubic::Update` has no Reno-friendly region;
-//! gradwire's CUBIC keeps RFC 9438's); limited transmit only acts without SACK in ns-3.37. Modelled but
-//! left out of the preset, because together they take gradwire's PS DCTCP row from −72 %
-//! to +382 % of ns-3's mean (docs/validation.md measures them): `TcpDctcp::GetSsThresh`'s
-//! cut without a floor (`transport.dctcp_ssthresh = "ns3"`), PRR pacing an ECN cut
-//! (`tcp_ecn_cut = "prr"`), `TcpDctcp`'s receiver answering a CE change one segment short
-//! (`tcp_ce_change_ack = "lagged"`) and the first segment answered at once
-//! (`tcp_delack_first_at_once`).
+//! gradwire's CUBIC keeps RFC 9438's); limited transmit only acts without SACK in ns-3.37.
+//! `validation/compare.py --tcp ns3` runs the same keys against ns-3 (docs/validation.md).
 //!
 //! `baseline = "sackless"`: the TCP of the papers' ns-3 runs (`Sack = false`,
 //! `DelAckCount = 1`, NewReno) and gradwire's default before SACK: runs are byte-identical
@@ -150,6 +151,9 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_recovery_from_cwr", false.into())?;
     fill(tree, "transport", "tcp_loss_exit_ack", "above_recover".into())?;
     fill(tree, "transport", "tcp_rto_backoff_reset", "new_ack".into())?;
+    fill(tree, "transport", "tcp_delack_first_at_once", true.into())?;
+    fill(tree, "transport", "tcp_ce_seq_check", true.into())?;
+    fill(tree, "transport", "tcp_ecn_cut", "prr".into())?;
     if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
         fill(tree, "transport", "tcp_cc", "cubic".into())?;
     }
@@ -157,9 +161,14 @@ fn ns3(tree: &mut toml::Table) -> Result<(), ScenarioError> {
         let cc = tree.get("transport").and_then(|t| t.get("tcp_cc")).and_then(|c| c.as_str());
         let reno = cc.is_none_or(|c| c == "reno");
         fill(tree, "transport", "tcp_slow_start", if reno { "per_ack" } else { "per_segment" }.into())?;
+        if reno {
+            fill(tree, "transport", "tcp_loss_cut", "pipe".into())?;
+        }
     }
     if matches!(kind(tree), Some("dctcp") | Some("pias")) {
         fill(tree, "transport", "tcp_cong_avoid", "per_segment_ns3".into())?;
+        fill(tree, "transport", "dctcp_ssthresh", "ns3".into())?;
+        fill(tree, "transport", "tcp_ce_change_ack", "lagged".into())?;
     }
     let rto_min = lookup_f64(tree, "transport", "rto_min_us").unwrap_or(NS3_MIN_RTO_US);
     let has_pias_list = tree
@@ -314,8 +323,17 @@ mod tests {
         assert!(t.keys.bool("tcp_recovery_from_cwr"), "an explicit key wins");
         assert_eq!(t.keys.str("tcp_loss_exit_ack"), "above_recover", "DCTCP runs ns-3's TcpSocketBase too");
         assert_eq!(t.keys.str("tcp_cong_avoid"), "per_segment_ns3", "ns-3's TcpDctcp is a TcpLinuxReno");
+        assert_eq!(
+            (t.keys.str("dctcp_ssthresh"), t.keys.str("tcp_ce_change_ack")),
+            ("ns3", "lagged"),
+            "TcpDctcp: no floor, CeState0to1/1to0"
+        );
+        assert!(t.keys.bool("tcp_delack_first_at_once") && t.keys.bool("tcp_ce_seq_check"), "TcpSocketBase");
+        assert_eq!(t.keys.str("tcp_ecn_cut"), "prr", "EnterCwr with TcpPrrRecovery");
         let t = transport(Some("ns3"), RENO, &["transport.tcp_cc=\"reno\""]);
         assert_eq!(t.keys.str("tcp_cong_avoid"), "per_ack", "ns-3's TcpNewReno: segmentSize^2 / cWnd an ACK");
+        assert_eq!(t.keys.str("tcp_loss_cut"), "pipe", "TcpNewReno halves BytesInFlight()");
+        assert_eq!(transport(Some("ns3"), RENO, &[]).keys.str("tcp_loss_cut"), "flight", "TcpCubic cuts from cWnd");
         let t = transport(None, "[transport]\nkind = \"dctcp\"\n", &[]);
         assert_eq!(t.keys.str("tcp_cong_avoid"), "per_segment", "modern: Linux's tcp_cong_avoid_ai");
         let t = transport(Some("sackless"), "[transport]\nkind = \"dctcp\"\n", &[]);
