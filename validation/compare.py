@@ -652,7 +652,14 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print_table(rows)
     if not args.no_write:
-        command = "python validation/compare.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
+        # the command as a reader would rerun it: where the runs were kept does not change them
+        given = list(argv if argv is not None else sys.argv[1:])
+        shown = [
+            a
+            for i, a in enumerate(given)
+            if a != "--work" and not a.startswith("--work=") and (i == 0 or given[i - 1] != "--work")
+        ]
+        command = "python validation/compare.py" + (" " + " ".join(shown)).rstrip()
         write_outputs(rows, args.tolerance, command.strip())
         stem = results_stem()
         print(f"\nwrote {VALIDATION / (stem + '.csv')} and {VALIDATION / (stem + '.md')}")
