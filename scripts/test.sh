@@ -33,6 +33,8 @@ echo "== installing gradwire into $VENV (editable; maturin compiles the Rust ext
 echo "== lints: rustfmt, clippy, ruff"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+# the tracing build (`--features trace`, validation/trace_compare.py) stays compilable
+cargo clippy -p gradwire-sim --features trace --quiet -- -D warnings
 "$PY" -m ruff check python tests benchmarks tools validation
 "$PY" -m ruff format --check python tests benchmarks tools validation
 

@@ -51,6 +51,12 @@ NS_LOG_COMPONENT_DEFINE("GradwireLeafSpine");
 // transmit queue (1 packet here). Both count toward the buffer and the ECN threshold, so
 // the port behaves like gradwire's single egress queue.
 // ---------------------------------------------------------------------------------------
+/// LEAFSPINE_TRACE_DROPS=1: `DROP <t ns> <flow> Data|Ack <seq> node<a>->node<b>` for every
+/// switch drop, as gradwire prints them with `--features trace` (times from the workload's
+/// start, sequence numbers from the flow's first byte).
+static bool g_traceDrops = false;
+static void TraceDrop(Ptr<QueueDiscItem> item, uint32_t from, uint32_t to);
+
 namespace ns3
 {
 class StepEcnQueueDisc : public QueueDisc
@@ -89,6 +95,13 @@ class StepEcnQueueDisc : public QueueDisc
         m_devQueue = q;
     }
 
+    /// The port's ends (node ids), for LEAFSPINE_TRACE_DROPS.
+    void SetEnds(uint32_t from, uint32_t to)
+    {
+        m_from = from;
+        m_to = to;
+    }
+
   private:
     bool DoEnqueue(Ptr<QueueDiscItem> item) override
     {
@@ -102,6 +115,10 @@ class StepEcnQueueDisc : public QueueDisc
         }
         if (heldBytes + item->GetSize() > GetMaxSize().GetValue())
         {
+            if (g_traceDrops)
+            {
+                TraceDrop(item, m_from, m_to);
+            }
             DropBeforeEnqueue(item, "buffer full");
             return false;
         }
@@ -143,6 +160,8 @@ class StepEcnQueueDisc : public QueueDisc
 
     uint32_t m_k{0};
     Ptr<Queue<Packet>> m_devQueue;
+    uint32_t m_from{0};
+    uint32_t m_to{0};
 
   public:
     uint32_t m_peakBytes{0};
@@ -359,6 +378,56 @@ static std::vector<Ptr<Node>> g_hosts;
 static std::vector<Ipv4Address> g_hostAddr;
 static std::map<std::pair<uint32_t, uint16_t>, uint32_t> g_flowByPeer; // (src ip, port) -> id
 static std::map<Socket*, uint32_t> g_flowBySocket;                      // receiver socket -> id
+
+static Time g_shift = Seconds(0); // preconnect: time reserved for the handshakes
+// As gradwire prints them with `--features trace` (crates/gradwire-core/src/transport/tcp/trace.rs):
+// LEAFSPINE_TRACE_STATES=1: `ST <t ns> <flow> <from> <to> <cwnd before>` for every congestion
+// state change of every flow; LEAFSPINE_TRACE_DST=h: `TX <t ns> <flow> <seq> <1 if a resend>`
+// for every data segment handed down for host h.
+static bool g_traceStates = false;
+static int64_t g_traceDst = -1;
+static std::vector<uint32_t> g_cwnd; // per flow, the last congestion window traced
+
+static uint32_t g_leaves = 0;
+
+/// gradwire's name of node `id`: hosts, then leaves, then spines, as they are created.
+static std::string
+NodeName(uint32_t id)
+{
+    uint32_t hosts = g_hosts.size();
+    if (id < hosts)
+    {
+        return "host" + std::to_string(id);
+    }
+    if (id < hosts + g_leaves)
+    {
+        return "leaf" + std::to_string(id - hosts);
+    }
+    return "spine" + std::to_string(id - hosts - g_leaves);
+}
+
+static void
+TraceDrop(Ptr<QueueDiscItem> item, uint32_t from, uint32_t to)
+{
+    Ptr<Ipv4QueueDiscItem> ip = DynamicCast<Ipv4QueueDiscItem>(item);
+    TcpHeader th;
+    if (!ip || !item->GetPacket()->PeekHeader(th))
+    {
+        return;
+    }
+    uint32_t len = item->GetPacket()->GetSize() - th.GetSerializedSize();
+    // data is keyed by its sender, an ACK by where it goes
+    auto it = len > 0 ? g_flowByPeer.find({ip->GetHeader().GetSource().Get(), th.GetSourcePort()})
+                      : g_flowByPeer.find({ip->GetHeader().GetDestination().Get(), th.GetDestinationPort()});
+    if (it == g_flowByPeer.end())
+    {
+        return;
+    }
+    const Flow& f = g_flows[it->second];
+    uint32_t seq = len > 0 ? th.GetSequenceNumber().GetValue() : th.GetAckNumber().GetValue();
+    std::fprintf(stderr, "DROP %ld %u %s %u %s->%s\n", (Simulator::Now() - g_shift).GetNanoSeconds(), it->second,
+                 len > 0 ? "Data" : "Ack", f.haveIsn ? seq - f.isn : seq, NodeName(from).c_str(), NodeName(to).c_str());
+}
 static uint64_t g_done = 0;
 static const uint16_t kPort = 5000;
 
@@ -378,7 +447,6 @@ CountTx(uint64_t* counter, Ptr<const Packet>)
     ++*counter;
 }
 static bool g_preconnect = true;
-static Time g_shift = Seconds(0); // preconnect: time reserved for the handshakes
 static Time g_start = Seconds(0); // workload start (shift included)
 
 static bool g_cwrFastRetransmit = false; // --cwrFastRetransmit
@@ -471,6 +539,11 @@ OnTx(uint32_t id, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBa
     }
     uint32_t seq = h.GetSequenceNumber().GetValue() - f.isn;
     uint32_t end = seq + p->GetSize();
+    if (g_traceDst >= 0 && f.dst == static_cast<uint32_t>(g_traceDst))
+    {
+        std::fprintf(stderr, "TX %ld %u %u %d\n", (Simulator::Now() - g_shift).GetNanoSeconds(), id, seq,
+                     seq < f.highTx ? 1 : 0);
+    }
     if (seq < f.highTx)
     {
         f.retransmits++;
@@ -515,6 +588,12 @@ OnRxAck(uint32_t id, Ptr<const Packet>, const TcpHeader& h, Ptr<const TcpSocketB
 }
 
 static void
+OnCwndAny(uint32_t id, uint32_t, uint32_t now)
+{
+    g_cwnd[id] = now;
+}
+
+static void
 OnCongState(uint32_t id,
             TcpSocketState::TcpCongState_t old,
             TcpSocketState::TcpCongState_t now)
@@ -523,6 +602,11 @@ OnCongState(uint32_t id,
     {
         std::fprintf(stderr, "%ld flow %u: %s -> %s\n", NowNs(), id,
                      TcpSocketState::TcpCongStateName[old], TcpSocketState::TcpCongStateName[now]);
+    }
+    if (g_traceStates && old != now)
+    {
+        std::fprintf(stderr, "ST %ld %u %s %s %u\n", (Simulator::Now() - g_shift).GetNanoSeconds(), id,
+                     TcpSocketState::TcpCongStateName[old], TcpSocketState::TcpCongStateName[now], g_cwnd[id]);
     }
     if (now == TcpSocketState::CA_LOSS)
     {
@@ -587,6 +671,10 @@ OpenConnection(uint32_t id)
     g_flowByPeer[{g_hostAddr[f.src].Get(), port}] = id;
     s->TraceConnectWithoutContext("Tx", MakeBoundCallback(&OnTx, id));
     s->TraceConnectWithoutContext("CongState", MakeBoundCallback(&OnCongState, id));
+    if (g_traceStates)
+    {
+        s->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwndAny, id));
+    }
     if (g_traceFlow == id)
     {
         s->TraceConnectWithoutContext("CongestionWindow", MakeBoundCallback(&OnCwnd, id));
@@ -690,6 +778,12 @@ main(int argc, char* argv[])
     if (const char* t = getenv("LEAFSPINE_TRACE_FLOW"))
     {
         g_traceFlow = std::atol(t);
+    }
+    g_traceStates = getenv("LEAFSPINE_TRACE_STATES") != nullptr;
+    g_traceDrops = getenv("LEAFSPINE_TRACE_DROPS") != nullptr;
+    if (const char* t = getenv("LEAFSPINE_TRACE_DST"))
+    {
+        g_traceDst = std::atol(t);
     }
     CommandLine cmd(__FILE__);
     // Each option in one place: its variable, default and help (--help lists them in this
@@ -818,6 +912,7 @@ main(int argc, char* argv[])
     NodeContainer hosts, leafSw, spineSw;
     hosts.Create(nHosts);
     leafSw.Create(leaves);
+    g_leaves = leaves;
     spineSw.Create(spines);
     InternetStackHelper stack;
     stack.Install(hosts);
@@ -887,6 +982,9 @@ main(int argc, char* argv[])
         if (auto step = DynamicCast<StepEcnQueueDisc>(qd.Get(0)))
         {
             step->SetDeviceQueue(DynamicCast<PointToPointNetDevice>(dev)->GetQueue());
+            Ptr<Channel> ch = dev->GetChannel();
+            Ptr<Node> peer = ch->GetDevice(0) == dev ? ch->GetDevice(1)->GetNode() : ch->GetDevice(0)->GetNode();
+            step->SetEnds(dev->GetNode()->GetId(), peer->GetId());
         }
     };
 
@@ -1000,6 +1098,7 @@ main(int argc, char* argv[])
         NS_FATAL_ERROR("--workload must be incast or ps");
     }
     gated.assign(g_flows.size(), false);
+    g_cwnd.assign(g_flows.size(), 0);
     for (const Barrier& b : g_barriers)
     {
         for (uint32_t g : b.releases)

@@ -74,7 +74,12 @@ impl Simulation {
         }
         let pr = &mut self.fabric.ports[port as usize];
         match admit {
-            Admit::Dropped(reason) => self.drop(h.id, h.flow, reason),
+            Admit::Dropped(reason) => {
+                if gradwire_core::transport::tcp::trace::drops_on() {
+                    self.trace_drop(port, h.id);
+                }
+                self.drop(h.id, h.flow, reason)
+            }
             Admit::Queued { marked } => {
                 if marked {
                     self.fabric.packets.get_mut(h.id).ecn.ce = true;
@@ -190,6 +195,14 @@ impl Simulation {
             }
         }
         self.drive(2 * p.flow + side as u32);
+    }
+
+    /// `DROP <t ns> <flow> <kind> <seq> <port>` on stderr (`--features trace`).
+    #[cold]
+    fn trace_drop(&self, port: PortId, id: PktId) {
+        let p = self.fabric.packets.get(id);
+        let name = &self.fabric.ports[port as usize].name;
+        eprintln!("DROP {} {} {:?} {} {name}", self.now / 1000, p.flow, p.kind, p.seq);
     }
 
     pub(super) fn drop(&mut self, id: PktId, flow: u32, reason: DropReason) {

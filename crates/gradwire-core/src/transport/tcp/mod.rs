@@ -54,6 +54,7 @@ mod tests;
 mod tests_ns3;
 #[cfg(test)]
 mod tests_recovery;
+pub mod trace;
 
 pub use receiver::{EceEcho, TcpReceiver};
 pub use sender::{TcpConnState, TcpSender};

@@ -5,6 +5,7 @@
 use super::cubic::{AckSample, Cubic};
 use super::rtt::RttEstimator;
 use super::scoreboard::Scoreboard;
+use super::trace;
 use super::{CongestionControl, LossCut, TcpConfig, LINUX_TCP_RTO_MIN, LINUX_TCP_TIMEOUT_MIN};
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
@@ -25,6 +26,18 @@ enum Phase {
     /// CA_LOSS: after an RTO, go-back-N in slow start until `recover` is acknowledged;
     /// dupACKs are ignored (they may come from our own spurious retransmissions).
     Loss { recover: u64 },
+}
+
+impl Phase {
+    /// ns-3's name, for [`trace`].
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Open => "CA_OPEN",
+            Phase::Cwr { .. } => "CA_CWR",
+            Phase::Recovery { .. } => "CA_RECOVERY",
+            Phase::Loss { .. } => "CA_LOSS",
+        }
+    }
 }
 
 /// RACK's state (RFC 8985 6.1): the most recently sent segment known delivered, and what
@@ -316,6 +329,12 @@ impl TcpSender {
         matches!(self.phase, Phase::Recovery { .. })
     }
 
+    /// Enter congestion state `to`, traced with the window before the change.
+    fn set_phase(&mut self, now: Time, to: Phase) {
+        trace::state(now, self.flow, self.phase.name(), to.name(), self.cwnd);
+        self.phase = to;
+    }
+
     fn mss(&self) -> u64 {
         self.cfg.mss.max(1) as u64
     }
@@ -477,14 +496,14 @@ impl TcpSender {
         self.cwnd_cnt = cnt.min(u32::MAX as u64) as u32;
     }
 
-    fn on_dupack(&mut self) {
+    fn on_dupack(&mut self, now: Time) {
         match self.phase {
             Phase::Loss { .. } => {}
             Phase::Recovery { .. } => self.cwnd += self.mss(),
             Phase::Open | Phase::Cwr { .. } => {
                 self.dupacks = self.dupacks.saturating_add(1);
                 if self.dupacks == self.cfg.dupack_threshold && self.may_enter_recovery() {
-                    self.enter_recovery();
+                    self.enter_recovery(now);
                 }
             }
         }
@@ -501,10 +520,10 @@ impl TcpSender {
     }
 
     /// Fast retransmit (RFC 5681 3.2 steps 2-4, RFC 6582 recover point).
-    fn enter_recovery(&mut self) {
+    fn enter_recovery(&mut self, now: Time) {
+        self.set_phase(now, Phase::Recovery { recover: self.high_tx });
         self.ssthresh = self.loss_ssthresh();
         self.cwnd = self.ssthresh + self.dupacks as u64 * self.mss();
-        self.phase = Phase::Recovery { recover: self.high_tx };
         self.forced_retx = Some(self.snd_una);
     }
 
@@ -519,11 +538,11 @@ impl TcpSender {
     }
 
     /// ECN window cut (DCTCP by alpha/2, RFC 3168 by half): once per window of data.
-    fn enter_cwr(&mut self, alpha: f64, delivered: u64) {
+    fn enter_cwr(&mut self, now: Time, alpha: f64, delivered: u64) {
         let cut = (self.cwnd as f64 * (1.0 - alpha / 2.0)) as u64;
         let dctcp_ns3 = self.cfg.dctcp_ssthresh_ns3 && self.dctcp.is_some();
         self.ssthresh = if dctcp_ns3 { cut } else { cut.max(2 * self.mss()) };
-        self.phase = Phase::Cwr { recover: self.high_tx };
+        self.set_phase(now, Phase::Cwr { recover: self.high_tx });
         if self.cfg.ecn_cut_prr {
             // ns-3.37's `EnterCwr`: `TcpPrrRecovery::EnterRecovery` with the unacknowledged
             // data as the flight recovery starts from, then `DoRecovery` for this ACK
@@ -596,7 +615,7 @@ impl TcpSender {
         // Same order as ns-3 ReceivedAck: leave CWR, react to ECE, then ProcessAck.
         if let Phase::Cwr { recover } = self.phase {
             if ack > recover {
-                self.phase = Phase::Open;
+                self.set_phase(now, Phase::Open);
                 if self.cfg.ecn_cut_prr {
                     self.cwnd = self.ssthresh;
                 }
@@ -604,7 +623,7 @@ impl TcpSender {
         }
         if ece && self.phase == Phase::Open {
             if let Some(alpha) = self.ecn_cut_alpha() {
-                self.enter_cwr(alpha, acked);
+                self.enter_cwr(now, alpha, acked);
             }
         }
         let (una, nxt) = (self.snd_una, self.snd_nxt);
@@ -640,8 +659,8 @@ impl TcpSender {
             }
             Phase::Recovery { recover } if ack >= recover => {
                 // Full ACK: deflate to ssthresh and leave recovery (RFC 6582 3.2 step 3).
+                self.set_phase(now, Phase::Open);
                 self.cwnd = self.ssthresh;
-                self.phase = Phase::Open;
                 self.dupacks = 0;
             }
             // With SACK the scoreboard says what to resend (RFC 6675), and ns-3 sends one
@@ -669,7 +688,7 @@ impl TcpSender {
                 };
                 self.increase_window(now, segs);
                 if ack >= recover {
-                    self.phase = Phase::Open;
+                    self.set_phase(now, Phase::Open);
                 }
             }
         }
@@ -717,8 +736,8 @@ impl TcpSender {
         if let Some(c) = &mut self.cubic {
             c.on_timeout(now, self.high_tx);
         }
+        self.set_phase(now, Phase::Loss { recover: self.high_tx });
         self.cwnd = self.mss();
-        self.phase = Phase::Loss { recover: self.high_tx };
         if self.cfg.sack {
             // Resend what the receiver does not hold, in slow start (RFC 6675 5.1; Linux
             // keeps SACK information across the timeout).
@@ -817,7 +836,7 @@ impl TcpSender {
             self.ssthresh = self.loss_ssthresh();
             let recover_fs = if self.cfg.loss_cut == LossCut::Cwnd { self.cwnd } else { self.flight() };
             self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1), cwr_calls: 0 };
-            self.phase = Phase::Recovery { recover: self.high_tx };
+            self.set_phase(now, Phase::Recovery { recover: self.high_tx });
             self.dupacks = 0;
             self.tlp_deadline = None;
             // (4.3): the first segment deemed lost goes at once, whatever pipe says.
@@ -950,7 +969,7 @@ impl Endpoint for TcpSender {
             if ack > self.snd_una {
                 self.on_new_ack(now, ack, pkt.ece);
             } else if self.snd_una < self.high_tx {
-                self.on_dupack();
+                self.on_dupack(now);
             }
             return;
         }
@@ -1018,6 +1037,7 @@ impl Endpoint for TcpSender {
         let seq = self.next_seq()?;
         let len = self.seg_len(seq);
         let retransmission = seq < self.high_tx;
+        trace::send(now, self.flow, self.dst, seq, retransmission);
         if seq == self.snd_nxt {
             self.snd_nxt += len;
         }
