@@ -10,10 +10,18 @@ impl Simulation {
     /// Settle `ep` after it was fed: drain what it sends now into its host's NIC queue,
     /// then arm its timer (pacing included: no NIC will ask it for its next packet).
     pub(super) fn drive_fifo(&mut self, ep: u32) {
-        let now = self.now;
-        // It is polled before `settle` drains its events: what it has for its host (a DLCP
-        // sender that now has data joins its pair's count) goes there first, and its pair's
-        // other senders see the change, as they would before any packet of it leaves.
+        self.hand_on_first(ep);
+        while let Some(p) = self.next_handed(ep) {
+            self.send_to_fifo_nic(p);
+        }
+        self.settle(ep);
+    }
+
+    /// Before an endpoint that hands its packets over (no NIC asks it) is polled, and before
+    /// `settle` drains its events: what it has for its host (a DLCP sender that now has data
+    /// joins its pair's count) goes there first, and its pair's other senders see the
+    /// change, as they would before any packet of it leaves.
+    pub(super) fn hand_on_first(&mut self, ep: u32) {
         let handed = self.eps.slot_mut(ep).and_then(|sl| {
             let host = sl.host;
             sl.endpoint.as_mut().map(|e| e.hand_on(self.hosts.host(host))).map(|()| host)
@@ -21,11 +29,12 @@ impl Simulation {
         if let Some(host) = handed {
             self.refresh_stale(host);
         }
-        while let Some(p) = self.eps.slot_mut(ep).and_then(|sl| sl.endpoint.as_mut()).and_then(|e| e.poll_transmit(now))
-        {
-            self.send_to_fifo_nic(p);
-        }
-        self.settle(ep);
+    }
+
+    /// The next packet such an endpoint sends now, if any.
+    pub(super) fn next_handed(&mut self, ep: u32) -> Option<Packet> {
+        let now = self.now;
+        self.eps.slot_mut(ep).and_then(|sl| sl.endpoint.as_mut()).and_then(|e| e.poll_transmit(now))
     }
 
     fn send_to_fifo_nic(&mut self, p: Packet) {
@@ -41,11 +50,11 @@ impl Simulation {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use crate::scenario::load;
     use crate::sim::Simulation;
 
-    fn run(extra: &str) -> Simulation {
+    pub(in crate::sim) fn run(extra: &str) -> Simulation {
         // three senders on host 0 to hosts 1..3, started in the order 3, 1, 2 (the FIFO
         // serves them in the order they handed their windows over)
         let text = format!(
@@ -63,7 +72,7 @@ mod tests {
         sim
     }
 
-    fn fcts(sim: &Simulation) -> Vec<u64> {
+    pub(in crate::sim) fn fcts(sim: &Simulation) -> Vec<u64> {
         sim.flow_states().map(|f| f.finished().unwrap() - f.started().unwrap()).collect()
     }
 

@@ -51,17 +51,9 @@ impl Simulation {
     /// Settle `ep` after it was fed: hand what it sends now to its own queue at its host's
     /// NIC, arm its timer (pacing included: the NIC does not ask it), start the NIC.
     pub(super) fn drive_flow_queued(&mut self, ep: u32) {
-        let now = self.now;
-        let handed = self.eps.slot_mut(ep).and_then(|sl| {
-            let host = sl.host;
-            sl.endpoint.as_mut().map(|e| e.hand_on(self.hosts.host(host))).map(|()| host)
-        });
-        if let Some(host) = handed {
-            self.refresh_stale(host);
-        }
+        self.hand_on_first(ep);
         let Some(host) = self.eps.slot_mut(ep).map(|sl| sl.host) else { return };
-        while let Some(p) = self.eps.slot_mut(ep).and_then(|sl| sl.endpoint.as_mut()).and_then(|e| e.poll_transmit(now))
-        {
+        while let Some(p) = self.next_handed(ep) {
             let (id, p) = self.enter_network(p);
             self.flow_queues.as_mut().expect("flow_queues mode").push(host, ep, Hdr::of(id, &p));
         }
@@ -81,8 +73,7 @@ impl Simulation {
 mod tests {
     use super::FlowQueues;
     use crate::fabric::Hdr;
-    use crate::scenario::load;
-    use crate::sim::Simulation;
+    use crate::sim::fifo_nic::tests::{fcts, run};
 
     fn hdr(id: u32) -> Hdr {
         Hdr { id, flow: 0, dst: 0, wire_bytes: 1500, priority: 0, ect: false, rank: 0 }
@@ -106,30 +97,13 @@ mod tests {
         assert!(q.pop(1).is_none() && q.queued.is_empty());
     }
 
-    fn ends(nic: &str) -> Vec<u64> {
-        // three senders on host 0 to hosts 1..3, one 10-packet window each, started in turn
-        let text = format!(
-            "seed = 1\nstop_ms = 1000\n[topology]\nleaves = 1\nspines = 1\nhosts_per_leaf = 4\n\
-             [transport]\nkind = \"dctcp\"\ninit_cwnd_packets = 10\n\
-             [workload]\nkind = \"flows\"\n\
-             flows = [{{src = 0, dst = 3, bytes = 14600, start_us = 0.0}}, \
-             {{src = 0, dst = 1, bytes = 14600, start_us = 0.001}}, \
-             {{src = 0, dst = 2, bytes = 14600, start_us = 0.002}}]\n[host]\nnic = \"{nic}\"\n"
-        );
-        let s = &load(&text, &[]).unwrap()[0].scenario;
-        let mut sim = Simulation::new(s).unwrap();
-        sim.run();
-        assert!(sim.conservation().holds(), "{:?}", sim.conservation());
-        sim.flow_states().map(|f| f.finished().unwrap()).collect()
-    }
-
     #[test]
     fn flow_queues_interleave_the_windows_a_fifo_sends_one_after_another() {
-        let fifo = ends("fifo");
+        let fifo = fcts(&run("[host]\nnic = \"fifo\"\n"));
         let window = fifo[1] - fifo[0];
-        let fq = ends("flow_queues");
+        let fq = fcts(&run("[host]\nnic = \"flow_queues\"\n"));
         let spread = fq.iter().max().unwrap() - fq.iter().min().unwrap();
         assert!(spread < window / 2, "the round ends the three within half a window: {fq:?}, fifo {fifo:?}");
-        assert_eq!(fq, ends("round_robin"), "lossless, handing over early or on request sends the same");
+        assert_eq!(fq, fcts(&run("")), "lossless, handing over early or on request sends the same");
     }
 }
