@@ -110,8 +110,12 @@ impl Simulation {
             self.events.push(sent.arrives, Target::Arrive(port));
         }
         let pr = &mut self.fabric.ports[port as usize];
-        let host_waiting = self.ready.any(pr.from) || self.flow_queues.as_ref().is_some_and(|q| q.any(pr.from));
-        if !pr.queue.is_empty() || host_waiting {
+        // a host NIC whose endpoints have packets waiting wants the link back too; the
+        // port's own queue is asked first
+        let waiting = !pr.queue.is_empty()
+            || self.ready.any(pr.from)
+            || self.flow_queues.as_ref().is_some_and(|q| q.any(pr.from));
+        if waiting {
             pr.wake_pending = true;
             self.events.push(sent.done, Target::TxDone(port));
         }
