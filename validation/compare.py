@@ -108,6 +108,12 @@ _ns3_fixes: list[str] = []
 # leaves off, to measure them: docs/validation.md).
 _ours_sets: list[str] = []
 _rerun_ns3 = False
+# Both sides start every ungated flow up to this much later (a seeded uniform draw each):
+# `workload.start_jitter_us`, leafspine's --startJitterNs. Without it the hosts act in
+# lockstep and packets that meet a full port in the same nanosecond are admitted in each
+# simulator's event-queue order, which decides who loses (docs/validation.md).
+DEFAULT_START_JITTER_US = 0.0
+_start_jitter_us = DEFAULT_START_JITTER_US
 
 # Host NIC disciplines by name: (gradwire's host.nic, leafspine's --hostQueue). ns-3's
 # round-robin queue disc holds whatever each socket hands over, a queue per flow served a
@@ -182,6 +188,8 @@ def ns3_args(scn: dict, transport: str, seed: int, nic: str = "round_robin") -> 
         f"--stopMs={scn.get('stop_ms', 1000.0)}",
         f"--startUs={wl.get('start_us', 0.0)}",
     ]
+    if wl.get("start_jitter_us", 0.0) > 0:
+        args.append(f"--startJitterNs={wl['start_jitter_us'] * 1e3:g}")
     kind = wl["kind"]
     if kind == "incast":
         args += ["--workload=incast", f"--receiver={wl.get('receiver', 0)}", f"--flowBytes={wl.get('flow_bytes', 0)}"]
@@ -251,6 +259,8 @@ def snapshot_our_binary(work: Path) -> Path | None:
 def our_command(scenario: Path, out: Path, transport: str, seed: int, nic: str = "round_robin") -> list[str]:
     sets = ["--set", f"transport.kind={transport}", "--set", "routing.mode=spray", "--set", f"host.nic={NICS[nic][0]}"]
     fixes = [kv for f in _ns3_fixes for kv in NS3_FIX_OURS[f]] + _ours_sets
+    if _start_jitter_us:
+        fixes.append(f"workload.start_jitter_us={_start_jitter_us:g}")
     for kv in TCP_MODES[_tcp_mode][0] + TCP_MODE_TRANSPORT.get(_tcp_mode, {}).get(transport, []) + fixes:
         sets += ["--set", kv]
     exe = _snapshot or (OUR_BIN if OUR_BIN.exists() else None)
@@ -557,11 +567,19 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run ns-3 again even where WORK holds a completed run of the same command by the same binary",
     )
+    ap.add_argument(
+        "--start-jitter-us",
+        type=float,
+        default=DEFAULT_START_JITTER_US,
+        help="both sides start every ungated flow up to this many microseconds later (seeded uniform draws; "
+        "0: all at once, in lockstep)",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not write validation/results.csv and results.md")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a row FAILs")
     args = ap.parse_args(argv)
-    global _tcp_mode, _ns3_fixes, _ours_sets, _rerun_ns3
+    global _tcp_mode, _ns3_fixes, _ours_sets, _rerun_ns3, _start_jitter_us
     _tcp_mode = args.tcp
+    _start_jitter_us = args.start_jitter_us
     _rerun_ns3 = args.rerun_ns3
     _ns3_fixes = sorted(set(args.ns3_fix))
     _ours_sets = list(args.ours_set)
@@ -574,6 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     for scen in args.scenarios:
         path = (ROOT / scen).resolve()
         scn = resolved(path)
+        if _start_jitter_us:
+            scn["workload"]["start_jitter_us"] = _start_jitter_us
         name = scn.get("name") or path.stem
         for transport, nic in itertools.product(args.transports, args.nics):
             if args.seeds:

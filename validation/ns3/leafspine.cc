@@ -848,6 +848,8 @@ main(int argc, char* argv[])
     OPTION(uint64_t, pushBytes, 4000000, "ps: bytes each worker pushes (split over servers)");
     OPTION(uint64_t, pullBytes, 4000000, "ps: bytes each worker pulls (split over servers)");
     OPTION(double, startUs, 0.0, "workload start time (us)");
+    OPTION(double, startJitterNs, 0.0,
+           "each flow not gated by a barrier starts later by a seeded uniform draw in [0, this) ns");
     // Run
     OPTION(uint32_t, seed, 1, "RNG seed");
     OPTION(double, stopMs, 2000.0, "hard stop of simulated time (ms)");
@@ -1106,6 +1108,14 @@ main(int argc, char* argv[])
             gated[g] = b.waitingFor > 0;
         }
     }
+    // Made only when asked for, so a run without jitter draws the streams it always drew.
+    Ptr<UniformRandomVariable> jitter;
+    if (startJitterNs > 0)
+    {
+        jitter = CreateObject<UniformRandomVariable>();
+        jitter->SetAttribute("Min", DoubleValue(0));
+        jitter->SetAttribute("Max", DoubleValue(startJitterNs));
+    }
     for (const Flow& f : g_flows)
     {
         if (g_preconnect)
@@ -1114,7 +1124,8 @@ main(int argc, char* argv[])
         }
         if (!gated[f.id])
         {
-            Simulator::Schedule(g_start, &Trigger, f.id);
+            Time delay = jitter ? NanoSeconds(static_cast<int64_t>(jitter->GetValue())) : Seconds(0);
+            Simulator::Schedule(g_start + delay, &Trigger, f.id);
         }
     }
 

@@ -329,6 +329,10 @@ pub struct WorkloadCfg {
     pub kind: WorkloadKind,
     #[serde(default)]
     pub start_us: f64,
+    /// Each flow not gated by a barrier starts later by a uniform draw in
+    /// [0, start_jitter_us) from its own seeded generator, so hosts do not act in lockstep.
+    #[serde(default)]
+    pub start_jitter_us: f64,
     /// incast, permutation, all_to_all: bytes per flow.
     #[serde(default)]
     pub flow_bytes: u64,

@@ -79,6 +79,7 @@ impl Scenario {
             ));
         }
         nonnegative("workload.start_us", self.workload.start_us)?;
+        nonnegative("workload.start_jitter_us", self.workload.start_jitter_us)?;
         nonzero("output.queue_sample_ns", self.output.queue_sample_ns)?;
         for (i, f) in self.failures.iter().enumerate() {
             nonnegative(&format!("failures.{i}.at_us"), f.at_us)?;

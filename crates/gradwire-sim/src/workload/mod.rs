@@ -183,8 +183,22 @@ pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Worklo
         WorkloadKind::Collective => collective::build(&mut out, s, topo, start),
         WorkloadKind::Ddlgen => ddlgen(&mut out, s, start, rng),
     }
+    if w.start_jitter_us > 0.0 {
+        jitter_starts(&mut out, w.start_jitter_us, s.seed);
+    }
     out.index_feeds();
     Ok(out)
+}
+
+/// Delay every flow that no barrier gates by a uniform draw in [0, `jitter_us`), from a
+/// generator of its own (seeded by the scenario's seed), so that a run without jitter
+/// draws nothing and one with it leaves every other draw of the run as it was.
+fn jitter_starts(out: &mut Workload, jitter_us: f64, seed: u64) {
+    use rand::SeedableRng;
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5741_5254_4a49_5454);
+    for f in out.flows.iter_mut().filter(|f| f.gate.is_none()) {
+        f.start += from_us(rng.gen_range(0.0..jitter_us));
+    }
 }
 
 /// pcn.md §4's DDLgen: iteration k's bursts start `idle_us` (plus a seeded jitter below
@@ -249,5 +263,46 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
             })
             .collect();
         out.barrier(&pushes, &pulls);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::load;
+    use crate::topology::Topology;
+    use gradwire_core::time::from_us;
+    use rand::SeedableRng;
+
+    fn ps_flows(extra: &[&str]) -> Vec<super::FlowSpec> {
+        let text = "[topology]\nleaves = 2\nhosts_per_leaf = 4\nspines = 2\nuplinks_per_leaf = 2\n\
+                    [workload]\nkind = \"ps\"\nworkers = 8\nservers = 2\npush_bytes = 100000\nstart_us = 5.0\n";
+        let sets: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let s = &load(text, &sets).unwrap()[0].scenario;
+        let topo = Topology::build(&s.topology);
+        let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(s.seed);
+        super::build(s, &topo, &mut rng).unwrap().flows
+    }
+
+    #[test]
+    fn start_jitter_delays_ungated_flows_only_within_its_bound_and_by_seed() {
+        let plain = ps_flows(&[]);
+        assert_eq!(plain, ps_flows(&["workload.start_jitter_us=0.0"]), "no jitter draws nothing");
+        let jittered = ps_flows(&["workload.start_jitter_us=2.0"]);
+        assert_eq!(jittered, ps_flows(&["workload.start_jitter_us=2.0"]), "deterministic for a seed");
+        assert_ne!(jittered, ps_flows(&["workload.start_jitter_us=2.0", "seed=2"]));
+        let mut moved = 0;
+        for (p, j) in plain.iter().zip(&jittered) {
+            if p.gate.is_some() {
+                assert_eq!(p, j, "a pull waits for its barrier as before");
+                continue;
+            }
+            assert!(j.start >= p.start && j.start < p.start + from_us(2.0), "{} -> {}", p.start, j.start);
+            moved += (j.start != p.start) as usize;
+            assert_eq!((p.src, p.dst, p.bytes), (j.src, j.dst, j.bytes));
+        }
+        assert!(moved > 10, "{moved} pushes moved");
+        assert!(
+            load("[workload]\nkind = \"incast\"\nflow_bytes = 1\nsenders = 1\nstart_jitter_us = -1.0\n", &[]).is_err()
+        );
     }
 }
