@@ -64,6 +64,20 @@ def test_each_tcp_mode_gives_both_simulators_the_same_tcp(compare):
     )
 
 
+def test_both_sides_get_the_same_start_jitter(compare):
+    scenario = ROOT / "scenarios" / "leafspine-ps-dctcp.toml"
+    scn = compare.resolved(scenario)
+    compare._start_jitter_us = 0.0  # --start-jitter-us 0
+    assert not any(a.startswith("--startJitterNs") for a in compare.ns3_args(scn, "newreno", 1)), "none asked"
+    assert not any("start_jitter_us" in a for a in compare.our_command(scenario, Path("/tmp/x"), "newreno", 1))
+    compare._start_jitter_us = 1.5
+    scn["workload"]["start_jitter_us"] = 1.5  # as main() does
+    assert "--startJitterNs=1500" in compare.ns3_args(scn, "newreno", 1)
+    assert "workload.start_jitter_us=1.5" in compare.our_command(scenario, Path("/tmp/x"), "newreno", 1)
+    assert compare.DEFAULT_START_JITTER_US > 0, "the comparison's default: hosts not in lockstep"
+    assert "OPTION(double, startJitterNs," in (ROOT / "validation" / "ns3" / "leafspine.cc").read_text()
+
+
 def test_an_ns3_run_of_the_same_command_and_binary_is_read_back(compare, tmp_path, monkeypatch):
     binary = tmp_path / "leafspine"
     binary.write_text("#!/bin/sh\n")
@@ -115,7 +129,9 @@ def test_a_small_sackless_incast_agrees_with_ns3(tmp_path):
 def test_a_small_dctcp_incast_with_ns3s_tcp_defaults_agrees_with_ns3(tmp_path):
     """The same incast with ns-3.37's TCP defaults (delayed ACKs, SACK, PRR), DCTCP: no loss
     on either side, so the FCTs are the window's growth after the first ECN cut, a segment
-    per round trip in ns-3's TcpLinuxReno (`tcp_cong_avoid = "per_segment_ns3"`)."""
+    per round trip in ns-3's TcpLinuxReno (`tcp_cong_avoid = "per_segment_ns3"`). In lockstep
+    (no start jitter): started apart, the flows are cut apart and some are trapped by the
+    floorless cut, RTO-bound runs that five seeds cannot average (docs/validation.md)."""
     import subprocess
 
     text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()
@@ -124,7 +140,7 @@ def test_a_small_dctcp_incast_with_ns3s_tcp_defaults_agrees_with_ns3(tmp_path):
     scenario.write_text(small.replace('name = "incast-dctcp"', 'name = "incast-small"'))
     cmd = [sys.executable, str(ROOT / "validation" / "compare.py"), "--scenarios", str(scenario), "--tcp", "ns3"]
     cmd += ["--transports", "dctcp", "--nics", "round_robin", "--seeds", "1,2,3,4,5", "--no-write"]
-    cmd += ["--work", str(tmp_path / "out")]
+    cmd += ["--start-jitter-us", "0", "--work", str(tmp_path / "out")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("incast-small")]
@@ -151,7 +167,7 @@ def test_the_cwr_rule_agrees_with_ns3_either_way(tmp_path):
     within a window of their ECN cut. Stock ns-3 waits for the RTO there, as gradwire does
     with `tcp_recovery_from_cwr = false` (compare.py's default); with `--ns3-fix cwr` ns-3
     fast-retransmits, as gradwire does with the key's default (Linux's rule). Both pairs
-    agree on the mean within 15 %."""
+    agree on the mean within 15 %, pooled over 10 seeds (3 left the fixed pair at +19 %)."""
     import subprocess
 
     text = (ROOT / "scenarios" / "incast-dctcp.toml").read_text()
@@ -169,8 +185,8 @@ def test_the_cwr_rule_agrees_with_ns3_either_way(tmp_path):
 
     def mean_gap(*fix: str) -> float:
         cmd = [sys.executable, str(ROOT / "validation" / "compare.py"), "--scenarios", str(scenario)]
-        cmd += ["--transports", "dctcp", "--nics", "round_robin", "--seeds", "1,2,3", "--no-write"]
-        cmd += ["--work", str(tmp_path / "out"), *(["--ns3-fix", *fix] if fix else [])]
+        cmd += ["--transports", "dctcp", "--nics", "round_robin", "--seeds", ",".join(map(str, range(1, 11)))]
+        cmd += ["--no-write", "--work", str(tmp_path / "out"), *(["--ns3-fix", *fix] if fix else [])]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
         row = next(line.split() for line in r.stdout.splitlines() if line.startswith("incast-cwr"))
@@ -180,7 +196,7 @@ def test_the_cwr_rule_agrees_with_ns3_either_way(tmp_path):
     assert stock <= 15 and fixed <= 15, (stock, fixed)
     logs = list((tmp_path / "out" / "incast-cwr").glob("ns3-results-cwr-*/log.txt"))
     recoveries = [int(p.read_text().split("fast recoveries entered from CA_CWR:")[1].split()[0]) for p in logs]
-    assert len(recoveries) == 3 and all(n > 0 for n in recoveries), recoveries
+    assert len(recoveries) == 10 and all(n > 0 for n in recoveries), recoveries
 
 
 def test_trace_compare_reads_both_sides_traces(tmp_path):
