@@ -43,7 +43,11 @@ NS3_DIR = VALIDATION / "ns3"
 NS3_BIN = NS3_DIR / "build" / "leafspine"
 OUR_BIN = ROOT / "target" / "release" / "gradwire-sim"
 
-DEFAULT_SCENARIOS = ["scenarios/incast-dctcp.toml", "scenarios/leafspine-ps-dctcp.toml"]
+DEFAULT_SCENARIOS = [
+    "scenarios/incast-dctcp.toml",
+    "scenarios/leafspine-ps-dctcp.toml",
+    "scenarios/leafspine-ps1m-dctcp.toml",
+]
 DEFAULT_TRANSPORTS = ["newreno", "dctcp"]
 # TCP as each side runs it: gradwire's keys and leafspine's flags for the same thing. Both
 # start from `baseline = "sackless"` (gradwire's default is Linux's TCP) and set the rest.
@@ -401,6 +405,11 @@ class Row:
     ns3_wall_s: float
     verdict: str
     note: str = ""
+    # Finished flows whose FCT reached RTOmin: the RTOs a flow waited for. The RTO counts
+    # also hold timeouts after the receiver had every byte (the last segment's ACK held
+    # by a 200 ms delayed ACK, say), which do not touch an FCT.
+    ours_held: int = 0
+    ns3_held: int = 0
 
 
 COLUMNS = [
@@ -418,6 +427,8 @@ COLUMNS = [
     "verdict",
     "ours_rtos",
     "ns3_rtos",
+    "ours_held",
+    "ns3_held",
     "ours_wall_s",
     "ns3_wall_s",
     "note",
@@ -450,6 +461,8 @@ HEAD = {
     "verdict": "verdict",
     "ours_rtos": "RTOs ours",
     "ns3_rtos": "RTOs ns-3",
+    "ours_held": "FCT ≥ RTOmin ours",
+    "ns3_held": "FCT ≥ RTOmin ns-3",
     "ours_wall_s": "wall ours (s)",
     "ns3_wall_s": "wall ns-3 (s)",
     "note": "note",
@@ -646,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             ours_f.sort()
             ns3_f.sort()
+            rto_min_ns = scn["transport"]["rto_min_us"] * 1e3
             om, nm = sum(ours_f) / len(ours_f) / 1e3, sum(ns3_f) / len(ns3_f) / 1e3
             op, np_ = percentile(ours_f, 99) / 1e3, percentile(ns3_f, 99) / 1e3
             md, pd = rel(om, nm), rel(op, np_)
@@ -674,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
                     ns3_wall,
                     "PASS" if ok else "FAIL",
                     note,
+                    ours_held=sum(1 for x in ours_f if x >= rto_min_ns),
+                    ns3_held=sum(1 for x in ns3_f if x >= rto_min_ns),
                 )
             )
     print()
