@@ -18,9 +18,19 @@ def test_the_demo_runs_every_algorithm_exactly_under_the_launcher():
     assert table == {"ring": "True", "tree": "True", "rat": "True", "ps": "True"}, r.stdout
 
 
-def test_the_launcher_sets_the_environment_and_propagates_failure():
-    code = "import os, sys; print('env', os.environ['RANK'], os.environ['WORLD_SIZE'], len(os.environ['GRADWIRE_TOKEN'])); sys.exit(3 if os.environ['RANK'] == '1' else 0)"
-    r = gw("launch", "-n", "2", "--", sys.executable, "-c", code)
+def test_the_launcher_sets_the_environment_and_propagates_failure(tmp_path):
+    # Rank 1 fails only once rank 0 has printed: a failing rank stops the others, and on a
+    # loaded machine rank 0 could otherwise be stopped before its line.
+    printed = tmp_path / "rank0-printed"
+    code = (
+        "import os, sys, time, pathlib; m = pathlib.Path(sys.argv[1]); r = os.environ['RANK']\n"
+        "print('env', r, os.environ['WORLD_SIZE'], len(os.environ['GRADWIRE_TOKEN']), flush=True)\n"
+        "if r == '0': m.touch()\n"
+        "end = time.monotonic() + 60\n"
+        "while r == '1' and not m.exists() and time.monotonic() < end: time.sleep(0.01)\n"
+        "sys.exit(3 if r == '1' else 0)"
+    )
+    r = gw("launch", "-n", "2", "--", sys.executable, "-c", code, str(printed))
     assert r.returncode == 3
     assert "[rank 0] env 0 2 16" in r.stdout and "[rank 1] env 1 2 16" in r.stdout
 
