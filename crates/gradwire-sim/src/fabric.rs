@@ -1,6 +1,7 @@
 //! The physical network at run time: egress ports with their links, buffer pools and the
 //! packet pool.
 
+use crate::fast::{Sample, Weights};
 use crate::routing::{Hop, PortId};
 use crate::scenario::{BufferMode, NicDiscipline, Scenario, SwitchPolicy};
 use crate::topology::{NodeId, NodeKind, Topology};
@@ -196,6 +197,8 @@ pub struct Fabric {
     /// Egress ports of each node.
     pub node_ports: Vec<Vec<PortId>>,
     pub packets: PacketPool,
+    /// A fast run's hops where a packet stands for the flows sampled away (`crate::fast`).
+    pub weights: Option<Weights>,
 }
 
 impl Fabric {
@@ -217,8 +220,11 @@ impl Fabric {
     pub fn transmit(&mut self, p: PortId, start: Time) -> Option<(Hdr, Sent)> {
         let port = &mut self.ports[p as usize];
         let pool = &mut self.pools[port.pool as usize];
-        let h = port.queue.dequeue(pool)?;
+        let mut h = port.queue.dequeue(pool)?;
         port.busy_until = start.max(port.busy_until) + port.tx_time(h.wire_bytes as u32);
+        if let Some(w) = &self.weights {
+            h.wire_bytes = w.leaving(p, h.dst, h.wire_bytes);
+        }
         let arrives = port.busy_until + port.delay;
         port.wire.push_back((arrives, h));
         gradwire_core::prefetch::after(port.wire.back());
@@ -240,23 +246,26 @@ impl Fabric {
     }
 
     pub fn build(s: &Scenario, topo: &Topology) -> Fabric {
+        Self::build_sampled(s, topo, None)
+    }
+
+    /// The fabric of `s`, with the links of a fast run's workers slowed (`crate::fast`).
+    pub fn build_sampled(s: &Scenario, topo: &Topology, sample: Option<&Sample>) -> Fabric {
         let sw = &s.switch;
         // buffer limits come from the pools; a pFabric port needs no cap of its own
         let fifo_nic = s.host.nic == NicDiscipline::Fifo;
         let reserve = |cfg: PortConfig| PortConfig { queue0_reserve_bytes: sw.queue0_reserve_bytes, ..cfg };
-        let make_port = |is_host: bool| match (sw.policy, is_host) {
+        let make_port = |is_host: bool, ecn_threshold: u32| match (sw.policy, is_host) {
             // one queue, whatever the packets' classes: they leave in the order they came
             (_, true) if fifo_nic => SwitchPort::priority(PortConfig::uniform(1, 0, 0)),
             (SwitchPolicy::Pfabric, _) => SwitchPort::pfabric(PFabricPortConfig::unbounded()),
             (_, true) => SwitchPort::priority(PortConfig::uniform(sw.queues, 0, 0)),
-            (SwitchPolicy::Plain, false) => SwitchPort::priority(reserve(PortConfig::uniform(
-                sw.queues,
-                sw.ecn_threshold_packets,
-                sw.drop_threshold_packets,
-            ))),
+            (SwitchPolicy::Plain, false) => {
+                SwitchPort::priority(reserve(PortConfig::uniform(sw.queues, ecn_threshold, sw.drop_threshold_packets)))
+            }
             (SwitchPolicy::Dlcp, false) => SwitchPort::priority(reserve(PortConfig::dlcp(
                 sw.queues,
-                sw.ecn_threshold_packets,
+                ecn_threshold,
                 sw.dlcp_d,
                 sw.drop_threshold_packets,
             ))),
@@ -299,6 +308,10 @@ impl Fabric {
                 } else {
                     link.bits_per_sec
                 };
+                let mut ecn_threshold = sw.ecn_threshold_packets;
+                if let Some(sample) = sample.filter(|x| x.scale_ecn && x.slows(b)) {
+                    ecn_threshold = ((ecn_threshold as f64 * sample.rate).round() as u32).max(1);
+                }
                 ports.push(Port {
                     name,
                     from: a,
@@ -306,7 +319,7 @@ impl Fabric {
                     bits_per_sec,
                     ps_per_byte: if (8 * SEC).is_multiple_of(bits_per_sec) { 8 * SEC / bits_per_sec } else { 0 },
                     delay: link.delay,
-                    queue: make_port(is_host),
+                    queue: make_port(is_host, ecn_threshold),
                     pool,
                     up: true,
                     paused: 0,
@@ -316,7 +329,8 @@ impl Fabric {
                 });
             }
         }
-        Fabric { ports, pools, node_ports, packets: PacketPool::default() }
+        let weights = sample.map(|x| x.weights(ports.iter().map(|p| (p.from, p.to))));
+        Fabric { ports, pools, node_ports, packets: PacketPool::default(), weights }
     }
 
     pub fn hops(&self) -> Vec<Hop> {

@@ -13,6 +13,7 @@
 pub mod bytesched;
 pub mod engine;
 pub mod fabric;
+pub mod fast;
 pub mod ideal;
 pub mod maxmin;
 pub mod models;

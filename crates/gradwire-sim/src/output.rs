@@ -49,6 +49,20 @@ pub struct Summary {
     /// With `pcn.enabled`: what PCN did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcn: Option<crate::sim::PcnStats>,
+    /// With `fidelity = "fast"`: the servers simulated (every number above is theirs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast: Option<FastSummary>,
+}
+
+/// What a fast run sampled (`crate::fast`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FastSummary {
+    /// Hosts of the sampled servers.
+    pub servers: Vec<u32>,
+    /// The job's servers.
+    pub of: u32,
+    /// Packets a sampled packet stands for on its worker's half of the path.
+    pub stands_for: u16,
 }
 
 /// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
@@ -159,6 +173,7 @@ impl Summary {
             collective: (s.output.link_bytes && s.workload.kind == crate::scenario::WorkloadKind::Collective)
                 .then(|| CollectiveAnalysis::of(sim)),
             pcn: sim.pcn_stats(),
+            fast: sim.fast_sample().map(|x| FastSummary { servers: x.servers.clone(), of: x.of, stands_for: x.m }),
         }
     }
 }

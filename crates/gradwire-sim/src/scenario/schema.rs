@@ -48,6 +48,55 @@ pub struct Scenario {
     /// own thread (`crate::sim::parallel`); left out of the serialized scenario when 1.
     #[serde(default = "d_threads", skip_serializing_if = "is_one_thread")]
     pub threads: u32,
+    /// `packet` simulates every flow; `fast` a sample of a PS job's servers (`crate::fast`);
+    /// left out of the serialized scenario when `packet`.
+    #[serde(default, skip_serializing_if = "Fidelity::is_packet")]
+    pub fidelity: Fidelity,
+    /// What `fidelity = "fast"` samples.
+    #[serde(default, skip_serializing_if = "FastCfg::is_default")]
+    pub fast: FastCfg,
+}
+
+/// How much of the workload is simulated packet by packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fidelity {
+    /// Every packet of every flow.
+    #[default]
+    Packet,
+    /// Every packet of the flows of a sample of the servers (`crate::fast`).
+    Fast,
+}
+
+impl Fidelity {
+    pub fn is_packet(&self) -> bool {
+        *self == Fidelity::Packet
+    }
+}
+
+/// `[fast]`: the sample `fidelity = "fast"` simulates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FastCfg {
+    /// Servers simulated (at most the job's; spread evenly over its server list).
+    pub servers: u32,
+    /// Scale the ECN threshold of a switch port toward a worker with the worker's link rate.
+    pub scale_ecn: bool,
+    /// A sampled packet weighs for the missing flows on the core links too, not only on
+    /// its worker's own link.
+    pub weigh_core: bool,
+}
+
+impl Default for FastCfg {
+    fn default() -> Self {
+        FastCfg { servers: 32, scale_ecn: true, weigh_core: true }
+    }
+}
+
+impl FastCfg {
+    pub fn is_default(&self) -> bool {
+        *self == FastCfg::default()
+    }
 }
 
 fn d_threads() -> u32 {

@@ -195,6 +195,8 @@ pub struct Simulation {
     exported: u64,
     imported: u64,
     live_elsewhere: u64,
+    /// `fidelity = "fast"`: the servers simulated.
+    sample: Option<crate::fast::Sample>,
 }
 
 impl Simulation {
@@ -208,12 +210,19 @@ impl Simulation {
         scenario.validate()?;
         let s = scenario.clone();
         let topo = Topology::build(&s.topology);
-        let fabric = Fabric::build(&s, &topo);
+        let sample = crate::fast::Sample::plan(&s, &topo)?;
+        let fabric = Fabric::build_sampled(&s, &topo, sample.as_ref());
         let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
         let workload = match workload {
             Some(w) => w,
-            None => Arc::new(workload::build(&s, &topo, &mut rng)?),
+            None => {
+                let mut w = workload::build(&s, &topo, &mut rng)?;
+                if let Some(sample) = &sample {
+                    sample.thin(&mut w);
+                }
+                Arc::new(w)
+            }
         };
 
         let port_list = |key: &str, names: &[String]| {
@@ -281,6 +290,7 @@ impl Simulation {
             exported: 0,
             imported: 0,
             live_elsewhere: 0,
+            sample,
             scenario: s,
             topo,
             fabric,
@@ -372,6 +382,11 @@ impl Simulation {
     /// Every flow's [`flow_state`](Self::flow_state), in flow order.
     pub fn flow_states(&self) -> impl ExactSizeIterator<Item = FlowState> + '_ {
         (0..self.flows.len() as u32).map(|f| self.flow_state(f))
+    }
+
+    /// With `fidelity = "fast"`: the servers this run simulates.
+    pub fn fast_sample(&self) -> Option<&crate::fast::Sample> {
+        self.sample.as_ref()
     }
 
     /// Flows of the workload.

@@ -90,6 +90,41 @@ impl Workload {
         self.flows.shrink_to_fit();
     }
 
+    /// Keep only the flows `keep` accepts, renumbered in order; a barrier waits for the
+    /// flows it still counts and releases those still here (`crate::fast` thins a job so).
+    pub fn retain(&mut self, keep: impl Fn(&FlowSpec) -> bool) {
+        const GONE: u32 = u32::MAX;
+        let mut renumber = vec![GONE; self.flows.len()];
+        let mut next = 0u32;
+        for (f, spec) in self.flows.iter().enumerate() {
+            if keep(spec) {
+                renumber[f] = next;
+                next += 1;
+            }
+        }
+        let mut edges = Vec::new();
+        for (f, &to) in renumber.iter().enumerate() {
+            if to != GONE {
+                edges.extend(self.feeds(f as u32).iter().map(|&b| (to, b)));
+            }
+        }
+        for b in &mut self.barriers {
+            b.waiting_for = 0;
+            b.releases = b.releases.iter().map(|&f| renumber[f as usize]).filter(|&f| f != GONE).collect();
+        }
+        for &(_, b) in &edges {
+            self.barriers[b as usize].waiting_for += 1;
+        }
+        self.bursts = self.bursts.iter().map(|&f| renumber[f as usize]).filter(|&f| f != GONE).collect();
+        let mut f = 0;
+        self.flows.retain(|_| {
+            f += 1;
+            renumber[f - 1] != GONE
+        });
+        self.edges = edges;
+        self.index_feeds();
+    }
+
     fn flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time) -> u32 {
         self.tagged_flow(src, dst, bytes, start, 0, 1)
     }

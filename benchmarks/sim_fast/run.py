@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""`fidelity = "fast"` beside packet level, one run each, on issue 32's datacenter
+scenario (benchmarks/sim_memory/ft1024.toml: a fat-tree of k^3/4 hosts, ResNet50 through
+dedicated parameter servers, workers and servers 3:1) and its variants.
+
+Per case it prints each run's CPU (user + sys), peak RSS and events, and the fast run's
+error in mean, p50 and p99 FCT, iteration time and RTOs, twice: against packet level's
+flows of the same servers (what the fast mode claims to reproduce: the servers' own
+runs) and against packet level's whole job (what a user reading the fast run's summary
+gets: a job's iteration is its slowest server's, and a sample's slowest server is
+faster). RTOs are scaled by S / n for the whole job. Packet level's seed-to-seed spread at
+k = 8 is about +-5 % in mean FCT and RTOs (docs/notes/fast-mode.md).
+
+    python3 benchmarks/sim_fast/run.py [--bin target/release/gradwire-sim] [--k 8]
+        [--servers 8,4] [--cases dctcp,dlcp,loss] [--json results.json]
+
+k = 8 takes ~40 s of CPU at packet level; k = 12 ~2.5 min; k = 16 (the 1 024-host
+original) ~8-15 min.
+"""
+
+import argparse
+import csv
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCENARIO = os.path.join(ROOT, "benchmarks", "sim_memory", "ft1024.toml")
+CASES = {
+    "dctcp": [],
+    "dlcp": ["transport.kind=dlcp", "switch.policy=dlcp", "switch.queues=8"],
+    "loss": ["topology.link_loss_rate=0.0001"],
+}
+
+
+def run(binary, k, case, extra, out):
+    hosts = k**3 // 4
+    sets = [f"topology.k={k}", f"workload.workers={hosts * 3 // 4}", f"workload.servers={hosts // 4}"]
+    args = [binary, SCENARIO, "--out", out, "--quiet"]
+    for s in sets + CASES[case] + extra:
+        args += ["--set", s]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out + ".rss", *args], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    with open(out + ".rss") as f:
+        rss_mb = int(f.read().split()[-1]) / 1024
+    with open(os.path.join(out, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(out, "flows.csv")) as f:
+        rows = list(csv.DictReader(f))
+    return {"cpu_s": cpu, "rss_mb": rss_mb, "events": summary["events"], "summary": summary, "rows": rows}
+
+
+def server_of(row):
+    return int(row["src"] if row["pull"] == "1" else row["dst"])
+
+
+def metrics(rows):
+    fct = sorted(int(r["fct_ns"]) for r in rows if r["fct_ns"])
+    return {
+        "mean_ms": statistics.mean(fct) / 1e6,
+        "p50_ms": fct[(len(fct) + 1) // 2 - 1] / 1e6,
+        "p99_ms": fct[-(-99 * len(fct) // 100) - 1] / 1e6,
+        "iteration_ms": max(int(r["finish_ns"]) for r in rows if r["finish_ns"]) / 1e6,
+        "rtos": sum(int(r["timeouts"]) for r in rows),
+    }
+
+
+def compare(packet, fast):
+    sample = fast["summary"]["fast"]
+    servers = set(sample["servers"])
+    same = metrics([r for r in packet["rows"] if server_of(r) in servers])
+    whole = metrics(packet["rows"])
+    got = metrics(fast["rows"])
+    scaled = dict(got, rtos=got["rtos"] * sample["of"] / len(servers))
+    err = lambda ref, val: {k: (val[k] / ref[k] - 1) * 100 if ref[k] else 0.0 for k in ref}  # noqa: E731
+    return {
+        "servers": f"{len(servers)} of {sample['of']}",
+        "cpu_ratio": fast["cpu_s"] / packet["cpu_s"],
+        "rss_ratio": fast["rss_mb"] / packet["rss_mb"],
+        "events_ratio": fast["events"] / packet["events"],
+        "fast": got,
+        "same_servers": same,
+        "whole_job": whole,
+        "error_same_servers_pct": err(same, got),
+        "error_whole_job_pct": err(whole, scaled),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "gradwire-sim"))
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--servers", default="8,4", help="fast.servers values, comma-separated")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    ap.add_argument("--json", help="write every number here")
+    a = ap.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in a.cases.split(","):
+            print(f"k = {a.k}, {case}: packet level ...", file=sys.stderr, flush=True)
+            packet = run(a.bin, a.k, case, [], os.path.join(tmp, f"{case}-packet"))
+            for n in a.servers.split(","):
+                print(f"k = {a.k}, {case}: fast, {n} servers ...", file=sys.stderr, flush=True)
+                fast = run(a.bin, a.k, case, ["fidelity=fast", f"fast.servers={n}"], os.path.join(tmp, f"{case}-{n}"))
+                r = compare(packet, fast)
+                r.update(case=case, k=a.k, packet_cpu_s=packet["cpu_s"], fast_cpu_s=fast["cpu_s"])
+                results.append(r)
+    print("| case | servers | CPU fast/packet | RSS | events | error vs same servers: mean / p50 / p99 / iteration / RTOs | vs whole job |")
+    print("|---|---|---:|---:|---:|---|---|")
+    for r in results:
+        fmt = lambda e: " / ".join(f"{e[k]:+.1f} %" for k in ("mean_ms", "p50_ms", "p99_ms", "iteration_ms", "rtos"))  # noqa: E731
+        print(
+            f"| k={r['k']} {r['case']} | {r['servers']} | {r['cpu_ratio']:.3f} | {r['rss_ratio']:.2f} "
+            f"| {r['events_ratio']:.3f} | {fmt(r['error_same_servers_pct'])} | {fmt(r['error_whole_job_pct'])} |"
+        )
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+//! `fidelity = "fast"` (`gradwire_sim::fast`): a PS job simulated through a sample of its
+//! servers. Its error against packet level is measured by `benchmarks/sim_fast`, not here;
+//! these tests pin what it must do whatever its error: simulate exactly the sampled
+//! servers' flows, reduce to packet level when it samples every server, conserve packets,
+//! and refuse by name what it cannot sample.
+
+use gradwire_sim::output::flows_csv;
+use gradwire_sim::{load, Simulation};
+
+/// ResNet18 from 12 workers through 4 dedicated servers on a k = 4 fat-tree (16 hosts).
+fn ps(extra: &str) -> String {
+    format!(
+        "seed = 3\nstop_ms = 5000\n{extra}\n[topology]\nkind = \"fat_tree\"\nk = 4\n[transport]\nkind = \"dctcp\"\n\
+         [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"\nworkers = 12\nservers = 4\n\
+         colocated = false\n"
+    )
+}
+
+fn run(text: &str) -> Simulation {
+    let mut sim = Simulation::new(&load(text, &[]).unwrap()[0].scenario).unwrap();
+    sim.run();
+    sim
+}
+
+#[test]
+fn sampling_every_server_is_packet_level() {
+    let packet = run(&ps(""));
+    let fast = run(&ps("fidelity = \"fast\"\n[fast]\nservers = 4"));
+    assert_eq!(flows_csv(&fast), flows_csv(&packet), "4 of 4 servers: the same run");
+}
+
+#[test]
+fn a_sample_runs_exactly_its_servers_flows() {
+    let packet = run(&ps(""));
+    let fast = run(&ps("fidelity = \"fast\"\n[fast]\nservers = 2"));
+    let (all, some) = (packet.flow_count(), fast.flow_count());
+    // about half: a tensor below `split_bytes` goes whole to one server drawn at random
+    assert!(some * 3 < all * 2 && some * 3 > all, "2 of 4 servers: {some} of {all} flows");
+    let c = fast.conservation();
+    assert!(c.holds(), "{c:?}");
+    assert_eq!(fast.progress().flows_done, some as u64, "every sampled flow finished");
+    // the job's servers are hosts 12..16 in rack order; the sample is its 1st and 3rd
+    let sample = fast.fast_sample().expect("a fast run");
+    assert_eq!((sample.of, sample.m), (4, 2));
+    let servers = sample.servers.clone();
+    assert_eq!(servers.len(), 2, "{servers:?}");
+    for row in flows_csv(&fast).lines().skip(1) {
+        let cols: Vec<u32> = row.split(',').skip(1).take(2).map(|c| c.parse().unwrap()).collect();
+        assert!(servers.contains(&cols[0]) || servers.contains(&cols[1]), "{row}");
+    }
+    // and packet level's flows of those servers are the same flows, in the same order
+    let keep = |csv: String| -> Vec<String> {
+        csv.lines()
+            .skip(1)
+            .filter(|r| r.split(',').skip(1).take(2).any(|c| servers.contains(&c.parse().unwrap())))
+            .map(|r| r.split(',').skip(1).take(3).collect::<Vec<_>>().join(","))
+            .collect()
+    };
+    assert_eq!(keep(flows_csv(&fast)), keep(flows_csv(&packet)));
+}
+
+#[test]
+fn what_it_cannot_sample_is_refused_by_name() {
+    for (extra, key) in [("pattern = \"ring\"", "workload.kind"), ("colocated = true", "workload.colocated")] {
+        let text = ps("fidelity = \"fast\"").replace("colocated = false\n", "").replace("pattern = \"ps\"\n", "")
+            + extra
+            + "\n";
+        let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("refused");
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.to_string().contains("fidelity = \"packet\""), "{e}");
+    }
+    let text = ps("fidelity = \"fast\"\n[pauses]\nhosts = 1");
+    let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "pauses.hosts", "{e}");
+}
