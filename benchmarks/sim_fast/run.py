@@ -8,11 +8,15 @@ error in mean, p50 and p99 FCT, iteration time and RTOs, twice: against packet l
 flows of the same servers (what the fast mode claims to reproduce: the servers' own
 runs) and against packet level's whole job (what a user reading the fast run's summary
 gets: a job's iteration is its slowest server's, and a sample's slowest server is
-faster). RTOs are scaled by S / n for the whole job. Packet level's seed-to-seed spread at
-k = 8 is about +-5 % in mean FCT and RTOs (docs/notes/fast-mode.md).
+faster). RTOs are scaled by S / n for the whole job. A few servers' flows are noisy (at
+k = 8, packet level's mean FCT of 4 servers moves 16 % from seed 1 to seed 2), so every
+number pools --seeds, and the last column is packet level's own spread over them on the
+same servers (largest minus smallest seed, over the pooled value): an error inside it is
+noise.
 
     python3 benchmarks/sim_fast/run.py [--bin target/release/gradwire-sim] [--k 8]
-        [--servers 8,4] [--cases dctcp,dlcp,loss] [--json results.json]
+        [--servers 8,4] [--cases dctcp,dlcp,loss] [--seeds 1,2,3]
+        [--variants stretch,fluid1] [--json results.json]
 
 k = 8 takes ~40 s of CPU at packet level; k = 12 ~2.5 min; k = 16 (the 1 024-host
 original) ~8-15 min.
@@ -31,6 +35,13 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCENARIO = os.path.join(ROOT, "benchmarks", "sim_memory", "ft1024.toml")
+VARIANTS = {
+    "stretch": ["fast.phantom=stretch"],
+    "fluid1": ["fast.phantom=fluid", "fast.phantom_tau_us=1"],
+    "fluid10": ["fast.phantom=fluid", "fast.phantom_tau_us=10"],
+    "fluid100": ["fast.phantom=fluid", "fast.phantom_tau_us=100"],
+    "whole": ["fast.phantom=stretch", "fast.weigh_whole_tensors=true"],
+}
 CASES = {
     "dctcp": [],
     "dlcp": ["transport.kind=dlcp", "switch.policy=dlcp", "switch.queues=8"],
@@ -38,10 +49,10 @@ CASES = {
 }
 
 
-def run(binary, k, case, extra, out):
+def run(binary, k, case, extra, out, seed):
     hosts = k**3 // 4
     sets = [f"topology.k={k}", f"workload.workers={hosts * 3 // 4}", f"workload.servers={hosts // 4}"]
-    args = [binary, SCENARIO, "--out", out, "--quiet"]
+    args = [binary, SCENARIO, "--out", out, "--quiet", "--seed", str(seed)]
     for s in sets + CASES[case] + extra:
         args += ["--set", s]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -55,6 +66,18 @@ def run(binary, k, case, extra, out):
     with open(os.path.join(out, "flows.csv")) as f:
         rows = list(csv.DictReader(f))
     return {"cpu_s": cpu, "rss_mb": rss_mb, "events": summary["events"], "summary": summary, "rows": rows}
+
+
+def pooled(binary, k, case, extra, out, seeds):
+    """One run per seed: CPU, RSS and events summed / maxed, each run's rows kept apart."""
+    runs = [run(binary, k, case, extra, f"{out}-s{seed}", seed) for seed in seeds]
+    return {
+        "cpu_s": sum(r["cpu_s"] for r in runs),
+        "rss_mb": max(r["rss_mb"] for r in runs),
+        "events": sum(r["events"] for r in runs),
+        "summary": runs[0]["summary"],
+        "seeds": [r["rows"] for r in runs],
+    }
 
 
 def server_of(row):
@@ -72,14 +95,25 @@ def metrics(rows):
     }
 
 
+def pool(seeds, keep=lambda r: True):
+    """Metrics of every seed's kept rows together; the iteration is the seeds' mean."""
+    kept = [[r for r in rows if keep(r)] for rows in seeds]
+    m = metrics([r for rows in kept for r in rows])
+    m["iteration_ms"] = statistics.mean(metrics(rows)["iteration_ms"] for rows in kept)
+    return m, [metrics(rows) for rows in kept]
+
+
 def compare(packet, fast):
     sample = fast["summary"]["fast"]
     servers = set(sample["servers"])
-    same = metrics([r for r in packet["rows"] if server_of(r) in servers])
-    whole = metrics(packet["rows"])
-    got = metrics(fast["rows"])
+    same, per_seed = pool(packet["seeds"], lambda r: server_of(r) in servers)
+    whole, _ = pool(packet["seeds"])
+    got, _ = pool(fast["seeds"])
     scaled = dict(got, rtos=got["rtos"] * sample["of"] / len(servers))
     err = lambda ref, val: {k: (val[k] / ref[k] - 1) * 100 if ref[k] else 0.0 for k in ref}  # noqa: E731
+    spread = {
+        k: (max(m[k] for m in per_seed) - min(m[k] for m in per_seed)) / same[k] * 100 if same[k] else 0.0 for k in same
+    }
     return {
         "servers": f"{len(servers)} of {sample['of']}",
         "cpu_ratio": fast["cpu_s"] / packet["cpu_s"],
@@ -90,6 +124,7 @@ def compare(packet, fast):
         "whole_job": whole,
         "error_same_servers_pct": err(same, got),
         "error_whole_job_pct": err(whole, scaled),
+        "packet_seed_spread_pct": spread,
     }
 
 
@@ -99,26 +134,37 @@ def main():
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--servers", default="8,4", help="fast.servers values, comma-separated")
     ap.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--variants", default="stretch", help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--json", help="write every number here")
     a = ap.parse_args()
+    seeds = [int(x) for x in a.seeds.split(",")]
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in a.cases.split(","):
-            print(f"k = {a.k}, {case}: packet level ...", file=sys.stderr, flush=True)
-            packet = run(a.bin, a.k, case, [], os.path.join(tmp, f"{case}-packet"))
-            for n in a.servers.split(","):
-                print(f"k = {a.k}, {case}: fast, {n} servers ...", file=sys.stderr, flush=True)
-                fast = run(a.bin, a.k, case, ["fidelity=fast", f"fast.servers={n}"], os.path.join(tmp, f"{case}-{n}"))
-                r = compare(packet, fast)
-                r.update(case=case, k=a.k, packet_cpu_s=packet["cpu_s"], fast_cpu_s=fast["cpu_s"])
-                results.append(r)
-    print("| case | servers | CPU fast/packet | RSS | events | error vs same servers: mean / p50 / p99 / iteration / RTOs | vs whole job |")
-    print("|---|---|---:|---:|---:|---|---|")
+            print(f"k = {a.k}, {case}: packet level, seeds {a.seeds} ...", file=sys.stderr, flush=True)
+            packet = pooled(a.bin, a.k, case, [], os.path.join(tmp, f"{case}-packet"), seeds)
+            for variant in a.variants.split(","):
+                for n in a.servers.split(","):
+                    print(f"k = {a.k}, {case}: fast ({variant}), {n} servers ...", file=sys.stderr, flush=True)
+                    extra = ["fidelity=fast", f"fast.servers={n}", *VARIANTS[variant]]
+                    fast = pooled(a.bin, a.k, case, extra, os.path.join(tmp, f"{case}-{variant}-{n}"), seeds)
+                    r = compare(packet, fast)
+                    r.update(case=case, variant=variant, k=a.k, seeds=seeds)
+                    r.update(packet_cpu_s=packet["cpu_s"], fast_cpu_s=fast["cpu_s"])
+                    results.append(r)
+    keys = ("mean_ms", "p50_ms", "p99_ms", "iteration_ms", "rtos")
+    print(
+        "| case | fast | servers | CPU fast/packet | RSS | error vs same servers: mean / p50 / p99 / iteration / RTOs "
+        "| vs whole job | packet level's seed spread, same servers |"
+    )
+    print("|---|---|---|---:|---:|---|---|---|")
     for r in results:
-        fmt = lambda e: " / ".join(f"{e[k]:+.1f} %" for k in ("mean_ms", "p50_ms", "p99_ms", "iteration_ms", "rtos"))  # noqa: E731
+        fmt = lambda e: " / ".join(f"{e[k]:+.1f} %" for k in keys)  # noqa: E731
+        spread = " / ".join(f"{r['packet_seed_spread_pct'][k]:.0f} %" for k in keys)
         print(
-            f"| k={r['k']} {r['case']} | {r['servers']} | {r['cpu_ratio']:.3f} | {r['rss_ratio']:.2f} "
-            f"| {r['events_ratio']:.3f} | {fmt(r['error_same_servers_pct'])} | {fmt(r['error_whole_job_pct'])} |"
+            f"| k={r['k']} {r['case']} | {r['variant']} | {r['servers']} | {r['cpu_ratio']:.3f} | {r['rss_ratio']:.2f} "
+            f"| {fmt(r['error_same_servers_pct'])} | {fmt(r['error_whole_job_pct'])} | {spread} |"
         )
     if a.json:
         with open(a.json, "w") as f:

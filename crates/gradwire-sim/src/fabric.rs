@@ -221,10 +221,13 @@ impl Fabric {
         let port = &mut self.ports[p as usize];
         let pool = &mut self.pools[port.pool as usize];
         let mut h = port.queue.dequeue(pool)?;
-        port.busy_until = start.max(port.busy_until) + port.tx_time(h.wire_bytes as u32);
-        if let Some(w) = &self.weights {
-            h.wire_bytes = w.leaving(p, h.dst, h.wire_bytes);
+        let begin = start.max(port.busy_until);
+        let mut tx = port.tx_time(h.wire_bytes as u32);
+        if let Some(w) = &mut self.weights {
+            tx = w.serialization(p, h.dst, h.flow, tx, port.bits_per_sec, begin);
+            h.wire_bytes = w.leaving(p, h.dst, h.flow, h.wire_bytes);
         }
+        port.busy_until = begin + tx;
         let arrives = port.busy_until + port.delay;
         port.wire.push_back((arrives, h));
         gradwire_core::prefetch::after(port.wire.back());

@@ -155,6 +155,7 @@ mod tests {
             layer: 0,
             layers: 1,
             pull: false,
+            spread: false,
             iteration: 0,
             gate_delay: 0,
         }

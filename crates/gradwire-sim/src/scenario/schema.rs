@@ -85,11 +85,36 @@ pub struct FastCfg {
     /// A sampled packet weighs for the missing flows on the core links too, not only on
     /// its worker's own link.
     pub weigh_core: bool,
+    /// The flows of a tensor sent whole to one server stand for more too (as if the worker
+    /// sent its other servers something meanwhile).
+    pub weigh_whole_tensors: bool,
+    /// How the packets a sampled one stands for take the link.
+    pub phantom: PhantomModel,
+    /// `phantom = "fluid"`: the time its rate is averaged over.
+    pub phantom_tau_us: f64,
+}
+
+/// How a fast run's links carry the packets of the flows it samples away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhantomModel {
+    /// Right behind each sampled packet: it holds the port `m` times as long.
+    #[default]
+    Stretch,
+    /// As a fluid sharing the link: a packet at an idle port leaves at the link's rate.
+    Fluid,
 }
 
 impl Default for FastCfg {
     fn default() -> Self {
-        FastCfg { servers: 32, scale_ecn: true, weigh_core: true }
+        FastCfg {
+            servers: 32,
+            scale_ecn: true,
+            weigh_core: true,
+            weigh_whole_tensors: false,
+            phantom: PhantomModel::Stretch,
+            phantom_tau_us: 100.0,
+        }
     }
 }
 

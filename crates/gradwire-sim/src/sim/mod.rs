@@ -211,7 +211,7 @@ impl Simulation {
         let s = scenario.clone();
         let topo = Topology::build(&s.topology);
         let sample = crate::fast::Sample::plan(&s, &topo)?;
-        let fabric = Fabric::build_sampled(&s, &topo, sample.as_ref());
+        let mut fabric = Fabric::build_sampled(&s, &topo, sample.as_ref());
         let routes = Routes::compute(&topo, &fabric.node_ports, &fabric.hops());
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
         let workload = match workload {
@@ -224,6 +224,9 @@ impl Simulation {
                 Arc::new(w)
             }
         };
+        if let Some(weights) = &mut fabric.weights {
+            weights.weigh_flows(&workload.flows, s.fast.weigh_whole_tensors);
+        }
 
         let port_list = |key: &str, names: &[String]| {
             names

@@ -60,7 +60,7 @@ impl Simulation {
 
     pub(super) fn enqueue(&mut self, port: PortId, mut h: Hdr) {
         if let Some(w) = &self.fabric.weights {
-            h.wire_bytes = w.at_port(port, h.dst, h.wire_bytes);
+            h.wire_bytes = w.at_port(port, h.dst, h.flow, h.wire_bytes);
         }
         if self.pcn.is_some() {
             self.pcn_at_port(port, h.id);

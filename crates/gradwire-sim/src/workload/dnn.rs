@@ -112,17 +112,19 @@ impl Plan {
     ) {
         let n = servers.len() as u32;
         for b in &self.buckets {
-            for (j, shard) in
-                collective::ps_shards(b.bytes, 1, n, split_bytes, || rng.gen_range(0..servers.len()) as u32)
-            {
+            let shards = collective::ps_shards(b.bytes, 1, n, split_bytes, || rng.gen_range(0..servers.len()) as u32);
+            let spread = shards.len() > 1;
+            for (j, shard) in shards {
                 let (srv, bytes) = (servers[j as usize], shard.end - shard.start);
                 let mut pushes = Vec::new();
                 let mut pulls = Vec::new();
                 for (i, &wk) in workers.iter().enumerate().filter(|(_, &wk)| wk != srv) {
                     let push = self.flow(out, k, b, wk, srv, bytes, true);
+                    out.mark_spread(push, spread);
                     first[i].push(push);
                     pushes.push(push);
                     let pull = self.flow(out, k, b, srv, wk, bytes, false);
+                    out.mark_spread(pull, spread);
                     out.mark_pull(pull);
                     done[i].push(pull);
                     pulls.push(pull);

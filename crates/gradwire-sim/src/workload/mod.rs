@@ -33,6 +33,9 @@ pub struct FlowSpec {
     pub iteration: u32,
     /// A PS pull (server to worker): loss-tolerant transports use the pull bound.
     pub pull: bool,
+    /// A PS push or pull of one shard of a tensor split over every server (its worker
+    /// sends the other shards at the same time; `crate::fast` weighs it so).
+    pub spread: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<FlowSpec>() == 56);
@@ -141,12 +144,18 @@ impl Workload {
             layers,
             iteration: 0,
             pull: false,
+            spread: false,
         });
         (self.flows.len() - 1) as u32
     }
 
     fn mark_pull(&mut self, f: u32) -> u32 {
         self.flows[f as usize].pull = true;
+        f
+    }
+
+    fn mark_spread(&mut self, f: u32, spread: bool) -> u32 {
+        self.flows[f as usize].spread = spread;
         f
     }
 
@@ -286,14 +295,22 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time) {
     let (workers, servers) = ps_placement(s, topo);
     let n = servers.len() as u32;
     let pull_shards = split_even(w.pull_bytes.unwrap_or(w.push_bytes), 1, n);
-    for (j, push) in ps_shards(w.push_bytes, 1, n, 0, || 0) {
+    let shards = ps_shards(w.push_bytes, 1, n, 0, || 0);
+    let spread = shards.len() > 1;
+    for (j, push) in shards {
         let (srv, pull) = (servers[j as usize], pull_shards[j as usize].end - pull_shards[j as usize].start);
         let others = || workers.iter().copied().filter(move |&wk| wk != srv);
-        let pushes: Vec<u32> = others().map(|wk| out.flow(wk, srv, push.end - push.start, start)).collect();
+        let pushes: Vec<u32> = others()
+            .map(|wk| {
+                let f = out.flow(wk, srv, push.end - push.start, start);
+                out.mark_spread(f, spread)
+            })
+            .collect();
         let pulls: Vec<u32> = others()
             .filter(|_| pull > 0)
             .map(|wk| {
                 let f = out.flow(srv, wk, pull, start);
+                out.mark_spread(f, spread);
                 out.mark_pull(f)
             })
             .collect();
