@@ -16,7 +16,7 @@ noise.
 
     python3 benchmarks/sim_fast/run.py [--bin target/release/gradwire-sim] [--k 8]
         [--servers 8,4] [--cases dctcp,dlcp,loss] [--seeds 1,2,3]
-        [--variants stretch,fluid1] [--json results.json]
+        [--variants default,stretch,fluid1,fluid10] [--json results.json]
 
 k = 8 takes ~40 s of CPU at packet level; k = 12 ~2.5 min; k = 16 (the 1 024-host
 original) ~8-15 min.
@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCENARIO = os.path.join(ROOT, "benchmarks", "sim_memory", "ft1024.toml")
 VARIANTS = {
+    "default": [],
     "stretch": ["fast.phantom=stretch"],
     "fluid1": ["fast.phantom=fluid", "fast.phantom_tau_us=1"],
     "fluid10": ["fast.phantom=fluid", "fast.phantom_tau_us=10"],
@@ -135,7 +136,7 @@ def main():
     ap.add_argument("--servers", default="8,4", help="fast.servers values, comma-separated")
     ap.add_argument("--cases", default=",".join(CASES), help=f"of {', '.join(CASES)}")
     ap.add_argument("--seeds", default="1,2,3")
-    ap.add_argument("--variants", default="stretch", help=f"of {', '.join(VARIANTS)}")
+    ap.add_argument("--variants", default="default", help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--json", help="write every number here")
     a = ap.parse_args()
     seeds = [int(x) for x in a.seeds.split(",")]

@@ -4,22 +4,20 @@
 //! whole one to one server drawn at random), so the servers are alike and each sees the
 //! whole fan-in of workers. The fast mode keeps `n = fast.servers` of the `S` servers and
 //! only the flows to and from them: the work falls by about `S / n`. On the worker's half
-//! of such a flow's path a packet stands for `m = S / n` packets (it holds the port and the
-//! buffer `m` times as long and as much: the worker's flows to the servers left out would
-//! have shared them); on the server's half it is itself (every flow of that server is
-//! simulated). So a worker's NIC gives each flow the share it had among all `S`, and the
-//! ports where a PS job queues and drops (a server's rack port, its NIC, a worker's rack
-//! port) stay packet level with their priority queues, ECN and drops. A port toward a
-//! worker holds `n / S` of the packets it would and marks ECN at a threshold scaled so
-//! (`fast.scale_ecn`).
+//! of such a flow's path a packet of a tensor split over every server stands for
+//! `m = S / n` packets (the worker's shards to the servers left out would have shared
+//! those links); on the server's half it is itself (every flow of that server is
+//! simulated). Every port stays packet level with its priority queues, ECN and drops.
 //!
-//! What it cannot see: the racks of the servers left out carry none of their traffic, a
-//! sample's slowest server is faster than the job's (a job's iteration is its slowest
-//! server's), and a worker's link while it carries fewer flows than the share assumes.
-//! Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md): on
-//! the 128-host model, 1 in 4 servers runs 6x faster with the sampled servers' p99 FCT
-//! and iteration time within 0.2 % of theirs at packet level, but their mean FCT 11 %
-//! low and RTOs 20 % fewer, for a cause not yet found.
+//! How the packets sampled away take a link (`fast.phantom`): as a fluid whose rate is
+//! `m - 1` times that of the packets standing for them at the port, averaged over a short
+//! time (`fluid`, the default: a packet at an idle port leaves at the link's rate, one at
+//! a port the sample keeps busy takes up to `m` times as long), or right behind each
+//! packet (`stretch`: it holds the port and the buffer `m` times as long and as much).
+//!
+//! What it cannot see: a job's iteration is its slowest server's, and a sample's slowest
+//! server is faster; the racks of the servers left out carry none of their traffic.
+//! Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md).
 
 use crate::scenario::{DnnPattern, PhantomModel, Scenario, ScenarioError, WorkloadKind};
 use crate::topology::{NodeId, Topology};
@@ -209,6 +207,15 @@ impl Sample {
             ));
         }
         let servers: Vec<u32> = (0..n).map(|i| all[(i * m) as usize]).collect();
+        // a quarter of one round of a worker's NIC over every server, by default
+        let tau_ps = match s.fast.phantom_tau_us {
+            Some(us) => us * 1e6,
+            None => {
+                let nic = workers.first().and_then(|&w| topo.links.iter().find(|l| l.a == w || l.b == w));
+                let bits_per_ps = nic.map_or(0.1, |l| l.bits_per_sec as f64 / 1e12);
+                of as f64 * biggest as f64 * 8.0 / bits_per_ps / 4.0
+            }
+        };
         let mut slowed = vec![false; topo.nodes.len()];
         let mut kept = vec![false; topo.nodes.len()];
         for &w in &workers {
@@ -227,7 +234,7 @@ impl Sample {
             scale_ecn: s.fast.scale_ecn,
             weigh_core: s.fast.weigh_core,
             phantom: s.fast.phantom,
-            tau_ps: s.fast.phantom_tau_us * 1e6,
+            tau_ps,
         }))
     }
 

@@ -90,19 +90,20 @@ pub struct FastCfg {
     pub weigh_whole_tensors: bool,
     /// How the packets a sampled one stands for take the link.
     pub phantom: PhantomModel,
-    /// `phantom = "fluid"`: the time its rate is averaged over.
-    pub phantom_tau_us: f64,
+    /// `phantom = "fluid"`: the time its rate is averaged over (default: a quarter of one
+    /// round of a worker's NIC over every server, `crate::fast`).
+    pub phantom_tau_us: Option<f64>,
 }
 
 /// How a fast run's links carry the packets of the flows it samples away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PhantomModel {
-    /// Right behind each sampled packet: it holds the port `m` times as long.
-    #[default]
-    Stretch,
     /// As a fluid sharing the link: a packet at an idle port leaves at the link's rate.
+    #[default]
     Fluid,
+    /// Right behind each sampled packet: it holds the port `m` times as long.
+    Stretch,
 }
 
 impl Default for FastCfg {
@@ -112,8 +113,8 @@ impl Default for FastCfg {
             scale_ecn: true,
             weigh_core: true,
             weigh_whole_tensors: false,
-            phantom: PhantomModel::Stretch,
-            phantom_tau_us: 100.0,
+            phantom: PhantomModel::Fluid,
+            phantom_tau_us: None,
         }
     }
 }

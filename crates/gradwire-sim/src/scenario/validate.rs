@@ -15,7 +15,9 @@ impl Scenario {
         if !(1..=64).contains(&self.threads) {
             return Err(ScenarioError::new("threads", format!("must be 1..=64 (got {})", self.threads)));
         }
-        positive("fast.phantom_tau_us", self.fast.phantom_tau_us)?;
+        if let Some(tau) = self.fast.phantom_tau_us {
+            positive("fast.phantom_tau_us", tau)?;
+        }
         let t = &self.topology;
         match t.kind {
             TopologyKind::LeafSpine => {
