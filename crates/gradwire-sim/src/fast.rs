@@ -21,7 +21,7 @@
 
 use crate::scenario::{DnnPattern, PhantomModel, Scenario, ScenarioError, WorkloadKind};
 use crate::topology::{NodeId, Topology};
-use crate::workload::{ps_placement, FlowSpec, Workload};
+use crate::workload::{ps_placement, FlowSpec};
 use gradwire_core::time::Time;
 
 /// The servers a fast run simulates and the links it slows.
@@ -37,7 +37,7 @@ pub struct Sample {
     kept: Vec<bool>,
     pub rate: f64,
     /// Servers per sampled server (`S / servers`, a whole number).
-    pub m: u16,
+    pub m: u32,
     pub scale_ecn: bool,
     weigh_core: bool,
     phantom: PhantomModel,
@@ -57,7 +57,7 @@ pub struct Weights {
     /// Per flow, a bit: it stands for more (see [`Weights::weigh_flows`]).
     flows: Vec<u64>,
     /// Servers per sampled server.
-    m: u16,
+    m: u32,
     /// `fast.phantom = "fluid"`: per port, the load of the packets sampled away.
     fluid: Option<Vec<PhantomLoad>>,
     /// Its averaging time, ps.
@@ -141,7 +141,7 @@ impl Weights {
     #[inline]
     pub fn at_port(&self, p: u32, dst: u32, flow: u32, wire_bytes: u16) -> u16 {
         if self.fluid.is_none() && self.stands_for_more(p, dst, flow) {
-            wire_bytes * self.m
+            wire_bytes * self.m as u16 // `plan` refused a stretch that would overflow
         } else {
             wire_bytes
         }
@@ -151,7 +151,7 @@ impl Weights {
     #[inline]
     pub fn leaving(&self, p: u32, dst: u32, flow: u32, wire_bytes: u16) -> u16 {
         if self.fluid.is_none() && self.stands_for_more(p, dst, flow) {
-            wire_bytes / self.m
+            wire_bytes / self.m as u16
         } else {
             wire_bytes
         }
@@ -197,12 +197,12 @@ impl Sample {
         let n = (1..=s.fast.servers.min(of)).rev().find(|n| of.is_multiple_of(*n)).unwrap_or(1);
         let m = of / n;
         let biggest = s.transport.mss_bytes as u64 + s.transport.header_bytes as u64;
-        if m as u64 * biggest > u16::MAX as u64 {
+        if s.fast.phantom == PhantomModel::Stretch && m as u64 * biggest > u16::MAX as u64 {
             return Err(ScenarioError::new(
                 "fast.servers",
                 format!(
-                    "{n} of {of} servers: a packet would stand for {m}, more than a 65535-byte frame holds; \
-                     sample more servers"
+                    "{n} of {of} servers: a stretched packet would stand for {m}, more than a 65535-byte \
+                     frame holds; sample more servers, or use phantom = \"fluid\""
                 ),
             ));
         }
@@ -230,7 +230,7 @@ impl Sample {
             slowed,
             kept,
             rate: n as f64 / of as f64,
-            m: m as u16,
+            m,
             scale_ecn: s.fast.scale_ecn,
             weigh_core: s.fast.weigh_core,
             phantom: s.fast.phantom,
@@ -261,9 +261,9 @@ impl Sample {
         Weights { worker: self.slowed.clone(), hop, flows: Vec::new(), m: self.m, fluid, tau: self.tau_ps }
     }
 
-    /// Keep only the flows of the sampled servers.
-    pub fn thin(&self, wl: &mut Workload) {
-        wl.retain(|f| self.kept[f.src as usize] || self.kept[f.dst as usize]);
+    /// Is host `h` a sampled server (the workload keeps its flows)?
+    pub fn keeps(&self, h: u32) -> bool {
+        self.kept[h as usize]
     }
 }
 
@@ -272,7 +272,7 @@ mod tests {
     use super::*;
 
     /// A fabric of one host-to-switch port (port 0, up) whose host is a worker, with `m`.
-    fn weights(m: u16, fluid: bool) -> Weights {
+    fn weights(m: u32, fluid: bool) -> Weights {
         let mut w = Weights {
             worker: vec![true, false],
             hop: vec![Hop::TowardServers],

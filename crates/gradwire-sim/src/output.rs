@@ -62,7 +62,7 @@ pub struct FastSummary {
     /// The job's servers.
     pub of: u32,
     /// Packets a sampled packet stands for on its worker's half of the path.
-    pub stands_for: u16,
+    pub stands_for: u32,
 }
 
 /// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),

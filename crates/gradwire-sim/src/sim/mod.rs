@@ -216,13 +216,10 @@ impl Simulation {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(s.seed);
         let workload = match workload {
             Some(w) => w,
-            None => {
-                let mut w = workload::build(&s, &topo, &mut rng)?;
-                if let Some(sample) = &sample {
-                    sample.thin(&mut w);
-                }
-                Arc::new(w)
-            }
+            None => Arc::new(match &sample {
+                Some(sample) => workload::build_for(&s, &topo, &mut rng, &|h| sample.keeps(h))?,
+                None => workload::build(&s, &topo, &mut rng)?,
+            }),
         };
         if let Some(weights) = &mut fabric.weights {
             weights.weigh_flows(&workload.flows, s.fast.weigh_whole_tensors);

@@ -43,7 +43,15 @@ fn buckets(model: &ModelProfile, bucket_bytes: u64) -> Vec<Bucket> {
     out
 }
 
-pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelProfile, start: Time, rng: &mut impl Rng) {
+pub fn build(
+    out: &mut Workload,
+    s: &Scenario,
+    topo: &Topology,
+    model: &ModelProfile,
+    start: Time,
+    rng: &mut impl Rng,
+    keep: &dyn Fn(u32) -> bool,
+) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
     let plan = Plan {
@@ -59,7 +67,7 @@ pub fn build(out: &mut Workload, s: &Scenario, topo: &Topology, model: &ModelPro
         let mut first: Vec<Vec<u32>> = vec![Vec::new(); workers.len()];
         let mut done: Vec<Vec<u32>> = vec![Vec::new(); workers.len()];
         match w.pattern {
-            DnnPattern::Ps => plan.ps(out, k, &workers, &servers, w.split_bytes, rng, &mut first, &mut done),
+            DnnPattern::Ps => plan.ps(out, k, &workers, &servers, w.split_bytes, rng, keep, &mut first, &mut done),
             DnnPattern::Ring => plan.ring(out, k, &workers, &mut first, &mut done),
         }
         if k > 0 {
@@ -107,6 +115,7 @@ impl Plan {
         servers: &[u32],
         split_bytes: u64,
         rng: &mut impl Rng,
+        keep: &dyn Fn(u32) -> bool,
         first: &mut [Vec<u32>],
         done: &mut [Vec<u32>],
     ) {
@@ -116,6 +125,9 @@ impl Plan {
             let spread = shards.len() > 1;
             for (j, shard) in shards {
                 let (srv, bytes) = (servers[j as usize], shard.end - shard.start);
+                if !keep(srv) {
+                    continue;
+                }
                 let mut pushes = Vec::new();
                 let mut pulls = Vec::new();
                 for (i, &wk) in workers.iter().enumerate().filter(|(_, &wk)| wk != srv) {
