@@ -47,6 +47,9 @@ CASES = {
     "dctcp": [],
     "dlcp": ["transport.kind=dlcp", "switch.policy=dlcp", "switch.queues=8"],
     "loss": ["topology.link_loss_rate=0.0001"],
+    "ltp": ["transport.kind=ltp"],
+    "newreno": ["transport.kind=newreno"],
+    "spray": ["routing.mode=spray"],
 }
 
 
@@ -148,7 +151,7 @@ def main():
             for variant in a.variants.split(","):
                 for n in a.servers.split(","):
                     print(f"k = {a.k}, {case}: fast ({variant}), {n} servers ...", file=sys.stderr, flush=True)
-                    extra = ["fidelity=fast", f"fast.servers={n}", *VARIANTS[variant]]
+                    extra = ["fidelity=fast", "fast.unvalidated=true", f"fast.servers={n}", *VARIANTS[variant]]
                     fast = pooled(a.bin, a.k, case, extra, os.path.join(tmp, f"{case}-{variant}-{n}"), seeds)
                     r = compare(packet, fast)
                     r.update(case=case, variant=variant, k=a.k, seeds=seeds)

@@ -24,6 +24,11 @@ use crate::topology::{NodeId, Topology};
 use crate::workload::{ps_placement, FlowSpec};
 use gradwire_core::time::Time;
 
+/// Transports whose mean, p50 and p99 FCT and RTOs `benchmarks/sim_fast` found within 5 %
+/// of packet level's on the sampled servers (docs/notes/fast-mode.md); DLCP was not
+/// (its hosts share rates and loads among their peers, and a sample has fewer peers).
+pub const VALIDATED: &[&str] = &["dctcp"];
+
 /// The servers a fast run simulates and the links it slows.
 #[derive(Debug, Clone)]
 pub struct Sample {
@@ -187,6 +192,18 @@ impl Sample {
         }
         if !s.failures.is_empty() {
             return refuse("failures", "keeps no load on the links it samples away");
+        }
+        let transport = s.transport.kind.name();
+        if !VALIDATED.contains(&transport) && !s.fast.unvalidated {
+            return Err(ScenarioError::new(
+                "transport.kind",
+                format!(
+                    "fidelity = \"fast\" has not been measured within 5 % of packet level for `{transport}` \
+                     (benchmarks/sim_fast; validated: {}); set fast.unvalidated = true to run it anyway, \
+                     or use fidelity = \"packet\"",
+                    VALIDATED.join(", ")
+                ),
+            ));
         }
         if s.fast.servers == 0 {
             return Err(ScenarioError::new("fast.servers", "must be at least 1 (got 0)"));

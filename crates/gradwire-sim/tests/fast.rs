@@ -72,4 +72,11 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let text = ps("fidelity = \"fast\"\n[pauses]\nhosts = 1");
     let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "pauses.hosts", "{e}");
+    // a transport whose error was not measured within 5 % runs only when asked for
+    let dlcp = ps("fidelity = \"fast\"").replace("kind = \"dctcp\"", "kind = \"dlcp\"");
+    let e = Simulation::new(&load(&dlcp, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "transport.kind", "{e}");
+    assert!(e.to_string().contains("fast.unvalidated"), "{e}");
+    let forced = dlcp.replace("fidelity = \"fast\"", "fidelity = \"fast\"\n[fast]\nunvalidated = true");
+    assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }

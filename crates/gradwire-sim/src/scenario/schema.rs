@@ -93,6 +93,8 @@ pub struct FastCfg {
     /// `phantom = "fluid"`: the time its rate is averaged over (default: a quarter of one
     /// round of a worker's NIC over every server, `crate::fast`).
     pub phantom_tau_us: Option<f64>,
+    /// Run a transport whose error `benchmarks/sim_fast` has not found within 5 %.
+    pub unvalidated: bool,
 }
 
 /// How a fast run's links carry the packets of the flows it samples away.
@@ -115,6 +117,7 @@ impl Default for FastCfg {
             weigh_whole_tensors: false,
             phantom: PhantomModel::Fluid,
             phantom_tau_us: None,
+            unvalidated: false,
         }
     }
 }
