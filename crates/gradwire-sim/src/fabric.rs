@@ -252,7 +252,7 @@ impl Fabric {
         Self::build_sampled(s, topo, None)
     }
 
-    /// The fabric of `s`, with the links of a fast run's workers slowed (`crate::fast`).
+    /// The fabric of `s`, weighing a fast run's packets (`crate::fast`).
     pub fn build_sampled(s: &Scenario, topo: &Topology, sample: Option<&Sample>) -> Fabric {
         let sw = &s.switch;
         // buffer limits come from the pools; a pFabric port needs no cap of its own
@@ -312,7 +312,7 @@ impl Fabric {
                     link.bits_per_sec
                 };
                 let mut ecn_threshold = sw.ecn_threshold_packets;
-                if let Some(sample) = sample.filter(|x| x.scale_ecn && x.slows(b)) {
+                if let Some(sample) = sample.filter(|x| x.scale_ecn && x.is_worker(b)) {
                     ecn_threshold = ((ecn_threshold as f64 * sample.rate).round() as u32).max(1);
                 }
                 ports.push(Port {

@@ -17,29 +17,33 @@
 //!
 //! What it cannot see: a job's iteration is its slowest server's, and a sample's slowest
 //! server is faster; the racks of the servers left out carry none of their traffic.
-//! Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md).
+//! Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
+//! transports and routing not found within 5 % ([`VALIDATED`]) are refused by default.
 
-use crate::scenario::{DnnPattern, PhantomModel, Scenario, ScenarioError, WorkloadKind};
+use crate::scenario::{DnnPattern, PhantomModel, RoutingMode, Scenario, ScenarioError, WorkloadKind};
 use crate::topology::{NodeId, Topology};
 use crate::workload::{ps_placement, FlowSpec};
 use gradwire_core::time::Time;
 
 /// Transports whose mean, p50 and p99 FCT and RTOs `benchmarks/sim_fast` found within 5 %
-/// of packet level's on the sampled servers (docs/notes/fast-mode.md); DLCP was not
-/// (its hosts share rates and loads among their peers, and a sample has fewer peers).
-pub const VALIDATED: &[&str] = &["dctcp"];
+/// of packet level's on the sampled servers, under ECMP (docs/notes/fast-mode.md). DLCP was
+/// not (its hosts share rates and loads among their peers, and a sample has fewer peers),
+/// nor was per-packet spraying (+11 % mean FCT with DCTCP).
+pub const VALIDATED: &[&str] = &["dctcp", "ltp", "newreno"];
 
-/// The servers a fast run simulates and the links it slows.
+/// The servers a fast run simulates, and the workers whose links its packets share with
+/// the flows sampled away.
 #[derive(Debug, Clone)]
 pub struct Sample {
     /// Hosts of the sampled servers.
     pub servers: Vec<u32>,
     /// The job's servers.
     pub of: u32,
-    /// Per node: a worker, whose links run at `rate` of their speed.
-    slowed: Vec<bool>,
+    /// Per node: a worker of a thinned job (none when every server is sampled).
+    worker: Vec<bool>,
     /// Per node: a sampled server.
     kept: Vec<bool>,
+    /// `servers / S`.
     pub rate: f64,
     /// Servers per sampled server (`S / servers`, a whole number).
     pub m: u32,
@@ -198,11 +202,19 @@ impl Sample {
             return Err(ScenarioError::new(
                 "transport.kind",
                 format!(
-                    "fidelity = \"fast\" has not been measured within 5 % of packet level for `{transport}` \
+                    "fidelity = \"fast\" has not been found within 5 % of packet level for `{transport}` \
                      (benchmarks/sim_fast; validated: {}); set fast.unvalidated = true to run it anyway, \
                      or use fidelity = \"packet\"",
                     VALIDATED.join(", ")
                 ),
+            ));
+        }
+        if s.routing.mode == RoutingMode::Spray && !s.fast.unvalidated {
+            return Err(ScenarioError::new(
+                "routing.mode",
+                "fidelity = \"fast\" has not been found within 5 % of packet level with spraying \
+                 (benchmarks/sim_fast: +11 % mean FCT); set fast.unvalidated = true to run it anyway, \
+                 or use fidelity = \"packet\"",
             ));
         }
         if s.fast.servers == 0 {
@@ -233,10 +245,10 @@ impl Sample {
                 of as f64 * biggest as f64 * 8.0 / bits_per_ps / 4.0
             }
         };
-        let mut slowed = vec![false; topo.nodes.len()];
+        let mut worker = vec![false; topo.nodes.len()];
         let mut kept = vec![false; topo.nodes.len()];
         for &w in &workers {
-            slowed[w as usize] = n < of;
+            worker[w as usize] = n < of;
         }
         for &h in &servers {
             kept[h as usize] = true;
@@ -244,7 +256,7 @@ impl Sample {
         Ok(Some(Sample {
             servers,
             of,
-            slowed,
+            worker,
             kept,
             rate: n as f64 / of as f64,
             m,
@@ -255,9 +267,9 @@ impl Sample {
         }))
     }
 
-    /// Does a link with this end run at `rate`?
-    pub fn slows(&self, node: NodeId) -> bool {
-        self.slowed[node as usize]
+    /// Is `node` a worker of a thinned job?
+    pub fn is_worker(&self, node: NodeId) -> bool {
+        self.worker[node as usize]
     }
 
     /// What the packets of each port, given as (from, to), weigh.
@@ -266,7 +278,7 @@ impl Sample {
             .map(|(from, to)| {
                 // node ids grow with the tier: a port to a lower id leads toward the hosts
                 let down = from > to;
-                let here = self.weigh_core || self.slowed[from as usize] || self.slowed[to as usize];
+                let here = self.weigh_core || self.worker[from as usize] || self.worker[to as usize];
                 match (here, down) {
                     (false, _) => Hop::Own,
                     (true, true) => Hop::TowardWorkers,
@@ -275,7 +287,7 @@ impl Sample {
             })
             .collect();
         let fluid = (self.phantom == PhantomModel::Fluid).then(|| vec![PhantomLoad::default(); hop.len()]);
-        Weights { worker: self.slowed.clone(), hop, flows: Vec::new(), m: self.m, fluid, tau: self.tau_ps }
+        Weights { worker: self.worker.clone(), hop, flows: Vec::new(), m: self.m, fluid, tau: self.tau_ps }
     }
 
     /// Is host `h` a sampled server (the workload keeps its flows)?

@@ -77,6 +77,9 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&dlcp, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "transport.kind", "{e}");
     assert!(e.to_string().contains("fast.unvalidated"), "{e}");
+    let spray = ps("fidelity = \"fast\"\n[routing]\nmode = \"spray\"");
+    let e = Simulation::new(&load(&spray, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "routing.mode", "{e}");
     let forced = dlcp.replace("fidelity = \"fast\"", "fidelity = \"fast\"\n[fast]\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }
