@@ -50,6 +50,22 @@ CASES = {
     "ltp": ["transport.kind=ltp"],
     "newreno": ["transport.kind=newreno"],
     "spray": ["routing.mode=spray"],
+    # 128 hosts only (--k 8): 8 racks of 16 with 16 uplinks (1:1) or 4 (4:1, the core
+    # congests; refused without fast.unvalidated, which the benchmark sets)
+    "leafspine": [
+        "topology.kind=leaf_spine",
+        "topology.leaves=8",
+        "topology.hosts_per_leaf=16",
+        "topology.spines=4",
+        "topology.uplinks_per_leaf=16",
+    ],
+    "leafspine4": [
+        "topology.kind=leaf_spine",
+        "topology.leaves=8",
+        "topology.hosts_per_leaf=16",
+        "topology.spines=4",
+        "topology.uplinks_per_leaf=4",
+    ],
 }
 
 

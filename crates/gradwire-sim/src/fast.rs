@@ -20,7 +20,7 @@
 //! Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
 //! transports and routing not found within 5 % ([`VALIDATED`]) are refused by default.
 
-use crate::scenario::{DnnPattern, PhantomModel, RoutingMode, Scenario, ScenarioError, WorkloadKind};
+use crate::scenario::{DnnPattern, PhantomModel, RoutingMode, Scenario, ScenarioError, TopologyKind, WorkloadKind};
 use crate::topology::{NodeId, Topology};
 use crate::workload::{ps_placement, FlowSpec};
 use gradwire_core::time::Time;
@@ -207,6 +207,17 @@ impl Sample {
                      or use fidelity = \"packet\"",
                     VALIDATED.join(", ")
                 ),
+            ));
+        }
+        let t = &s.topology;
+        let oversubscribed = t.kind == TopologyKind::LeafSpine
+            && t.hosts_per_leaf as f64 * t.host_link_gbps > t.uplinks_per_leaf as f64 * t.uplink_gbps;
+        if oversubscribed && !s.fast.unvalidated {
+            return Err(ScenarioError::new(
+                "topology.uplinks_per_leaf",
+                "fidelity = \"fast\" keeps none of the packets it samples away in a switch's buffer, and an \
+                 oversubscribed core queues and drops there (benchmarks/sim_fast: -31 % mean FCT at 4:1); \
+                 set fast.unvalidated = true to run it anyway, or use fidelity = \"packet\"",
             ));
         }
         if s.routing.mode == RoutingMode::Spray && !s.fast.unvalidated {
