@@ -80,11 +80,11 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let spray = ps("fidelity = \"fast\"\n[routing]\nmode = \"spray\"");
     let e = Simulation::new(&load(&spray, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "routing.mode", "{e}");
-    let oversubscribed = "fidelity = \"fast\"\n[topology]\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\n\
+    let leaf_spine = "fidelity = \"fast\"\n[topology]\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\n\
                           uplinks_per_leaf = 2\n[workload]\nkind = \"ps\"\nworkers = 12\nservers = 4\n\
                           push_bytes = 1000000\ncolocated = false\n";
-    let e = Simulation::new(&load(oversubscribed, &[]).unwrap()[0].scenario).err().expect("refused");
-    assert_eq!(e.key, "topology.uplinks_per_leaf", "{e}");
+    let e = Simulation::new(&load(leaf_spine, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "topology.kind", "{e}");
     let forced = dlcp.replace("fidelity = \"fast\"", "fidelity = \"fast\"\n[fast]\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }
