@@ -167,4 +167,25 @@ mod tests {
         // host links + edge-agg + agg-core
         assert_eq!(t.links.len(), 16 + 4 * 4 + 4 * 4);
     }
+
+    /// `crate::fast` tells a link's down direction by its ends' ids: every node's id is
+    /// above those of the tier beneath it (hosts, then racks, then the tiers above).
+    #[test]
+    fn node_ids_grow_with_the_tier() {
+        let tier = |t: &Topology, n: NodeId| -> u32 {
+            let name = &t.nodes[n as usize].name;
+            ["host", "leaf", "edge", "agg", "spine", "core"]
+                .iter()
+                .position(|p| name.starts_with(p))
+                .map(|i| [0, 1, 1, 2, 2, 3][i])
+                .expect("a known node kind")
+        };
+        let fat = fat_tree(&TopologyCfg { kind: TopologyKind::FatTree, k: 6, ..TopologyCfg::default() });
+        for t in [leaf_spine(&TopologyCfg::default()), fat] {
+            for l in &t.links {
+                let (lo, hi) = if l.a < l.b { (l.a, l.b) } else { (l.b, l.a) };
+                assert!(tier(&t, lo) < tier(&t, hi), "{} - {}", t.nodes[lo as usize].name, t.nodes[hi as usize].name);
+            }
+        }
+    }
 }
