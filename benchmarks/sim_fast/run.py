@@ -42,6 +42,7 @@ VARIANTS = {
     "fluid10": ["fast.phantom=fluid", "fast.phantom_tau_us=10"],
     "fluid100": ["fast.phantom=fluid", "fast.phantom_tau_us=100"],
     "whole": ["fast.phantom=stretch", "fast.weigh_whole_tensors=true"],
+    "charge": ["fast.charge_buffer=true"],
 }
 CASES = {
     "dctcp": [],
@@ -50,6 +51,8 @@ CASES = {
     "ltp": ["transport.kind=ltp"],
     "newreno": ["transport.kind=newreno"],
     "spray": ["routing.mode=spray"],
+    # every host a worker, every fourth a server too
+    "colocated": ["workload.colocated=true"],
     # 128 hosts only (--k 8): 8 racks of 16 with 16 uplinks (1:1) or 4 (4:1, the core
     # congests; refused without fast.unvalidated, which the benchmark sets)
     "leafspine": [
@@ -71,7 +74,8 @@ CASES = {
 
 def run(binary, k, case, extra, out, seed):
     hosts = k**3 // 4
-    sets = [f"topology.k={k}", f"workload.workers={hosts * 3 // 4}", f"workload.servers={hosts // 4}"]
+    workers = hosts if "workload.colocated=true" in CASES[case] else hosts * 3 // 4
+    sets = [f"topology.k={k}", f"workload.workers={workers}", f"workload.servers={hosts // 4}"]
     args = [binary, SCENARIO, "--out", out, "--quiet", "--seed", str(seed)]
     for s in sets + CASES[case] + extra:
         args += ["--set", s]

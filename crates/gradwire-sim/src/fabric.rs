@@ -224,8 +224,12 @@ impl Fabric {
         let begin = start.max(port.busy_until);
         let mut tx = port.tx_time(h.wire_bytes as u32);
         if let Some(w) = &mut self.weights {
-            tx = w.serialization(p, h.dst, h.flow, tx, port.bits_per_sec, begin);
-            h.wire_bytes = w.leaving(p, h.dst, h.flow, h.wire_bytes);
+            let own = w.leaving(p, h.dst, h.flow, h.wire_bytes);
+            if w.is_fluid() {
+                // charged to the buffer for more, it takes the link as itself beside the phantom
+                tx = w.serialization(p, h.dst, h.flow, port.tx_time(own as u32), port.bits_per_sec, begin);
+            }
+            h.wire_bytes = own;
         }
         port.busy_until = begin + tx;
         let arrives = port.busy_until + port.delay;
@@ -312,7 +316,7 @@ impl Fabric {
                     link.bits_per_sec
                 };
                 let mut ecn_threshold = sw.ecn_threshold_packets;
-                if let Some(sample) = sample.filter(|x| x.scale_ecn && x.is_worker(b)) {
+                if let Some(sample) = sample.filter(|x| x.scales_ecn_toward(b)) {
                     ecn_threshold = ((ecn_threshold as f64 * sample.rate).round() as u32).max(1);
                 }
                 ports.push(Port {

@@ -51,6 +51,10 @@ pub struct Sample {
     weigh_core: bool,
     phantom: PhantomModel,
     tau_ps: f64,
+    charge: bool,
+    /// A colocated job: each sampled server's host and the hosts of the servers it stands
+    /// for, whose host links carry its server traffic as a phantom.
+    twins: Vec<(u32, Vec<u32>)>,
 }
 
 /// How long a fast run's packet holds a port: a packet between a worker and a sampled
@@ -60,17 +64,24 @@ pub struct Sample {
 /// worker with `fast.weigh_core = false`.
 #[derive(Debug, Clone)]
 pub struct Weights {
-    /// Per node: a worker.
-    worker: Vec<bool>,
     hop: Vec<Hop>,
     /// Per flow, a bit: it stands for more (see [`Weights::weigh_flows`]).
     flows: Vec<u64>,
+    /// Per flow, its worker's host (a packet heading there is on its way to the worker,
+    /// data of a pull or an ACK of a push).
+    worker_of: Vec<u32>,
+    /// Per port of a sampled server's host link (colocated jobs): the same port of the
+    /// servers it stands for, which carry its server traffic as a phantom.
+    twins: Vec<Vec<u32>>,
     /// Servers per sampled server.
     m: u32,
     /// `fast.phantom = "fluid"`: per port, the load of the packets sampled away.
     fluid: Option<Vec<PhantomLoad>>,
     /// Its averaging time, ps.
     tau: f64,
+    /// A packet that stands for `m` takes `m` times its bytes of the buffer (`stretch`, or
+    /// `fast.charge_buffer`).
+    charge: bool,
 }
 
 /// A port's phantom load: the packets of the flows sampled away, as a fluid whose rate is
@@ -91,6 +102,10 @@ enum Hop {
     TowardWorkers,
     /// On the worker's half of the path of a packet from a worker (an up link).
     TowardServers,
+    /// A sampled server's host link in a colocated job: its server traffic stands for
+    /// itself here and for its twins' at theirs; its worker traffic as `TowardWorkers` /
+    /// `TowardServers`.
+    Twinned { down: bool },
 }
 
 impl Weights {
@@ -100,6 +115,7 @@ impl Weights {
     /// packets leave at the link's rate).
     pub fn weigh_flows(&mut self, flows: &[FlowSpec], whole_too: bool) {
         self.flows = vec![0; flows.len().div_ceil(64)];
+        self.worker_of = flows.iter().map(|f| if f.pull { f.dst } else { f.src }).collect();
         for (f, spec) in flows.iter().enumerate() {
             if spec.spread || whole_too {
                 self.flows[f / 64] |= 1 << (f % 64);
@@ -107,16 +123,43 @@ impl Weights {
         }
     }
 
-    /// Does a packet of `flow` to `dst` at port `p` stand for the flows sampled away?
+    #[inline]
+    fn bit(bits: &[u64], flow: u32) -> bool {
+        bits.get(flow as usize / 64).is_some_and(|w| w >> (flow % 64) & 1 == 1)
+    }
+
+    /// Is a packet of `flow` to `dst` heading to the flow's worker?
+    #[inline]
+    fn to_worker(&self, dst: u32, flow: u32) -> bool {
+        self.worker_of.get(flow as usize) == Some(&dst)
+    }
+
+    /// Does a packet of `flow` to `dst` at port `p` stand for the flows sampled away? On
+    /// the worker's half of its path: down toward its worker, or up from it.
     #[inline]
     fn stands_for_more(&self, p: u32, dst: u32, flow: u32) -> bool {
-        let weighs = self.flows.get(flow as usize / 64).is_some_and(|w| w >> (flow % 64) & 1 == 1);
-        weighs
+        Self::bit(&self.flows, flow)
             && match self.hop[p as usize] {
                 Hop::Own => false,
-                Hop::TowardWorkers => self.worker[dst as usize],
-                Hop::TowardServers => !self.worker[dst as usize],
+                Hop::TowardWorkers | Hop::Twinned { down: true } => self.to_worker(dst, flow),
+                Hop::TowardServers | Hop::Twinned { down: false } => !self.to_worker(dst, flow),
             }
+    }
+
+    /// Is a packet of `flow` to `dst` at port `p` a sampled server's own traffic, which
+    /// its twins' ports carry too (into it as the flow's server, or out of it)?
+    #[inline]
+    fn mirrored(&self, p: u32, dst: u32, flow: u32) -> bool {
+        match self.hop[p as usize] {
+            Hop::Twinned { down } => down != self.to_worker(dst, flow),
+            _ => false,
+        }
+    }
+
+    /// Do the packets sampled away take a link as a fluid (not by stretching the sample's)?
+    #[inline]
+    pub fn is_fluid(&self) -> bool {
+        self.fluid.is_some()
     }
 
     /// How long a packet of `flow` to `dst`, `tx` long by itself, holds port `p` (of
@@ -128,7 +171,17 @@ impl Weights {
     pub fn serialization(&mut self, p: u32, dst: u32, flow: u32, tx: Time, bits_per_sec: u64, now: Time) -> Time {
         let stands = self.stands_for_more(p, dst, flow);
         let (m, tau) = (self.m as f64, self.tau);
+        let mirrored = self.mirrored(p, dst, flow);
         let Some(fluid) = &mut self.fluid else { return tx };
+        if mirrored {
+            // its twins' ports carry as much: the load counts `m - 1` times per byte added
+            let bytes = tx as f64 * bits_per_sec as f64 / 8.0 / 1e12 / (m - 1.0);
+            for &q in &self.twins[p as usize] {
+                let ph = &mut fluid[q as usize];
+                ph.bytes = ph.bytes * (-((now - ph.at) as f64) / tau).exp() + bytes;
+                ph.at = now;
+            }
+        }
         let ph = &mut fluid[p as usize];
         if ph.bytes == 0.0 && !stands {
             return tx;
@@ -149,7 +202,7 @@ impl Weights {
     /// bytes of the buffer and of the link.
     #[inline]
     pub fn at_port(&self, p: u32, dst: u32, flow: u32, wire_bytes: u16) -> u16 {
-        if self.fluid.is_none() && self.stands_for_more(p, dst, flow) {
+        if self.charge && self.stands_for_more(p, dst, flow) {
             wire_bytes * self.m as u16 // `plan` refused a stretch that would overflow
         } else {
             wire_bytes
@@ -159,7 +212,7 @@ impl Weights {
     /// The bytes it leaves port `p` with: its own again.
     #[inline]
     pub fn leaving(&self, p: u32, dst: u32, flow: u32, wire_bytes: u16) -> u16 {
-        if self.fluid.is_none() && self.stands_for_more(p, dst, flow) {
+        if self.charge && self.stands_for_more(p, dst, flow) {
             wire_bytes / self.m as u16
         } else {
             wire_bytes
@@ -182,8 +235,8 @@ impl Sample {
         if !ps {
             return refuse("workload.kind", "samples the servers of a PS job, and this workload is not one");
         }
-        if w.colocated {
-            return refuse("workload.colocated", "needs servers apart from workers (a colocated host is both)");
+        if w.colocated && s.fast.phantom == PhantomModel::Stretch {
+            return refuse("fast.phantom", "= \"stretch\" has no phantom to carry a colocated server's traffic");
         }
         if !s.ideal.is_off() {
             return refuse("ideal", "simulates packets; an ideal row has none");
@@ -223,6 +276,11 @@ impl Sample {
             if s.routing.mode == RoutingMode::Spray {
                 return unmeasured("routing.mode", "with spraying (+11 % mean FCT)".into());
             }
+            if w.colocated {
+                let why =
+                    "with colocated servers (128 hosts: -9 % mean FCT, -20 % RTOs; dedicated servers are validated)";
+                return unmeasured("workload.colocated", why.into());
+            }
         }
         if s.fast.servers == 0 {
             return Err(ScenarioError::new("fast.servers", "must be at least 1 (got 0)"));
@@ -233,16 +291,26 @@ impl Sample {
         let n = (1..=s.fast.servers.min(of)).rev().find(|n| of.is_multiple_of(*n)).unwrap_or(1);
         let m = of / n;
         let biggest = s.transport.mss_bytes as u64 + s.transport.header_bytes as u64;
-        if s.fast.phantom == PhantomModel::Stretch && m as u64 * biggest > u16::MAX as u64 {
+        let charge = s.fast.phantom == PhantomModel::Stretch || s.fast.charge_buffer;
+        if charge && m as u64 * biggest > u16::MAX as u64 {
             return Err(ScenarioError::new(
                 "fast.servers",
                 format!(
-                    "{n} of {of} servers: a stretched packet would stand for {m}, more than a 65535-byte \
-                     frame holds; sample more servers, or use phantom = \"fluid\""
+                    "{n} of {of} servers: a packet charged to the buffer for {m} would take more than \
+                     a 65535-byte frame; sample more servers, or use phantom = \"fluid\" without \
+                     charge_buffer"
                 ),
             ));
         }
         let servers: Vec<u32> = (0..n).map(|i| all[(i * m) as usize]).collect();
+        // colocated: the hosts of servers i*m+1 .. i*m+m-1 carry server i*m's traffic
+        let twins = if w.colocated && m > 1 {
+            (0..n as usize)
+                .map(|i| (all[i * m as usize], all[i * m as usize + 1..(i + 1) * m as usize].to_vec()))
+                .collect()
+        } else {
+            Vec::new()
+        };
         // a quarter of one round of a worker's NIC over every server, by default
         let tau_ps = match s.fast.phantom_tau_us {
             Some(us) => us * 1e6,
@@ -271,20 +339,30 @@ impl Sample {
             weigh_core: s.fast.weigh_core,
             phantom: s.fast.phantom,
             tau_ps,
+            charge,
+            twins,
         }))
     }
 
-    /// Is `node` a worker of a thinned job?
-    pub fn is_worker(&self, node: NodeId) -> bool {
-        self.worker[node as usize]
+    /// Does the ECN threshold of a port toward `node` scale with the sample's share of the
+    /// servers? Toward a worker of a thinned job with `fast.scale_ecn`, unless it is a
+    /// sampled server too (its pushes all arrive).
+    pub fn scales_ecn_toward(&self, node: NodeId) -> bool {
+        self.scale_ecn && self.worker[node as usize] && !self.kept[node as usize]
     }
 
     /// What the packets of each port, given as (from, to), weigh.
     pub fn weights(&self, ports: impl Iterator<Item = (NodeId, NodeId)>) -> Weights {
+        let ports: Vec<(NodeId, NodeId)> = ports.collect();
+        let twinned = |h: NodeId| !self.twins.is_empty() && self.kept[h as usize];
         let hop: Vec<Hop> = ports
-            .map(|(from, to)| {
+            .iter()
+            .map(|&(from, to)| {
                 // node ids grow with the tier: a port to a lower id leads toward the hosts
                 let down = from > to;
+                if twinned(if down { to } else { from }) {
+                    return Hop::Twinned { down };
+                }
                 let here = self.weigh_core || self.worker[from as usize] || self.worker[to as usize];
                 match (here, down) {
                     (false, _) => Hop::Own,
@@ -293,8 +371,24 @@ impl Sample {
                 }
             })
             .collect();
+        // a host's up port and down port, by host
+        let mut host_ports: std::collections::HashMap<NodeId, [u32; 2]> = Default::default();
+        for (i, &(from, to)) in ports.iter().enumerate() {
+            let (host, dir) = if from > to { (to, 1) } else { (from, 0) };
+            host_ports.entry(host).or_insert([u32::MAX; 2])[dir] = i as u32;
+        }
+        let mut twins = vec![Vec::new(); if self.twins.is_empty() { 0 } else { ports.len() }];
+        for (server, others) in &self.twins {
+            for dir in 0..2 {
+                let port_of = |h: &NodeId| host_ports.get(h).map(|p| p[dir]).filter(|&p| p != u32::MAX);
+                if let Some(p) = port_of(server) {
+                    twins[p as usize] = others.iter().filter_map(port_of).collect();
+                }
+            }
+        }
         let fluid = (self.phantom == PhantomModel::Fluid).then(|| vec![PhantomLoad::default(); hop.len()]);
-        Weights { worker: self.worker.clone(), hop, flows: Vec::new(), m: self.m, fluid, tau: self.tau_ps }
+        let (m, tau, charge) = (self.m, self.tau_ps, self.charge);
+        Weights { hop, flows: Vec::new(), worker_of: Vec::new(), twins, m, fluid, tau, charge }
     }
 
     /// Is host `h` a sampled server (the workload keeps its flows)?
@@ -310,16 +404,18 @@ mod tests {
     /// A fabric of one host-to-switch port (port 0, up) whose host is a worker, with `m`.
     fn weights(m: u32, fluid: bool) -> Weights {
         let mut w = Weights {
-            worker: vec![true, false],
             hop: vec![Hop::TowardServers],
             flows: Vec::new(),
+            worker_of: Vec::new(),
+            twins: Vec::new(),
             m,
             fluid: fluid.then(|| vec![PhantomLoad::default()]),
             tau: 100e6,
+            charge: !fluid,
         };
-        let spec = |spread| FlowSpec {
-            src: 0,
-            dst: 1,
+        let spec = |spread, pull: bool| FlowSpec {
+            src: pull as u32,
+            dst: !pull as u32,
             bytes: 1,
             start: 0,
             gate_delay: 0,
@@ -327,10 +423,10 @@ mod tests {
             layer: 0,
             layers: 1,
             iteration: 0,
-            pull: false,
+            pull,
             spread,
         };
-        w.weigh_flows(&[spec(true), spec(false)], false);
+        w.weigh_flows(&[spec(true, false), spec(false, false), spec(true, true)], false);
         w
     }
 
@@ -340,7 +436,29 @@ mod tests {
         assert_eq!(w.at_port(0, 1, 0, 1500), 6000, "a shard toward its server: stands for 4");
         assert_eq!(w.leaving(0, 1, 0, 6000), 1500, "and leaves as itself");
         assert_eq!(w.at_port(0, 1, 1, 1500), 1500, "a whole tensor's flow stands for itself");
+        assert_eq!(w.at_port(0, 1, 2, 1500), 6000, "a pull's ACK up from its worker stands for 4");
         assert_eq!(w.at_port(0, 0, 0, 1500), 1500, "toward the worker on an up link: the server's half");
+    }
+
+    #[test]
+    fn a_colocated_servers_traffic_loads_its_twins_links() {
+        // port 0: down to a sampled server (host 1), port 1: down to its twin's host (2)
+        let mut w = weights(4, true);
+        w.hop = vec![Hop::Twinned { down: true }, Hop::TowardWorkers];
+        w.twins = vec![vec![1], Vec::new()];
+        w.fluid = Some(vec![PhantomLoad::default(); 2]);
+        let (tx, bps) = (120_000, 100_000_000_000);
+        // pushes into the sampled server at half the link's rate: its own, at the link's rate
+        let mut t = 0;
+        for _ in 0..5_000 {
+            assert_eq!(w.serialization(0, 1, 0, tx, bps, t), tx, "a server's own pushes stand for themselves");
+            t += 2 * tx;
+        }
+        // its twin's link carries as much: a packet of its own there takes twice as long
+        let held = w.serialization(1, 0, 2, tx, bps, t);
+        assert!((held as f64 / tx as f64 - 2.0).abs() < 0.05, "{held} ps for a {tx} ps packet");
+        // a pull to the sampled server's worker stands for more, and loads no twin
+        assert!(w.stands_for_more(0, 0, 2) && !w.mirrored(0, 0, 2));
     }
 
     #[test]

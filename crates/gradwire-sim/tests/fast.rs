@@ -60,8 +60,39 @@ fn a_sample_runs_exactly_its_servers_flows() {
 }
 
 #[test]
+fn a_colocated_sample_runs_its_servers_flows_from_every_worker() {
+    let colocated = |extra: &str| {
+        ps(extra).replace("workers = 12", "workers = 16").replace("colocated = false", "colocated = true")
+    };
+    let packet = run(&colocated(""));
+    let fast = run(&colocated("fidelity = \"fast\"\n[fast]\nservers = 2\nunvalidated = true"));
+    let sample = fast.fast_sample().expect("a fast run");
+    assert_eq!((sample.of, sample.m), (4, 2));
+    let c = fast.conservation();
+    assert!(c.holds(), "{c:?}");
+    assert_eq!(fast.progress().flows_done, fast.flow_count() as u64, "every sampled flow finished");
+    let servers = sample.servers.clone();
+    let of_sample = |csv: String| -> Vec<String> {
+        csv.lines()
+            .skip(1)
+            .filter(|r| {
+                let c: Vec<u32> = r.split(',').skip(1).take(2).map(|c| c.parse().unwrap()).collect();
+                // a pull leaves its server, a push arrives at it (column 11: pull)
+                let server = if r.split(',').nth(10) == Some("1") { c[0] } else { c[1] };
+                servers.contains(&server)
+            })
+            .map(|r| r.split(',').skip(1).take(3).collect::<Vec<_>>().join(","))
+            .collect()
+    };
+    let got = of_sample(flows_csv(&fast));
+    assert_eq!(got.len(), fast.flow_count(), "every flow of the sample is a sampled server's");
+    assert_eq!(got, of_sample(flows_csv(&packet)), "the same flows as packet level's, in order");
+}
+
+#[test]
 fn what_it_cannot_sample_is_refused_by_name() {
-    for (extra, key) in [("pattern = \"ring\"", "workload.kind"), ("colocated = true", "workload.colocated")] {
+    let stretched_colocated = "colocated = true\n[fast]\nphantom = \"stretch\"\nunvalidated = true";
+    for (extra, key) in [("pattern = \"ring\"", "workload.kind"), (stretched_colocated, "fast.phantom")] {
         let text = ps("fidelity = \"fast\"").replace("colocated = false\n", "").replace("pattern = \"ps\"\n", "")
             + extra
             + "\n";
@@ -77,6 +108,9 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&dlcp, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "transport.kind", "{e}");
     assert!(e.to_string().contains("fast.unvalidated"), "{e}");
+    let colocated = ps("fidelity = \"fast\"").replace("colocated = false", "colocated = true");
+    let e = Simulation::new(&load(&colocated, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "workload.colocated", "{e}");
     let spray = ps("fidelity = \"fast\"\n[routing]\nmode = \"spray\"");
     let e = Simulation::new(&load(&spray, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "routing.mode", "{e}");

@@ -93,6 +93,10 @@ pub struct FastCfg {
     /// `phantom = "fluid"`: the time its rate is averaged over (default: a quarter of one
     /// round of a worker's NIC over every server, `crate::fast`).
     pub phantom_tau_us: Option<f64>,
+    /// `phantom = "fluid"`: a packet that stands for `m` takes `m` times its bytes of the
+    /// port's buffer too, as the packets it stands for would queue beside it where the port
+    /// is saturated (`stretch` always does).
+    pub charge_buffer: bool,
     /// Run a transport whose error `benchmarks/sim_fast` has not found within 5 %.
     pub unvalidated: bool,
 }
@@ -117,6 +121,7 @@ impl Default for FastCfg {
             weigh_whole_tensors: false,
             phantom: PhantomModel::Fluid,
             phantom_tau_us: None,
+            charge_buffer: false,
             unvalidated: false,
         }
     }
