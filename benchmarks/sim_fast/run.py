@@ -138,7 +138,15 @@ def compare(packet, fast):
     spread = {
         k: (max(m[k] for m in per_seed) - min(m[k] for m in per_seed)) / same[k] * 100 if same[k] else 0.0 for k in same
     }
+    per_seed = lambda seeds, keep=lambda r: True: [  # noqa: E731
+        metrics([r for r in rows if keep(r)])["iteration_ms"] for rows in seeds
+    ]
     return {
+        "iteration_per_seed_ms": {
+            "packet_job": per_seed(packet["seeds"]),
+            "packet_same_servers": per_seed(packet["seeds"], lambda r: server_of(r) in servers),
+            "fast": per_seed(fast["seeds"]),
+        },
         "servers": f"{len(servers)} of {sample['of']}",
         "cpu_ratio": fast["cpu_s"] / packet["cpu_s"],
         "rss_ratio": fast["rss_mb"] / packet["rss_mb"],
@@ -190,6 +198,11 @@ def main():
             f"| k={r['k']} {r['case']} | {r['variant']} | {r['servers']} | {r['cpu_ratio']:.3f} | {r['rss_ratio']:.2f} "
             f"| {fmt(r['error_same_servers_pct'])} | {fmt(r['error_whole_job_pct'])} | {spread} |"
         )
+    print("\niteration per seed (ms): packet level's job | packet level on the sampled servers | fast")
+    for r in results:
+        it = r["iteration_per_seed_ms"]
+        cols = " | ".join(" / ".join(f"{v:.0f}" for v in it[k]) for k in ("packet_job", "packet_same_servers", "fast"))
+        print(f"k={r['k']} {r['case']} {r['variant']} {r['servers']}: {cols}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

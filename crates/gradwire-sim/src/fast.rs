@@ -15,10 +15,17 @@
 //! a port the sample keeps busy takes up to `m` times as long), or right behind each
 //! packet (`stretch`: it holds the port and the buffer `m` times as long and as much).
 //!
+//! Whether a packet stands for more follows its direction in its flow: one heading to the
+//! flow's worker (a pull's data, a push's ACK) does on the way down, one leaving it on the
+//! way up. In a colocated job a host is a worker and may be a server: a sampled server's
+//! host link carries its own server traffic as itself, and the host links of the servers
+//! it stands for carry the same traffic as a fluid phantom (its twins).
+//!
 //! What it cannot see: a job's iteration is its slowest server's, and a sample's slowest
-//! server is faster; the racks of the servers left out carry none of their traffic.
-//! Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
-//! transports and routing not found within 5 % ([`VALIDATED`]) are refused by default.
+//! server is faster; the racks of the servers left out carry none of their traffic on the
+//! core. Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
+//! transports, routing, topologies, colocated servers and chained iterations not found
+//! within 5 % ([`VALIDATED`]) are refused by default.
 
 use crate::scenario::{DnnPattern, PhantomModel, RoutingMode, Scenario, ScenarioError, TopologyKind, WorkloadKind};
 use crate::topology::{NodeId, Topology};
@@ -275,6 +282,11 @@ impl Sample {
             }
             if s.routing.mode == RoutingMode::Spray {
                 return unmeasured("routing.mode", "with spraying (+11 % mean FCT)".into());
+            }
+            if w.iterations > 1 {
+                let why = "over chained iterations (a worker's next one waits for its sampled servers only; \
+                           DLCP Fig. 14's DCTCP row at 64 workers: -27 % iteration time on the same servers)";
+                return unmeasured("workload.iterations", why.into());
             }
             if w.colocated {
                 let why =

@@ -108,6 +108,9 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&dlcp, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "transport.kind", "{e}");
     assert!(e.to_string().contains("fast.unvalidated"), "{e}");
+    let chained = ps("fidelity = \"fast\"") + "iterations = 2\n";
+    let e = Simulation::new(&load(&chained, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "workload.iterations", "{e}");
     let colocated = ps("fidelity = \"fast\"").replace("colocated = false", "colocated = true");
     let e = Simulation::new(&load(&colocated, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "workload.colocated", "{e}");
