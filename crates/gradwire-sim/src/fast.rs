@@ -314,12 +314,18 @@ impl Sample {
                 ),
             ));
         }
-        let servers: Vec<u32> = (0..n).map(|i| all[(i * m) as usize]).collect();
-        // colocated: the hosts of servers i*m+1 .. i*m+m-1 carry server i*m's traffic
+        if s.fast.offset >= m {
+            return Err(ScenarioError::new(
+                "fast.offset",
+                format!("{n} of {of} servers make {m} samples, offsets 0 to {} (got {})", m - 1, s.fast.offset),
+            ));
+        }
+        let k = s.fast.offset as usize;
+        let servers: Vec<u32> = (0..n as usize).map(|i| all[i * m as usize + k]).collect();
+        // colocated: the hosts of the other servers of its group of m carry a sampled one's traffic
         let twins = if w.colocated && m > 1 {
-            (0..n as usize)
-                .map(|i| (all[i * m as usize], all[i * m as usize + 1..(i + 1) * m as usize].to_vec()))
-                .collect()
+            let group = |i: usize| &all[i * m as usize..(i + 1) * m as usize];
+            (0..n as usize).map(|i| (group(i)[k], [&group(i)[..k], &group(i)[k + 1..]].concat())).collect()
         } else {
             Vec::new()
         };

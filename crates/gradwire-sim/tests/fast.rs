@@ -60,6 +60,23 @@ fn a_sample_runs_exactly_its_servers_flows() {
 }
 
 #[test]
+fn the_samples_at_every_offset_cover_the_job_once() {
+    let packet = run(&ps(""));
+    let (mut servers, mut flows) = (Vec::new(), 0);
+    for offset in 0..2 {
+        let fast = run(&ps(&format!("fidelity = \"fast\"\n[fast]\nservers = 2\noffset = {offset}")));
+        servers.extend(fast.fast_sample().expect("a fast run").servers.clone());
+        flows += fast.flow_count();
+    }
+    servers.sort();
+    assert_eq!(servers, vec![9, 11, 13, 15], "every server once (round-robin over the racks)");
+    assert_eq!(flows, packet.flow_count(), "every flow of the job once");
+    let beyond = ps("fidelity = \"fast\"\n[fast]\nservers = 2\noffset = 2");
+    let e = Simulation::new(&load(&beyond, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.offset", "{e}");
+}
+
+#[test]
 fn a_colocated_sample_runs_its_servers_flows_from_every_worker() {
     let colocated = |extra: &str| {
         ps(extra).replace("workers = 12", "workers = 16").replace("colocated = false", "colocated = true")

@@ -80,6 +80,9 @@ impl Fidelity {
 pub struct FastCfg {
     /// Servers simulated (at most the job's; spread evenly over its server list).
     pub servers: u32,
+    /// Which of the `m` interleaved samples: servers `offset`, `offset + m`, ... of the
+    /// job's list (`0 ≤ offset < m`). The `m` offsets together cover every server once.
+    pub offset: u32,
     /// Scale the ECN threshold of a switch port toward a worker with the worker's link rate.
     pub scale_ecn: bool,
     /// A sampled packet weighs for the missing flows on the core links too, not only on
@@ -116,6 +119,7 @@ impl Default for FastCfg {
     fn default() -> Self {
         FastCfg {
             servers: 32,
+            offset: 0,
             scale_ecn: true,
             weigh_core: true,
             weigh_whole_tensors: false,
