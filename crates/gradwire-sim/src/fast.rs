@@ -205,13 +205,13 @@ impl Weights {
         held
     }
 
-    /// The bytes a packet to `dst` of `wire_bytes` is queued with at port `p`: with
-    /// `fast.phantom = "stretch"`, where it stands for `m` packets it takes `m` times its
-    /// bytes of the buffer and of the link.
+    /// The bytes a packet to `dst` of `wire_bytes` is queued with at port `p`: where it
+    /// stands for `m` packets it takes `m` times its bytes of the buffer, with
+    /// `fast.phantom = "stretch"` (and of the link) or `fast.charge_buffer`.
     #[inline]
     pub fn at_port(&self, p: u32, dst: u32, flow: u32, wire_bytes: u16) -> u16 {
         if self.charge && self.stands_for_more(p, dst, flow) {
-            wire_bytes * self.m as u16 // `plan` refused a stretch that would overflow
+            wire_bytes * self.m as u16 // `plan` refused a charge that would overflow
         } else {
             wire_bytes
         }
