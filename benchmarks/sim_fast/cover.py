@@ -25,17 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run import CASES, ROOT, SCENARIO, metrics  # noqa: E402
+from run import CASES, ROOT, command, metrics  # noqa: E402
 
 
 def simulate(binary, k, case, seed, out, extra=()):
     """One run under /usr/bin/time: (CPU s, peak RSS MB, wall s, summary, flows)."""
-    hosts = k**3 // 4
-    workers = hosts if "workload.colocated=true" in CASES[case] else hosts * 3 // 4
-    sets = [f"topology.k={k}", f"workload.workers={workers}", f"workload.servers={hosts // 4}", *CASES[case], *extra]
-    args = [binary, SCENARIO, "--out", out, "--quiet", "--seed", str(seed)]
-    for s in sets:
-        args += ["--set", s]
+    args = command(binary, k, case, list(extra), out, seed)
     began = time.monotonic()
     subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out + ".time", *args], check=True)
     wall = time.monotonic() - began

@@ -72,13 +72,20 @@ CASES = {
 }
 
 
-def run(binary, k, case, extra, out, seed):
+def command(binary, k, case, extra, out, seed):
+    """gradwire-sim on the k-ary fat-tree's job (workers and servers 3:1; colocated: every
+    host a worker) with the case's and `extra`'s keys."""
     hosts = k**3 // 4
     workers = hosts if "workload.colocated=true" in CASES[case] else hosts * 3 // 4
     sets = [f"topology.k={k}", f"workload.workers={workers}", f"workload.servers={hosts // 4}"]
     args = [binary, SCENARIO, "--out", out, "--quiet", "--seed", str(seed)]
-    for s in sets + CASES[case] + extra:
+    for s in [*sets, *CASES[case], *extra]:
         args += ["--set", s]
+    return args
+
+
+def run(binary, k, case, extra, out, seed):
+    args = command(binary, k, case, extra, out, seed)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out + ".rss", *args], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
