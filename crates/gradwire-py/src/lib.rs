@@ -19,7 +19,7 @@ mod sched;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use gradwire_sim::scenario::expand;
-use gradwire_sim::{load, Run, Scenario, ScenarioError as SimError, Simulation};
+use gradwire_sim::{load, Run, Runner, Scenario, ScenarioError as SimError};
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -163,18 +163,19 @@ impl PyRun {
     }
 }
 
-/// One simulation run, built from a [`PyRun`] of `load_scenario`. `unsendable`: a
-/// simulation is `Send` (stepped with the GIL released) but not `Sync`.
+/// One simulation run, built from a [`PyRun`] of `load_scenario` (with `fast.cover`,
+/// every sample of a fast run: `gradwire_sim::cover`). `unsendable`: a simulation is
+/// `Send` (stepped with the GIL released) but not `Sync`.
 #[pyclass(name = "Simulation", module = "gradwire._core", unsendable)]
 struct PySimulation {
-    sim: Simulation,
+    sim: Runner,
 }
 
 #[pymethods]
 impl PySimulation {
     #[new]
     fn new(py: Python<'_>, run: &PyRun) -> PyResult<Self> {
-        let sim = Simulation::new(&run.run.scenario).map_err(|e| scenario_err(py, &e))?;
+        let sim = Runner::new(&run.run.scenario).map_err(|e| scenario_err(py, &e))?;
         Ok(PySimulation { sim })
     }
 

@@ -8,9 +8,11 @@
 //! Modules, bottom-up: [`engine`] (event queue), [`topology`] (graph builders),
 //! [`routing`] (equal-cost next hops), [`fabric`] (ports, links, packet pool),
 //! [`workload`] (flows and their dependencies), [`sim`] (the world that ties them
-//! together), [`output`] (flows.csv, summary.json, queues.csv) and [`scenario`] (TOML).
+//! together), [`output`] (flows.csv, summary.json, queues.csv), [`scenario`] (TOML) and [`runner`]
+//! (one simulation, or a fast run's every sample: [`cover`]).
 
 pub mod bytesched;
+pub mod cover;
 pub mod engine;
 pub mod fabric;
 pub mod fast;
@@ -19,6 +21,7 @@ pub mod maxmin;
 pub mod models;
 pub mod output;
 pub mod routing;
+pub mod runner;
 pub mod scenario;
 pub mod sim;
 pub mod topology;
@@ -26,5 +29,6 @@ pub mod transports;
 pub mod workload;
 
 pub use output::Summary;
+pub use runner::Runner;
 pub use scenario::{load, Run, Scenario, ScenarioError};
 pub use sim::{Progress, Simulation};

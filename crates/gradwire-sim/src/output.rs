@@ -49,7 +49,8 @@ pub struct Summary {
     /// With `pcn.enabled`: what PCN did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pcn: Option<crate::sim::PcnStats>,
-    /// With `fidelity = "fast"`: the servers simulated (every number above is theirs).
+    /// With `fidelity = "fast"`: the servers simulated (every number above is theirs; with
+    /// `fast.cover`, every server's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fast: Option<FastSummary>,
 }
@@ -63,6 +64,8 @@ pub struct FastSummary {
     pub of: u32,
     /// Packets a sampled packet stands for on its worker's half of the path.
     pub stands_for: u32,
+    /// Samples run: 1, or with `fast.cover` all `stands_for` of them.
+    pub samples: u32,
 }
 
 /// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
@@ -173,7 +176,12 @@ impl Summary {
             collective: (s.output.link_bytes && s.workload.kind == crate::scenario::WorkloadKind::Collective)
                 .then(|| CollectiveAnalysis::of(sim)),
             pcn: sim.pcn_stats(),
-            fast: sim.fast_sample().map(|x| FastSummary { servers: x.servers.clone(), of: x.of, stands_for: x.m }),
+            fast: sim.fast_sample().map(|x| FastSummary {
+                servers: x.servers.clone(),
+                of: x.of,
+                stands_for: x.m,
+                samples: 1,
+            }),
         }
     }
 }
@@ -185,33 +193,85 @@ pub fn flows_csv(sim: &Simulation) -> String {
     String::from_utf8(out).expect("ASCII")
 }
 
+/// One row of `flows.csv`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowRow {
+    /// The whole job's flow index (a fast run's sample keeps the job's numbering).
+    pub flow_id: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub size_bytes: u64,
+    pub start_ns: Option<u64>,
+    pub finish_ns: Option<u64>,
+    /// Finish minus start in picoseconds, then in ns (not `finish_ns - start_ns`).
+    pub fct_ns: Option<u64>,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub iteration: u32,
+    pub pull: bool,
+    pub layer: u32,
+}
+
+pub const FLOWS_CSV_HEADER: &[u8] =
+    b"flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n";
+
+impl FlowRow {
+    /// Append the row, newline included, to `out`.
+    pub fn write(&self, out: &mut String) {
+        let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            self.flow_id,
+            self.src,
+            self.dst,
+            self.size_bytes,
+            opt(self.start_ns),
+            opt(self.finish_ns),
+            opt(self.fct_ns),
+            self.retransmits,
+            self.timeouts,
+            self.iteration,
+            self.pull as u8,
+            self.layer
+        );
+    }
+}
+
+/// The run's `flows.csv` rows, flow by flow.
+pub fn flow_rows(sim: &Simulation) -> impl Iterator<Item = FlowRow> + '_ {
+    sim.workload.flows.iter().zip(sim.flow_states()).enumerate().map(|(i, (spec, st))| {
+        let stats = sim.flow_stats(i as u32);
+        FlowRow {
+            flow_id: sim.workload.job_id(i as u32),
+            src: spec.src,
+            dst: spec.dst,
+            size_bytes: spec.bytes,
+            start_ns: st.started().map(|t| t / NS),
+            finish_ns: st.finished().map(|t| t / NS),
+            fct_ns: st.finished().zip(st.started()).map(|(f, s)| (f - s) / NS),
+            retransmits: stats.retransmits,
+            timeouts: stats.timeouts,
+            iteration: spec.iteration,
+            pull: spec.pull,
+            layer: spec.layer,
+        }
+    })
+}
+
 /// [`flows_csv`] written out as it is made (millions of rows need not sit in memory).
 pub fn write_flows_csv(sim: &Simulation, out: &mut impl io::Write) -> io::Result<()> {
-    out.write_all(b"flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,retransmits,timeouts,iteration,pull,layer\n")?;
-    let mut row = String::new();
-    for (i, (spec, st)) in sim.workload.flows.iter().zip(sim.flow_states()).enumerate() {
-        let opt = |t: Option<u64>| t.map(|v| v.to_string()).unwrap_or_default();
-        let start = st.started().map(|t| t / NS);
-        let finish = st.finished().map(|t| t / NS);
-        let fct = st.finished().zip(st.started()).map(|(f, s)| (f - s) / NS);
-        let stats = sim.flow_stats(i as u32);
-        row.clear();
-        let _ = writeln!(
-            row,
-            "{i},{},{},{},{},{},{},{},{},{},{},{}",
-            spec.src,
-            spec.dst,
-            spec.bytes,
-            opt(start),
-            opt(finish),
-            opt(fct),
-            stats.retransmits,
-            stats.timeouts,
-            spec.iteration,
-            spec.pull as u8,
-            spec.layer
-        );
-        out.write_all(row.as_bytes())?;
+    write_rows(flow_rows(sim), out)
+}
+
+/// `flows.csv` of `rows`, header first.
+pub fn write_rows(rows: impl Iterator<Item = FlowRow>, out: &mut impl io::Write) -> io::Result<()> {
+    out.write_all(FLOWS_CSV_HEADER)?;
+    let mut line = String::new();
+    for row in rows {
+        line.clear();
+        row.write(&mut line);
+        out.write_all(line.as_bytes())?;
     }
     Ok(())
 }

@@ -142,3 +142,90 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let forced = dlcp.replace("fidelity = \"fast\"", "fidelity = \"fast\"\n[fast]\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }
+
+/// flows.csv's rows keyed by flow id, each without its id: (src, dst, size, ...).
+fn by_id(csv: &str) -> std::collections::BTreeMap<u32, String> {
+    csv.lines()
+        .skip(1)
+        .map(|r| {
+            let (id, rest) = r.split_once(',').unwrap();
+            (id.parse().unwrap(), rest.to_string())
+        })
+        .collect()
+}
+
+/// Columns of a flows.csv row (without its id) that say which flow it is, not how it went.
+fn which(row: &str) -> Vec<&str> {
+    let c: Vec<&str> = row.split(',').collect();
+    vec![c[0], c[1], c[2], c[8], c[9], c[10]] // src, dst, size, iteration, pull, layer
+}
+
+#[test]
+fn a_sample_keeps_the_jobs_flow_ids() {
+    // a DNN job, and a plain PS exchange (one tensor over every server, then pulls)
+    let plain = |extra: &str| {
+        ps(extra)
+            .replace("kind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"", "kind = \"ps\"\npush_bytes = 400000")
+    };
+    for job in [ps, plain] {
+        let packet = by_id(&flows_csv(&run(&job(""))));
+        let fast = by_id(&flows_csv(&run(&job("fidelity = \"fast\"\n[fast]\nservers = 2\noffset = 1"))));
+        assert!(!fast.is_empty() && fast.len() < packet.len(), "{} of {}", fast.len(), packet.len());
+        for (id, row) in &fast {
+            assert_eq!(which(row), which(&packet[id]), "flow {id}");
+        }
+    }
+}
+
+#[test]
+fn a_cover_is_its_samples_merged_whatever_runs_them() {
+    use gradwire_sim::Runner;
+    let cover = |threads: u32| {
+        let text = ps(&format!("fidelity = \"fast\"\nthreads = {threads}\n[fast]\nservers = 2\ncover = true"));
+        let mut r = Runner::new(&load(&text, &[]).unwrap()[0].scenario).unwrap();
+        r.run();
+        r
+    };
+    let (one, two) = (cover(1), cover(2));
+    assert_eq!(one.flows_csv(), two.flows_csv(), "samples one or two at a time: the same rows");
+    let got = by_id(&one.flows_csv());
+    // every flow of the job once, under its own id
+    let packet = by_id(&flows_csv(&run(&ps(""))));
+    assert_eq!(got.keys().collect::<Vec<_>>(), packet.keys().collect::<Vec<_>>());
+    for (id, row) in &got {
+        assert_eq!(which(row), which(&packet[id]), "flow {id}");
+    }
+    // each row is its sample's, as that sample run alone wrote it
+    for offset in 0..2 {
+        let alone =
+            by_id(&flows_csv(&run(&ps(&format!("fidelity = \"fast\"\n[fast]\nservers = 2\noffset = {offset}")))));
+        for (id, row) in alone {
+            assert_eq!(got[&id], row, "flow {id} of sample {offset}");
+        }
+    }
+    let s = one.summary();
+    let x = s.fast.as_ref().expect("a fast summary");
+    assert_eq!((x.servers.clone(), x.of, x.samples), (vec![9, 11, 13, 15], 4, 2));
+    assert_eq!(s.flows, packet.len() as u64);
+    assert!(one.conservation().holds() && s.packets.conserved);
+    let (a, b) = (serde_json::to_value(&s).unwrap(), serde_json::to_value(two.summary()).unwrap());
+    for key in ["flows_finished", "fct_mean_ns", "fct_p99_ns", "timeouts", "events", "packets", "drops"] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+}
+
+#[test]
+fn a_cover_refuses_what_it_cannot_merge() {
+    use gradwire_sim::Runner;
+    // by the loader, or at the latest when the run is built
+    let refused = |extra: &str| match load(&ps(extra), &[]) {
+        Err(e) => e.key,
+        Ok(runs) => Runner::new(&runs[0].scenario).err().expect("refused").key,
+    };
+    assert_eq!(refused("[fast]\ncover = true"), "fast.cover", "a packet-level run has no samples");
+    assert_eq!(refused("fidelity = \"fast\"\n[fast]\ncover = true\noffset = 1"), "fast.offset");
+    assert_eq!(refused("fidelity = \"fast\"\n[fast]\ncover = true\n[output]\nlink_bytes = true"), "output.link_bytes");
+    let text = ps("fidelity = \"fast\"\n[fast]\ncover = true");
+    let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("a cover is a Runner");
+    assert_eq!(e.key, "fast.cover", "{e}");
+}

@@ -3,7 +3,7 @@
 //! The simulator without Python, for benchmarks and scripting. One run writes its files
 //! into DIR; a sweep writes DIR/<run>/ per point. Exit code 2 on a bad scenario.
 
-use gradwire_sim::{load, Simulation};
+use gradwire_sim::{load, Runner};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -66,7 +66,7 @@ fn main() -> ExitCode {
     };
     let single = runs.len() == 1;
     for run in runs {
-        let mut sim = match Simulation::new(&run.scenario) {
+        let mut sim = match Runner::new(&run.scenario) {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error in {}: {e}", path.display());

@@ -83,6 +83,10 @@ pub struct FastCfg {
     /// Which of the `m` interleaved samples: servers `offset`, `offset + m`, ... of the
     /// job's list (`0 ≤ offset < m`). The `m` offsets together cover every server once.
     pub offset: u32,
+    /// Run all `m` samples (offsets 0 to `m - 1`, `threads` of them at once, each on one
+    /// thread) and write their flows together: the whole job's flows and iteration
+    /// (`crate::cover`).
+    pub cover: bool,
     /// Scale the ECN threshold of a switch port toward a worker with the worker's link rate.
     pub scale_ecn: bool,
     /// A sampled packet weighs for the missing flows on the core links too, not only on
@@ -120,6 +124,7 @@ impl Default for FastCfg {
         FastCfg {
             servers: 32,
             offset: 0,
+            cover: false,
             scale_ecn: true,
             weigh_core: true,
             weigh_whole_tensors: false,

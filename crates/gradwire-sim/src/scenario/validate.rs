@@ -3,6 +3,34 @@
 use super::*;
 
 impl Scenario {
+    /// `fast.cover`: every sample of a fast run, whose flows are merged (nothing else is).
+    fn check_cover(&self) -> Result<(), ScenarioError> {
+        if self.fidelity.is_packet() {
+            return Err(ScenarioError::new("fast.cover", "covers the samples of fidelity = \"fast\"; set it too"));
+        }
+        if self.fast.offset != 0 {
+            return Err(ScenarioError::new(
+                "fast.offset",
+                format!("picks one sample, and fast.cover runs them all (got {})", self.fast.offset),
+            ));
+        }
+        let o = &self.output;
+        for (key, on) in [
+            ("output.queue_ports", !o.queue_ports.is_empty()),
+            ("output.counter_ports", !o.counter_ports.is_empty()),
+            ("output.link_bytes", o.link_bytes),
+        ] {
+            if on {
+                return Err(ScenarioError::new(
+                    key,
+                    "is per port, and each sample of fast.cover loads the ports differently; \
+                     run one sample (fast.offset) or fidelity = \"packet\"",
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks serde cannot express: ranges, cross-field requirements.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         positive("stop_ms", self.stop_ms)?;
@@ -17,6 +45,9 @@ impl Scenario {
         }
         if let Some(tau) = self.fast.phantom_tau_us {
             positive("fast.phantom_tau_us", tau)?;
+        }
+        if self.fast.cover {
+            self.check_cover()?;
         }
         let t = &self.topology;
         match t.kind {

@@ -208,6 +208,12 @@ impl Simulation {
     /// share one), else on the workload the scenario draws from its seed.
     fn build(scenario: &Scenario, workload: Option<Arc<Workload>>) -> Result<Simulation, ScenarioError> {
         scenario.validate()?;
+        if scenario.fast.cover {
+            return Err(ScenarioError::new(
+                "fast.cover",
+                "runs several simulations: build it as a `gradwire_sim::Runner`",
+            ));
+        }
         let s = scenario.clone();
         let topo = Topology::build(&s.topology);
         let sample = crate::fast::Sample::plan(&s, &topo)?;

@@ -126,6 +126,8 @@ impl Plan {
             for (j, shard) in shards {
                 let (srv, bytes) = (servers[j as usize], shard.end - shard.start);
                 if !keep(srv) {
+                    // a push and a pull per worker on another host
+                    out.leave_out(2 * workers.iter().filter(|&&wk| wk != srv).count() as u32);
                     continue;
                 }
                 let mut pushes = Vec::new();

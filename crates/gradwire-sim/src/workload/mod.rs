@@ -58,6 +58,11 @@ pub struct Workload {
     feed_list: Vec<u32>,
     /// While building: (flow, barrier) in the order added; `index_feeds` files them.
     edges: Vec<(u32, u32)>,
+    /// Thinned by [`build_for`]: flow `i` is the whole job's flow `job_ids[i]`; empty when
+    /// no flow was left out (each flow is its own).
+    job_ids: Vec<u32>,
+    /// While building: the whole job's flows left out so far.
+    left_out: u32,
 }
 
 impl Workload {
@@ -91,6 +96,21 @@ impl Workload {
         self.feed_start = start;
         self.feed_list = list;
         self.flows.shrink_to_fit();
+        self.job_ids.shrink_to_fit();
+    }
+
+    /// The whole job's index of flow `f` (itself unless the workload was thinned).
+    #[inline]
+    pub fn job_id(&self, f: u32) -> u32 {
+        self.job_ids.get(f as usize).copied().unwrap_or(f)
+    }
+
+    /// The next `n` flows of the whole job are left out (`build_for`).
+    fn leave_out(&mut self, n: u32) {
+        if n > 0 && self.left_out == 0 {
+            self.job_ids = (0..self.flows.len() as u32).collect();
+        }
+        self.left_out += n;
     }
 
     fn flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time) -> u32 {
@@ -98,6 +118,9 @@ impl Workload {
     }
 
     fn tagged_flow(&mut self, src: u32, dst: u32, bytes: u64, start: Time, layer: u32, layers: u32) -> u32 {
+        if self.left_out > 0 {
+            self.job_ids.push(self.flows.len() as u32 + self.left_out);
+        }
         self.flows.push(FlowSpec {
             src,
             dst,
@@ -276,10 +299,11 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn
     let spread = shards.len() > 1;
     for (j, push) in shards {
         let (srv, pull) = (servers[j as usize], pull_shards[j as usize].end - pull_shards[j as usize].start);
+        let others = || workers.iter().copied().filter(move |&wk| wk != srv);
         if !keep(srv) {
+            out.leave_out(others().count() as u32 * if pull > 0 { 2 } else { 1 });
             continue;
         }
-        let others = || workers.iter().copied().filter(move |&wk| wk != srv);
         let pushes: Vec<u32> = others()
             .map(|wk| {
                 let f = out.flow(wk, srv, push.end - push.start, start);

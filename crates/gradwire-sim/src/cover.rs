@@ -1,0 +1,335 @@
+//! `fast.cover = true`: a PS job through every sample of the fast mode.
+//!
+//! A fast run simulates `n` of the job's `S` servers, servers `offset`, `offset + m`, ...
+//! (`m = S / n`, `crate::fast`), and follows those servers flow by flow. The `m` samples
+//! at offsets `0 .. m` hold every server once, so their flows together are the job's
+//! flows, each simulated once, and the job's iteration is the slowest sample's. A cover
+//! runs them as independent simulations, `threads` at a time (each on one thread, none
+//! waiting for another), keeps each one's `flows.csv` rows and summary, and writes them
+//! together: one row per flow of the job, under the job's flow ids, and a summary of all.
+//!
+//! Only flows are merged: each sample's ports carry its own packets plus a phantom of the
+//! others', so per-port outputs (`output.queue_ports`, `counter_ports`, `link_bytes`) are
+//! refused. Every sample is a pure function of the scenario and its offset, so the
+//! output does not depend on `threads` or on which sample finished first.
+
+use crate::output::{write_rows, FlowRow, Summary};
+use crate::scenario::{Scenario, ScenarioError};
+use crate::sim::{Conservation, Progress, Simulation};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Events a sample runs between two reports of its progress.
+const SLICE: u64 = 1 << 20;
+
+/// What a finished sample leaves: its rows and its summary (the simulation is dropped).
+struct Harvest {
+    rows: Vec<FlowRow>,
+    summary: Summary,
+}
+
+/// What the samples' threads and the caller share.
+#[derive(Default)]
+struct Shared {
+    samples: u32,
+    /// The next offset to run.
+    next: AtomicU32,
+    /// Samples not yet harvested.
+    left: AtomicU32,
+    /// Set by `Drop`: threads stop at their next slice.
+    stop: AtomicBool,
+    flows_done: AtomicU64,
+    /// Flows of the samples built so far, and how many were.
+    flows_built: AtomicU64,
+    built: AtomicU32,
+    events: AtomicU64,
+    now_ns: AtomicU64,
+    harvests: Mutex<Vec<Option<Harvest>>>,
+    /// A sample that failed (a panic in its thread), by offset and message.
+    failed: Mutex<Option<String>>,
+}
+
+/// Every sample of a fast run (`fast.cover`); stepped like a [`Simulation`].
+pub struct Cover {
+    scenario: Scenario,
+    samples: u32,
+    /// Offset 0, built by `new` to check the scenario; run by the first thread.
+    first: Option<Box<Simulation>>,
+    first_flows: u64,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    began: Option<Instant>,
+    /// Merged once every sample is in.
+    merged: Option<(Vec<FlowRow>, Summary)>,
+}
+
+impl Cover {
+    pub fn new(scenario: &Scenario) -> Result<Cover, ScenarioError> {
+        scenario.validate()?;
+        let first = Box::new(Simulation::new(&sample(scenario, 0))?);
+        let x = first.fast_sample().expect("fast.cover is checked to come with fidelity = \"fast\"");
+        let samples = x.m;
+        let first_flows = first.flow_count() as u64;
+        let shared = Shared { samples, next: AtomicU32::new(1), left: AtomicU32::new(samples), ..Default::default() };
+        shared.harvests.lock().expect("not shared yet").resize_with(samples as usize, || None);
+        shared.flows_built.store(first_flows, Relaxed);
+        shared.built.store(1, Relaxed);
+        Ok(Cover {
+            scenario: scenario.clone(),
+            samples,
+            first: Some(first),
+            first_flows,
+            shared: Arc::new(shared),
+            threads: Vec::new(),
+            began: None,
+            merged: None,
+        })
+    }
+
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// Wait until the samples ran about `max_events` more events, or all are done (then
+    /// `true`). The first call starts `threads` threads.
+    pub fn step(&mut self, max_events: u64) -> bool {
+        if self.merged.is_some() {
+            return true;
+        }
+        if self.began.is_none() {
+            self.start();
+        }
+        let from = self.shared.events.load(Relaxed);
+        loop {
+            if let Some(why) = self.shared.failed.lock().map(|f| f.clone()).unwrap_or_else(|p| p.into_inner().clone()) {
+                panic!("a sample of fast.cover failed: {why}");
+            }
+            if self.shared.left.load(Relaxed) == 0 {
+                self.finish();
+                return true;
+            }
+            if self.shared.events.load(Relaxed) - from >= max_events {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn run(&mut self) {
+        while !self.step(u64::MAX) {}
+    }
+
+    fn start(&mut self) {
+        self.began = Some(Instant::now());
+        let threads = self.scenario.threads.clamp(1, self.samples);
+        for t in 0..threads {
+            let (shared, scenario) = (self.shared.clone(), self.scenario.clone());
+            let mut first = if t == 0 { self.first.take() } else { None };
+            self.threads.push(std::thread::spawn(move || {
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if let Some(sim) = first.take() {
+                        run_sample(&shared, 0, *sim);
+                    }
+                    loop {
+                        let offset = shared.next.fetch_add(1, Relaxed);
+                        if offset >= shared.samples || shared.stop.load(Relaxed) {
+                            return;
+                        }
+                        let sim = Simulation::new(&sample(&scenario, offset))
+                            .unwrap_or_else(|e| panic!("offset {offset}: {e} (offset 0 was accepted)"));
+                        shared.flows_built.fetch_add(sim.flow_count() as u64, Relaxed);
+                        shared.built.fetch_add(1, Relaxed);
+                        run_sample(&shared, offset, sim);
+                    }
+                }));
+                if let Err(p) = run {
+                    let why =
+                        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()));
+                    let mut failed = shared.failed.lock().unwrap_or_else(|p| p.into_inner());
+                    failed.get_or_insert(why.unwrap_or_else(|| "a panic".into()));
+                    shared.stop.store(true, Relaxed);
+                }
+            }));
+        }
+    }
+
+    /// Join the threads and merge every sample's rows and summary.
+    fn finish(&mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let harvests: Vec<Harvest> =
+            std::mem::take(&mut *self.shared.harvests.lock().expect("threads joined")).into_iter().flatten().collect();
+        let wall = self.began.map_or(0.0, |b| b.elapsed().as_secs_f64());
+        self.merged = Some(merge(&self.scenario, harvests, self.samples, wall));
+    }
+
+    pub fn progress(&self) -> Progress {
+        let s = &self.shared;
+        let built = s.built.load(Relaxed);
+        let unbuilt = self.samples.saturating_sub(built) as u64;
+        Progress {
+            now_ns: s.now_ns.load(Relaxed),
+            stop_ns: (self.scenario.stop_ms * 1e6).round() as u64,
+            flows_done: s.flows_done.load(Relaxed),
+            // samples not built yet are counted as large as the first
+            flows_total: s.flows_built.load(Relaxed) + unbuilt * self.first_flows,
+            events: s.events.load(Relaxed),
+            finished: self.merged.is_some(),
+        }
+    }
+
+    /// The merged summary (of the samples finished so far, before the end).
+    pub fn summary(&self) -> Summary {
+        match &self.merged {
+            Some((_, summary)) => summary.clone(),
+            None => self.partial().1,
+        }
+    }
+
+    fn partial(&self) -> (Vec<FlowRow>, Summary) {
+        let harvests = self.shared.harvests.lock().unwrap_or_else(|p| p.into_inner());
+        let done: Vec<Harvest> =
+            harvests.iter().flatten().map(|h| Harvest { rows: h.rows.clone(), summary: h.summary.clone() }).collect();
+        let wall = self.began.map_or(0.0, |b| b.elapsed().as_secs_f64());
+        merge(&self.scenario, done, self.samples, wall)
+    }
+
+    pub fn conservation(&self) -> Conservation {
+        let p = self.summary().packets;
+        Conservation { sent: p.sent, delivered: p.delivered, dropped: p.dropped, in_flight: p.in_flight }
+    }
+
+    /// `flows.csv`: every flow of the job (of the samples finished so far), by flow id.
+    pub fn flows_csv(&self) -> String {
+        let mut out = Vec::new();
+        self.write_flows_csv(&mut out).expect("writing to memory");
+        String::from_utf8(out).expect("ASCII")
+    }
+
+    fn write_flows_csv(&self, out: &mut impl io::Write) -> io::Result<()> {
+        match &self.merged {
+            Some((rows, _)) => write_rows(rows.iter().cloned(), out),
+            None => write_rows(self.partial().0.into_iter(), out),
+        }
+    }
+
+    /// Write `flows.csv` and `summary.json` into `dir`.
+    pub fn write_outputs(&self, dir: &Path) -> io::Result<Summary> {
+        let summary = self.summary();
+        std::fs::create_dir_all(dir)?;
+        let mut flows = io::BufWriter::new(std::fs::File::create(dir.join("flows.csv"))?);
+        self.write_flows_csv(&mut flows)?;
+        io::Write::flush(&mut flows)?;
+        let json = serde_json::to_string_pretty(&summary).map_err(io::Error::other)?;
+        std::fs::write(dir.join("summary.json"), json + "\n")?;
+        Ok(summary)
+    }
+}
+
+impl Drop for Cover {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The scenario of sample `offset`: one fast run on one thread.
+fn sample(s: &Scenario, offset: u32) -> Scenario {
+    let mut s = s.clone();
+    s.fast.cover = false;
+    s.fast.offset = offset;
+    s.threads = 1;
+    s
+}
+
+/// Run one sample to its end in slices, reporting progress, and keep what it leaves.
+fn run_sample(shared: &Shared, offset: u32, mut sim: Simulation) {
+    let (mut done, mut events) = (0, 0);
+    loop {
+        let over = sim.step(SLICE);
+        let p = sim.progress();
+        shared.flows_done.fetch_add(p.flows_done - done, Relaxed);
+        shared.events.fetch_add(p.events - events, Relaxed);
+        shared.now_ns.fetch_max(p.now_ns, Relaxed);
+        (done, events) = (p.flows_done, p.events);
+        if over {
+            break;
+        }
+        if shared.stop.load(Relaxed) {
+            return;
+        }
+    }
+    let harvest = Harvest { rows: crate::output::flow_rows(&sim).collect(), summary: sim.summary() };
+    drop(sim);
+    shared.harvests.lock().expect("a sample thread panicked while holding the harvests")[offset as usize] =
+        Some(harvest);
+    shared.left.fetch_sub(1, Relaxed);
+}
+
+/// The samples' rows by job flow id, and their summaries as one.
+fn merge(s: &Scenario, harvests: Vec<Harvest>, samples: u32, wall: f64) -> (Vec<FlowRow>, Summary) {
+    let mut rows: Vec<FlowRow> = Vec::with_capacity(harvests.iter().map(|h| h.rows.len()).sum());
+    let mut servers = Vec::new();
+    let (mut of, mut stands_for) = (0, samples);
+    let mut drops: BTreeMap<String, u64> = BTreeMap::new();
+    let (mut ecn_marks, mut strays, mut events, mut sim_time_ns) = (0, 0, 0, 0);
+    let mut packets = crate::output::PacketCounts { sent: 0, delivered: 0, dropped: 0, in_flight: 0, conserved: true };
+    for h in harvests {
+        rows.extend(h.rows);
+        let x = h.summary;
+        if let Some(f) = x.fast {
+            servers.extend(f.servers);
+            (of, stands_for) = (f.of, f.stands_for);
+        }
+        for (reason, n) in x.drops {
+            *drops.entry(reason).or_default() += n;
+        }
+        ecn_marks += x.ecn_marks;
+        strays += x.stray_packets;
+        events += x.events;
+        sim_time_ns = sim_time_ns.max(x.sim_time_ns);
+        packets.sent += x.packets.sent;
+        packets.delivered += x.packets.delivered;
+        packets.dropped += x.packets.dropped;
+        packets.in_flight += x.packets.in_flight;
+        packets.conserved &= x.packets.conserved;
+    }
+    rows.sort_unstable_by_key(|r| r.flow_id);
+    servers.sort_unstable();
+    let mut fcts: Vec<u64> = rows.iter().filter_map(|r| r.fct_ns).collect();
+    fcts.sort_unstable();
+    let summary = Summary {
+        name: s.name.clone(),
+        seed: s.seed,
+        transport: s.transport.kind.name().to_string(),
+        flows: rows.len() as u64,
+        flows_finished: fcts.len() as u64,
+        fct_mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),
+        fct_p50_ns: crate::output::percentile(&fcts, 50.0),
+        fct_p99_ns: crate::output::percentile(&fcts, 99.0),
+        fct_max_ns: fcts.last().copied(),
+        retransmits: rows.iter().map(|r| r.retransmits).sum(),
+        timeouts: rows.iter().map(|r| r.timeouts).sum(),
+        drops,
+        ecn_marks,
+        stray_packets: strays,
+        packets,
+        sim_time_ns,
+        events,
+        wall_seconds: wall,
+        events_per_second: if wall > 0.0 { events as f64 / wall } else { 0.0 },
+        link_bytes: None,
+        collective: None,
+        pcn: None,
+        fast: Some(crate::output::FastSummary { servers, of, stands_for, samples }),
+    };
+    (rows, summary)
+}
