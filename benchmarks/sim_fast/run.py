@@ -31,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -86,9 +87,9 @@ def command(binary, k, case, extra, out, seed):
 
 def run(binary, k, case, extra, out, seed):
     args = command(binary, k, case, extra, out, seed)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before, began = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out + ".rss", *args], check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after, wall = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic() - began
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with open(out + ".rss") as f:
         rss_mb = int(f.read().split()[-1]) / 1024
@@ -96,7 +97,14 @@ def run(binary, k, case, extra, out, seed):
         summary = json.load(f)
     with open(os.path.join(out, "flows.csv")) as f:
         rows = list(csv.DictReader(f))
-    return {"cpu_s": cpu, "rss_mb": rss_mb, "events": summary["events"], "summary": summary, "rows": rows}
+    return {
+        "cpu_s": cpu,
+        "rss_mb": rss_mb,
+        "wall_s": wall,
+        "events": summary["events"],
+        "summary": summary,
+        "rows": rows,
+    }
 
 
 def pooled(binary, k, case, extra, out, seeds):

@@ -212,3 +212,45 @@ def test_sim_on_two_threads(cli, tmp_path):
     )
     assert r.exit_code == 2 and "threads" in r.stderr and "pauses" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr + r.stdout
+
+
+FAT_TREE_PS = """name = "ps-k4"
+seed = 3
+stop_ms = 5000.0
+[topology]
+kind = "fat_tree"
+k = 4
+[transport]
+kind = "dctcp"
+[workload]
+kind = "dnn"
+model = "resnet18"
+pattern = "ps"
+workers = 12
+servers = 4
+colocated = false
+"""
+
+
+def test_sim_fast_cover_writes_the_whole_job(cli, tmp_path):
+    """`fast.cover = true`: every sample of the fast mode, two at a time, written as one
+    run: every flow of the job once, under packet level's flow ids; what it cannot merge
+    is refused naming the key."""
+    scenario = tmp_path / "ps-k4.toml"
+    scenario.write_text(FAT_TREE_PS)
+    packet, cover = tmp_path / "packet", tmp_path / "cover"
+    r = cli.invoke(app, ["sim", str(scenario), "--out", str(packet), "--no-plot"])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    sets = set_args(["fidelity=fast", "fast.servers=2", "fast.cover=true", "threads=2"])
+    r = cli.invoke(app, ["sim", str(scenario), "--out", str(cover), "--no-plot", *sets])
+    assert r.exit_code == 0, r.stdout + r.stderr
+    want = pd.read_csv(packet / "ps-k4" / "flows.csv")
+    check_results(cover, ["ps-k4"], n_flows=len(want))
+    got = pd.read_csv(cover / "ps-k4" / "flows.csv")
+    which = ["flow_id", "src", "dst", "size_bytes", "iteration", "pull", "layer"]
+    assert got[which].equals(want[which])
+    fast = json.loads((cover / "ps-k4" / "summary.json").read_text())["fast"]
+    assert (fast["samples"], fast["of"], sorted(fast["servers"])) == (2, 4, [9, 11, 13, 15])
+    r = cli.invoke(app, ["sim", str(scenario), "--out", str(tmp_path / "x"), "--set", "fast.cover=true"])
+    assert r.exit_code == 2 and "fast.cover" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
