@@ -55,7 +55,8 @@ class Simulation:
 
         With ``threads`` > 1 the parts stop together at a window's end once about
         ``max_events`` have run in all, and wait on their threads for the next call; how a
-        run is stepped does not change it."""
+        run is stepped does not change it. With ``fast.cover`` the samples run on their own
+        threads, and a step waits until about ``max_events`` more have run in all."""
     def run(self) -> None: ...
     def progress(self) -> ProgressDict: ...
     def summary(self) -> dict[str, Any]: ...

@@ -23,7 +23,7 @@
 //!
 //! What it cannot see: a job's iteration is its slowest server's, and a sample's slowest
 //! server is faster (the `m` samples at `fast.offset` 0 to `m - 1` together cover every
-//! server: `benchmarks/sim_fast/cover.py`); the racks of the servers left out carry none
+//! server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
 //! of their traffic on the core. Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
 //! transports, routing, topologies, colocated servers and chained iterations not found
 //! within 5 % ([`VALIDATED`]) are refused by default.

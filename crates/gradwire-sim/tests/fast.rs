@@ -218,13 +218,23 @@ fn a_cover_is_its_samples_merged_whatever_runs_them() {
 fn a_cover_refuses_what_it_cannot_merge() {
     use gradwire_sim::Runner;
     // by the loader, or at the latest when the run is built
-    let refused = |extra: &str| match load(&ps(extra), &[]) {
+    let refused_text = |text: &str| match load(text, &[]) {
         Err(e) => e.key,
         Ok(runs) => Runner::new(&runs[0].scenario).err().expect("refused").key,
     };
+    let refused = |extra: &str| refused_text(&ps(extra));
     assert_eq!(refused("[fast]\ncover = true"), "fast.cover", "a packet-level run has no samples");
     assert_eq!(refused("fidelity = \"fast\"\n[fast]\ncover = true\noffset = 1"), "fast.offset");
     assert_eq!(refused("fidelity = \"fast\"\n[fast]\ncover = true\n[output]\nlink_bytes = true"), "output.link_bytes");
+    // the iteration it was not found within 5 % for, unless asked
+    let cover = ps("fidelity = \"fast\"\n[fast]\ncover = true");
+    assert_eq!(refused_text(&cover.replace("\"dctcp\"", "\"newreno\"")), "transport.kind");
+    let lossy = cover.replace("k = 4\n", "k = 4\nlink_loss_rate = 0.001\n");
+    assert_eq!(refused_text(&lossy), "topology.link_loss_rate");
+    assert!(Runner::new(
+        &load(&lossy.replace("cover = true", "cover = true\nunvalidated = true"), &[]).unwrap()[0].scenario
+    )
+    .is_ok());
     let text = ps("fidelity = \"fast\"\n[fast]\ncover = true");
     let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("a cover is a Runner");
     assert_eq!(e.key, "fast.cover", "{e}");
