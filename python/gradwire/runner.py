@@ -117,7 +117,8 @@ def simulate(
                 bar = _progress_bar(console)
                 bar.start()
                 task = bar.add_task(spec.name, total=max(p["flows_total"], 1), **fields)
-            bar.update(task, completed=p["flows_done"], **fields)
+            # a fast.cover's total grows to the exact count as its samples are built
+            bar.update(task, completed=p["flows_done"], total=max(p["flows_total"], 1), **fields)
     finally:
         if bar is not None:
             bar.stop()
