@@ -239,3 +239,16 @@ fn a_cover_refuses_what_it_cannot_merge() {
     let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("a cover is a Runner");
     assert_eq!(e.key, "fast.cover", "{e}");
 }
+
+#[test]
+fn a_cover_dropped_midway_stops_its_threads() {
+    use gradwire_sim::Runner;
+    let text = ps("fidelity = \"fast\"\nthreads = 2\n[fast]\nservers = 1\ncover = true");
+    let mut r = Runner::new(&load(&text, &[]).unwrap()[0].scenario).unwrap();
+    assert!(!r.step(1), "four samples are not over after one event");
+    let p = r.progress();
+    assert!(p.events >= 1 && !p.finished && p.flows_total > 0, "{p:?}");
+    let began = std::time::Instant::now();
+    drop(r); // joins the threads, each at the end of its slice of events
+    assert!(began.elapsed() < std::time::Duration::from_secs(60), "{:?}", began.elapsed());
+}
