@@ -52,7 +52,7 @@ struct Shared {
     now_ns: Vec<AtomicU64>,
     over: Vec<AtomicBool>,
     harvests: Mutex<Vec<Option<Harvest>>>,
-    /// A sample that failed (a panic in its thread), by offset and message.
+    /// Why a sample failed (a panic in its thread), if one did.
     failed: Mutex<Option<String>>,
 }
 
