@@ -366,18 +366,17 @@ fn merge(s: &Scenario, harvests: Vec<Harvest>, samples: u32, wall: f64) -> (Vec<
     }
     servers.sort_unstable();
     let all = || rows.iter().flatten();
-    let mut fcts: Vec<u64> = all().filter_map(|r| r.fct_ns).collect();
-    fcts.sort_unstable();
+    let fct = crate::output::FctStats::of(all().filter_map(|r| r.fct_ns).collect());
     let summary = Summary {
         name: s.name.clone(),
         seed: s.seed,
         transport: s.transport.kind.name().to_string(),
         flows: all().count() as u64,
-        flows_finished: fcts.len() as u64,
-        fct_mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),
-        fct_p50_ns: crate::output::percentile(&fcts, 50.0),
-        fct_p99_ns: crate::output::percentile(&fcts, 99.0),
-        fct_max_ns: fcts.last().copied(),
+        flows_finished: fct.finished,
+        fct_mean_ns: fct.mean_ns,
+        fct_p50_ns: fct.p50_ns,
+        fct_p99_ns: fct.p99_ns,
+        fct_max_ns: fct.max_ns,
         retransmits: all().map(|r| r.retransmits).sum(),
         timeouts: all().map(|r| r.timeouts).sum(),
         drops,

@@ -139,10 +139,31 @@ pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
+/// `summary.json`'s FCT figures, from the FCTs (ns) of the flows that finished.
+pub struct FctStats {
+    pub finished: u64,
+    pub mean_ns: Option<f64>,
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+}
+
+impl FctStats {
+    pub fn of(mut fcts: Vec<u64>) -> FctStats {
+        fcts.sort_unstable();
+        FctStats {
+            finished: fcts.len() as u64,
+            mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),
+            p50_ns: percentile(&fcts, 50.0),
+            p99_ns: percentile(&fcts, 99.0),
+            max_ns: fcts.last().copied(),
+        }
+    }
+}
+
 impl Summary {
     pub fn of(sim: &Simulation) -> Summary {
-        let mut fcts: Vec<u64> = sim.flow_states().filter_map(|f| Some((f.finished()? - f.started()?) / NS)).collect();
-        fcts.sort_unstable();
+        let fct = FctStats::of(sim.flow_states().filter_map(|f| Some((f.finished()? - f.started()?) / NS)).collect());
         let c: Conservation = sim.conservation();
         let wall = sim.wall.as_secs_f64();
         let s = sim.scenario();
@@ -151,11 +172,11 @@ impl Summary {
             seed: s.seed,
             transport: s.transport.kind.name().to_string(),
             flows: sim.flow_count() as u64,
-            flows_finished: fcts.len() as u64,
-            fct_mean_ns: (!fcts.is_empty()).then(|| fcts.iter().sum::<u64>() as f64 / fcts.len() as f64),
-            fct_p50_ns: percentile(&fcts, 50.0),
-            fct_p99_ns: percentile(&fcts, 99.0),
-            fct_max_ns: fcts.last().copied(),
+            flows_finished: fct.finished,
+            fct_mean_ns: fct.mean_ns,
+            fct_p50_ns: fct.p50_ns,
+            fct_p99_ns: fct.p99_ns,
+            fct_max_ns: fct.max_ns,
             retransmits: (0..sim.flow_count() as u32).map(|f| sim.flow_stats(f).retransmits).sum(),
             timeouts: (0..sim.flow_count() as u32).map(|f| sim.flow_stats(f).timeouts).sum(),
             drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize])).collect(),
