@@ -22,6 +22,9 @@ class Run:
         """The sweep point, dotted key -> value as a string."""
     def config(self) -> dict[str, Any]:
         """The typed scenario, every default filled in, as a dict (a copy to read)."""
+    def check(self) -> None:
+        """Raise ScenarioError for what building the simulation would refuse beyond
+        validation (the fast mode's refusals, by key), without building its workload."""
 
 class ProgressDict(TypedDict):
     now_ns: int

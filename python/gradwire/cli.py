@@ -362,8 +362,9 @@ def _pivot_table(repro, model: str, metric, sub) -> Table:
     t.add_column(f"{repro.series} \\ {repro.x_label}", style="bold", no_wrap=True)
     for c in cols:
         t.add_column(c, justify="right", no_wrap=True)
+    fast, xs = rp.fast_only(sub), sorted(dict.fromkeys(sub["x"]))
     for s, row in zip(series, rows):
-        t.add_row(escape(str(s)), *(rp._fmt(v) for v in row))
+        t.add_row(escape(str(s)), *(rp._fmt(v) + (" *" if (s, x) in fast else "") for v, x in zip(row, xs)))
     return t
 
 
@@ -402,6 +403,15 @@ def reproduce(
             "--resume", help="Keep the runs already in the results directory with the same configuration; run the rest."
         ),
     ] = False,
+    fast: Annotated[
+        bool,
+        typer.Option(
+            "--fast",
+            help="Run each series' largest point in the simulator's fast mode (fidelity = \"fast\") and its next "
+            "point at both fidelities; fidelity.md gives the fast mode's error there. Points it refuses stay at "
+            "packet level, and the refusal is shown.",
+        ),
+    ] = False,
     list_: Annotated[bool, typer.Option("--list", "-l", help="List the reproductions and exit.")] = False,
     cluster: Annotated[str, _cluster_option()] = "local",
     address: Annotated[str | None, _address_option()] = None,
@@ -436,8 +446,10 @@ def reproduce(
     if isinstance(entry, rp.TuningFigure):
         from gradwire.tune import figures
 
-        if sets or resume or cluster != "local":
-            raise _fail(f"{name} runs the simulator's bytesched job directly: it takes no --set, --resume or --cluster")
+        if sets or resume or fast or cluster != "local":
+            raise _fail(
+                f"{name} runs the simulator's bytesched job directly: it takes no --set, --resume, --fast or --cluster"
+            )
         try:  # AutoByte's meta-network
             require(f"gradwire reproduce {name}", "torch", ("torch",))
         except MissingExtra as e:
@@ -451,7 +463,7 @@ def reproduce(
     repro = entry
     try:
         out_dir = out if out is not None else Path("results") / repro.name
-        plan = rp.plan_reproduction(repro, out_dir, list(sets or []), quick=quick)
+        plan = rp.plan_reproduction(repro, out_dir, list(sets or []), quick=quick, fast=fast)
     except ScenarioError as e:
         raise _fail(str(e)) from None
     if not plan.jobs:
@@ -478,6 +490,15 @@ def reproduce(
         f"{' (quick)' if quick else ''} -> {escape(str(out_dir))}"
         + (f"\nresuming: {len(kept)} runs already done, {len(todo)} to run" if resume else "")
     )
+    if fast:
+        from gradwire import fidelity
+
+        n_fast = sum(j.fidelity == "fast" for j in plan.jobs)
+        console.print(f"fast mode: {n_fast} runs (each series' largest point, and its next beside packet level)")
+        for msg, pts in fidelity.refusals(plan.jobs).items():
+            console.print(
+                f"[yellow]refused by the fast mode, run at packet level[/] ({escape(', '.join(pts))}): {escape(msg)}"
+            )
     t0 = time.perf_counter()
     try:
         rp.prepare_dirs(plan, out_dir)
@@ -544,6 +565,8 @@ def reproduce(
             console.print(f"[yellow]unfinished flows at the stop[/] in {escape(_scen)}: {escape(', '.join(inc))}")
     if repro.note:
         console.print(f"[dim]{escape(repro.note)}[/]")
+    if fast:
+        console.print(escape(outputs["paths"]["fidelity_md"].read_text(encoding="utf-8")))
     console.print("[bold]outputs:[/]")
     for p in outputs["paths"].values():
         console.print(f"  {escape(str(p))}")

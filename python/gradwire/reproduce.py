@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gradwire import pcn_bursts
+from gradwire import fidelity, pcn_bursts
 from gradwire._core import ScenarioError
 from gradwire.runner import (
     RunResult,
@@ -159,6 +159,10 @@ class Job:
     cost: float
     series: str
     x: float
+    fidelity: str = "packet"
+    """The simulator's fidelity: "packet", or "fast" for a point run in the fast mode."""
+    refused: str = ""
+    """Why the fast mode refused this point, which then runs at packet level (``--fast``)."""
 
 
 @dataclass
@@ -166,6 +170,8 @@ class Plan:
     repro: Reproduction
     overrides: list[str]
     quick: bool
+    fast: bool = False
+    """Each series' largest point in the fast mode, the next at both fidelities (gradwire.fidelity)."""
     plans: list[tuple[str, ScenarioRuns]] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
 
@@ -220,10 +226,12 @@ def plan_reproduction(
     out_dir: Path,
     overrides: Sequence[str] = (),
     quick: bool = False,
+    fast: bool = False,
 ) -> Plan:
-    """Plan every run; raises ScenarioError (with the scenario's origin in the message)."""
+    """Plan every run; raises ScenarioError (with the scenario's origin in the message).
+    ``fast``: each series' largest point in the fast mode (gradwire.fidelity)."""
     ovr = [*(repro.quick if quick else ()), *overrides]
-    p = Plan(repro, list(overrides), quick)
+    p = Plan(repro, list(overrides), quick, fast)
     for name in repro.scenarios:
         source = resolve_scenario(name)
         try:
@@ -257,6 +265,8 @@ def plan_reproduction(
                     x=_number(spec.params[repro.x]),
                 )
             )
+        if fast:
+            fidelity.add_fast_runs(p, short, runs, ovr)
     return p
 
 
@@ -638,6 +648,8 @@ def build_table(p: Plan, results: dict[int, RunResult]):
                 "series": job.series,
                 "x": job.x,
                 "run": job.spec.name,
+                "fidelity": job.fidelity,
+                "sampled": fidelity.sampled(job.spec) if job.fidelity == "fast" else "",
                 **run_metrics(p.repro, job.dir, s, job.spec.scenario),
                 "flows": s.get("flows"),
                 "flows_finished": s.get("flows_finished"),
@@ -647,6 +659,7 @@ def build_table(p: Plan, results: dict[int, RunResult]):
                 "sim_time_ms": (s.get("sim_time_ns") or 0) / 1e6,
                 "events": s.get("events"),
                 "wall_seconds": round(res.wall_seconds, 3),
+                "fast_refused": job.refused,
             }
         )
     df = pd.DataFrame(rows)
@@ -693,11 +706,16 @@ def _panels(df):
         )
 
 
-def pivot(repro: Reproduction, sub, metric: str):
-    """Rows = series (in run order), columns = x (formatted), values = metric."""
+def pivot(repro: Reproduction, sub, metric: str, only: str | None = None):
+    """Rows = series (in run order), columns = x (formatted), values = metric: packet
+    level's where a point ran at both fidelities, or only the fidelity ``only``'s."""
     series = list(dict.fromkeys(sub["series"]))
     xs = sorted(dict.fromkeys(sub["x"]))
     cols = [fmt_x(repro, x) for x in xs]
+    if only is not None:
+        sub = sub[sub["fidelity"] == only]
+    elif "fidelity" in sub:
+        sub = sub.sort_values("fidelity", key=lambda c: c != "packet", kind="stable")
     table = []
     for s in series:
         row = []
@@ -708,6 +726,15 @@ def pivot(repro: Reproduction, sub, metric: str):
     return series, cols, table
 
 
+def fast_only(sub) -> set[tuple[str, float]]:
+    """(series, x) of the points that ran in the fast mode only: `pivot` shows them marked."""
+    if "fidelity" not in sub:
+        return set()
+    packet = set(zip(sub[sub["fidelity"] == "packet"]["series"], sub[sub["fidelity"] == "packet"]["x"]))
+    fast = sub[sub["fidelity"] == "fast"]
+    return {(s, x) for s, x in zip(fast["series"], fast["x"]) if (s, x) not in packet}
+
+
 def _incomplete(sub) -> list[str]:
     bad = sub[sub["flows_finished"] != sub["flows"]]
     return [f"{r.series} @ {r.x:g}" for r in bad.itertuples()]
@@ -716,13 +743,17 @@ def _incomplete(sub) -> list[str]:
 def write_markdown(p: Plan, df, path: Path) -> Path:
     repro = p.repro
     lines = [f"# {repro.title}", ""]
-    cmd = f"gradwire reproduce {repro.name}" + (" --quick" if p.quick else "")
+    cmd = f"gradwire reproduce {repro.name}" + (" --quick" if p.quick else "") + (" --fast" if p.fast else "")
     cmd += "".join(f" --set '{o}'" for o in p.overrides)
     lines.append(f"`{cmd}`: rows are {repro.series}, columns {repro.x_label}.")
     lines.append("")
+    any_fast = False
     for scen, model, sub in _panels(df):
+        fast = fast_only(sub)
+        any_fast |= bool(fast)
         for m in repro.metrics:
             series, cols, table = pivot(repro, sub, m.key)
+            xs = sorted(dict.fromkeys(sub["x"]))
             lines.append(f"### {model}: {m.label}")
             lines.append("")
             lines.append(f"| {repro.series} \\ {repro.x_label} | " + " | ".join(cols) + " |")
@@ -730,7 +761,8 @@ def write_markdown(p: Plan, df, path: Path) -> Path:
             # iteration times are ~100 ms that differ in the tenths: two decimals
             fmt = (lambda v: "–" if math.isnan(v) else f"{v:,.2f}") if m.key.startswith("iter_") else _fmt
             for s, row in zip(series, table):
-                lines.append(f"| {s} | " + " | ".join(fmt(v) for v in row) + " |")
+                cells = (fmt(v) + (" *" if (s, x) in fast else "") for v, x in zip(row, xs))
+                lines.append(f"| {s} | " + " | ".join(cells) + " |")
             lines.append("")
         inc = _incomplete(sub)
         if inc:
@@ -738,6 +770,11 @@ def write_markdown(p: Plan, df, path: Path) -> Path:
                 f"Unfinished flows at the stop in {scen}: {', '.join(inc)} (metrics over finished flows only)."
             )
             lines.append("")
+    if any_fast:
+        lines += [
+            f'*: the fast mode (`fidelity = "fast"`); its error beside packet level is in {fidelity.FIDELITY_MD}.',
+            "",
+        ]
     if repro.note:
         lines += [repro.note, ""]
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -761,6 +798,7 @@ def plot(p: Plan, df, path: Path) -> Path:
         for c, m in enumerate(repro.metrics):
             ax = axes[r][c]
             series, cols, table = pivot(repro, sub, m.key)
+            fast = pivot(repro, sub, m.key, only="fast")[2] if "fidelity" in sub else None
             xs = np.arange(len(cols))
             vals = []
             for s, row in zip(series, table):
@@ -769,7 +807,11 @@ def plot(p: Plan, df, path: Path) -> Path:
                     # fluid lower bounds: dashed, grey, x markers
                     ax.plot(xs, y, linestyle="--", marker="x", color="0.45" if "fair" in str(s) else "0.15", label=s)
                 else:
-                    ax.plot(xs, y, marker="o", label=s)
+                    (line,) = ax.plot(xs, y, marker="o", label=s)
+                    # the fast mode's points, hollow: beside packet level's, or alone at the largest x
+                    fy = np.array(fast[series.index(s)], dtype=float) if fast else None
+                    if fy is not None and not np.isnan(fy).all():
+                        ax.plot(xs, fy, marker="o", linestyle="none", mfc="white", color=line.get_color())
                 vals += [v for v in row if v == v and v > 0]
             if vals and max(vals) / min(vals) > 10:
                 ax.set_yscale("log")
@@ -780,7 +822,10 @@ def plot(p: Plan, df, path: Path) -> Path:
             ax.grid(True, which="both", alpha=0.3)
             if r == 0 and c == 0:
                 ax.legend(fontsize="small")
-    fig.suptitle(repro.title + (" (quick)" if p.quick else ""), fontsize="medium")
+    title = repro.title + (" (quick)" if p.quick else "")
+    if p.fast:
+        title += "\nhollow: the fast mode (fidelity.md: its error beside packet level)"
+    fig.suptitle(title, fontsize="medium")
     return save(fig, path)
 
 
@@ -808,10 +853,13 @@ def write_outputs(
     paths["plot"] = plot(p, df, out_dir / f"{p.repro.name}.png")
     if p.repro.reduce.files is not None:
         paths.update(p.repro.reduce.files(p, results, out_dir))
+    if p.fast:
+        paths.update(fidelity.write_outputs(p, df, out_dir))
     manifest = {
         "name": p.repro.name,
         "title": p.repro.title,
         "quick": p.quick,
+        "fast": p.fast,
         "overrides": p.overrides,
         "scenarios": [{"name": short, "origin": runs.source.origin} for short, runs in p.plans],
         "wall_seconds": round(wall, 3),
@@ -824,6 +872,8 @@ def write_outputs(
                 "scenario": j.scenario,
                 "run": j.spec.name,
                 "params": j.spec.params,
+                "fidelity": j.fidelity,
+                **({"fast_refused": j.refused} if j.refused else {}),
                 "cost_estimate": j.cost,
                 "wall_seconds": round(results[i].wall_seconds, 3) if i in results else None,
                 "events": results[i].summary.get("events") if i in results else None,

@@ -36,10 +36,12 @@ class RunSpec:
 
     run: Run
     """The typed, validated scenario (kept in Rust), as accepted by :class:`gradwire._core.Simulation`."""
+    suffix: str = ""
+    """Appended to the run's name: a second run of the same point (``,fidelity=fast``)."""
 
     @property
     def name(self) -> str:
-        return self.run.name
+        return self.run.name + self.suffix
 
     @property
     def params(self) -> dict[str, str]:

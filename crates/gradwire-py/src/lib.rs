@@ -137,6 +137,12 @@ impl PyRun {
         to_py_json(py, &self.run.scenario)
     }
 
+    /// Raise `ScenarioError` for what building the simulation would refuse beyond
+    /// validation (the fast mode's refusals, by key), without building its workload.
+    fn check(&self, py: Python<'_>) -> PyResult<()> {
+        Runner::check(&self.run.scenario).map_err(|e| scenario_err(py, &e))
+    }
+
     /// Pickling (a run crosses to worker processes): the typed scenario as JSON, read back
     /// by [`PyRun::_from_json`].
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, RunParts)> {

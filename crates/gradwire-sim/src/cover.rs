@@ -77,30 +77,34 @@ pub struct Cover {
 /// and the sample did not), and random loss of 10^-4 per link by 11-12 % in all three.
 pub const VALIDATED: &[&str] = &["dctcp", "ltp"];
 
+/// What a cover refuses by default: a transport or random loss whose iteration
+/// `benchmarks/sim_fast/cover.py` did not find within 5 % of packet level.
+pub fn check(scenario: &Scenario) -> Result<(), ScenarioError> {
+    if !scenario.fast.unvalidated {
+        let unmeasured = |key: &str, what: String| {
+            Err(ScenarioError::new(
+                key,
+                format!(
+                    "fast.cover has not been found within 5 % of packet level's iteration {what} \
+                     (benchmarks/sim_fast/cover.py); set fast.unvalidated = true to run it anyway"
+                ),
+            ))
+        };
+        let transport = scenario.transport.kind.name();
+        if !VALIDATED.contains(&transport) {
+            return unmeasured("transport.kind", format!("for `{transport}` (validated: {})", VALIDATED.join(", ")));
+        }
+        if scenario.topology.link_loss_rate > 0.0 {
+            return unmeasured("topology.link_loss_rate", "under random loss (+11-12 % at 10^-4)".into());
+        }
+    }
+    Ok(())
+}
+
 impl Cover {
     pub fn new(scenario: &Scenario) -> Result<Cover, ScenarioError> {
         scenario.validate()?;
-        if !scenario.fast.unvalidated {
-            let unmeasured = |key: &str, what: String| {
-                Err(ScenarioError::new(
-                    key,
-                    format!(
-                        "fast.cover has not been found within 5 % of packet level's iteration {what} \
-                         (benchmarks/sim_fast/cover.py); set fast.unvalidated = true to run it anyway"
-                    ),
-                ))
-            };
-            let transport = scenario.transport.kind.name();
-            if !VALIDATED.contains(&transport) {
-                return unmeasured(
-                    "transport.kind",
-                    format!("for `{transport}` (validated: {})", VALIDATED.join(", ")),
-                );
-            }
-            if scenario.topology.link_loss_rate > 0.0 {
-                return unmeasured("topology.link_loss_rate", "under random loss (+11-12 % at 10^-4)".into());
-            }
-        }
+        check(scenario)?;
         let first = Box::new(Simulation::new(&sample(scenario, 0))?);
         let x = first.fast_sample().expect("fast.cover is checked to come with fidelity = \"fast\"");
         let samples = x.m;

@@ -5,6 +5,7 @@ use crate::cover::Cover;
 use crate::output::Summary;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sim::{Conservation, Progress, Simulation};
+use crate::topology::Topology;
 use std::io;
 use std::path::Path;
 
@@ -20,6 +21,16 @@ impl Runner {
         } else {
             Runner::One(Box::new(Simulation::new(scenario)?))
         })
+    }
+
+    /// What [`Runner::new`] would refuse beyond [`Scenario::validate`] (the fast mode's
+    /// and a cover's refusals), found without building the workload.
+    pub fn check(scenario: &Scenario) -> Result<(), ScenarioError> {
+        scenario.validate()?;
+        if scenario.fast.cover {
+            crate::cover::check(scenario)?;
+        }
+        crate::fast::Sample::plan(scenario, &Topology::build(&scenario.topology)).map(drop)
     }
 
     /// Run about `max_events` more events; `true` once the run is over.

@@ -252,3 +252,20 @@ fn a_cover_dropped_midway_stops_its_threads() {
     drop(r); // joins the threads, each at the end of its slice of events
     assert!(began.elapsed() < std::time::Duration::from_secs(60), "{:?}", began.elapsed());
 }
+
+#[test]
+fn a_check_refuses_what_building_would() {
+    use gradwire_sim::Runner;
+    let fast = ps("fidelity = \"fast\"");
+    for text in [
+        fast.replace("kind = \"dctcp\"", "kind = \"dlcp\""),
+        ps("fidelity = \"fast\"\n[pauses]\nhosts = 1"),
+        ps("fidelity = \"fast\"\n[fast]\ncover = true").replace("\"dctcp\"", "\"newreno\""),
+        fast.clone(),
+        ps(""),
+    ] {
+        let s = &load(&text, &[]).unwrap()[0].scenario;
+        let key = |e: gradwire_sim::ScenarioError| e.key;
+        assert_eq!(Runner::check(s).err().map(key), Runner::new(s).err().map(key), "{text}");
+    }
+}
