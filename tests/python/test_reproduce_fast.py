@@ -110,3 +110,6 @@ def test_fast_reproduction_reports_the_error_beside_packet_level(tmp_path):
     manifest = json.loads((out / "reproduce.json").read_text())
     assert manifest["fast"] is True and {r["fidelity"] for r in manifest["runs"]} == {"packet", "fast"}
     assert not math.isnan(float(cmp["fast_wall_s"].iloc[0]))
+    # --resume finds every run, the fast ones under their own names
+    r = CliRunner().invoke(app, [*args, "--resume", *set_args([*TINY, DCTCP, WORKERS, *FAST])])
+    assert r.exit_code == 0 and "6 runs already done, 0 to run" in r.stdout, r.stdout
