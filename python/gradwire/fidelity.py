@@ -34,9 +34,11 @@ FAST = 'fidelity="fast"'
 
 
 def fast_cost(cost: float, config: dict) -> float:
-    """A fast run's share of its packet-level cost: the servers it samples over all."""
+    """A fast run's share of its packet-level cost: the servers it samples over all (a
+    cover runs every sample: all of it)."""
+    fast = config.get("fast", {})
     servers = config.get("workload", {}).get("servers") or 1
-    return cost * min(1.0, config.get("fast", {}).get("servers", servers) / servers)
+    return cost if fast.get("cover") else cost * min(1.0, fast.get("servers", servers) / servers)
 
 
 def kept(servers: int, asked: int) -> int:
