@@ -87,7 +87,7 @@ def add_fast_runs(p: Plan, short: str, runs: ScenarioRuns, overrides: list[str])
             job, spec=spec, dir=job.dir.parent / spec.name, fidelity="fast", cost=fast_cost(job.cost, spec.scenario)
         )
         if alone:
-            p.jobs[p.jobs.index(job)] = twin
+            p.jobs[next(i for i, j in enumerate(p.jobs) if j is job)] = twin
         else:
             p.jobs.append(twin)
 
@@ -110,7 +110,7 @@ def add_fast_runs(p: Plan, short: str, runs: ScenarioRuns, overrides: list[str])
 
 
 def refusals(jobs: list[Job]) -> dict[str, list[str]]:
-    """The fast mode's refusals: its message -> the points (``series @ x``) it refused."""
+    """The fast mode's refusals: its message -> the points (``model series @ x``) it refused."""
     out: dict[str, list[str]] = {}
     for j in jobs:
         if j.refused:
