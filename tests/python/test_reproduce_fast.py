@@ -113,3 +113,20 @@ def test_fast_reproduction_reports_the_error_beside_packet_level(tmp_path):
     # --resume finds every run, the fast ones under their own names
     r = CliRunner().invoke(app, [*args, "--resume", *set_args([*TINY, DCTCP, WORKERS, *FAST])])
     assert r.exit_code == 0 and "6 runs already done, 0 to run" in r.stdout, r.stdout
+
+
+def test_every_built_in_reproduction_runs_at_packet_level_by_default(tmp_path):
+    """docs/reproductions.md says why `--fast` alone runs none of them fast: the keys."""
+    why = {
+        "dlcp-fig14": {"ideal", "topology.kind", "transport.kind"},
+        "dlcp-fig16": {"ideal", "topology.kind", "transport.kind"},
+        "ltp-bst": {"topology.kind", "transport.kind"},
+        "rat-fig4": {"workload.kind"},
+        "rat-fig5": {"workload.kind"},
+        "pcn-fig9": {"workload.kind"},
+        "pcn-fig10": {"workload.kind"},
+    }
+    for name, keys in why.items():
+        p = rp.plan_reproduction(rp.get(name), tmp_path, quick=True, fast=True)
+        assert all(j.fidelity == "packet" for j in p.jobs), name
+        assert {m.split("`")[1] for m in fidelity.refusals(p.jobs)} == keys, name
