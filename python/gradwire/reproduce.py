@@ -797,8 +797,10 @@ def plot(p: Plan, df, path: Path) -> Path:
     for r, (_scen, model, sub) in enumerate(panels):
         for c, m in enumerate(repro.metrics):
             ax = axes[r][c]
-            series, cols, table = pivot(repro, sub, m.key)
-            fast = pivot(repro, sub, m.key, only="fast")[2] if "fidelity" in sub else None
+            # with --fast, packet level's line and the fast mode's (dotted, hollow) apart
+            has_fast = "fidelity" in sub and bool((sub["fidelity"] == "fast").any())
+            fast = pivot(repro, sub, m.key, only="fast")[2] if has_fast else None
+            series, cols, table = pivot(repro, sub, m.key, only="packet" if fast else None)
             xs = np.arange(len(cols))
             vals = []
             for s, row in zip(series, table):
@@ -808,10 +810,10 @@ def plot(p: Plan, df, path: Path) -> Path:
                     ax.plot(xs, y, linestyle="--", marker="x", color="0.45" if "fair" in str(s) else "0.15", label=s)
                 else:
                     (line,) = ax.plot(xs, y, marker="o", label=s)
-                    # the fast mode's points, hollow: beside packet level's, or alone at the largest x
-                    fy = np.array(fast[series.index(s)], dtype=float) if fast else None
-                    if fy is not None and not np.isnan(fy).all():
-                        ax.plot(xs, fy, marker="o", linestyle="none", mfc="white", color=line.get_color())
+                    fy = fast[series.index(s)] if fast else []
+                    if any(v == v for v in fy):
+                        ax.plot(xs, fy, marker="o", linestyle=":", mfc="white", color=line.get_color())
+                        vals += [v for v in fy if v == v and v > 0]
                 vals += [v for v in row if v == v and v > 0]
             if vals and max(vals) / min(vals) > 10:
                 ax.set_yscale("log")
@@ -824,7 +826,7 @@ def plot(p: Plan, df, path: Path) -> Path:
                 ax.legend(fontsize="small")
     title = repro.title + (" (quick)" if p.quick else "")
     if p.fast:
-        title += "\nhollow: the fast mode (fidelity.md: its error beside packet level)"
+        title += "\nsolid: packet level; dotted, hollow: the fast mode (fidelity.md: its error where both ran)"
     fig.suptitle(title, fontsize="medium")
     return save(fig, path)
 
