@@ -22,9 +22,10 @@ class Run:
         """The sweep point, dotted key -> value as a string."""
     def config(self) -> dict[str, Any]:
         """The typed scenario, every default filled in, as a dict (a copy to read)."""
-    def check(self) -> None:
+    def check(self) -> tuple[int, int] | None:
         """Raise ScenarioError for what building the simulation would refuse beyond
-        validation (the fast mode's refusals, by key), without building its workload."""
+        validation (the fast mode's refusals, by key), without building its workload; a
+        fast run's sample as (servers kept, of the job's), else None."""
 
 class ProgressDict(TypedDict):
     now_ns: int

@@ -41,25 +41,6 @@ def fast_cost(cost: float, config: dict) -> float:
     return cost if fast.get("cover") else cost * min(1.0, fast.get("servers", servers) / servers)
 
 
-def kept(servers: int, asked: int) -> int:
-    """The servers a fast run samples (crate::fast): the most, up to ``asked``, that divide
-    ``servers``, so that each stands for the same number."""
-    return next(n for n in range(max(1, min(asked, servers)), 0, -1) if servers % n == 0)
-
-
-def sampled(spec: RunSpec) -> str:
-    """``n of S``: the servers a fast run keeps, of its job's."""
-    servers, n = _servers(spec)
-    return f"{n} of {servers}"
-
-
-def _servers(spec: RunSpec) -> tuple[int, int]:
-    """(servers of the job, servers its fast run keeps)."""
-    cfg = spec.scenario
-    servers = int(cfg.get("workload", {}).get("servers") or 1)
-    return servers, kept(servers, int(cfg.get("fast", {}).get("servers", servers)))
-
-
 def add_fast_runs(p: Plan, short: str, runs: ScenarioRuns, overrides: list[str]) -> None:
     """Turn the jobs of scenario ``short`` into the fast plan: each series' largest x fast,
     the next at both fidelities, sampling the same share of its servers as the largest
@@ -77,19 +58,26 @@ def add_fast_runs(p: Plan, short: str, runs: ScenarioRuns, overrides: list[str])
                 raise scenario_error(f"in {runs.source.origin}, with {' '.join(extra)}: {e}", key) from None
         return RunSpec(plans[servers][job.spec.run.name].run, SUFFIX)
 
-    def add(job: Job, spec: RunSpec, alone: bool) -> None:
+    def add(job: Job, spec: RunSpec, alone: bool) -> float | None:
+        """Plan `spec` as `job`'s fast run; the share of servers it samples (None: refused)."""
         try:
-            spec.run.check()
+            kept, of = spec.run.check()
         except ScenarioError as e:
             job.refused = str(e)
-            return
+            return None
         twin = replace(
-            job, spec=spec, dir=job.dir.parent / spec.name, fidelity="fast", cost=fast_cost(job.cost, spec.scenario)
+            job,
+            spec=spec,
+            dir=job.dir.parent / spec.name,
+            fidelity="fast",
+            sampled=f"{kept} of {of}",
+            cost=fast_cost(job.cost, spec.scenario),
         )
         if alone:
             p.jobs[next(i for i, j in enumerate(p.jobs) if j is job)] = twin
         else:
             p.jobs.append(twin)
+        return kept / of
 
     series: dict[str, list[Job]] = {}
     for j in p.jobs:
@@ -97,15 +85,14 @@ def add_fast_runs(p: Plan, short: str, runs: ScenarioRuns, overrides: list[str])
             series.setdefault(j.series, []).append(j)
     for jobs in series.values():
         xs = sorted({j.x for j in jobs})
-        for j in (j for j in jobs if j.x == xs[-1]):
-            spec = fast_spec(j)
-            add(j, spec, alone=len(xs) > 1)
-            all_, n = _servers(spec)
-            share = n / all_
+        shares = [add(j, fast_spec(j), alone=len(xs) > 1) for j in jobs if j.x == xs[-1]]
+        share = next((x for x in shares if x is not None), None)
         if len(xs) > 1:
             for j in (j for j in jobs if j.x == xs[-2]):
-                all_ = int(j.spec.scenario.get("workload", {}).get("servers") or 1)
-                add(j, fast_spec(j, kept(all_, round(all_ * share))), alone=False)
+                # the fast mode keeps the most servers up to this that divide the job's
+                servers = int(j.spec.scenario.get("workload", {}).get("servers") or 1)
+                asked = max(1, round(servers * share)) if share is not None else None
+                add(j, fast_spec(j, asked), alone=False)
     runs.runs = [j.spec for j in p.jobs if j.scenario == short]
 
 

@@ -163,6 +163,8 @@ class Job:
     """The simulator's fidelity: "packet", or "fast" for a point run in the fast mode."""
     refused: str = ""
     """Why the fast mode refused this point, which then runs at packet level (``--fast``)."""
+    sampled: str = ""
+    """A fast run's servers kept, of the job's (``9 of 36``)."""
 
 
 @dataclass
@@ -649,7 +651,7 @@ def build_table(p: Plan, results: dict[int, RunResult]):
                 "x": job.x,
                 "run": job.spec.name,
                 "fidelity": job.fidelity,
-                "sampled": fidelity.sampled(job.spec) if job.fidelity == "fast" else "",
+                "sampled": job.sampled,
                 **run_metrics(p.repro, job.dir, s, job.spec.scenario),
                 "flows": s.get("flows"),
                 "flows_finished": s.get("flows_finished"),

@@ -36,7 +36,7 @@ def test_largest_point_fast_only_the_next_at_both_with_the_same_share(tmp_path):
     p = plan(tmp_path, *FAST)
     for short, runs in p.plans:
         jobs = [j for j in p.jobs if j.scenario == short]
-        got = sorted((j.x, j.fidelity, fidelity.sampled(j.spec) if j.fidelity == "fast" else "") for j in jobs)
+        got = sorted((j.x, j.fidelity, j.sampled) for j in jobs)
         assert got == [(4, "fast", "1 of 2"), (4, "packet", ""), (8, "fast", "2 of 4")]
         for j in jobs:
             assert j.spec.scenario.get("fidelity", "packet") == j.fidelity
@@ -62,7 +62,9 @@ def test_points_the_fast_mode_refuses_stay_at_packet_level(tmp_path):
 def test_a_run_checks_what_building_it_would_refuse():
     text = '[topology]\nkind = "leaf_spine"\n[workload]\nkind = "ps"\nworkers = 4\nservers = 2\npush_bytes = 100000\n'
     (ok,) = load_scenario(text, ['fidelity="fast"', "fast.unvalidated=true"])
-    ok.check()
+    assert ok.check() == (2, 2)  # its sample: both servers (fast.servers defaults to 32)
+    (packet,) = load_scenario(text)
+    assert packet.check() is None
     (refused,) = load_scenario(text, ['fidelity="fast"'])
     with pytest.raises(ScenarioError) as e:
         refused.check()

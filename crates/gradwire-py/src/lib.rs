@@ -138,8 +138,9 @@ impl PyRun {
     }
 
     /// Raise `ScenarioError` for what building the simulation would refuse beyond
-    /// validation (the fast mode's refusals, by key), without building its workload.
-    fn check(&self, py: Python<'_>) -> PyResult<()> {
+    /// validation (the fast mode's refusals, by key), without building its workload; a
+    /// fast run's sample as (servers kept, of the job's), else `None`.
+    fn check(&self, py: Python<'_>) -> PyResult<Option<(u32, u32)>> {
         Runner::check(&self.run.scenario).map_err(|e| scenario_err(py, &e))
     }
 

@@ -24,13 +24,15 @@ impl Runner {
     }
 
     /// What [`Runner::new`] would refuse beyond [`Scenario::validate`] (the fast mode's
-    /// and a cover's refusals), found without building the workload.
-    pub fn check(scenario: &Scenario) -> Result<(), ScenarioError> {
+    /// and a cover's refusals), found without building the workload; a fast run's sample
+    /// (servers kept, of the job's) if it is one.
+    pub fn check(scenario: &Scenario) -> Result<Option<(u32, u32)>, ScenarioError> {
         scenario.validate()?;
         if scenario.fast.cover {
             crate::cover::check(scenario)?;
         }
-        crate::fast::Sample::plan(scenario, &Topology::build(&scenario.topology)).map(drop)
+        let sample = crate::fast::Sample::plan(scenario, &Topology::build(&scenario.topology))?;
+        Ok(sample.map(|x| (x.servers.len() as u32, x.of)))
     }
 
     /// Run about `max_events` more events; `true` once the run is over.

@@ -268,4 +268,10 @@ fn a_check_refuses_what_building_would() {
         let key = |e: gradwire_sim::ScenarioError| e.key;
         assert_eq!(Runner::check(s).err().map(key), Runner::new(s).err().map(key), "{text}");
     }
+    // and what it would sample
+    let s = &load(&fast, &[]).unwrap()[0].scenario;
+    let x = Simulation::new(s).unwrap();
+    let x = x.fast_sample().expect("a fast run");
+    assert_eq!(Runner::check(s).unwrap(), Some((x.servers.len() as u32, x.of)));
+    assert_eq!(Runner::check(&load(&ps(""), &[]).unwrap()[0].scenario).unwrap(), None);
 }
