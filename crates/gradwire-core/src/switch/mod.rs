@@ -169,8 +169,10 @@ pub enum Admit {
     Dropped(DropReason),
 }
 
-/// Running totals of one port, in packets unless named bytes.
+/// Running totals of one port, in packets unless named bytes. The ones every packet
+/// updates come first (`repr(C)`), next to the port's own state; see [`EgressPort`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct PortCounters {
     /// Packets admitted.
     pub enqueued: u64,
@@ -180,41 +182,73 @@ pub struct PortCounters {
     pub dequeued_bytes: u64,
     /// Admitted packets the port told the driver to CE-mark.
     pub ecn_marked: u64,
+    /// Most bytes the port held at once (high-water mark).
+    pub max_bytes: u64,
     /// Drops per reason, indexed by `reason as usize` (see [`DropReason::ALL`]); includes
     /// those recorded with `count_drop`.
     pub dropped: [u64; DropReason::ALL.len()],
-    /// Most bytes the port held at once (high-water mark).
-    pub max_bytes: u64,
 }
 
 /// A strict-priority egress port: up to [`MAX_QUEUES`] FIFO queues with per-queue ECN
 /// marking and drop thresholds from [`PortConfig`], over a shared [`BufferPool`].
+///
+/// Laid out for the cache (`repr(C)`): what every packet reads and writes (the totals,
+/// the counters it bumps, then each queue's ring with its bytes and thresholds in one
+/// 48-byte lane) comes first, the configuration last. Queue 0's lane ends 208 bytes in, so
+/// a driver that embeds the port after a 64-byte header touches four lines per packet;
+/// the field order the compiler chose spread the same reads over eight.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct EgressPort<T> {
-    cfg: PortConfig,
-    queues: [VecDeque<(T, u32)>; MAX_QUEUES],
-    queue_bytes: [u64; MAX_QUEUES],
     bytes: u64,
+    /// `cfg.queue0_reserve_bytes`, here where admission reads it.
+    reserve: u64,
     /// Packets queued, and bit `q` set while queue `q` holds any: emptiness and the next
-    /// queue to serve without reading the eight queues' headers (four cache lines).
+    /// queue to serve without reading the queues' lanes.
     packets: u32,
     nonempty: u8,
+    /// `cfg.queues` and `cfg.selective_drop`, likewise.
+    queues: u8,
+    selective_drop: bool,
     /// Totals since creation; the port updates them, the driver reads them.
     pub counters: PortCounters,
+    lanes: [Lane<T>; MAX_QUEUES],
+    cfg: PortConfig,
+}
+
+/// One priority queue: its packets with their wire bytes, its byte total and thresholds.
+#[derive(Clone, Debug)]
+#[repr(C)]
+struct Lane<T> {
+    ring: VecDeque<(T, u32)>,
+    bytes: u64,
+    ecn_threshold: u32,
+    drop_threshold: u32,
 }
 
 impl<T> EgressPort<T> {
+    /// Bytes from the port's start to the end of queue 0's lane: what one packet through
+    /// queue 0 touches (a driver sizes its prefetch by it).
+    pub const HOT_BYTES: usize = std::mem::offset_of!(EgressPort<T>, lanes) + std::mem::size_of::<Lane<T>>();
+
     /// An empty port. `cfg.queues` must be in `1..=MAX_QUEUES` (as [`PortConfig::uniform`]
     /// checks): `enqueue` panics on 0.
     pub fn new(cfg: PortConfig) -> Self {
         EgressPort {
-            cfg,
-            queues: Default::default(),
-            queue_bytes: [0; MAX_QUEUES],
             bytes: 0,
+            reserve: cfg.queue0_reserve_bytes,
             packets: 0,
             nonempty: 0,
+            queues: cfg.queues,
+            selective_drop: cfg.selective_drop,
             counters: PortCounters::default(),
+            lanes: std::array::from_fn(|q| Lane {
+                ring: VecDeque::new(),
+                bytes: 0,
+                ecn_threshold: cfg.ecn_threshold[q],
+                drop_threshold: cfg.drop_threshold[q],
+            }),
+            cfg,
         }
     }
 
@@ -230,6 +264,7 @@ impl<T> EgressPort<T> {
         for q in 0..self.cfg.queues as usize {
             if self.cfg.ecn_threshold[q] > 0 {
                 self.cfg.ecn_threshold[q] = packets.max(1);
+                self.lanes[q].ecn_threshold = packets.max(1);
             }
         }
     }
@@ -237,28 +272,29 @@ impl<T> EgressPort<T> {
     /// Offer a packet of `bytes` on the wire at `priority` (clamped to the lowest queue).
     /// `ect` says whether the packet may be CE-marked instead of only queued.
     pub fn enqueue(&mut self, item: T, bytes: u32, priority: u8, ect: bool, pool: &mut BufferPool) -> Admit {
-        let q = (priority as usize).min(self.cfg.queues as usize - 1);
-        let held = self.queues[q].len() as u32;
+        let q = (priority as usize).min(self.queues as usize - 1);
+        let held = self.lanes[q].ring.len() as u32;
         let verdict = self.admit(q, held, bytes, pool);
         if let Admit::Dropped(reason) = verdict {
             self.counters.dropped[reason as usize] += 1;
             return verdict;
         }
-        let ecn_th = self.cfg.ecn_threshold[q];
+        let ecn_th = self.lanes[q].ecn_threshold;
         let congested = ecn_th > 0 && held >= ecn_th;
-        if congested && !ect && self.cfg.selective_drop {
+        if congested && !ect && self.selective_drop {
             self.counters.dropped[DropReason::Selective as usize] += 1;
             return Admit::Dropped(DropReason::Selective);
         }
         let marked = ect && congested;
         pool.used_bytes += bytes as u64;
-        self.queue_bytes[q] += bytes as u64;
         self.bytes += bytes as u64;
-        self.queues[q].push_back((item, bytes));
         self.packets += 1;
         self.nonempty |= 1 << q;
+        let lane = &mut self.lanes[q];
+        lane.bytes += bytes as u64;
+        lane.ring.push_back((item, bytes));
         // a deep queue's ring outgrows the cache: its next slot was last touched a ring ago
-        crate::prefetch::after(self.queues[q].back());
+        crate::prefetch::after(lane.ring.back());
         self.counters.enqueued += 1;
         self.counters.ecn_marked += marked as u64;
         self.counters.max_bytes = self.counters.max_bytes.max(self.bytes);
@@ -266,16 +302,16 @@ impl<T> EgressPort<T> {
     }
 
     fn admit(&self, q: usize, held: u32, bytes: u32, pool: &BufferPool) -> Admit {
-        let drop_th = self.cfg.drop_threshold[q];
-        if drop_th > 0 && held >= drop_th {
+        let lane = &self.lanes[q];
+        if lane.drop_threshold > 0 && held >= lane.drop_threshold {
             return Admit::Dropped(DropReason::QueueThreshold);
         }
-        let reserve = if q == 0 { 0 } else { self.cfg.queue0_reserve_bytes };
+        let reserve = if q == 0 { 0 } else { self.reserve };
         if bytes as u64 + reserve > pool.free() {
             return Admit::Dropped(DropReason::BufferFull);
         }
         if let Some(alpha) = pool.dt_alpha {
-            if (self.queue_bytes[q] + bytes as u64) as f64 > alpha * pool.free() as f64 {
+            if (lane.bytes + bytes as u64) as f64 > alpha * pool.free() as f64 {
                 return Admit::Dropped(DropReason::DynamicThreshold);
             }
         }
@@ -288,14 +324,15 @@ impl<T> EgressPort<T> {
             return None;
         }
         let q = self.nonempty.trailing_zeros() as usize;
-        let (item, bytes) = self.queues[q].pop_front().expect("a queue marked non-empty");
-        self.packets -= 1;
-        match self.queues[q].front() {
+        let lane = &mut self.lanes[q];
+        let (item, bytes) = lane.ring.pop_front().expect("a queue marked non-empty");
+        lane.bytes -= bytes as u64;
+        match lane.ring.front() {
             Some(next) => crate::prefetch::line(next as *const _ as *const u8),
             None => self.nonempty &= !(1 << q),
         }
+        self.packets -= 1;
         pool.used_bytes -= bytes as u64;
-        self.queue_bytes[q] -= bytes as u64;
         self.bytes -= bytes as u64;
         self.counters.dequeued += 1;
         self.counters.dequeued_bytes += bytes as u64;
@@ -323,7 +360,7 @@ impl<T> EgressPort<T> {
 
     /// Packets in queue `q` (0 is served first); panics if `q >= MAX_QUEUES`.
     pub fn queue_packets(&self, q: usize) -> usize {
-        self.queues[q].len()
+        self.lanes[q].ring.len()
     }
 
     /// Nothing queued.
