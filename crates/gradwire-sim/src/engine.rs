@@ -145,7 +145,14 @@ impl EventQueue {
             (None, Some(_)) => true,
             (Some(n), Some(f)) => f > n,
         };
-        let Entry(k) = if from_far { self.far.pop() } else { self.near.pop() }?;
+        let e = if from_far { self.far.pop() } else { self.near.pop() }?;
+        if from_far && self.near.current.is_empty() {
+            // An empty near wheel restarts at the clock. Its horizon counts from the bucket
+            // it last served: after a gap longer than that (an idle network while timers
+            // fire), every event would be beyond it and go to `far`, for the rest of the run.
+            self.near.cur = e.bucket::<BUCKET_BITS>();
+        }
+        let Entry(k) = e;
         let t = (k >> (SEQ_BITS + TARGET_BITS)) as Time;
         Some((t, Target::unpack(k as u32)))
     }
@@ -202,6 +209,9 @@ struct Wheel<const BITS: u32> {
     occupied: Vec<u64>,
     /// Events in `lists`.
     in_lists: usize,
+    /// No event in the wheel lies in a later bucket (an upper bound, reset when the wheel
+    /// empties): how far back `cur` may be moved (see `rewind`).
+    last: u64,
 }
 
 impl<const BITS: u32> Default for Wheel<BITS> {
@@ -212,6 +222,7 @@ impl<const BITS: u32> Default for Wheel<BITS> {
             lists: (0..BUCKETS).map(|_| Vec::new()).collect(),
             occupied: vec![0; (BUCKETS / 64) as usize],
             in_lists: 0,
+            last: 0,
         }
     }
 }
@@ -223,21 +234,55 @@ impl<const BITS: u32> Wheel<BITS> {
     #[inline]
     fn place(&mut self, e: Entry) -> Result<(), Entry> {
         let b = e.bucket::<BITS>();
+        if b < self.cur && self.last - b < BUCKETS && !self.current.is_empty() {
+            self.rewind(b);
+        }
         if b <= self.cur {
             self.current.push(e);
         } else if b - self.cur >= BUCKETS {
             return Err(e);
         } else if self.current.is_empty() {
             debug_assert_eq!(self.in_lists, 0);
-            self.cur = b;
-            self.current.push(e);
+            self.serve_alone(e);
         } else {
-            let i = (b % BUCKETS) as usize;
-            self.lists[i].push(e);
-            self.occupied[i / 64] |= 1 << (i % 64);
-            self.in_lists += 1;
+            self.append(b, e);
+            self.last = self.last.max(b);
         }
         Ok(())
+    }
+
+    /// An empty wheel serves `e`'s bucket, however far ahead.
+    fn serve_alone(&mut self, e: Entry) {
+        self.cur = e.bucket::<BITS>();
+        self.last = self.cur;
+        self.current.push(e);
+    }
+
+    #[inline]
+    fn append(&mut self, b: u64, e: Entry) {
+        let i = (b % BUCKETS) as usize;
+        self.lists[i].push(e);
+        self.occupied[i / 64] |= 1 << (i % 64);
+        self.in_lists += 1;
+    }
+
+    /// Serve bucket `b`, earlier than the one served, which goes back to its list. The
+    /// wheel serves the first occupied bucket, which can lie well ahead of the clock (the
+    /// far wheel's first timer was a 200 ms initial RTO, before any RTT sample); without
+    /// this every event scheduled into the gap joined the served heap, which grew to every
+    /// live flow's timer (~10^5 at 432 hosts) and cost a cold sift-down per pop. Only while
+    /// every event stays within a horizon of `b` (`last`), so the lists keep one bucket
+    /// per slot.
+    #[cold]
+    fn rewind(&mut self, b: u64) {
+        let served = std::mem::take(&mut self.current).into_vec();
+        self.cur = b;
+        for e in served {
+            match e.bucket::<BITS>() {
+                x if x <= b => self.current.push(e),
+                x => self.append(x, e),
+            }
+        }
     }
 
     /// Pop the first event, then serve the next bucket if that emptied the heap.
@@ -263,6 +308,7 @@ impl<const BITS: u32> Wheel<BITS> {
     /// a burst left it large.
     fn serve(&mut self, b: u64) {
         self.cur = b;
+        self.last = self.last.max(b);
         let i = (b % BUCKETS) as usize;
         if self.occupied[i / 64] & 1 << (i % 64) == 0 {
             return;
@@ -324,8 +370,7 @@ impl FarQueue {
             // nothing is far: serve this event's bucket, however far it is
             Err(e) if self.wheel.current.is_empty() => {
                 debug_assert!(self.overflow.is_empty());
-                self.wheel.cur = e.bucket::<COARSE_BITS>();
-                self.wheel.current.push(e);
+                self.wheel.serve_alone(e);
             }
             Err(e) => self.overflow.push(e),
         }
@@ -390,6 +435,37 @@ mod tests {
         let mut got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         got.reverse();
         assert_eq!(got, all.iter().enumerate().map(|(i, &t)| (MAX_TIME - i as u64, t)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_served_bucket_ahead_of_the_clock_does_not_collect_the_events_before_it() {
+        const US: Time = 1_000_000;
+        let mut q = EventQueue::new();
+        // the first far event, an initial RTO, makes its coarse bucket the served one;
+        // then RTOs of 10 ms, as after the first RTT samples, land before it
+        q.push(200_000 * US, Target::Timer(0));
+        for i in 1..10_000 {
+            q.push(10_000 * US + i as Time * US, Target::Timer(i));
+        }
+        assert!(q.far.wheel.current.len() < 200, "served heap {}", q.far.wheel.current.len());
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(_, t)| t).collect();
+        let want: Vec<_> = (1..10_000).chain([0]).map(Target::Timer).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn after_an_idle_gap_near_events_go_to_the_near_wheel_again() {
+        let mut q = EventQueue::new();
+        q.push(10, Target::Arrive(0));
+        assert_eq!(q.pop(), Some((10, Target::Arrive(0))));
+        // the network idles while a timer fires well beyond the near horizon
+        q.push(5 * NEAR, Target::Timer(1));
+        assert_eq!(q.pop(), Some((5 * NEAR, Target::Timer(1))));
+        for i in 0..100 {
+            q.push(5 * NEAR + 1000 * i, Target::Arrive(i as u32));
+        }
+        assert_eq!(q.far.len(), 0, "near events went to the far queue");
+        assert_eq!(q.near.len(), 100);
     }
 
     proptest! {
