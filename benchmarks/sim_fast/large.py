@@ -9,6 +9,7 @@ millions of flows (k = 20: 15.3 M flows, ~25 minutes of CPU and 9.5 GB at packet
 
 import argparse
 import csv
+import importlib.util
 import json
 import os
 import subprocess
@@ -16,20 +17,17 @@ from array import array
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIO = os.path.join(ROOT, "benchmarks", "sim_memory", "ft1024.toml")
+# the k-ary job's --set arguments, as sim_threads runs them
+_spec = importlib.util.spec_from_file_location(
+    "sim_threads_run", os.path.join(ROOT, "benchmarks", "sim_threads", "run.py")
+)
+sim_threads = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sim_threads)
 
 
 def simulate(binary, k, threads, fidelity, out):
-    hosts = k**3 // 4
-    sets = [
-        f"topology.k={k}",
-        f"workload.workers={hosts * 3 // 4}",
-        f"workload.servers={hosts // 4}",
-        f"threads={threads}",
-        f"fidelity={fidelity}",
-    ]
     args = ["/usr/bin/time", "-f", "%U %S %e %M", "-o", out + ".time", binary, SCENARIO, "--out", out, "--quiet"]
-    for s in sets:
-        args += ["--set", s]
+    args += sim_threads.overrides(k, threads) + ["--set", f"fidelity={fidelity}"]
     subprocess.run(args, check=True)
     user, sys_, wall, rss_kb = open(out + ".time").read().split()[-4:]
     return {"cpu_s": float(user) + float(sys_), "wall_s": float(wall), "rss_mb": int(rss_kb) / 1024}
