@@ -317,14 +317,20 @@ def run_ours(scenario: Path, transport: str, seed: int, work: Path, nic: str) ->
     return Run(True, fcts, unfinished, rtos, wall)
 
 
+def ns3_command(args: list[str], out_csv: Path) -> list[str]:
+    """leafspine's command line: the scenario's arguments ([`ns3_args`]), then the TCP
+    mode's and the ns-3 fixes', as [`our_command`] sets their gradwire side."""
+    fixes = [NS3_FIXES[f] for f in _ns3_fixes]
+    return [str(NS3_BIN), *args, *TCP_MODES[_tcp_mode][1], *fixes, f"--out={out_csv}"]
+
+
 def run_ns3(scn: dict, transport: str, seed: int, work: Path, nic: str) -> Run:
     out = work / f"ns3-{results_stem()}-{transport}-{NICS[nic][1]}-s{seed}"
     try:
         args = ns3_args(scn, transport, seed, nic)
     except Unsupported as e:
         return Run(False, error=f"not modelled on the ns-3 side: {e}")
-    fixes = [NS3_FIXES[f] for f in _ns3_fixes]
-    cmd = [str(NS3_BIN), *args, *TCP_MODES[_tcp_mode][1], *fixes, f"--out={out / 'flows.csv'}"]
+    cmd = ns3_command(args, out / "flows.csv")
     if not _rerun_ns3 and ns3_run_is_current(out, cmd):
         fcts, unfinished, rtos = read_flows(out / "flows.csv")
         return Run(True, fcts, unfinished, rtos, float((out / "wall.txt").read_text()), reused=True)

@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -81,10 +80,11 @@ def main() -> int:
     args = ap.parse_args()
 
     scenario = ROOT / args.scenario  # not resolved: scenarios/ may be a symlink
-    with open(scenario, "rb") as f:
-        scn = tomllib.load(f)
-    transport = scn.get("transport", {}).get("kind", "dctcp")
-    seed = int(scn.get("seed", 1))
+    # The pair validation/compare.py checks for agreement (its default TCP mode, NIC and
+    # start jitter on both sides), so both simulators do the same work.
+    scn = compare.resolved(scenario)
+    scn["workload"]["start_jitter_us"] = compare.DEFAULT_START_JITTER_US
+    transport, seed = scn["transport"]["kind"], int(scn["seed"])
     ensure_binaries()
 
     work = Path(tempfile.mkdtemp(prefix="sim_vs_ns3-"))
@@ -92,17 +92,9 @@ def main() -> int:
     try:
         for rep in range(args.repeat):
             ours_out = work / f"ours{rep}"
-            ours_cmd = [
-                str(compare.OUR_BIN),
-                str(scenario),
-                "--out",
-                str(ours_out),
-                "--set",
-                "routing.mode=spray",
-                "--quiet",
-            ]
+            ours_cmd = compare.our_command(scenario, ours_out, transport, seed)
             ns3_csv = work / f"ns3-{rep}.csv"
-            ns3_cmd = [str(compare.NS3_BIN), *compare.ns3_args(scn, transport, seed), f"--out={ns3_csv}"]
+            ns3_cmd = compare.ns3_command(compare.ns3_args(scn, transport, seed), ns3_csv)
             for name, cmd, csv_path in (("gradwire", ours_cmd, ours_out / "flows.csv"), ("ns3", ns3_cmd, ns3_csv)):
                 print(f"[{rep + 1}/{args.repeat}] {name}: {' '.join(cmd)}", flush=True)
                 m = measure(cmd, work / f"{name}{rep}.log")
@@ -136,6 +128,8 @@ def main() -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
         "gradwire": ours,
         "ns3": ns3,
+        # the same work? (validation/compare.py pools seeds and tests this properly)
+        "fct_mean_gradwire_over_ns3": round(ours["fct_mean_us"] / ns3["fct_mean_us"], 3),
         "speedup_ns3_over_gradwire": round(speedup, 2),
         "memory_ratio_gradwire_over_ns3": round(mem_ratio, 3),
         "targets": {"speedup_min": SPEEDUP_TARGET, "memory_ratio_max": MEMORY_TARGET},
@@ -152,6 +146,10 @@ def main() -> int:
         f"peak RSS:  gradwire {ours['max_rss_mb']:.1f} MB, ns-3 {ns3['max_rss_mb']:.1f} MB "
         f"-> gradwire/ns-3 = {mem_ratio:.3f} (target <= {MEMORY_TARGET}: "
         f"{'met' if result['memory_met'] else 'NOT met'})"
+    )
+    print(
+        f"same work?  mean FCT gradwire {ours['fct_mean_us']:.0f} us, ns-3 {ns3['fct_mean_us']:.0f} us "
+        f"({result['fct_mean_gradwire_over_ns3']:.3f}); RTOs {ours['timeouts']} / {ns3['timeouts']}"
     )
     print(f"wrote {args.out}")
     return 0
