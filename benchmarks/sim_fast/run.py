@@ -50,7 +50,10 @@ CASES = {
     "dlcp": ["transport.kind=dlcp", "switch.policy=dlcp", "switch.queues=8"],
     "loss": ["topology.link_loss_rate=0.0001"],
     "ltp": ["transport.kind=ltp"],
-    "newreno": ["transport.kind=newreno"],
+    # kind newreno grows its window by CUBIC under the default baseline ("modern", Linux's
+    # defaults); "reno" is RFC 5681's growth
+    "cubic": ["transport.kind=newreno", "transport.tcp_cc=cubic"],
+    "reno": ["transport.kind=newreno", "transport.tcp_cc=reno"],
     "spray": ["routing.mode=spray"],
     # every host a worker, every fourth a server too
     "colocated": ["workload.colocated=true"],

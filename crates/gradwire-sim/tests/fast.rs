@@ -125,6 +125,12 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&dlcp, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "transport.kind", "{e}");
     assert!(e.to_string().contains("fast.unvalidated"), "{e}");
+    // NewReno as the default baseline runs it (CUBIC) was measured, with Reno's growth not
+    let newreno = ps("fidelity = \"fast\"").replace("kind = \"dctcp\"", "kind = \"newreno\"");
+    assert!(Simulation::new(&load(&newreno, &[]).unwrap()[0].scenario).is_ok());
+    let reno = newreno.replace("kind = \"newreno\"", "kind = \"newreno\"\ntcp_cc = \"reno\"");
+    let e = Simulation::new(&load(&reno, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "transport.tcp_cc", "{e}");
     let chained = ps("fidelity = \"fast\"") + "iterations = 2\n";
     let e = Simulation::new(&load(&chained, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "workload.iterations", "{e}");
