@@ -8,16 +8,21 @@
 //! waiting for another), keeps each one's `flows.csv` rows and summary, and writes them
 //! together: one row per flow of the job, under the job's flow ids, and a summary of all.
 //!
+//! A finished sample's rows are kept as `flows.csv` lines, in memory, or in a temporary
+//! file once the job's rows would pass [`SPILL_ABOVE`] bytes (a 10 000-host job's 362 M
+//! rows are ~25 GB); only their FCTs stay in memory for the summary. `flows.csv` is then
+//! merged from the samples' lines by flow id, and is the same either way.
+//!
 //! Only flows are merged: each sample's ports carry its own packets plus a phantom of the
 //! others', so per-port outputs (`output.queue_ports`, `counter_ports`, `link_bytes`) are
 //! refused. Every sample is a pure function of the scenario and its offset, so the
 //! output does not depend on `threads` or on which sample finished first.
 
-use crate::output::{write_rows, FlowRow, Summary};
+use crate::output::{Summary, FLOWS_CSV_HEADER};
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sim::{Conservation, Progress, Simulation};
 use std::collections::BTreeMap;
-use std::io;
+use std::io::{self, BufRead, Write as _};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -27,10 +32,33 @@ use std::time::{Duration, Instant};
 /// Events a sample runs between two reports of its progress.
 const SLICE: u64 = 1 << 20;
 
-/// What a finished sample leaves: its rows and its summary (the simulation is dropped).
+/// Bytes of `flows.csv` lines of a job above which each sample's go to a temporary file.
+pub const SPILL_ABOVE: u64 = 1 << 30;
+
+/// What a finished sample leaves (the simulation is dropped): its `flows.csv` lines in
+/// flow-id order, what the summary needs of them, and its summary.
 struct Harvest {
-    rows: Vec<FlowRow>,
+    lines: Lines,
+    fcts: Vec<u64>,
+    flows: u64,
+    retransmits: u64,
+    timeouts: u64,
     summary: Summary,
+}
+
+enum Lines {
+    Memory(Vec<u8>),
+    Spilled(tempfile::NamedTempFile),
+}
+
+impl Lines {
+    fn reader(&self) -> io::Result<Box<dyn BufRead + '_>> {
+        Ok(match self {
+            Lines::Memory(text) => Box::new(&text[..]),
+            // opened anew: each reader reads from the start
+            Lines::Spilled(file) => Box::new(io::BufReader::with_capacity(1 << 16, file.reopen()?)),
+        })
+    }
 }
 
 /// What the samples' threads and the caller share.
@@ -54,6 +82,8 @@ struct Shared {
     harvests: Mutex<Vec<Option<Harvest>>>,
     /// Why a sample failed (a panic in its thread), if one did.
     failed: Mutex<Option<String>>,
+    /// A sample's lines go to a file once they pass this (`SPILL_ABOVE` over the samples).
+    spill_above: AtomicU64,
 }
 
 /// Every sample of a fast run (`fast.cover`); stepped like a [`Simulation`].
@@ -66,8 +96,8 @@ pub struct Cover {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     began: Option<Instant>,
-    /// Once every sample is in: their rows (each sample's in flow-id order) and summary.
-    merged: Option<(Vec<Vec<FlowRow>>, Summary)>,
+    /// Once every sample is in: its summary (the harvests stay in `shared`).
+    merged: Option<Summary>,
 }
 
 /// Transports whose job iteration a cover was found to give within 5 % of packet level's,
@@ -115,6 +145,7 @@ impl Cover {
             over: (0..samples).map(|_| AtomicBool::new(false)).collect(),
             next: AtomicU32::new(1),
             left: AtomicU32::new(samples),
+            spill_above: AtomicU64::new(SPILL_ABOVE / samples as u64),
             ..Default::default()
         };
         shared.harvests.lock().expect("not shared yet").resize_with(samples as usize, || None);
@@ -134,6 +165,12 @@ impl Cover {
 
     pub fn scenario(&self) -> &Scenario {
         &self.scenario
+    }
+
+    /// Send every sample's lines to a temporary file once the job's would pass `bytes`
+    /// ([`SPILL_ABOVE`] unless set; 0: every sample's). The output is the same either way.
+    pub fn spill_above(&mut self, bytes: u64) {
+        self.shared.spill_above.store(bytes / self.samples as u64, Relaxed);
     }
 
     /// Wait until the samples ran about `max_events` more events, or all are done (then
@@ -204,10 +241,9 @@ impl Cover {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        let harvests: Vec<Harvest> =
-            std::mem::take(&mut *self.shared.harvests.lock().expect("threads joined")).into_iter().flatten().collect();
         let wall = self.began.map_or(0.0, |b| b.elapsed().as_secs_f64());
-        self.merged = Some(merge(&self.scenario, harvests, self.samples, wall));
+        let harvests = self.shared.harvests.lock().expect("threads joined");
+        self.merged = Some(merge(&self.scenario, harvests.iter().flatten(), self.samples, wall));
     }
 
     pub fn progress(&self) -> Progress {
@@ -236,17 +272,13 @@ impl Cover {
     /// The merged summary (of the samples finished so far, before the end).
     pub fn summary(&self) -> Summary {
         match &self.merged {
-            Some((_, summary)) => summary.clone(),
-            None => self.partial().1,
+            Some(summary) => summary.clone(),
+            None => {
+                let harvests = self.shared.harvests.lock().unwrap_or_else(|p| p.into_inner());
+                let wall = self.began.map_or(0.0, |b| b.elapsed().as_secs_f64());
+                merge(&self.scenario, harvests.iter().flatten(), self.samples, wall)
+            }
         }
-    }
-
-    fn partial(&self) -> (Vec<Vec<FlowRow>>, Summary) {
-        let harvests = self.shared.harvests.lock().unwrap_or_else(|p| p.into_inner());
-        let done: Vec<Harvest> =
-            harvests.iter().flatten().map(|h| Harvest { rows: h.rows.clone(), summary: h.summary.clone() }).collect();
-        let wall = self.began.map_or(0.0, |b| b.elapsed().as_secs_f64());
-        merge(&self.scenario, done, self.samples, wall)
     }
 
     pub fn conservation(&self) -> Conservation {
@@ -262,10 +294,10 @@ impl Cover {
     }
 
     fn write_flows_csv(&self, out: &mut impl io::Write) -> io::Result<()> {
-        match &self.merged {
-            Some((rows, _)) => write_rows(in_flow_order(rows), out),
-            None => write_rows(in_flow_order(&self.partial().0), out),
-        }
+        let harvests = self.shared.harvests.lock().unwrap_or_else(|p| p.into_inner());
+        let readers = harvests.iter().flatten().map(|h| h.lines.reader()).collect::<io::Result<Vec<_>>>()?;
+        out.write_all(FLOWS_CSV_HEADER)?;
+        merge_lines(readers, out)
     }
 
     /// Write `flows.csv` and `summary.json` into `dir`.
@@ -317,46 +349,90 @@ fn run_sample(shared: &Shared, offset: u32, mut sim: Simulation) {
         }
     }
     shared.over[offset as usize].store(true, Relaxed);
-    let harvest = Harvest { rows: crate::output::flow_rows(&sim).collect(), summary: sim.summary() };
-    debug_assert!(harvest.rows.windows(2).all(|w| w[0].flow_id < w[1].flow_id), "a sample keeps the job's order");
+    let harvest = harvest(&sim, shared.spill_above.load(Relaxed))
+        .unwrap_or_else(|e| panic!("offset {offset}: writing its flows.csv lines to a temporary file: {e}"));
     drop(sim);
     shared.harvests.lock().expect("a sample thread panicked while holding the harvests")[offset as usize] =
         Some(harvest);
     shared.left.fetch_sub(1, Relaxed);
 }
 
-/// The rows of every sample, by job flow id: each sample's are in that order already
-/// (`workload::build_for` keeps the job's order), so they merge without a second copy.
-fn in_flow_order(rows: &[Vec<FlowRow>]) -> impl Iterator<Item = FlowRow> + '_ {
-    use std::cmp::Reverse;
-    let mut heads: std::collections::BinaryHeap<Reverse<(u32, usize, usize)>> =
-        rows.iter().enumerate().filter_map(|(i, r)| Some(Reverse((r.first()?.flow_id, i, 0)))).collect();
-    std::iter::from_fn(move || {
-        let Reverse((_, i, k)) = heads.pop()?;
-        if let Some(next) = rows[i].get(k + 1) {
-            heads.push(Reverse((next.flow_id, i, k + 1)));
+/// A finished sample's lines, in memory or, past `spill_above` bytes, in a temporary file.
+fn harvest(sim: &Simulation, spill_above: u64) -> io::Result<Harvest> {
+    let (mut text, mut file, mut line) = (Vec::new(), None::<io::BufWriter<tempfile::NamedTempFile>>, String::new());
+    let (mut fcts, mut flows, mut retransmits, mut timeouts, mut last) = (Vec::new(), 0, 0, 0, None);
+    for row in crate::output::flow_rows(sim) {
+        debug_assert!(last < Some(row.flow_id), "a sample keeps the job's order");
+        last = Some(row.flow_id);
+        fcts.extend(row.fct_ns);
+        (flows, retransmits, timeouts) = (flows + 1, retransmits + row.retransmits, timeouts + row.timeouts);
+        line.clear();
+        row.write(&mut line);
+        match &mut file {
+            Some(f) => f.write_all(line.as_bytes())?,
+            None => {
+                text.extend_from_slice(line.as_bytes());
+                if text.len() as u64 > spill_above {
+                    let mut f = io::BufWriter::with_capacity(1 << 16, tempfile::NamedTempFile::new()?);
+                    f.write_all(&std::mem::take(&mut text))?;
+                    file = Some(f);
+                }
+            }
         }
-        Some(rows[i][k].clone())
-    })
+    }
+    let lines = match file {
+        Some(f) => Lines::Spilled(f.into_inner().map_err(|e| e.into_error())?),
+        None => Lines::Memory(text),
+    };
+    Ok(Harvest { lines, fcts, flows, retransmits, timeouts, summary: sim.summary() })
 }
 
-/// The samples' rows, and their summaries as one.
-fn merge(s: &Scenario, harvests: Vec<Harvest>, samples: u32, wall: f64) -> (Vec<Vec<FlowRow>>, Summary) {
-    let mut rows: Vec<Vec<FlowRow>> = Vec::with_capacity(harvests.len());
+/// The samples' lines, each source in flow-id order, merged by flow id into `out`.
+fn merge_lines(mut sources: Vec<Box<dyn BufRead + '_>>, out: &mut impl io::Write) -> io::Result<()> {
+    use std::cmp::Reverse;
+    let next = |src: &mut Box<dyn BufRead + '_>| -> io::Result<Option<(u32, String)>> {
+        let mut line = String::new();
+        if src.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        let id = line.split(',').next().and_then(|id| id.parse().ok());
+        let id =
+            id.ok_or_else(|| io::Error::other(format!("a sample's flows.csv line without a flow id: {line:?}")))?;
+        Ok(Some((id, line)))
+    };
+    let mut heads = std::collections::BinaryHeap::new();
+    for (i, src) in sources.iter_mut().enumerate() {
+        if let Some((id, line)) = next(src)? {
+            heads.push(Reverse((id, i, line)));
+        }
+    }
+    while let Some(Reverse((_, i, line))) = heads.pop() {
+        out.write_all(line.as_bytes())?;
+        if let Some((id, line)) = next(&mut sources[i])? {
+            heads.push(Reverse((id, i, line)));
+        }
+    }
+    Ok(())
+}
+
+/// The samples' summaries as one.
+fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples: u32, wall: f64) -> Summary {
     let mut servers = Vec::new();
+    let (mut fcts, mut flows, mut retransmits, mut timeouts) = (Vec::new(), 0, 0, 0);
     let (mut of, mut stands_for) = (0, samples);
     let mut drops: BTreeMap<String, u64> = BTreeMap::new();
     let (mut ecn_marks, mut strays, mut events, mut sim_time_ns) = (0, 0, 0, 0);
     let mut packets = crate::output::PacketCounts { sent: 0, delivered: 0, dropped: 0, in_flight: 0, conserved: true };
     for h in harvests {
-        rows.push(h.rows);
-        let x = h.summary;
-        if let Some(f) = x.fast {
-            servers.extend(f.servers);
+        fcts.extend_from_slice(&h.fcts);
+        (flows, retransmits, timeouts) = (flows + h.flows, retransmits + h.retransmits, timeouts + h.timeouts);
+        let x = &h.summary;
+        if let Some(f) = &x.fast {
+            servers.extend_from_slice(&f.servers);
             (of, stands_for) = (f.of, f.stands_for);
         }
-        for (reason, n) in x.drops {
-            *drops.entry(reason).or_default() += n;
+        for (reason, n) in &x.drops {
+            *drops.entry(reason.clone()).or_default() += n;
         }
         ecn_marks += x.ecn_marks;
         strays += x.stray_packets;
@@ -369,20 +445,19 @@ fn merge(s: &Scenario, harvests: Vec<Harvest>, samples: u32, wall: f64) -> (Vec<
         packets.conserved &= x.packets.conserved;
     }
     servers.sort_unstable();
-    let all = || rows.iter().flatten();
-    let fct = crate::output::FctStats::of(all().filter_map(|r| r.fct_ns).collect());
-    let summary = Summary {
+    let fct = crate::output::FctStats::of(fcts);
+    Summary {
         name: s.name.clone(),
         seed: s.seed,
         transport: s.transport.kind.name().to_string(),
-        flows: all().count() as u64,
+        flows,
         flows_finished: fct.finished,
         fct_mean_ns: fct.mean_ns,
         fct_p50_ns: fct.p50_ns,
         fct_p99_ns: fct.p99_ns,
         fct_max_ns: fct.max_ns,
-        retransmits: all().map(|r| r.retransmits).sum(),
-        timeouts: all().map(|r| r.timeouts).sum(),
+        retransmits,
+        timeouts,
         drops,
         ecn_marks,
         stray_packets: strays,
@@ -395,6 +470,5 @@ fn merge(s: &Scenario, harvests: Vec<Harvest>, samples: u32, wall: f64) -> (Vec<
         collective: None,
         pcn: None,
         fast: Some(crate::output::FastSummary { servers, of, stands_for, samples }),
-    };
-    (rows, summary)
+    }
 }

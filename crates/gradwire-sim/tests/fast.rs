@@ -194,6 +194,12 @@ fn a_cover_is_its_samples_merged_whatever_runs_them() {
     };
     let (one, two) = (cover(1), cover(2));
     assert_eq!(one.flows_csv(), two.flows_csv(), "samples one or two at a time: the same rows");
+    // every sample's rows in a temporary file instead of memory: the same flows.csv
+    let text = ps("fidelity = \"fast\"\nthreads = 2\n[fast]\nservers = 2\ncover = true");
+    let mut spilled = gradwire_sim::cover::Cover::new(&load(&text, &[]).unwrap()[0].scenario).unwrap();
+    spilled.spill_above(0);
+    spilled.run();
+    assert_eq!(spilled.flows_csv(), one.flows_csv(), "rows spilled to files: the same rows");
     let got = by_id(&one.flows_csv());
     // every flow of the job once, under its own id
     let packet = by_id(&flows_csv(&run(&ps(""))));
@@ -215,7 +221,12 @@ fn a_cover_is_its_samples_merged_whatever_runs_them() {
     assert_eq!(s.flows, packet.len() as u64);
     assert!(one.conservation().holds() && s.packets.conserved);
     let (a, b) = (serde_json::to_value(&s).unwrap(), serde_json::to_value(two.summary()).unwrap());
-    for key in ["flows_finished", "fct_mean_ns", "fct_p99_ns", "timeouts", "events", "packets", "drops"] {
+    let c = serde_json::to_value(spilled.summary()).unwrap();
+    for key in ["flows", "flows_finished", "fct_mean_ns", "fct_p50_ns", "fct_p99_ns", "retransmits", "timeouts"] {
+        assert_eq!(a[key], b[key], "{key}");
+        assert_eq!(a[key], c[key], "{key}, spilled");
+    }
+    for key in ["events", "packets", "drops", "fast"] {
         assert_eq!(a[key], b[key], "{key}");
     }
 }
