@@ -35,9 +35,9 @@ use gradwire_core::time::Time;
 
 /// Transports whose mean, p50 and p99 FCT and RTOs `benchmarks/sim_fast` found within 5 %
 /// of packet level's on the sampled servers, under ECMP (docs/notes/fast-mode.md). DLCP was
-/// not (-30 % mean FCT: its line-rate senders queue and drop in the core, where the flows
-/// sampled away are a phantom that holds no buffer), nor was per-packet spraying (+11 %
-/// mean FCT with DCTCP).
+/// not (-30 % mean FCT; its line-rate senders queue and drop in the core too, where DCTCP's
+/// do not, and the sample's pushes finish in half the time: why is open), nor was
+/// per-packet spraying (+11 % mean FCT with DCTCP).
 pub const VALIDATED: &[&str] = &["dctcp", "ltp", "newreno"];
 
 /// `newreno`'s window growth that was: CUBIC, as the default baseline (`modern`) sets it.
