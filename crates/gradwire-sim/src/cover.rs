@@ -419,7 +419,7 @@ fn merge_lines(mut sources: Vec<Box<dyn BufRead + '_>>, out: &mut impl io::Write
 fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples: u32, wall: f64) -> Summary {
     let mut servers = Vec::new();
     let (mut fcts, mut flows, mut retransmits, mut timeouts) = (Vec::new(), 0, 0, 0);
-    let (mut of, mut stands_for) = (0, samples);
+    let (mut of, mut stands_for, mut unreported_flows) = (0, samples, 0);
     let mut drops: BTreeMap<String, u64> = BTreeMap::new();
     let (mut ecn_marks, mut strays, mut events, mut sim_time_ns) = (0, 0, 0, 0);
     let mut packets = crate::output::PacketCounts { sent: 0, delivered: 0, dropped: 0, in_flight: 0, conserved: true };
@@ -430,6 +430,7 @@ fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples:
         if let Some(f) = &x.fast {
             servers.extend_from_slice(&f.servers);
             (of, stands_for) = (f.of, f.stands_for);
+            unreported_flows += f.unreported_flows;
         }
         for (reason, n) in &x.drops {
             *drops.entry(reason.clone()).or_default() += n;
@@ -469,6 +470,6 @@ fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples:
         link_bytes: None,
         collective: None,
         pcn: None,
-        fast: Some(crate::output::FastSummary { servers, of, stands_for, samples }),
+        fast: Some(crate::output::FastSummary { servers, of, stands_for, samples, unreported_flows }),
     }
 }

@@ -21,6 +21,12 @@
 //! host link carries its own server traffic as itself, and the host links of the servers
 //! it stands for carry the same traffic as a fluid phantom (its twins).
 //!
+//! A tensor below `workload.split_bytes` goes whole to one server, so its flows stand for
+//! no others, and those to the servers sampled away are simply missing from the workers'
+//! links. With `fast.keep_whole_tensors` (the default for [`KEEP_WHOLE_TENSORS`]) they are
+//! simulated too, as they are at packet level, and left out of the results
+//! ([`crate::Simulation::reported`]).
+//!
 //! What it cannot see: a job's iteration is its slowest server's, and a sample's slowest
 //! server is faster (the `m` samples at `fast.offset` 0 to `m - 1` together cover every
 //! server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
@@ -33,12 +39,17 @@ use crate::topology::{NodeId, Topology};
 use crate::workload::{ps_placement, FlowSpec};
 use gradwire_core::time::Time;
 
-/// Transports whose mean, p50 and p99 FCT and RTOs `benchmarks/sim_fast` found within 5 %
-/// of packet level's on the sampled servers, under ECMP (docs/notes/fast-mode.md). DLCP was
-/// not (-30 % mean FCT; its line-rate senders queue and drop in the core too, where DCTCP's
-/// do not, and the sample's pushes finish in half the time: why is open), nor was
-/// per-packet spraying (+11 % mean FCT with DCTCP).
-pub const VALIDATED: &[&str] = &["dctcp", "ltp", "newreno"];
+/// Transports whose mean and p99 FCT and iteration `benchmarks/sim_fast` found within 5 %
+/// of packet level's on the sampled servers, under ECMP (docs/notes/fast-mode.md); those in
+/// [`KEEP_WHOLE_TENSORS`] only with `fast.keep_whole_tensors`. Per-packet spraying was not
+/// (+11 % mean FCT with DCTCP).
+pub const VALIDATED: &[&str] = &["dctcp", "dlcp", "ltp", "newreno"];
+
+/// Transports that keep every server's whole tensors by default (`fast.keep_whole_tensors`
+/// absent), and are validated only so. DLCP: its line-rate senders' whole tensors to the
+/// servers sampled away hold the workers' links at their layers' priorities, which the
+/// sample's own layers wait behind (128 hosts, mean FCT -32 % without them, +1.6 % with).
+pub const KEEP_WHOLE_TENSORS: &[&str] = &["dlcp"];
 
 /// `newreno`'s window growth that was: CUBIC, as the default baseline (`modern`) sets it.
 /// Reno's growth (`tcp_cc = "reno"`, as `sackless` and `newreno_ecn` have it) came out
@@ -57,6 +68,8 @@ pub struct Sample {
     worker: Vec<bool>,
     /// Per node: a sampled server.
     kept: Vec<bool>,
+    /// `fast.keep_whole_tensors`: the flows of every tensor sent whole are simulated.
+    keep_whole: bool,
     /// `servers / S`.
     pub rate: f64,
     /// Servers per sampled server (`S / servers`, a whole number).
@@ -306,6 +319,20 @@ impl Sample {
                 return unmeasured("workload.colocated", why.into());
             }
         }
+        let keep_whole = s.fast.keep_whole_tensors.unwrap_or(KEEP_WHOLE_TENSORS.contains(&transport));
+        if !keep_whole && KEEP_WHOLE_TENSORS.contains(&transport) && !s.fast.unvalidated {
+            let why = format!(
+                "for `{transport}` without every server's whole tensors (128 hosts: -32 % mean FCT; \
+                 fast.keep_whole_tensors, the default for it, is validated)"
+            );
+            return unmeasured("fast.keep_whole_tensors", why);
+        }
+        if keep_whole && s.fast.weigh_whole_tensors {
+            return Err(ScenarioError::new(
+                "fast.weigh_whole_tensors",
+                "cannot weigh the whole tensors the sample keeps (fast.keep_whole_tensors simulates every server's)",
+            ));
+        }
         if s.fast.servers == 0 {
             return Err(ScenarioError::new("fast.servers", "must be at least 1 (got 0)"));
         }
@@ -371,6 +398,7 @@ impl Sample {
             tau_ps,
             charge,
             twins,
+            keep_whole,
         }))
     }
 
@@ -421,8 +449,15 @@ impl Sample {
         Weights { hop, flows: Vec::new(), worker_of: Vec::new(), twins, m, fluid, tau, charge }
     }
 
-    /// Is host `h` a sampled server (the workload keeps its flows)?
-    pub fn keeps(&self, h: u32) -> bool {
+    /// Does the workload keep the flows of a shard on server `h` (of a tensor `spread`
+    /// over every server, or sent whole)? A sampled server's, and with
+    /// `fast.keep_whole_tensors` every whole tensor's.
+    pub fn keeps(&self, h: u32, spread: bool) -> bool {
+        self.kept[h as usize] || (self.keep_whole && !spread)
+    }
+
+    /// Is host `h` a sampled server, whose flows are the run's results?
+    pub fn reports(&self, h: u32) -> bool {
         self.kept[h as usize]
     }
 }

@@ -66,6 +66,14 @@ pub struct FastSummary {
     pub stands_for: u32,
     /// Samples run: 1, or with `fast.cover` all `stands_for` of them.
     pub samples: u32,
+    /// Flows simulated for their load on the workers' links but left out of the results
+    /// (other servers' whole tensors, `fast.keep_whole_tensors`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unreported_flows: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
@@ -122,12 +130,15 @@ impl CollectiveAnalysis {
 /// Traffic one tier of links carried, both directions counted separately (`leaf->spine`
 /// is the rack uplinks). `payload` excludes `transport.header_bytes` per packet, which
 /// makes it the transfers' bytes when ACKs are `header_bytes` long (the default) and
-/// nothing was resent.
+/// nothing was resent. `drops` counts the packets the tier's egress ports dropped, for any
+/// reason (where a scheme loses its packets: at the racks' down links in an incast, in the
+/// core when it is oversubscribed).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TierBytes {
     pub packets: u64,
     pub bytes: u64,
     pub payload: u64,
+    pub drops: u64,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -163,7 +174,15 @@ impl FctStats {
 
 impl Summary {
     pub fn of(sim: &Simulation) -> Summary {
-        let fct = FctStats::of(sim.flow_states().filter_map(|f| Some((f.finished()? - f.started()?) / NS)).collect());
+        let reported = || (0..sim.flow_count() as u32).filter(|&f| sim.reported(f));
+        let fct = FctStats::of(
+            reported()
+                .filter_map(|f| {
+                    let st = sim.flow_state(f);
+                    Some((st.finished()? - st.started()?) / NS)
+                })
+                .collect(),
+        );
         let c: Conservation = sim.conservation();
         let wall = sim.wall.as_secs_f64();
         let s = sim.scenario();
@@ -171,14 +190,14 @@ impl Summary {
             name: s.name.clone(),
             seed: s.seed,
             transport: s.transport.kind.name().to_string(),
-            flows: sim.flow_count() as u64,
+            flows: reported().count() as u64,
             flows_finished: fct.finished,
             fct_mean_ns: fct.mean_ns,
             fct_p50_ns: fct.p50_ns,
             fct_p99_ns: fct.p99_ns,
             fct_max_ns: fct.max_ns,
-            retransmits: (0..sim.flow_count() as u32).map(|f| sim.flow_stats(f).retransmits).sum(),
-            timeouts: (0..sim.flow_count() as u32).map(|f| sim.flow_stats(f).timeouts).sum(),
+            retransmits: reported().map(|f| sim.flow_stats(f).retransmits).sum(),
+            timeouts: reported().map(|f| sim.flow_stats(f).timeouts).sum(),
             drops: DropReason::ALL.iter().map(|r| (r.as_str().to_string(), sim.drops_by_reason[*r as usize])).collect(),
             ecn_marks: sim.fabric.ports.iter().map(|p| p.queue.counters().ecn_marked).sum(),
             stray_packets: sim.strays,
@@ -202,6 +221,7 @@ impl Summary {
                 of: x.of,
                 stands_for: x.m,
                 samples: 1,
+                unreported_flows: sim.flow_count() as u64 - reported().count() as u64,
             }),
         }
     }
@@ -261,7 +281,8 @@ impl FlowRow {
 
 /// The run's `flows.csv` rows, flow by flow.
 pub fn flow_rows(sim: &Simulation) -> impl Iterator<Item = FlowRow> + '_ {
-    sim.workload.flows.iter().zip(sim.flow_states()).enumerate().map(|(i, (spec, st))| {
+    let rows = sim.workload.flows.iter().zip(sim.flow_states()).enumerate();
+    rows.filter(|&(i, _)| sim.reported(i as u32)).map(|(i, (spec, st))| {
         let stats = sim.flow_stats(i as u32);
         FlowRow {
             flow_id: sim.workload.job_id(i as u32),
@@ -330,6 +351,7 @@ impl Simulation {
             t.packets += c.dequeued;
             t.bytes += c.dequeued_bytes;
             t.payload += c.dequeued_bytes.saturating_sub(c.dequeued * header);
+            t.drops += c.dropped.iter().sum::<u64>();
         }
         out
     }

@@ -121,10 +121,22 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "pauses.hosts", "{e}");
     // a transport whose error was not measured within 5 % runs only when asked for
-    let dlcp = ps("fidelity = \"fast\"").replace("kind = \"dctcp\"", "kind = \"dlcp\"");
-    let e = Simulation::new(&load(&dlcp, &[]).unwrap()[0].scenario).err().expect("refused");
+    let pfabric = ps("fidelity = \"fast\"").replace("kind = \"dctcp\"", "kind = \"pfabric\"");
+    let e = Simulation::new(&load(&pfabric, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "transport.kind", "{e}");
     assert!(e.to_string().contains("fast.unvalidated"), "{e}");
+    // DLCP was measured with every server's whole tensors, which it keeps unless told not to
+    let sampled = "fidelity = \"fast\"\n[fast]\nservers = 2";
+    let dlcp = ps(sampled).replace("kind = \"dctcp\"", "kind = \"dlcp\"");
+    let keeps = |text: &str| {
+        let sim = Simulation::new(&load(text, &[]).unwrap()[0].scenario).unwrap();
+        sim.summary().fast.expect("a fast run").unreported_flows > 0
+    };
+    assert!(keeps(&dlcp), "DLCP keeps the other servers' whole tensors by default");
+    assert!(!keeps(&ps(sampled)), "DCTCP does not");
+    let without = dlcp.replace("servers = 2", "servers = 2\nkeep_whole_tensors = false");
+    let e = Simulation::new(&load(&without, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.keep_whole_tensors", "{e}");
     // NewReno as the default baseline runs it (CUBIC) was measured, with Reno's growth not
     let newreno = ps("fidelity = \"fast\"").replace("kind = \"dctcp\"", "kind = \"newreno\"");
     assert!(Simulation::new(&load(&newreno, &[]).unwrap()[0].scenario).is_ok());
@@ -145,8 +157,38 @@ fn what_it_cannot_sample_is_refused_by_name() {
                           push_bytes = 1000000\ncolocated = false\n";
     let e = Simulation::new(&load(leaf_spine, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "topology.kind", "{e}");
-    let forced = dlcp.replace("fidelity = \"fast\"", "fidelity = \"fast\"\n[fast]\nunvalidated = true");
+    let forced = without.replace("servers = 2", "servers = 2\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
+}
+
+#[test]
+fn kept_whole_tensors_load_the_run_but_stay_out_of_its_results() {
+    let sampled = "fidelity = \"fast\"\n[fast]\nservers = 2";
+    let (plain, keep) = (run(&ps(sampled)), run(&ps(&format!("{sampled}\nkeep_whole_tensors = true"))));
+    let extra = keep.flow_count() - plain.flow_count();
+    assert!(extra > 0, "the other servers' whole tensors are simulated too");
+    assert!(keep.conservation().holds());
+    assert_eq!(keep.progress().flows_done, keep.flow_count() as u64, "every flow, kept ones too, finished");
+    // the results are the sample's flows only, under the same ids
+    let ids = |csv: String| {
+        csv.lines().skip(1).map(|r| r.split(',').take(4).collect::<Vec<_>>().join(",")).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(flows_csv(&keep)), ids(flows_csv(&plain)));
+    let s = keep.summary();
+    assert_eq!((s.flows, s.flows_finished), (plain.flow_count() as u64, plain.flow_count() as u64));
+    assert_eq!(s.fast.as_ref().expect("a fast summary").unreported_flows, extra as u64);
+    let json = serde_json::to_value(plain.summary()).unwrap();
+    assert!(json["fast"].get("unreported_flows").is_none(), "absent when nothing is left out: {json}");
+    // a cover keeps every whole tensor in each sample and still writes every flow once
+    let text = ps(&format!("{sampled}\ncover = true\nkeep_whole_tensors = true"));
+    let mut cover = gradwire_sim::Runner::new(&load(&text, &[]).unwrap()[0].scenario).unwrap();
+    cover.run();
+    let packet = by_id(&flows_csv(&run(&ps(""))));
+    assert_eq!(by_id(&cover.flows_csv()).keys().collect::<Vec<_>>(), packet.keys().collect::<Vec<_>>());
+    // weighing the whole tensors it simulates would count them twice
+    let both = ps(&format!("{sampled}\nkeep_whole_tensors = true\nweigh_whole_tensors = true"));
+    let e = Simulation::new(&load(&both, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.weigh_whole_tensors", "{e}");
 }
 
 /// flows.csv's rows keyed by flow id, each without its id: (src, dst, size, ...).

@@ -95,6 +95,11 @@ pub struct FastCfg {
     /// The flows of a tensor sent whole to one server stand for more too (as if the worker
     /// sent its other servers something meanwhile).
     pub weigh_whole_tensors: bool,
+    /// Simulate every server's flows of the tensors sent whole, not only the sampled
+    /// servers': they are left out of the results, but their packets share the workers'
+    /// links, queues and priorities with the sample's (`crate::fast`). Absent: for the
+    /// transports validated with it only ([`crate::fast::KEEP_WHOLE_TENSORS`]).
+    pub keep_whole_tensors: Option<bool>,
     /// How the packets a sampled one stands for take the link.
     pub phantom: PhantomModel,
     /// `phantom = "fluid"`: the time its rate is averaged over (default: a quarter of one
@@ -128,6 +133,7 @@ impl Default for FastCfg {
             scale_ecn: true,
             weigh_core: true,
             weigh_whole_tensors: false,
+            keep_whole_tensors: None,
             phantom: PhantomModel::Fluid,
             phantom_tau_us: None,
             charge_buffer: false,

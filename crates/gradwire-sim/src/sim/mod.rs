@@ -223,7 +223,7 @@ impl Simulation {
         let workload = match workload {
             Some(w) => w,
             None => Arc::new(match &sample {
-                Some(sample) => workload::build_for(&s, &topo, &mut rng, &|h| sample.keeps(h))?,
+                Some(sample) => workload::build_for(&s, &topo, &mut rng, &|h, spread| sample.keeps(h, spread))?,
                 None => workload::build(&s, &topo, &mut rng)?,
             }),
         };
@@ -398,6 +398,15 @@ impl Simulation {
     /// Flows of the workload.
     pub fn flow_count(&self) -> usize {
         self.flows.len()
+    }
+
+    /// Is flow `f` one of the run's results? Not in a fast run, a flow it keeps only for the
+    /// load it puts on the workers' links (another server's whole tensor, with
+    /// `fast.keep_whole_tensors`).
+    pub fn reported(&self, f: u32) -> bool {
+        let Some(x) = &self.sample else { return true };
+        let spec = &self.workload.flows[f as usize];
+        x.reports(if spec.pull { spec.src } else { spec.dst })
     }
 
     /// Flows whose endpoint pair exists now (started, and not yet done with).

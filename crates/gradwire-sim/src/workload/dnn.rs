@@ -50,7 +50,7 @@ pub fn build(
     model: &ModelProfile,
     start: Time,
     rng: &mut impl Rng,
-    keep: &dyn Fn(u32) -> bool,
+    keep: &dyn Fn(u32, bool) -> bool,
 ) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
@@ -115,7 +115,7 @@ impl Plan {
         servers: &[u32],
         split_bytes: u64,
         rng: &mut impl Rng,
-        keep: &dyn Fn(u32) -> bool,
+        keep: &dyn Fn(u32, bool) -> bool,
         first: &mut [Vec<u32>],
         done: &mut [Vec<u32>],
     ) {
@@ -125,7 +125,7 @@ impl Plan {
             let spread = shards.len() > 1;
             for (j, shard) in shards {
                 let (srv, bytes) = (servers[j as usize], shard.end - shard.start);
-                if !keep(srv) {
+                if !keep(srv, spread) {
                     // a push and a pull per worker on another host
                     out.leave_out(2 * workers.iter().filter(|&&wk| wk != srv).count() as u32);
                     continue;

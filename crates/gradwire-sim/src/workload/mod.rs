@@ -164,17 +164,18 @@ pub fn round_robin_host(topo: &Topology, i: u32) -> u32 {
 }
 
 pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Workload, ScenarioError> {
-    build_for(s, topo, rng, &|_| true)
+    build_for(s, topo, rng, &|_, _| true)
 }
 
-/// The workload with only the PS servers `keep` accepts (`crate::fast`): their flows, in
-/// the order, and with the random draws, of the whole job's. A job thinned after it was
-/// built would first hold every flow: 42 GB at 10 000 hosts.
+/// The workload with only the PS flows `keep` accepts (`crate::fast`), asked with each
+/// shard's server and whether its tensor is split over every server: their flows, in the
+/// order, and with the random draws, of the whole job's. A job thinned after it was built
+/// would first hold every flow: 42 GB at 10 000 hosts.
 pub fn build_for(
     s: &Scenario,
     topo: &Topology,
     rng: &mut impl Rng,
-    keep: &dyn Fn(u32) -> bool,
+    keep: &dyn Fn(u32, bool) -> bool,
 ) -> Result<Workload, ScenarioError> {
     let w = &s.workload;
     let start = from_us(w.start_us);
@@ -290,7 +291,7 @@ pub fn ps_placement(s: &Scenario, topo: &Topology) -> (Vec<u32>, Vec<u32>) {
 /// Workers push their part of each server's shard (the core's [`ps_shards`],
 /// every tensor split) to it; a server that has every push sends its shard of `pull_bytes`
 /// back to every worker. Local (same-host) parts skip the network.
-fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn Fn(u32) -> bool) {
+fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn Fn(u32, bool) -> bool) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
     let n = servers.len() as u32;
@@ -300,7 +301,7 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn
     for (j, push) in shards {
         let (srv, pull) = (servers[j as usize], pull_shards[j as usize].end - pull_shards[j as usize].start);
         let others = || workers.iter().copied().filter(move |&wk| wk != srv);
-        if !keep(srv) {
+        if !keep(srv, spread) {
             out.leave_out(others().count() as u32 * if pull > 0 { 2 } else { 1 });
             continue;
         }
