@@ -75,6 +75,9 @@ fn run(algorithm: &str, extra: &str) -> Measured {
     } else {
         assert!(links["leaf->spine"].payload >= cross_rack_bytes && links["host->leaf"].payload > total);
     }
+    // no loss but the ports': every dropped packet was dropped by some tier's port
+    let dropped: u64 = links.values().map(|t| t.drops).sum();
+    assert_eq!(dropped, summary.packets.dropped, "{algorithm}: drops per tier");
     Measured { retransmits: summary.retransmits, cross_rack_bytes, schedule_cross, time_ns: summary.sim_time_ns }
 }
 
