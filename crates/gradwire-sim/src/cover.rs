@@ -470,6 +470,14 @@ fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples:
         link_bytes: None,
         collective: None,
         pcn: None,
-        fast: Some(crate::output::FastSummary { servers, of, stands_for, samples, unreported_flows }),
+        fast: Some(crate::output::FastSummary {
+            servers,
+            of,
+            stands_for,
+            samples,
+            unreported_flows,
+            // its flows are the job's, each once: their last finish is the job's iteration
+            job_iteration_ns: None,
+        }),
     }
 }

@@ -456,6 +456,11 @@ impl Sample {
         self.kept[h as usize] || (self.keep_whole && !spread)
     }
 
+    /// Does it simulate every server's whole tensors (`fast.keep_whole_tensors`)?
+    pub fn keeps_whole_tensors(&self) -> bool {
+        self.keep_whole
+    }
+
     /// Is host `h` a sampled server, whose flows are the run's results?
     pub fn reports(&self, h: u32) -> bool {
         self.kept[h as usize]

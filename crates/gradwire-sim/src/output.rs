@@ -70,6 +70,12 @@ pub struct FastSummary {
     /// (other servers' whole tensors, `fast.keep_whole_tensors`).
     #[serde(skip_serializing_if = "is_zero")]
     pub unreported_flows: u64,
+    /// With every server's whole tensors kept: the last finish of any flow simulated, the
+    /// job's iteration as this run estimates it (a job's slowest servers are those whose
+    /// whole tensors' incast takes RTO after RTO, and those it simulates whole). Absent
+    /// without them, while a flow is unfinished, and in a cover (whose flows are the job's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_iteration_ns: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -222,6 +228,7 @@ impl Summary {
                 stands_for: x.m,
                 samples: 1,
                 unreported_flows: sim.flow_count() as u64 - reported().count() as u64,
+                job_iteration_ns: x.keeps_whole_tensors().then(|| sim.last_finish()).flatten().map(|t| t / NS),
             }),
         }
     }

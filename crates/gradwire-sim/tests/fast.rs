@@ -176,7 +176,15 @@ fn kept_whole_tensors_load_the_run_but_stay_out_of_its_results() {
     assert_eq!(ids(flows_csv(&keep)), ids(flows_csv(&plain)));
     let s = keep.summary();
     assert_eq!((s.flows, s.flows_finished), (plain.flow_count() as u64, plain.flow_count() as u64));
-    assert_eq!(s.fast.as_ref().expect("a fast summary").unreported_flows, extra as u64);
+    let x = s.fast.as_ref().expect("a fast summary");
+    assert_eq!(x.unreported_flows, extra as u64);
+    // the job's iteration as it estimates it: the last finish of any flow, kept ones too
+    let last = |sim: &Simulation| sim.flow_states().filter_map(|f| f.finished()).max().unwrap() / 1000;
+    let reported_last =
+        flows_csv(&keep).lines().skip(1).map(|r| r.split(',').nth(5).unwrap().parse::<u64>().unwrap()).max();
+    assert_eq!(x.job_iteration_ns, Some(last(&keep)));
+    assert!(x.job_iteration_ns >= reported_last, "{x:?}");
+    assert_eq!(plain.summary().fast.unwrap().job_iteration_ns, None, "not estimated without them");
     let json = serde_json::to_value(plain.summary()).unwrap();
     assert!(json["fast"].get("unreported_flows").is_none(), "absent when nothing is left out: {json}");
     // a cover keeps every whole tensor in each sample and still writes every flow once

@@ -400,6 +400,11 @@ impl Simulation {
         self.flows.len()
     }
 
+    /// The last finish of any flow, once every flow has finished.
+    pub fn last_finish(&self) -> Option<Time> {
+        self.flow_states().map(|f| f.finished()).try_fold(0, |last, at| at.map(|t| last.max(t)))
+    }
+
     /// Is flow `f` one of the run's results? Not in a fast run, a flow it keeps only for the
     /// load it puts on the workers' links (another server's whole tensor, with
     /// `fast.keep_whole_tensors`).
