@@ -25,10 +25,12 @@
 //! no others, and those to the servers sampled away are simply missing from the workers'
 //! links. With `fast.keep_whole_tensors` (the default for [`KEEP_WHOLE_TENSORS`]) they are
 //! simulated too, as they are at packet level, and left out of the results
-//! ([`crate::Simulation::reported`]).
+//! ([`crate::Simulation::reported`]). The job's slowest servers are those whose whole
+//! tensors' incast takes RTO after RTO, so such a run's last finish estimates the job's
+//! iteration (`fast.job_iteration_ns`).
 //!
-//! What it cannot see: a job's iteration is its slowest server's, and a sample's slowest
-//! server is faster (the `m` samples at `fast.offset` 0 to `m - 1` together cover every
+//! What it cannot see without them: a job's iteration is its slowest server's, and a
+//! sample's slowest server is faster (the `m` samples at `fast.offset` 0 to `m - 1` together cover every
 //! server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
 //! of their traffic on the core. Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
 //! transports, routing, topologies, colocated servers and chained iterations not found
