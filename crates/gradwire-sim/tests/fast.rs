@@ -134,6 +134,12 @@ fn what_it_cannot_sample_is_refused_by_name() {
     };
     assert!(keeps(&dlcp), "DLCP keeps the other servers' whole tensors by default");
     assert!(!keeps(&ps(sampled)), "DCTCP does not");
+    // and with a packet standing for at most 4: 8 servers, 1 sampled, is m = 8
+    let thin =
+        dlcp.replace("workers = 12\nservers = 4", "workers = 8\nservers = 8").replace("servers = 2", "servers = 1");
+    let e = Simulation::new(&load(&thin, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.servers", "{e}");
+    assert!(e.to_string().contains("at least 2"), "{e}");
     let without = dlcp.replace("servers = 2", "servers = 2\nkeep_whole_tensors = false");
     let e = Simulation::new(&load(&without, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "fast.keep_whole_tensors", "{e}");
