@@ -30,8 +30,8 @@
 //! iteration (`fast.job_iteration_ns`).
 //!
 //! What it cannot see without them: a job's iteration is its slowest server's, and a
-//! sample's slowest server is faster (the `m` samples at `fast.offset` 0 to `m - 1` together cover every
-//! server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
+//! sample's slowest server is faster (the `m` samples at `fast.offset` 0 to `m - 1`
+//! together cover every server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
 //! of their traffic on the core. Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
 //! transports, routing, topologies, colocated servers and chained iterations not found
 //! within 5 % ([`VALIDATED`]) are refused by default.
@@ -50,8 +50,8 @@ pub const VALIDATED: &[&str] = &["dctcp", "dlcp", "ltp", "newreno"];
 /// Transports validated only while a packet stands for at most this many (`m`, the job's
 /// servers over the sampled ones). DLCP: mean and p99 FCT and iteration within 4.2 % at 8 of
 /// 32 and 27 of 108 servers (m = 4), +9.5 % mean FCT at 4 of 32 (m = 8) and +20 % at 12 of
-/// 108 (m = 9): the spread shards of the servers
-/// sampled away are a fluid without priorities, and DLCP's layers wait by priority.
+/// 108 (m = 9): the spread shards of the servers sampled away are a fluid without
+/// priorities, and DLCP's layers wait by priority.
 pub const VALIDATED_UP_TO_M: &[(&str, u32)] = &[("dlcp", 4)];
 
 /// Transports that keep every server's whole tensors by default (`fast.keep_whole_tensors`
