@@ -189,6 +189,7 @@ impl Summary {
                 })
                 .collect(),
         );
+        let flows = reported().count() as u64;
         let c: Conservation = sim.conservation();
         let wall = sim.wall.as_secs_f64();
         let s = sim.scenario();
@@ -196,7 +197,7 @@ impl Summary {
             name: s.name.clone(),
             seed: s.seed,
             transport: s.transport.kind.name().to_string(),
-            flows: reported().count() as u64,
+            flows,
             flows_finished: fct.finished,
             fct_mean_ns: fct.mean_ns,
             fct_p50_ns: fct.p50_ns,
@@ -227,7 +228,7 @@ impl Summary {
                 of: x.of,
                 stands_for: x.m,
                 samples: 1,
-                unreported_flows: sim.flow_count() as u64 - reported().count() as u64,
+                unreported_flows: sim.flow_count() as u64 - flows,
                 job_iteration_ns: x.keeps_whole_tensors().then(|| sim.last_finish()).flatten().map(|t| t / NS),
             }),
         }
