@@ -243,6 +243,8 @@ def sim(
             f"{mark} {escape(res.name)}: {s['flows_finished']}/{s['flows']} flows, "
             f"{s['events']:,} events in {res.wall_seconds:.2f} s"
         )
+        if fast := s.get("fast"):
+            console.print(f"  [dim]{escape(_fast_line(fast))}[/]")
 
     try:
         runner.run_all(plan, out_dir, console=console, show_progress=not quiet, on_done=done, cluster=cluster)
@@ -279,6 +281,16 @@ def sim(
         console.print(f"  {escape(str(summary_csv))}")
         for p in plots:
             console.print(f"  {escape(str(p))}")
+
+
+def _fast_line(fast: dict) -> str:
+    """What a fast run's figures stand for (docs/scenarios.md#fast)."""
+    if fast.get("samples", 1) > 1:
+        return f"fast mode: every server's flows, from {fast['samples']} samples"
+    line = f"fast mode: flows and figures are {len(fast['servers'])} of {fast['of']} servers'"
+    if (job := fast.get("job_iteration_ns")) is not None:
+        return line + f"; the job's iteration, estimated from every server's whole tensors: {job / 1e6:.1f} ms"
+    return line + "; their last finish is the sample's iteration, not the job's (fast.keep_whole_tensors estimates it)"
 
 
 def _run_dirs(out_dir: Path):

@@ -28,6 +28,11 @@ COLUMNS = [
     "wall_seconds",
     "events_per_second",
     "conserved",
+    # the fast mode (`fidelity = "fast"`; empty at packet level): servers simulated, of the job's
+    "fast_servers",
+    "fast_of",
+    # with every server's whole tensors kept, the job's iteration as the run estimates it
+    "fast_job_iteration_us",
 ]
 
 
@@ -37,6 +42,7 @@ def _us(ns):
 
 def summary_row(summary: dict) -> dict:
     """The summary.csv columns (after `run` and the parameters) of one summary.json."""
+    fast = summary.get("fast")
     return {
         "transport": summary.get("transport"),
         "flows": summary.get("flows"),
@@ -53,6 +59,9 @@ def summary_row(summary: dict) -> dict:
         "wall_seconds": summary.get("wall_seconds"),
         "events_per_second": summary.get("events_per_second"),
         "conserved": bool((summary.get("packets") or {}).get("conserved", False)),
+        "fast_servers": len(fast["servers"]) if fast else None,
+        "fast_of": fast.get("of") if fast else None,
+        "fast_job_iteration_us": _us(fast.get("job_iteration_ns")) if fast else None,
     }
 
 
