@@ -478,6 +478,7 @@ fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples:
             unreported_flows,
             // its flows are the job's, each once: their last finish is the job's iteration
             job_iteration_ns: None,
+            ..Default::default()
         }),
     }
 }

@@ -56,7 +56,7 @@ pub struct Summary {
 }
 
 /// What a fast run sampled (`crate::fast`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FastSummary {
     /// Hosts of the sampled servers.
     pub servers: Vec<u32>,
@@ -76,6 +76,60 @@ pub struct FastSummary {
     /// without them, while a flow is unfinished, and in a cover (whose flows are the job's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_iteration_ns: Option<u64>,
+    /// With every server's whole tensors kept: the job's flows as the run estimates them,
+    /// each whole tensor's flow for itself and each of the sample's spread shards for the
+    /// `m` it stands for (the job's flow count), and their FCT figures and RTOs weighted so.
+    /// The sample's own figures lean on which servers it drew: a server's whole tensors are
+    /// its own, and these count every server's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_flows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_fct_mean_ns: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_fct_p50_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_fct_p99_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job_timeouts: Option<u64>,
+}
+
+impl FastSummary {
+    /// Fills the job's estimated figures from every flow simulated (see the fields).
+    fn estimate_job(&mut self, sim: &Simulation) {
+        let all = 0..sim.flow_count() as u32;
+        self.job_flows = Some(all.clone().map(|f| sim.stands_for(f)).sum());
+        self.job_timeouts = Some(all.clone().map(|f| sim.stands_for(f) * sim.flow_stats(f).timeouts).sum());
+        let mut fcts: Vec<(u64, u64)> = all
+            .filter_map(|f| {
+                let st = sim.flow_state(f);
+                Some(((st.finished()? - st.started()?) / NS, sim.stands_for(f)))
+            })
+            .collect();
+        fcts.sort_unstable();
+        let weight: u64 = fcts.iter().map(|&(_, w)| w).sum();
+        if weight > 0 {
+            self.job_fct_mean_ns = Some(fcts.iter().map(|&(t, w)| t as f64 * w as f64).sum::<f64>() / weight as f64);
+        }
+        self.job_fct_p50_ns = weighted_percentile(&fcts, 50.0);
+        self.job_fct_p99_ns = weighted_percentile(&fcts, 99.0);
+    }
+}
+
+/// [`percentile`] of values each counted `weight` times, given sorted.
+pub fn weighted_percentile(sorted: &[(u64, u64)], q: f64) -> Option<u64> {
+    let total: u64 = sorted.iter().map(|&(_, w)| w).sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = ((q / 100.0 * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    sorted
+        .iter()
+        .find(|&&(_, w)| {
+            seen += w;
+            seen >= rank
+        })
+        .map(|&(v, _)| v)
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -223,13 +277,20 @@ impl Summary {
             collective: (s.output.link_bytes && s.workload.kind == crate::scenario::WorkloadKind::Collective)
                 .then(|| CollectiveAnalysis::of(sim)),
             pcn: sim.pcn_stats(),
-            fast: sim.fast_sample().map(|x| FastSummary {
-                servers: x.servers.clone(),
-                of: x.of,
-                stands_for: x.m,
-                samples: 1,
-                unreported_flows: sim.flow_count() as u64 - flows,
-                job_iteration_ns: x.keeps_whole_tensors().then(|| sim.last_finish()).flatten().map(|t| t / NS),
+            fast: sim.fast_sample().map(|x| {
+                let mut summary = FastSummary {
+                    servers: x.servers.clone(),
+                    of: x.of,
+                    stands_for: x.m,
+                    samples: 1,
+                    unreported_flows: sim.flow_count() as u64 - flows,
+                    job_iteration_ns: x.keeps_whole_tensors().then(|| sim.last_finish()).flatten().map(|t| t / NS),
+                    ..FastSummary::default()
+                };
+                if x.keeps_whole_tensors() {
+                    summary.estimate_job(sim);
+                }
+                summary
             }),
         }
     }
@@ -385,7 +446,18 @@ impl Simulation {
 
 #[cfg(test)]
 mod tests {
-    use super::percentile;
+    use super::{percentile, weighted_percentile};
+
+    #[test]
+    fn weighted_nearest_rank() {
+        let v: Vec<(u64, u64)> = (1..=100).map(|x| (x, 1)).collect();
+        assert_eq!(weighted_percentile(&v, 50.0), percentile(&(1..=100).collect::<Vec<_>>(), 50.0));
+        // 1 counted 3 times and 2 once: the median is 1, the 99th percentile 2
+        assert_eq!(weighted_percentile(&[(1, 3), (2, 1)], 50.0), Some(1));
+        assert_eq!(weighted_percentile(&[(1, 3), (2, 1)], 76.0), Some(2));
+        assert_eq!(weighted_percentile(&[(1, 3), (2, 1)], 99.0), Some(2));
+        assert_eq!(weighted_percentile(&[], 50.0), None);
+    }
 
     #[test]
     fn nearest_rank() {

@@ -197,8 +197,17 @@ fn kept_whole_tensors_load_the_run_but_stay_out_of_its_results() {
     let text = ps(&format!("{sampled}\ncover = true\nkeep_whole_tensors = true"));
     let mut cover = gradwire_sim::Runner::new(&load(&text, &[]).unwrap()[0].scenario).unwrap();
     cover.run();
-    let packet = by_id(&flows_csv(&run(&ps(""))));
+    let packet_run = run(&ps(""));
+    let packet = by_id(&flows_csv(&packet_run));
     assert_eq!(by_id(&cover.flows_csv()).keys().collect::<Vec<_>>(), packet.keys().collect::<Vec<_>>());
+    // the job's figures as it estimates them: every whole tensor's flow for itself, each of
+    // the sample's spread shards for the m it stands for, which counts the job's flows
+    assert_eq!(x.job_flows, Some(packet_run.flow_count() as u64));
+    let (mean, p50, p99) = (x.job_fct_mean_ns.unwrap(), x.job_fct_p50_ns.unwrap(), x.job_fct_p99_ns.unwrap());
+    assert!(p50 <= p99 && p99 <= s.fct_max_ns.unwrap().max(x.job_iteration_ns.unwrap()) && mean > 0.0, "{x:?}");
+    assert!(x.job_timeouts.is_some());
+    let plain_fast = plain.summary().fast.unwrap();
+    assert_eq!((plain_fast.job_flows, plain_fast.job_fct_mean_ns), (None, None), "not estimated without them");
     // weighing the whole tensors it simulates would count them twice
     let both = ps(&format!("{sampled}\nkeep_whole_tensors = true\nweigh_whole_tensors = true"));
     let e = Simulation::new(&load(&both, &[]).unwrap()[0].scenario).err().expect("refused");

@@ -414,6 +414,16 @@ impl Simulation {
         x.reports(if spec.pull { spec.src } else { spec.dst })
     }
 
+    /// How many of the job's flows flow `f` stands for: the `m` shards of its tensor to the
+    /// servers of its group in a fast run (every server gets a shard of every tensor split
+    /// over them all), else itself (a whole tensor's flow, or any at packet level).
+    pub fn stands_for(&self, f: u32) -> u64 {
+        match &self.sample {
+            Some(x) if self.workload.flows[f as usize].spread => x.m as u64,
+            _ => 1,
+        }
+    }
+
     /// Flows whose endpoint pair exists now (started, and not yet done with).
     pub fn open_endpoint_pairs(&self) -> u64 {
         self.eps.open_pairs()
