@@ -163,6 +163,14 @@ fn what_it_cannot_sample_is_refused_by_name() {
                           push_bytes = 1000000\ncolocated = false\n";
     let e = Simulation::new(&load(leaf_spine, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "topology.kind", "{e}");
+    // DCTCP up to m = 20: 1 of 30 servers is m = 30, and the fewest that pass are 2 (m = 15)
+    let wide = ps("fidelity = \"fast\"\n[fast]\nservers = 1")
+        .replace("k = 4", "k = 6")
+        .replace("workers = 12\nservers = 4", "workers = 20\nservers = 30");
+    let e = Simulation::new(&load(&wide, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.servers", "{e}");
+    assert!(e.to_string().contains("at least 2"), "{e}");
+    assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 2"), &[]).unwrap()[0].scenario).is_ok());
     let forced = without.replace("servers = 2", "servers = 2\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }
