@@ -122,7 +122,7 @@ def test_every_built_in_reproduction_runs_at_packet_level_by_default(tmp_path):
     why = {
         "dlcp-fig14": {"ideal", "topology.kind", "transport.kind"},
         "dlcp-fig16": {"ideal", "topology.kind", "transport.kind"},
-        "ltp-bst": {"topology.kind", "transport.kind"},
+        "ltp-bst": {"topology.kind"},
         "rat-fig4": {"workload.kind"},
         "rat-fig5": {"workload.kind"},
         "pcn-fig9": {"workload.kind"},

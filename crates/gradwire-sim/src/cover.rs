@@ -102,8 +102,9 @@ pub struct Cover {
 
 /// Transports whose job iteration a cover was found to give within 5 % of packet level's,
 /// seed by seed, without random loss (docs/notes/fast-mode.md: DCTCP at 128, 432 and
-/// 1 024 hosts within 2.4 %). LTP was within 1.5 % at 128 hosts, but a single sample's
-/// iteration at 1 024 hosts missed its servers' by 5.8-9.1 %, which a cover inherits. NewReno
+/// 1 024 hosts within 2.4 %). LTP was within 1.5 % at 128 hosts; a cover of it at 1 024
+/// hosts was not run (a sample's iteration there, one RTO chain's draw, came out -9.1 and
+/// +0.5 % in two seeds). NewReno
 /// at 128 hosts missed it by 47 % in one of three seeds (its iteration one RTO chain packet
 /// level took and the sample did not), and random loss of 10^-4 per link by 11-12 % in all three.
 pub const VALIDATED: &[&str] = &["dctcp"];

@@ -140,6 +140,11 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&thin, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "fast.servers", "{e}");
     assert!(e.to_string().contains("at least 2"), "{e}");
+    // LTP the same, without keeping them
+    let ltp = |t: &str| t.replace("kind = \"dlcp\"", "kind = \"ltp\"");
+    assert!(Simulation::new(&load(&ltp(&dlcp), &[]).unwrap()[0].scenario).is_ok());
+    let e = Simulation::new(&load(&ltp(&thin), &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.servers", "{e}");
     let without = dlcp.replace("servers = 2", "servers = 2\nkeep_whole_tensors = false");
     let e = Simulation::new(&load(&without, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "fast.keep_whole_tensors", "{e}");
