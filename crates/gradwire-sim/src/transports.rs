@@ -2,7 +2,7 @@
 //! core [`Transfer`]: the core's [`Builder`] makes the endpoints of whatever transport the
 //! registry holds under `transport.kind`, so the simulator names no concrete transport.
 
-use crate::scenario::{Scenario, ScenarioError, WorkloadKind};
+use crate::scenario::{Scenario, ScenarioError, TopologyKind, WorkloadKind};
 use crate::workload::FlowSpec;
 use gradwire_core::tensor::layer_queue;
 use gradwire_core::time::{Time, NS};
@@ -59,6 +59,49 @@ pub struct EndpointFactory {
     data_priorities: u8,
     /// Some: each layer's measured important share (`transport.importance = "median_profile"`).
     important_shares: Option<Vec<f64>>,
+    idle: IdlePaths,
+}
+
+/// The round trip between two hosts with every queue empty: each link's propagation and
+/// an ACK-sized packet's serialization, both ways (what a handshake on an idle network
+/// measures; [`Transfer::idle_rtt`]).
+struct IdlePaths {
+    kind: TopologyKind,
+    hosts_per_rack: u32,
+    /// Fat-tree: hosts per pod.
+    hosts_per_pod: u32,
+    /// One direction over a host link, and over a link between switches, ps.
+    host_link: Time,
+    switch_link: Time,
+}
+
+impl IdlePaths {
+    fn new(s: &Scenario) -> IdlePaths {
+        let t = &s.topology;
+        let one_way = |gbps: f64| t.link_delay_ns * NS + (s.transport.ack_bytes as f64 * 8e3 / gbps).ceil() as Time;
+        let (hosts_per_rack, hosts_per_pod, host_gbps, switch_gbps) = match t.kind {
+            TopologyKind::LeafSpine => (t.hosts_per_leaf, 0, t.host_link_gbps, t.uplink_gbps),
+            TopologyKind::FatTree => (t.k / 2, t.k * t.k / 4, t.link_gbps, t.link_gbps),
+        };
+        IdlePaths {
+            kind: t.kind,
+            hosts_per_rack: hosts_per_rack.max(1),
+            hosts_per_pod: hosts_per_pod.max(1),
+            host_link: one_way(host_gbps),
+            switch_link: one_way(switch_gbps),
+        }
+    }
+
+    fn rtt(&self, a: u32, b: u32) -> Time {
+        let switch_links = if a / self.hosts_per_rack == b / self.hosts_per_rack {
+            0
+        } else if self.kind == TopologyKind::LeafSpine || a / self.hosts_per_pod == b / self.hosts_per_pod {
+            2
+        } else {
+            4
+        };
+        2 * (2 * self.host_link + switch_links * self.switch_link)
+    }
 }
 
 /// The per-layer important shares of the scenario's DNN model.
@@ -82,6 +125,7 @@ impl EndpointFactory {
             pull_loss_bound: s.transport.pull_loss_bound,
             data_priorities: s.switch.queues - 1,
             important_shares,
+            idle: IdlePaths::new(s),
         })
     }
 
@@ -116,6 +160,7 @@ impl EndpointFactory {
             elem_bytes: ELEM_BYTES,
             line_rate_bps,
             important_fraction: self.important_shares.as_ref().and_then(|v| v.get(spec.layer as usize).copied()),
+            idle_rtt: Some(self.idle.rtt(spec.src, spec.dst)),
         }
     }
 
@@ -272,6 +317,21 @@ mod tests {
         assert_eq!(load(incast, &median).unwrap_err().key, "transport.importance");
         let e = load(text, &[median[0].clone(), "workload.model=vgg16".into()]).unwrap_err();
         assert!(e.key == "transport.importance" && e.message.contains("no gradient-magnitude profile"), "{e}");
+    }
+
+    #[test]
+    fn a_transfers_idle_rtt_counts_the_links_of_its_path_both_ways() {
+        // k = 4 fat-tree: 2 hosts per rack, 4 per pod; 1 us links at 100 G, 40-byte ACKs
+        // (3.2 ns each); a leaf-spine crosses 2 switch links between racks, at their rate.
+        let ft = "[topology]\nkind = \"fat_tree\"\nk = 4\nlink_delay_ns = 1000\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
+        let f = EndpointFactory::new(&load(ft, &[]).unwrap()[0].scenario).unwrap();
+        let rtt = |f: &EndpointFactory, a, b| f.transfer(0, &spec(a, b, 1000), 1).idle_rtt.unwrap();
+        let link = 1000 * NS + 3200;
+        assert_eq!([rtt(&f, 0, 1), rtt(&f, 0, 2), rtt(&f, 0, 4)], [4 * link, 8 * link, 12 * link]);
+        let ls = "[topology]\nleaves = 2\nspines = 1\nuplinks_per_leaf = 1\nhosts_per_leaf = 2\nlink_delay_ns = 1000\n\
+                  uplink_gbps = 400.0\n[workload]\nkind = \"incast\"\nsenders = 2\nflow_bytes = 1000\n";
+        let f = EndpointFactory::new(&load(ls, &[]).unwrap()[0].scenario).unwrap();
+        assert_eq!([rtt(&f, 0, 1), rtt(&f, 0, 2)], [4 * link, 4 * link + 4 * (1000 * NS + 800)]);
     }
 
     #[test]

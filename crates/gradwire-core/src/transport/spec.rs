@@ -259,6 +259,10 @@ pub struct Transfer {
     /// this share, e.g. the median rule's measured share for the transfer's layer);
     /// `None`: the configuration's.
     pub important_fraction: Option<f64>,
+    /// The round trip of the transfer's path with every queue empty, where the driver
+    /// knows it (the simulator); `None` where it does not. A TCP sender under
+    /// `tcp_rack_min_rtt = "idle_path"` starts RACK's minimum RTT there.
+    pub idle_rtt: Option<Time>,
 }
 
 /// The two ends of a transfer, for a driver that runs both (the simulator).
@@ -535,6 +539,7 @@ mod tests {
             elem_bytes: 4,
             line_rate_bps: 10_000_000_000,
             important_fraction: None,
+            idle_rtt: None,
         }
     }
 

@@ -108,6 +108,7 @@ impl Engine {
             elem_bytes: dtype.size(),
             line_rate_bps: self.cfg.transport.line_rate_bps,
             important_fraction: None,
+            idle_rtt: None,
         }
     }
 

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | `transport.tcp_sack` | `true` | `net.ipv4.tcp_sack = 1` |
 //! | `transport.tcp_rack_tlp` | `true` | `net.ipv4.tcp_recovery = 1` (RACK, `tcp_recovery.c`), `net.ipv4.tcp_early_retrans = 3` (TLP) |
+//! | `transport.tcp_rack_min_rtt` | `"idle_path"` | `tcp_rack_advance` (`tcp_recovery.c`) compares a resend's RTT with `tcp_min_rtt`, the socket's 5-minute windowed minimum (`tcp_min_rtt_wlen = 300`), which `tcp_ack_update_rtt` feeds from every sample, the handshake's (`FLAG_SYN_ACKED`) included: a connection opened on an idle network holds the path's idle round trip |
 //! | `transport.tcp_cc` | `"cubic"` (kind `newreno` without `newreno_ecn`; DCTCP and PIAS keep DCTCP's) | `net.ipv4.tcp_congestion_control = cubic` (`tcp_cubic.c`) |
 //! | `transport.tcp_hystart` | `true` | `tcp_cubic.c`'s module defaults: `hystart = 1`, `hystart_detect = 3` (ACK train and delay), `hystart_low_window = 16`, `hystart_ack_delta_us = 2000` |
 //! | `transport.tcp_cubic_variant` | `"linux"` | `bictcp_update` (`tcp_cubic.c`): the Reno-friendly estimate grows by `beta_scale` (alpha = 3 (1 − beta) / (1 + beta)) past `W_max` too, and with `last_max_cwnd` 0 `cnt` is at most 20 |
@@ -119,6 +120,7 @@ fn kind(tree: &toml::Table) -> Option<&str> {
 fn modern(tree: &mut toml::Table) -> Result<(), ScenarioError> {
     fill(tree, "transport", "tcp_sack", true.into())?;
     fill(tree, "transport", "tcp_rack_tlp", true.into())?;
+    fill(tree, "transport", "tcp_rack_min_rtt", "idle_path".into())?;
     if kind(tree) == Some("newreno") && !newreno_ecn(tree) {
         fill(tree, "transport", "tcp_cc", "cubic".into())?;
     }
@@ -285,7 +287,7 @@ mod tests {
             "the schema's RTOmin"
         );
         // The transport as the schema's defaults have it, so runs stay byte-identical.
-        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\ntcp_cong_avoid = \"per_ack\"\ntcp_loss_cut = \"flight\"\nrto_min_us = 10000.0\n"), &[]).unwrap();
+        let none = load(&format!("{BASE}{RENO}tcp_sack = false\ntcp_rack_tlp = false\ntcp_cc = \"reno\"\ntcp_delack_count = 1\ntcp_delack_write_end = false\ntcp_cong_avoid = \"per_ack\"\ntcp_loss_cut = \"flight\"\ntcp_rack_min_rtt = \"samples\"\nrto_min_us = 10000.0\n"), &[]).unwrap();
         assert_eq!(t, none[0].scenario.transport);
     }
 

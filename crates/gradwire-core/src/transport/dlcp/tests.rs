@@ -605,6 +605,7 @@ fn transfers_to_one_peer_share_host_state_and_another_peers_do_not() {
         elem_bytes: 4,
         line_rate_bps: line,
         important_fraction: None,
+        idle_rtt: None,
     };
     let mut hosts = Hosts::new();
     // a first transfer to DST is held to an eighth of the line by a report, and leaves

@@ -469,6 +469,7 @@ fn the_builder_starts_a_links_next_transfer_from_the_last_ones_measurements() {
         elem_bytes: 4,
         line_rate_bps: pipe.bps,
         important_fraction: None,
+        idle_rtt: None,
     };
     for carry in [LtpCarry { rtt: true, ..LtpCarry::default() }, LtpCarry { path: true, ..LtpCarry::default() }] {
         let ltp = LtpConfig { initial_rtprop: 10 * US, ..LtpConfig::default() };

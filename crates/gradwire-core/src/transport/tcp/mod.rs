@@ -156,6 +156,10 @@ pub struct TcpConfig {
     /// RFC 8985's, 2 SRTT plus the delayed-ACK timeout with one segment out, and no probe
     /// when the RTO comes first.
     pub tlp_linux: bool,
+    /// With `rack_tlp`: RACK's minimum RTT starts at the path's idle round trip where the
+    /// driver knows it ([`TcpSender::with_idle_rtt`]), as a Linux connection's windowed
+    /// minimum holds from its handshake; `false`: from the flow's own samples only.
+    pub rack_min_rtt_idle_path: bool,
     /// The receiver's delayed ACKs ([`DelayedAck::OFF`]: one ACK per packet).
     pub delayed_ack: DelayedAck,
     /// With `sack`: every partial ACK in recovery also resends the first unacknowledged
@@ -260,6 +264,7 @@ impl Default for TcpConfig {
             sack: false,
             rack_tlp: false,
             tlp_linux: false,
+            rack_min_rtt_idle_path: false,
             delayed_ack: DelayedAck::OFF,
             partial_ack_resend: false,
             slow_start_per_ack: false,

@@ -109,6 +109,8 @@ pub struct TcpConnState {
     rtt: RttEstimator,
     cubic: Option<Cubic>,
     dctcp_alpha: Option<f64>,
+    /// RACK's minimum RTT (Linux keeps `tcp_min_rtt` per socket).
+    min_rtt: Option<Time>,
     /// When the connection last sent data (Linux's `lsndtime`).
     last_sent: Time,
 }
@@ -261,6 +263,19 @@ impl TcpSender {
         }
     }
 
+    /// RACK's minimum RTT starts at `idle_rtt`, the round trip of the flow's path with empty
+    /// queues (`None`: from the flow's own samples), as a Linux connection's windowed
+    /// minimum (`tcp_min_rtt`) holds from its handshake or earlier traffic on an idle
+    /// network. Without it a flow whose first samples met a full queue takes the faster ACK
+    /// of a resend as the original's (RFC 8985 6.2 step 2) and RACK stops advancing: the
+    /// segments sent after the last one delivered wait for the RTO.
+    pub fn with_idle_rtt(mut self, idle_rtt: Option<Time>) -> Self {
+        if idle_rtt.is_some() {
+            self.rack.min_rtt = idle_rtt;
+        }
+        self
+    }
+
     /// This flow rides its host pair's persistent connection, whose state `conn` the pair's
     /// last flow left (`None`: this is its first): it starts with that connection's window,
     /// RTT and congestion state instead of a fresh one, and leaves its own when done
@@ -276,6 +291,7 @@ impl TcpSender {
             if let (Some(d), Some(a)) = (&mut self.dctcp, st.dctcp_alpha) {
                 d.alpha = a;
             }
+            self.rack.min_rtt = [self.rack.min_rtt, st.min_rtt].into_iter().flatten().min();
             let (initial, rto) = (self.cwnd, self.rtt.rto().max(1));
             let mut cwnd = st.cwnd;
             let idle = now.saturating_sub(st.last_sent);
@@ -763,6 +779,7 @@ impl TcpSender {
             rtt: self.rtt,
             cubic: self.cubic.as_deref().copied(),
             dctcp_alpha: self.dctcp.map(|d| d.alpha),
+            min_rtt: self.rack.min_rtt,
             last_sent: self.last_sent,
         }
     }

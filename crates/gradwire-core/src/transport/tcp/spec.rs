@@ -30,6 +30,7 @@ const ECN_CUT: &[&str] = &["at_once", "prr"];
 const LOSS_EXIT: &[&str] = &["all", "above_recover"];
 const RTO_BACKOFF_RESET: &[&str] = &["rtt_sample", "new_ack"];
 const TLP_TIMEOUT: &[&str] = &["rfc8985", "linux"];
+const RACK_MIN_RTT: &[&str] = &["samples", "idle_path"];
 const LOSS_CUT: &[&str] = &["flight", "cwnd", "pipe"];
 
 /// The keys of the TCP family.
@@ -49,6 +50,7 @@ pub static KEYS: KeySet = KeySet {
         Key::hidden("tcp_sack", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `baseline = \"modern\"`, the default)", "SACK-based loss recovery (RFC 2018 / 6675): every ACK names the segment it answers, the sender keeps a per-segment scoreboard and resends every hole with 3 SACKed segments above it while `pipe` < cwnd. `false`: NewReno's recovery (RFC 6582), one hole per round trip, as the papers' ns-3 runs had it."]),
         Key::hidden("tcp_rack_tlp", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_sack`: RACK-TLP (RFC 8985): a segment sent before one that was delivered is lost once an RTT plus the reordering window (0 until reordering is seen, then min_RTT / 4) has passed; a tail loss probe 2 SRTTs after the last ACK (plus the delayed-ACK timeout when one segment is out) replaces most tail RTOs."]),
         Key::hidden("tcp_tlp_timeout", KeyType::Choice(TLP_TIMEOUT), Value::Str(std::borrow::Cow::Borrowed("rfc8985")), ["`\"rfc8985\"` \\| `\"linux\"`", "`\"rfc8985\"`", "With `tcp_rack_tlp`: the tail loss probe's timeout, RFC 8985's (2 SRTT, plus the delayed-ACK timeout when one segment is out; no probe if the RTO comes first) or Linux's `tcp_schedule_loss_probe` (2 SRTT plus `TCP_RTO_MIN`, 200 ms, when one segment is out, else plus `TCP_TIMEOUT_MIN`, 2 jiffies: 8 ms at `HZ = 250`; the probe goes at the RTO's time if that comes first, not counted as a timeout); jiffies are not rounded to. Not set by `modern`: against the kernels it moves `gradwire crosscheck`'s twins by at most 0.11 (docs/validation.md)."]),
+        Key::hidden("tcp_rack_min_rtt", KeyType::Choice(RACK_MIN_RTT), Value::Str(std::borrow::Cow::Borrowed("samples")), ["`\"samples\"` \\| `\"idle_path\"`", "`\"samples\"` (`\"idle_path\"` under `modern`)", "With `tcp_rack_tlp`: where RACK's minimum RTT starts. RACK takes an ACK of a resent segment that comes back faster than that minimum as the original's and does not advance on it (RFC 8985 6.2 step 2, Linux's `tcp_rack_advance`). `samples`: the flow's own RTT samples only, so a flow whose first samples met a full queue deems a resend's faster ACK spurious, and segments sent after the last one delivered wait for the RTO (no loss probe in recovery). `idle_path`: from the round trip of the flow's path with empty queues (propagation, and an ACK-sized packet's serialization on each link), as a Linux connection's windowed minimum (`tcp_min_rtt`, 5 minutes) holds from its handshake or earlier traffic on an idle network; the reordering window (min_RTT / 4) starts from it too."]),
         Key::hidden("tcp_loss_cut", KeyType::Choice(LOSS_CUT), Value::Str(std::borrow::Cow::Borrowed("flight")), ["`\"flight\"` \\| `\"cwnd\"` \\| `\"pipe\"`", "`\"flight\"` (`\"cwnd\"` under `modern`; `\"pipe\"` under `ns3` with `tcp_cc = \"reno\"`)", "What a loss (fast recovery or RTO) cuts from: the flight, `snd_nxt - snd_una` (RFC 5681 eq. 4: ssthresh = flight / 2; RFC 6937: PRR's RecoverFS = flight; a timeout cuts again unless it repeats one); the congestion window, as Linux's `tcp_init_cwnd_reduction` and `tcp_enter_loss` do (ssthresh = `cwnd / 2` in whole segments for Reno and DCTCP, `tcp_reno_ssthresh` and `dctcp_react_to_loss`; RecoverFS = `prior_cwnd`; a timeout in a window already cut by recovery or ECN keeps that cut); or, with `tcp_sack`, RFC 6675's pipe (sent less SACKed and lost plus resent), as ns-3.37's `TcpNewReno` halves `BytesInFlight()` (RecoverFS the flight). With SACK they differ: while SACKs arrive before a loss is declared the sender sends beyond cwnd (the pipe leaves SACKed segments out), so the flight is the largest. CUBIC's ssthresh is `beta · cwnd` whichever is set."]),
         Key::hidden("tcp_hystart", KeyType::Bool, Value::Bool(false), ["bool", "`false` (`true` under `modern`)", "With `tcp_cc = \"cubic\"`: Linux's HyStart (`tcp_cubic.c`'s defaults: ACK train and delay detection, from 16 segments) ends slow start, ssthresh = cwnd, once a round's closely spaced ACKs (each within 2 ms) span more than half the minimum RTT plus up to 1 ms, or a round's smallest RTT after 8 samples exceeds the minimum by an eighth of it (4-16 ms)."]),
         Key::hidden("tcp_cubic_variant", KeyType::Choice(CUBIC_VARIANT), Value::Str(std::borrow::Cow::Borrowed("rfc9438")), ["`\"rfc9438\"` \\| `\"linux\"`", "`\"rfc9438\"` (`\"linux\"` under `modern`)", "With `tcp_cc = \"cubic\"`: where Linux's `tcp_cubic.c` departs from RFC 9438, which to follow. `linux`: the Reno-friendly estimate keeps alpha = 3 (1 - beta) / (1 + beta) past `W_max` (the RFC's section 4.3 raises it to 1 there; with fast convergence `W_max` sits below the window most of the time), and with no reduction yet, or a timeout since, the window grows at least 5 % a round trip (`bictcp_update`'s `cnt` of at most 20)."]),
@@ -88,6 +90,7 @@ pub fn config(cfg: &Config, cc: CongestionControl) -> TcpConfig {
         sack: v.bool("tcp_sack"),
         rack_tlp: v.bool("tcp_rack_tlp"),
         tlp_linux: v.str("tcp_tlp_timeout") == "linux",
+        rack_min_rtt_idle_path: v.str("tcp_rack_min_rtt") == "idle_path",
         partial_ack_resend: v.bool("tcp_partial_ack_resend"),
         delayed_ack: DelayedAck {
             count: v.u32("tcp_delack_count"),
@@ -257,6 +260,9 @@ impl Build for TcpBuild {
     fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
         let mut sender = TcpSender::with_config(self.tcp_shared.clone(), f, src, dst, bytes, now);
+        if self.tcp.rack_min_rtt_idle_path {
+            sender = sender.with_idle_rtt(t.idle_rtt);
+        }
         let host = hosts.host(src);
         if self.persistent {
             sender = sender.on_connection(host.peer(dst).and_then(|p| p.tcp), now);

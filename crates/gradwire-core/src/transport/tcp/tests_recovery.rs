@@ -27,8 +27,12 @@ struct Run {
     acks: u64,
 }
 
-fn run(cfg: TcpConfig, size: u64, mut script: Script) -> Run {
-    let (mut s, mut r) = (TcpSender::new(cfg, 7, 1, 2, size, 0), TcpReceiver::new(cfg, 7, 2, 1, size));
+fn run(cfg: TcpConfig, size: u64, script: Script) -> Run {
+    run_from(TcpSender::new(cfg, 7, 1, 2, size, 0), cfg, size, script)
+}
+
+fn run_from(mut s: TcpSender, cfg: TcpConfig, size: u64, mut script: Script) -> Run {
+    let mut r = TcpReceiver::new(cfg, 7, 2, 1, size);
     let mut wire = super::tests::Wire::new();
     let (mut n, mut now, mut link_free) = (0u64, 0, 0);
     let mut out =
@@ -122,6 +126,34 @@ fn a_lost_retransmission_is_found_by_rack_without_an_rto() {
     assert_eq!(o.sender.stats().retransmits, 2);
     let o = run(sack(), 40 * MSS, drop_twice(3));
     assert_eq!(o.sender.stats().timeouts, 1, "without RACK only the RTO finds a lost retransmission");
+}
+
+#[test]
+fn a_resend_faster_than_the_queued_first_window_advances_rack_when_min_rtt_starts_at_the_idle_path() {
+    // An incast's first window: every original waits 100 us in a queue (RTT samples of
+    // 200 us), segment 2 and the window's tail (8, 9) are dropped. The resend of 2 finds
+    // the queue gone and is ACKed after 100 us. From the flow's own samples min_RTT is
+    // 200 us, so that ACK looks like the original's (RFC 8985 6.2 step 2) and RACK stays
+    // at segment 7: 8 and 9, sent after it, wait for the RTO (no probe in recovery). From
+    // the path's idle round trip (100 us, what Linux's min_rtt holds from the handshake)
+    // the resend's ACK advances RACK past 8 and 9, which are resent at once.
+    let size = 10 * MSS;
+    let queued = || -> Script {
+        let mut first: HashSet<u64> = (0..10).collect();
+        Box::new(move |p| match first.remove(&(p.seq / MSS)) {
+            true if [2, 8, 9].contains(&(p.seq / MSS)) => None,
+            true => Some(100 * US),
+            false => Some(0),
+        })
+    };
+    let samples = run(rack(), size, queued());
+    assert_eq!((samples.sender.stats().retransmits, samples.sender.stats().timeouts), (3, 1));
+    assert!(samples.done_at >= 10 * MS, "the RTO: {} ps", samples.done_at);
+    let cfg = TcpConfig { rack_min_rtt_idle_path: true, ..rack() };
+    let seeded = TcpSender::new(cfg, 7, 1, 2, size, 0).with_idle_rtt(Some(2 * DELAY));
+    let idle = run_from(seeded, cfg, size, queued());
+    assert_eq!((idle.sender.stats().retransmits, idle.sender.stats().timeouts), (3, 0), "{:?}", idle.sent);
+    assert!(idle.done_at < MS, "two round trips after the first window: {} ps", idle.done_at);
 }
 
 /// Delays the first transmission of segment `a` and of segment `b` by `extra`.
