@@ -47,6 +47,8 @@ VARIANTS = {
     "fluid100": ["fast.phantom=fluid", "fast.phantom_tau_us=100"],
     "whole": ["fast.phantom=stretch", "fast.weigh_whole_tensors=true"],
     "charge": ["fast.charge_buffer=true"],
+    # the phantom on the workers' host links only, none at the switches
+    "hostlinks": ["fast.weigh_core=false"],
     # every server's whole tensors simulated, only the sample's reported (DLCP's default)
     "keep": ["fast.keep_whole_tensors=true"],
     "nokeep": ["fast.keep_whole_tensors=false"],

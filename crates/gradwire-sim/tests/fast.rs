@@ -160,14 +160,24 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let colocated = ps("fidelity = \"fast\"").replace("colocated = false", "colocated = true");
     let e = Simulation::new(&load(&colocated, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "workload.colocated", "{e}");
+    // spraying and leaf-spines at 1:1: DCTCP, with a packet standing for at most 4
     let spray = ps("fidelity = \"fast\"\n[routing]\nmode = \"spray\"");
-    let e = Simulation::new(&load(&spray, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert!(Simulation::new(&load(&spray, &[]).unwrap()[0].scenario).is_ok());
+    let e = Simulation::new(&load(&ltp(&spray.replace("\"dctcp\"", "\"dlcp\"")), &[]).unwrap()[0].scenario)
+        .err()
+        .expect("refused");
     assert_eq!(e.key, "routing.mode", "{e}");
-    let leaf_spine = "fidelity = \"fast\"\n[topology]\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\n\
-                          uplinks_per_leaf = 2\n[workload]\nkind = \"ps\"\nworkers = 12\nservers = 4\n\
-                          push_bytes = 1000000\ncolocated = false\n";
-    let e = Simulation::new(&load(leaf_spine, &[]).unwrap()[0].scenario).err().expect("refused");
+    let leaf_spine = |uplinks: u32| {
+        format!(
+            "fidelity = \"fast\"\n[topology]\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\n\
+             uplinks_per_leaf = {uplinks}\n[workload]\nkind = \"ps\"\nworkers = 12\nservers = 4\n\
+             push_bytes = 1000000\ncolocated = false\n"
+        )
+    };
+    assert!(Simulation::new(&load(&leaf_spine(4), &[]).unwrap()[0].scenario).is_ok(), "1:1");
+    let e = Simulation::new(&load(&leaf_spine(2), &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "topology.kind", "{e}");
+    assert!(e.to_string().contains("oversubscribed"), "{e}");
     // DCTCP up to m = 20: 1 of 30 servers is m = 30, and the fewest that pass are 2 (m = 15)
     let wide = ps("fidelity = \"fast\"\n[fast]\nservers = 1")
         .replace("k = 4", "k = 6")
@@ -176,6 +186,12 @@ fn what_it_cannot_sample_is_refused_by_name() {
     assert_eq!(e.key, "fast.servers", "{e}");
     assert!(e.to_string().contains("at least 2"), "{e}");
     assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 2"), &[]).unwrap()[0].scenario).is_ok());
+    // sprayed, m = 4 at most: of 30 servers, 10
+    let sprayed = |n: u32| wide.replace("servers = 1", &format!("servers = {n}")) + "[routing]\nmode = \"spray\"\n";
+    let e = Simulation::new(&load(&sprayed(2), &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.servers", "{e}");
+    assert!(e.to_string().contains("at least 10"), "{e}");
+    assert!(Simulation::new(&load(&sprayed(10), &[]).unwrap()[0].scenario).is_ok());
     let forced = without.replace("servers = 2", "servers = 2\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }
