@@ -40,3 +40,28 @@ fn every_option_conserves_packets_and_is_deterministic() {
     let (pias, _) = run(&["transport.kind=pias"]);
     assert_ne!(outputs[8].0, pias, "thresholds from the workload change PIAS's run");
 }
+
+/// PIAS is DCTCP whose packets change queue; with one level (a threshold no flow reaches) it
+/// is DCTCP to the byte, whatever the TCP keys say: each is read by both or by neither
+/// (`tcp_connections = "persistent"` is refused for PIAS, by name).
+#[test]
+fn pias_with_one_level_is_dctcp_under_every_tcp_key() {
+    let one_level = "transport.pias_thresholds=[1099511627776]";
+    let keys: &[&[&str]] = &[
+        &["baseline=sackless"],
+        &[], // `modern`: RACK's minimum RTT from the idle path
+        &["transport.tcp_rack_min_rtt=samples"],
+        &["transport.tcp_handshake=true", "transport.tcp_connections=per_pair"],
+    ];
+    let mut dctcps = Vec::new();
+    for k in keys {
+        let (dctcp, _) = run(k);
+        let (pias, _) = run(&[*k, &["transport.kind=pias", one_level]].concat());
+        assert!(pias == dctcp, "{k:?}: PIAS with one level is not DCTCP");
+        dctcps.push(dctcp);
+    }
+    // each key changes DCTCP's run, so the equalities above say something
+    for (i, k) in keys.iter().enumerate().skip(1) {
+        assert!(dctcps[..i].iter().all(|d| *d != dctcps[i]), "{k:?} changes nothing");
+    }
+}

@@ -186,7 +186,7 @@ fn check_keys(cfg: &Config) -> Result<(), ConfigError> {
 pub struct PiasBuild {
     cfg: PiasConfig,
     from_workload: bool,
-    handshakes: Option<tcp::spec::Handshakes>,
+    opener: tcp::spec::TcpOpener,
 }
 
 impl PiasBuild {
@@ -198,12 +198,7 @@ impl PiasBuild {
 
 impl Build for PiasBuild {
     fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
-        let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
-        let pair: Pair = (
-            Box::new(PiasSender::new(self.cfg, f, src, dst, bytes, now)),
-            Box::new(PiasSender::receiver(&self.cfg, f, dst, src, bytes)),
-        );
-        tcp::spec::opened(&self.handshakes, t, pair, hosts.host(src))
+        self.opener.open(t, now, hosts, |inner| Box::new(PiasSender { cfg: self.cfg, inner }))
     }
 
     fn data_priority(&self) -> u8 {
@@ -232,13 +227,13 @@ impl TransportSpec for Pias {
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
-        let tcp = tcp::spec::config(cfg, tcp::spec::dctcp(cfg));
+        let opener = tcp::spec::TcpOpener::new(cfg, tcp::spec::dctcp(cfg));
         let th = cfg.values.list("pias_thresholds");
         let th: &[u64] = if th.is_empty() { &WEB_SEARCH_THRESHOLDS } else { th };
         Ok(Box::new(PiasBuild {
-            cfg: PiasConfig::new(tcp, th),
+            cfg: PiasConfig::new(*opener.config(), th),
             from_workload: cfg.values.bool("pias_thresholds_from_workload"),
-            handshakes: tcp::spec::Handshakes::new(cfg),
+            opener,
         }))
     }
 }

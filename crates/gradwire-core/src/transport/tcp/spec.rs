@@ -12,7 +12,7 @@ use crate::transport::shared::check_positive;
 use crate::transport::spec::{
     check_positive_number, Build, Config, ConfigError, Info, Key, KeySet, KeyType, Pair, Transfer, TransportSpec, Value,
 };
-use crate::transport::{HostState, Hosts};
+use crate::transport::{Endpoint, HostState, Hosts};
 
 /// Linux's minimum delayed-ACK timeout (`TCP_DELACK_MIN`), µs.
 pub const LINUX_DELACK_TIMEOUT_US: f64 = 40_000.0;
@@ -232,10 +232,13 @@ pub fn opened(handshakes: &Option<Handshakes>, t: &Transfer, pair: Pair, src: &m
     }
 }
 
-/// NewReno's and DCTCP's builder.
-pub struct TcpBuild {
+/// How every TCP-based transport opens a flow, as the [`KEYS`] say: the sender (RACK's
+/// minimum RTT from the path, the pair's persistent connection), the receiver, and the
+/// handshake in front of them. NewReno, DCTCP and PIAS share it, so no TCP key is read by
+/// one of them and ignored by another.
+pub struct TcpOpener {
     tcp: TcpConfig,
-    /// The same, shared by every sender this builder makes (a sender keeps a pointer, not
+    /// The same, shared by every sender this opener makes (a sender keeps a pointer, not
     /// a copy: per-flow state stays small at 10^6 flows).
     tcp_shared: Arc<TcpConfig>,
     /// `tcp_connections = "persistent"`: a flow starts from, and leaves, its pair's window,
@@ -244,20 +247,32 @@ pub struct TcpBuild {
     handshakes: Option<Handshakes>,
 }
 
-impl TcpBuild {
-    fn new(cfg: &Config, cc: CongestionControl) -> TcpBuild {
+impl TcpOpener {
+    /// The opener for `cfg`'s keys with congestion control `cc`.
+    pub fn new(cfg: &Config, cc: CongestionControl) -> TcpOpener {
         let tcp = config(cfg, cc);
-        TcpBuild {
+        TcpOpener {
             tcp,
             tcp_shared: Arc::new(tcp),
             persistent: cfg.values.str("tcp_connections") == "persistent",
             handshakes: Handshakes::new(cfg),
         }
     }
-}
 
-impl Build for TcpBuild {
-    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
+    /// The settings its flows get.
+    pub fn config(&self) -> &TcpConfig {
+        &self.tcp
+    }
+
+    /// `t`'s pair: `wrap` may dress the sender (PIAS sets its packets' queues), then the
+    /// handshake, if any, goes in front.
+    pub fn open(
+        &self,
+        t: &Transfer,
+        now: Time,
+        hosts: &mut Hosts,
+        wrap: impl FnOnce(TcpSender) -> Box<dyn Endpoint>,
+    ) -> Pair {
         let (f, src, dst, bytes) = (t.flow, t.src, t.dst, t.bytes);
         let mut sender = TcpSender::with_config(self.tcp_shared.clone(), f, src, dst, bytes, now);
         if self.tcp.rack_min_rtt_idle_path {
@@ -267,12 +282,21 @@ impl Build for TcpBuild {
         if self.persistent {
             sender = sender.on_connection(host.peer(dst).and_then(|p| p.tcp), now);
         }
-        let pair: Pair = (Box::new(sender), Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)));
+        let pair: Pair = (wrap(sender), Box::new(TcpReceiver::new(self.tcp, f, dst, src, bytes)));
         opened(&self.handshakes, t, pair, host)
+    }
+}
+
+/// NewReno's and DCTCP's builder.
+pub struct TcpBuild(TcpOpener);
+
+impl Build for TcpBuild {
+    fn build(&self, t: &Transfer, now: Time, hosts: &mut Hosts) -> Pair {
+        self.0.open(t, now, hosts, |s| Box::new(s))
     }
 
     fn data_priority(&self) -> u8 {
-        self.tcp.priority
+        self.0.tcp.priority
     }
 }
 
@@ -294,7 +318,7 @@ impl TransportSpec for NewReno {
         } else {
             CongestionControl::NewReno
         };
-        Ok(Box::new(TcpBuild::new(cfg, cc)))
+        Ok(Box::new(TcpBuild(TcpOpener::new(cfg, cc))))
     }
 }
 
@@ -311,6 +335,6 @@ impl TransportSpec for Dctcp {
     }
 
     fn builder(&self, cfg: &Config) -> Result<Box<dyn Build>, ConfigError> {
-        Ok(Box::new(TcpBuild::new(cfg, dctcp(cfg))))
+        Ok(Box::new(TcpBuild(TcpOpener::new(cfg, dctcp(cfg)))))
     }
 }
