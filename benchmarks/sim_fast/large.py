@@ -2,9 +2,14 @@
 hosts), both on `--threads`, and the error on the sampled servers and the whole job.
 
 run.py keeps every row in memory and runs one thread; this streams flows.csv, for runs of
-millions of flows (k = 20: 15.3 M flows, ~25 minutes of CPU and 9.5 GB at packet level).
+millions of flows (k = 20: 15.3 M flows, ~25-32 minutes of CPU and 8.7-9.5 GB at packet
+level). One packet-level run serves any number of samples (`--offsets`: which of the `m`
+interleaved samples, `fast.offset`), each compared with packet level's flows of its own
+servers, then all of them pooled, so a rare event one sample misses (a server's RTO chain)
+can be told from a bias of the mode. `--packet DIR` reuses a packet-level run's output.
 
     python3 benchmarks/sim_fast/large.py --k 20 --out /tmp/k20
+    python3 benchmarks/sim_fast/large.py --k 20 --packet /tmp/k20-packet --servers 25 --offsets 0,1,2,3
 """
 
 import argparse
@@ -25,9 +30,9 @@ sim_threads = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sim_threads)
 
 
-def simulate(binary, k, threads, fidelity, out):
+def simulate(binary, k, threads, sets, out):
     args = ["/usr/bin/time", "-f", "%U %S %e %M", "-o", out + ".time", binary, SCENARIO, "--out", out, "--quiet"]
-    args += sim_threads.overrides(k, threads) + ["--set", f"fidelity={fidelity}"]
+    args += sim_threads.overrides(k, threads) + [a for s in sets for a in ("--set", s)]
     subprocess.run(args, check=True)
     user, sys_, wall, rss_kb = open(out + ".time").read().split()[-4:]
     return {"cpu_s": float(user) + float(sys_), "wall_s": float(wall), "rss_mb": int(rss_kb) / 1024}
@@ -45,20 +50,45 @@ def metrics(fct, finish, rtos):
     }
 
 
-def read(out, servers=None):
-    """Metrics of a run's flows (of those whose server is in `servers`, if given), and each
-    server's last finish."""
-    fct, finish, rtos, last = array("q"), 0, 0, {}
-    with open(os.path.join(out, "flows.csv")) as f:
-        for r in csv.DictReader(f):
-            server = int(r["src"] if r["pull"] == "1" else r["dst"])
-            end = int(r["finish_ns"])
-            last[server] = max(last.get(server, 0), end)
-            if servers is None or server in servers:
-                fct.append(int(r["fct_ns"]))
-                finish = max(finish, end)
-                rtos += int(r["timeouts"])
-    return fct, finish, rtos, last
+class Servers:
+    """A run's flows by server: FCTs, last finish and RTOs."""
+
+    def __init__(self, out):
+        self.fct, self.last, self.rtos = {}, {}, {}
+        with open(os.path.join(out, "flows.csv")) as f:
+            for r in csv.DictReader(f):
+                server = int(r["src"] if r["pull"] == "1" else r["dst"])
+                if server not in self.fct:
+                    self.fct[server], self.last[server], self.rtos[server] = array("q"), 0, 0
+                self.fct[server].append(int(r["fct_ns"]))
+                self.last[server] = max(self.last[server], int(r["finish_ns"]))
+                self.rtos[server] += int(r["timeouts"])
+
+    def of(self, servers):
+        """Metrics of the flows of `servers` (those of the run that exist)."""
+        servers = [s for s in servers if s in self.fct]
+        fct = array("q")
+        for s in servers:
+            fct.extend(self.fct[s])
+        return metrics(fct, max(self.last[s] for s in servers), sum(self.rtos[s] for s in servers))
+
+    def ends_ms(self, servers):
+        """The servers' last finishes, latest first."""
+        return sorted((self.last[s] / 1e6 for s in servers if s in self.last), reverse=True)
+
+
+def error(a, b):
+    return (a / b - 1) * 100
+
+
+def report(label, fast, same, job=None, scale=1):
+    print(f"{label}: {'fast':>10s} {'same servers':>22s}" + (f" {'whole job':>22s}" if job else ""))
+    for key in fast:
+        line = f"  {key:13s} {fast[key]:10.2f} {same[key]:12.2f} ({error(fast[key], same[key]):+6.1f} %)"
+        if job:
+            as_job = fast[key] * scale if key == "rtos" else fast[key]
+            line += f" {job[key]:12.2f} ({error(as_job, job[key]):+6.1f} %)"
+        print(line)
 
 
 def main():
@@ -67,38 +97,61 @@ def main():
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="/tmp/sim-fast-large")
+    ap.add_argument("--servers", type=int, help="fast.servers (default: the mode's own)")
+    ap.add_argument("--offsets", default="0", help="fast.offset of each sample, comma-separated")
+    ap.add_argument("--packet", help="a packet-level run's --out to reuse instead of running one")
+    ap.add_argument("--set", action="append", default=[], help="a --set for every run, e.g. fast.unvalidated=true")
     a = ap.parse_args()
-    fast_out, packet_out = a.out + "-fast", a.out + "-packet"
-    cost = {
-        "fast": simulate(a.bin, a.k, a.threads, "fast", fast_out),
-        "packet": simulate(a.bin, a.k, a.threads, "packet", packet_out),
-    }
-    sample = json.load(open(os.path.join(fast_out, "summary.json")))["fast"]
-    servers = set(sample["servers"])
-    fct, finish, rtos, _ = read(fast_out)
-    fast = metrics(fct, finish, rtos)
-    fct, finish, rtos, _ = read(packet_out, servers)
-    same = metrics(fct, finish, rtos)
-    fct, finish, rtos, last = read(packet_out)
-    job = metrics(fct, finish, rtos)
-    del fct
-    scale = sample["of"] / len(servers)
-    print(f"k = {a.k}: {len(servers)} of {sample['of']} servers, threads = {a.threads}")
+    offsets = [int(o) for o in a.offsets.split(",")]
+    cost, runs = {}, []
+    for offset in offsets:
+        out = f"{a.out}-fast{offset}"
+        sets = a.set + ["fidelity=fast", f"fast.offset={offset}"]
+        sets += [f"fast.servers={a.servers}"] if a.servers else []
+        cost[f"fast {offset}"] = simulate(a.bin, a.k, a.threads, sets, out)
+        runs.append(out)
+    packet_out = a.packet or a.out + "-packet"
+    if not a.packet:
+        cost["packet"] = simulate(a.bin, a.k, a.threads, a.set + ["fidelity=packet"], packet_out)
+    packet = Servers(packet_out)
+    job = packet.of(packet.fct)
+    print(f"k = {a.k}, threads = {a.threads}")
     for side, c in cost.items():
-        print(f"  {side:6s} CPU {c['cpu_s']:8.1f} s  wall {c['wall_s']:7.1f} s  peak RSS {c['rss_mb']:8.0f} MB")
-    print(f"{'':13s} {'fast':>10s} {'same servers':>22s} {'whole job':>22s}")
-    for key in fast:
-        as_job = fast[key] * scale if key == "rtos" else fast[key]
-        print(
-            f"{key:13s} {fast[key]:10.2f} {same[key]:12.2f} ({(fast[key] / same[key] - 1) * 100:+6.1f} %)"
-            f" {job[key]:12.2f} ({(as_job / job[key] - 1) * 100:+6.1f} %)"
+        print(f"  {side:8s} CPU {c['cpu_s']:8.1f} s  wall {c['wall_s']:7.1f} s  peak RSS {c['rss_mb']:8.0f} MB")
+    pooled_fast, pooled_same, every = array("q"), array("q"), []
+    iterations, rtos = [[], []], [0, 0]
+    for offset, out in zip(offsets, runs):
+        sample = json.load(open(os.path.join(out, "summary.json")))["fast"]
+        servers = sample["servers"]
+        fast = Servers(out)
+        f, s = fast.of(servers), packet.of(servers)
+        report(
+            f"offset {offset}, {len(servers)} of {sample['of']} servers",
+            f,
+            s,
+            job,
+            sample["of"] / len(servers),
         )
-    ends = sorted(last.values())
-    first, median, final = ends[0] / 1e6, ends[len(ends) // 2] / 1e6, ends[-1] / 1e6
-    sampled = max(last[s] for s in servers) / 1e6
+        top_fast = ", ".join(f"{t:.0f}" for t in fast.ends_ms(servers)[:3])
+        top_packet = ", ".join(f"{t:.0f}" for t in packet.ends_ms(servers)[:3])
+        print(f"  its servers' last finishes (ms), latest three: fast {top_fast}; packet level {top_packet}")
+        for server in servers:
+            pooled_fast.extend(fast.fct.get(server, ()))
+            pooled_same.extend(packet.fct.get(server, ()))
+        every += servers
+        iterations[0].append(f["iteration_ms"])
+        iterations[1].append(s["iteration_ms"])
+        rtos[0] += f["rtos"]
+        rtos[1] += s["rtos"]
+    if len(runs) > 1:
+        # per flow over every sample's flows; iteration: the samples' mean
+        f = metrics(pooled_fast, sum(iterations[0]) / len(runs) * 1e6, rtos[0])
+        s = metrics(pooled_same, sum(iterations[1]) / len(runs) * 1e6, rtos[1])
+        report(f"{len(runs)} samples pooled ({len(every)} servers; iteration: their mean)", f, s)
+    ends = packet.ends_ms(packet.fct)
     print(
-        f"servers' last finish at packet level (ms): first {first:.0f}, median {median:.0f}, "
-        f"last {final:.0f}; the sample's last {sampled:.0f}"
+        f"servers' last finish at packet level (ms): last {ends[0]:.0f}, median {ends[len(ends) // 2]:.0f}, "
+        f"first {ends[-1]:.0f}; the samples' last {max(packet.ends_ms(every)):.0f}"
     )
 
 
