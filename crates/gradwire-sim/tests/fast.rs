@@ -178,16 +178,16 @@ fn what_it_cannot_sample_is_refused_by_name() {
     let e = Simulation::new(&load(&leaf_spine(2), &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "topology.kind", "{e}");
     assert!(e.to_string().contains("oversubscribed"), "{e}");
-    // DCTCP up to m = 8: 1 of 30 servers is m = 30, 3 is m = 10, and the fewest that pass
-    // are 5 (m = 6; a sample divides the job's servers)
+    // DCTCP up to m = 10: 1 of 30 servers is m = 30, 2 is m = 15, and the fewest that pass
+    // are 3 (m = 10; a sample divides the job's servers)
     let wide = ps("fidelity = \"fast\"\n[fast]\nservers = 1")
         .replace("k = 4", "k = 6")
         .replace("workers = 12\nservers = 4", "workers = 20\nservers = 30");
     let e = Simulation::new(&load(&wide, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "fast.servers", "{e}");
-    assert!(e.to_string().contains("at least 5"), "{e}");
-    assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 3"), &[]).unwrap()[0].scenario).is_err());
-    assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 5"), &[]).unwrap()[0].scenario).is_ok());
+    assert!(e.to_string().contains("at least 3"), "{e}");
+    assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 2"), &[]).unwrap()[0].scenario).is_err());
+    assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 3"), &[]).unwrap()[0].scenario).is_ok());
     // sprayed, m = 4 at most: of 30 servers, 10
     let sprayed = |n: u32| wide.replace("servers = 1", &format!("servers = {n}")) + "[routing]\nmode = \"spray\"\n";
     let e = Simulation::new(&load(&sprayed(2), &[]).unwrap()[0].scenario).err().expect("refused");
