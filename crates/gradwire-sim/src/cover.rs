@@ -102,8 +102,8 @@ pub struct Cover {
 
 /// Transports whose job iteration a cover was found to give within 5 % of packet level's,
 /// seed by seed, without random loss (docs/notes/fast-mode.md: DCTCP at 128, 432 and
-/// 1 024 hosts within 2.4 %; at 1 024 hosts since RACK's idle-path minimum RTT, +0.1 %
-/// iteration, every figure within 4.1 %). LTP was within 1.5 % at 128 hosts; a cover of it at 1 024
+/// 1 024 hosts within 2.4 %; since RACK's idle-path minimum RTT, +0.9 and +0.1 % iteration
+/// at 432 and 1 024 hosts, every figure within 4.1 %). LTP was within 1.5 % at 128 hosts; a cover of it at 1 024
 /// hosts was not run (a sample's iteration there, one RTO chain's draw, came out -9.1 and
 /// +0.5 % in two seeds). NewReno
 /// at 128 hosts missed it by 47 % in one of three seeds (its iteration one RTO chain packet
