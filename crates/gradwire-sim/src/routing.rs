@@ -42,10 +42,13 @@ impl Routes {
                 ingress[h.to as usize].push(p as PortId);
             }
         }
-        // host-major first, as the BFS finds them; transposed to node-major below
-        let mut by_dst_offsets = Vec::with_capacity(n * hosts + 1);
-        let mut by_dst_ports = Vec::new();
-        by_dst_offsets.push(0);
+        // Each node's distinct next-hop sets, interned as each destination's BFS ends (in
+        // destination order, so a set's index is its first destination's rank): the
+        // node × host × ports table is never built (at 10 000 hosts it peaked at 2.8 GB).
+        let mut ids = vec![0u16; n * hosts];
+        let mut node_sets: Vec<Vec<Vec<PortId>>> = vec![Vec::new(); n];
+        let mut index: Vec<std::collections::HashMap<Vec<PortId>, u16>> = vec![Default::default(); n];
+        let mut next = Vec::new();
         let mut d = vec![u32::MAX; n];
         let mut frontier = VecDeque::new();
         for dst in 0..hosts {
@@ -53,7 +56,7 @@ impl Routes {
             d[dst] = 0;
             frontier.push_back(dst as NodeId);
             while let Some(v) = frontier.pop_front() {
-                // hosts do not forward: only the destination itself is expanded
+                // hosts do not forward: paths end at them
                 if topo.nodes[v as usize].kind == NodeKind::Host && v as usize != dst {
                     continue;
                 }
@@ -66,34 +69,36 @@ impl Routes {
                 }
             }
             for node in 0..n {
+                next.clear();
                 if d[node] != u32::MAX && d[node] > 0 {
                     for &p in &node_ports[node] {
                         let h = hops[p as usize];
                         if h.up && d[h.to as usize] == d[node] - 1 {
-                            by_dst_ports.push(p);
+                            next.push(p);
                         }
                     }
                 }
-                by_dst_offsets.push(by_dst_ports.len() as u32);
+                let sets = &mut node_sets[node];
+                let id = match index[node].get(next.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = u16::try_from(sets.len())
+                            .expect("routing: more than 65 536 distinct next-hop sets at one node");
+                        sets.push(next.clone());
+                        index[node].insert(next.clone(), id);
+                        id
+                    }
+                };
+                ids[node * hosts + dst] = id;
             }
         }
-        let mut ids = Vec::with_capacity(n * hosts);
+        drop(index);
         let (mut first_set, mut sets, mut ports) = (Vec::with_capacity(n), Vec::new(), Vec::new());
-        let mut seen: std::collections::HashMap<&[PortId], u16> = Default::default();
-        for node in 0..n {
+        for node_sets in node_sets {
             first_set.push(sets.len() as u32);
-            seen.clear();
-            for dst in 0..hosts {
-                let i = dst * n + node;
-                let next = &by_dst_ports[by_dst_offsets[i] as usize..by_dst_offsets[i + 1] as usize];
-                let id = *seen.entry(next).or_insert_with(|| {
-                    ports.extend_from_slice(next);
-                    sets.push(((ports.len() - next.len()) as u32, next.len() as u32));
-                    // a node has at most one set per host it routes to
-                    u16::try_from(sets.len() - 1 - first_set[node] as usize)
-                        .expect("routing: more than 65 536 distinct next-hop sets at one node")
-                });
-                ids.push(id);
+            for next in node_sets {
+                sets.push((ports.len() as u32, next.len() as u32));
+                ports.extend_from_slice(&next);
             }
         }
         Routes { hosts: hosts as u32, ids, first_set, sets, ports }
