@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
+use crate::transport::opt::Opt;
 use crate::transport::received::Reassembly;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats};
 
@@ -60,7 +61,9 @@ pub struct AckingReceiver<A> {
     flow: FlowId,
     local: HostId,
     remote: HostId,
-    ack_bytes: u32,
+    /// An ACK's wire size: a frame's, at most 65 535 bytes (the simulator refuses more,
+    /// and a UDP datagram holds less), in 16 bits so the receiver fits 160 bytes.
+    ack_bytes: u16,
     priority: u8,
     /// What has arrived; its in-order point is the cumulative ACK.
     flow_bytes: Reassembly,
@@ -77,7 +80,7 @@ pub struct AckingReceiver<A> {
     first_at_once: bool,
     /// With [`with_ce_seq_check`](AckingReceiver::with_ce_seq_check): the lowest
     /// sequence number whose CE mark counts (one above the last that counted).
-    ce_from: Option<u64>,
+    ce_from: Opt,
 }
 
 /// ns-3.37's `TcpDctcp` receiver state: `m_priorRcvNxt`, the CE state of the last packet
@@ -118,7 +121,7 @@ impl<A: AckExtra> AckingReceiver<A> {
             flow,
             local,
             remote,
-            ack_bytes,
+            ack_bytes: u16::try_from(ack_bytes).unwrap_or(u16::MAX),
             priority,
             flow_bytes,
             acks: VecDeque::new(),
@@ -126,7 +129,7 @@ impl<A: AckExtra> AckingReceiver<A> {
             held: None,
             lagged: None,
             first_at_once: false,
-            ce_from: None,
+            ce_from: Opt::NONE,
         }
     }
 
@@ -157,7 +160,7 @@ impl<A: AckExtra> AckingReceiver<A> {
     /// ns-3.37's `TcpSocketBase::ForwardUp` (`m_ecnCESeq < seq`); other marked packets are
     /// answered as unmarked.
     pub(crate) fn with_ce_seq_check(mut self) -> Self {
-        self.ce_from = Some(0);
+        self.ce_from = Some(0).into();
         self
     }
 
@@ -189,9 +192,9 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
         let filled_gap = self.flow_bytes.has_gaps();
         self.flow_bytes.accept(pkt.seq, pkt.len as u64);
         let mut extra = A::of(pkt, self.flow_bytes.size());
-        if let Some(from) = &mut self.ce_from {
-            if pkt.ecn.ce && pkt.seq >= *from {
-                *from = pkt.seq + 1;
+        if let Some(from) = self.ce_from.get() {
+            if pkt.ecn.ce && pkt.seq >= from {
+                self.ce_from = Some(pkt.seq + 1).into();
             } else if pkt.ecn.ce {
                 extra = extra.unmarked();
             }
@@ -248,7 +251,7 @@ impl<A: AckExtra> Endpoint for AckingReceiver<A> {
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         let (cum, extra) = self.acks.pop_front()?;
-        let mut p = Packet::ack(self.flow, self.local, self.remote, cum, self.ack_bytes);
+        let mut p = Packet::ack(self.flow, self.local, self.remote, cum, self.ack_bytes.into());
         p.priority = self.priority;
         extra.stamp(&mut p);
         p.sent_at = now;

@@ -11,6 +11,7 @@ pub mod dlcp;
 mod error;
 pub(crate) mod host;
 pub mod ltp;
+mod opt;
 mod pacer;
 pub mod pfabric;
 pub mod pias;

@@ -2,10 +2,11 @@
 
 use super::TcpConfig;
 use crate::time::Time;
+use crate::transport::opt::Opt;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RttEstimator {
-    srtt: Option<Time>,
+    srtt: Opt,
     rttvar: Time,
     /// Current RTO, backoff included.
     rto: Time,
@@ -15,7 +16,7 @@ pub(super) struct RttEstimator {
 
 impl RttEstimator {
     pub(super) fn new(cfg: &TcpConfig) -> Self {
-        RttEstimator { srtt: None, rttvar: 0, rto: cfg.rto_initial, rto_min: cfg.rto_min, rto_max: cfg.rto_max }
+        RttEstimator { srtt: Opt::NONE, rttvar: 0, rto: cfg.rto_initial, rto_min: cfg.rto_min, rto_max: cfg.rto_max }
     }
 
     pub(super) fn rto(&self) -> Time {
@@ -23,12 +24,12 @@ impl RttEstimator {
     }
 
     pub(super) fn srtt(&self) -> Option<Time> {
-        self.srtt
+        self.srtt.get()
     }
 
     /// Feed one valid (Karn) sample; this also clears any backoff (RFC 6298 5.7).
     pub(super) fn sample(&mut self, r: Time) {
-        let srtt = match self.srtt {
+        let srtt = match self.srtt.get() {
             None => {
                 self.rttvar = r / 2;
                 r
@@ -39,7 +40,7 @@ impl RttEstimator {
                 (7 * s + r) / 8
             }
         };
-        self.srtt = Some(srtt);
+        self.srtt = Some(srtt).into();
         let rto = srtt.saturating_add(self.rttvar.saturating_mul(4));
         // max/min rather than clamp: clamp panics on a nonsensical config (min > max).
         self.rto = rto.max(self.rto_min).min(self.rto_max);
@@ -47,7 +48,7 @@ impl RttEstimator {
 
     /// The RTO from the estimate, without backoff (a connection's next flow starts here).
     pub(super) fn settled(mut self) -> Self {
-        if let Some(srtt) = self.srtt {
+        if let Some(srtt) = self.srtt.get() {
             self.rto = srtt.saturating_add(self.rttvar.saturating_mul(4)).max(self.rto_min).min(self.rto_max);
         }
         self
@@ -56,7 +57,7 @@ impl RttEstimator {
     /// The RTO from the estimate without backoff, or `initial` before any sample (ns-3.37's
     /// `TcpSocketBase::NewAck`, on every ACK of new data).
     pub(super) fn reset_backoff(&mut self, initial: Time) {
-        match self.srtt {
+        match self.srtt.get() {
             Some(_) => *self = self.settled(),
             None => self.rto = initial,
         }

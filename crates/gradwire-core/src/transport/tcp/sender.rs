@@ -10,6 +10,7 @@ use super::{CongestionControl, LossCut, TcpConfig, LINUX_TCP_RTO_MIN, LINUX_TCP_
 use crate::packet::{FlowId, HostId, Packet, PacketKind};
 use crate::time::Time;
 use crate::transport::host::Handing;
+use crate::transport::opt::Opt;
 use crate::transport::{Endpoint, EndpointEvent, EndpointStats, HostState};
 use std::sync::Arc;
 
@@ -51,13 +52,13 @@ struct Rack {
     /// That segment's index (ties in send time go by sequence).
     seg: u64,
     /// Smallest RTT seen.
-    min_rtt: Option<Time>,
+    min_rtt: Opt,
     /// Highest segment delivered + 1 (reordering: a lower one delivered later, never resent).
     fack: u64,
     /// Reordering has been seen: wait a quarter of min_RTT before deeming a segment lost.
     reord: bool,
     /// When segments not deemed lost yet will be, at the latest (the reorder timer).
-    timer: Option<Time>,
+    timer: Opt,
 }
 
 impl Rack {
@@ -66,11 +67,11 @@ impl Rack {
         let rtt = now.saturating_sub(sent_at);
         // An ACK of a resent segment faster than min_RTT answers the original: the resend
         // was spurious, so the network reorders (what RFC 8985 learns from a DSACK).
-        if retransmitted && self.min_rtt.is_some_and(|m| rtt < m) {
+        if retransmitted && self.min_rtt.get().is_some_and(|m| rtt < m) {
             self.reord = true;
             return;
         }
-        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        self.min_rtt = Some(self.min_rtt.get().map_or(rtt, |m| m.min(rtt))).into();
         if sent_at > self.xmit_ts || (sent_at == self.xmit_ts && idx >= self.seg) {
             self.xmit_ts = sent_at;
             self.rtt = rtt;
@@ -123,12 +124,12 @@ pub(super) struct Dctcp {
     acked: u64,
     marked: u64,
     /// Observation window ends when `snd_una` reaches this; set on the first ACK (ns-3).
-    window_end: Option<u64>,
+    window_end: Opt,
 }
 
 impl Dctcp {
     pub(super) fn new(g: f64) -> Self {
-        Dctcp { g, alpha: 1.0, acked: 0, marked: 0, window_end: None }
+        Dctcp { g, alpha: 1.0, acked: 0, marked: 0, window_end: Opt::NONE }
     }
 
     /// Account `acked` newly acknowledged bytes; update alpha once per window.
@@ -137,13 +138,14 @@ impl Dctcp {
         if ece {
             self.marked += acked;
         }
-        let end = *self.window_end.get_or_insert(snd_nxt);
+        let end = self.window_end.get().unwrap_or(snd_nxt);
+        self.window_end = Some(end).into();
         if snd_una >= end {
             let f = if self.acked > 0 { self.marked as f64 / self.acked as f64 } else { 0.0 };
             self.alpha = (1.0 - self.g) * self.alpha + self.g * f;
             self.acked = 0;
             self.marked = 0;
-            self.window_end = Some(snd_nxt);
+            self.window_end = Some(snd_nxt).into();
         }
     }
 }
@@ -172,17 +174,17 @@ pub struct TcpSender {
     /// the window last grew (Linux's `snd_cwnd_cnt`, ns-3's `TcpLinuxReno::m_cWndCnt`).
     cwnd_cnt: u32,
     /// Segment to send regardless of cwnd (fast retransmit, partial ACK).
-    forced_retx: Option<u64>,
+    forced_retx: Opt,
     /// One new segment may go regardless of cwnd (`partial_ack_resend` with no hole to fill).
     forced_new: bool,
 
     /// Records for segments from `snd_una`'s on; with SACK, the scoreboard.
     board: Scoreboard,
     rtt: RttEstimator,
-    rto_deadline: Option<Time>,
+    rto_deadline: Opt,
     rack: Rack,
     /// When the tail loss probe fires (RACK-TLP, armed instead of the RTO while open).
-    tlp_deadline: Option<Time>,
+    tlp_deadline: Opt,
     /// A probe is due now (new data, or the last segment again), ignoring cwnd.
     tlp_due: bool,
     /// A probe went out and no ACK has advanced since (one probe at a time).
@@ -190,7 +192,7 @@ pub struct TcpSender {
     prr: Prr,
 
     dctcp: Option<Dctcp>,
-    /// Boxed: only CUBIC senders have it, and the sender stays within 512 bytes.
+    /// Boxed: only CUBIC senders have it, and the sender stays within 448 bytes.
     cubic: Option<Box<Cubic>>,
     stats: EndpointStats,
     finished: bool,
@@ -242,13 +244,13 @@ impl TcpSender {
             phase: Phase::Open,
             partial_acked: 0,
             cwnd_cnt: 0,
-            forced_retx: None,
+            forced_retx: Opt::NONE,
             forced_new: false,
             board: Scoreboard::default(),
             rtt,
-            rto_deadline: None,
+            rto_deadline: Opt::NONE,
             rack: Rack::default(),
-            tlp_deadline: None,
+            tlp_deadline: Opt::NONE,
             tlp_due: false,
             tlp_sent: false,
             prr: Prr::default(),
@@ -271,7 +273,7 @@ impl TcpSender {
     /// segments sent after the last one delivered wait for the RTO.
     pub fn with_idle_rtt(mut self, idle_rtt: Option<Time>) -> Self {
         if idle_rtt.is_some() {
-            self.rack.min_rtt = idle_rtt;
+            self.rack.min_rtt = idle_rtt.into();
         }
         self
     }
@@ -291,7 +293,7 @@ impl TcpSender {
             if let (Some(d), Some(a)) = (&mut self.dctcp, st.dctcp_alpha) {
                 d.alpha = a;
             }
-            self.rack.min_rtt = [self.rack.min_rtt, st.min_rtt].into_iter().flatten().min();
+            self.rack.min_rtt = [self.rack.min_rtt.get(), st.min_rtt].into_iter().flatten().min().into();
             let (initial, rto) = (self.cwnd, self.rtt.rto().max(1));
             let mut cwnd = st.cwnd;
             let idle = now.saturating_sub(st.last_sent);
@@ -540,7 +542,7 @@ impl TcpSender {
         self.set_phase(now, Phase::Recovery { recover: self.high_tx });
         self.ssthresh = self.loss_ssthresh();
         self.cwnd = self.ssthresh + self.dupacks as u64 * self.mss();
-        self.forced_retx = Some(self.snd_una);
+        self.forced_retx = Some(self.snd_una).into();
     }
 
     /// The share of cwnd an ECE takes away, twice over: DCTCP's alpha (cut by alpha/2),
@@ -654,9 +656,9 @@ impl TcpSender {
         if self.snd_una >= self.size {
             self.finish();
         } else if self.snd_una >= self.high_tx && !unsent_timer {
-            self.rto_deadline = None;
+            self.rto_deadline = Opt::NONE;
         } else {
-            self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
+            self.rto_deadline = Some(now.saturating_add(self.rtt.rto())).into();
         }
     }
 
@@ -689,7 +691,7 @@ impl TcpSender {
             Phase::Recovery { .. } => {
                 // Partial ACK: the next hole is lost too; deflate by the newly acked
                 // amount, add back one segment (RFC 6582 3.2 step 3).
-                self.forced_retx = Some(self.snd_una);
+                self.forced_retx = Some(self.snd_una).into();
                 let back = if acked >= self.mss() { self.mss() } else { 0 };
                 self.cwnd = (self.cwnd.saturating_sub(acked) + back).max(self.mss());
             }
@@ -723,12 +725,12 @@ impl TcpSender {
         let end = self.high_tx.div_ceil(mss);
         let lost = self.board.range(head, end).position(|s| s.lost && !s.retransmitted && !s.sacked);
         if let Some(off) = lost {
-            self.forced_retx = Some((head + off as u64) * mss);
+            self.forced_retx = Some((head + off as u64) * mss).into();
         } else if self.snd_nxt < self.size {
             self.forced_new = true;
         } else {
             self.board.mark_lost(head);
-            self.forced_retx = Some(head * mss);
+            self.forced_retx = Some(head * mss).into();
         }
     }
 
@@ -758,17 +760,17 @@ impl TcpSender {
             // Resend what the receiver does not hold, in slow start (RFC 6675 5.1; Linux
             // keeps SACK information across the timeout).
             self.board.mark_all_lost();
-            self.tlp_deadline = None;
+            self.tlp_deadline = Opt::NONE;
             self.tlp_due = false;
-            self.rack.timer = None;
+            self.rack.timer = Opt::NONE;
         } else {
             self.snd_nxt = self.snd_una;
         }
         self.dupacks = 0;
-        self.forced_retx = None;
+        self.forced_retx = Opt::NONE;
         self.forced_new = false;
         self.rtt.backoff();
-        self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
+        self.rto_deadline = Some(now.saturating_add(self.rtt.rto())).into();
     }
 
     /// The connection's state as this flow leaves it.
@@ -779,7 +781,7 @@ impl TcpSender {
             rtt: self.rtt,
             cubic: self.cubic.as_deref().copied(),
             dctcp_alpha: self.dctcp.map(|d| d.alpha),
-            min_rtt: self.rack.min_rtt,
+            min_rtt: self.rack.min_rtt.get(),
             last_sent: self.last_sent,
         }
     }
@@ -791,11 +793,11 @@ impl TcpSender {
         }
         self.finished = true;
         self.done_pending = true;
-        self.rto_deadline = None;
-        self.forced_retx = None;
+        self.rto_deadline = Opt::NONE;
+        self.forced_retx = Opt::NONE;
         self.forced_new = false;
-        self.tlp_deadline = None;
-        self.rack.timer = None;
+        self.tlp_deadline = Opt::NONE;
+        self.rack.timer = Opt::NONE;
     }
 
     /// Segments sent and not cumulatively acknowledged.
@@ -855,9 +857,9 @@ impl TcpSender {
             self.prr = Prr { delivered: 0, out: 0, recover_fs: recover_fs.max(1), cwr_calls: 0 };
             self.set_phase(now, Phase::Recovery { recover: self.high_tx });
             self.dupacks = 0;
-            self.tlp_deadline = None;
+            self.tlp_deadline = Opt::NONE;
             // (4.3): the first segment deemed lost goes at once, whatever pipe says.
-            self.forced_retx = self.board.next_lost().map(|i| i * self.mss());
+            self.forced_retx = self.board.next_lost().map(|i| i * self.mss()).into();
         }
     }
 
@@ -895,14 +897,14 @@ impl TcpSender {
         // Nothing delivered out of order and no resend: every segment outstanding was
         // sent after the ones delivered.
         if self.board.sacked() == 0 && self.phase == Phase::Open {
-            self.rack.timer = None;
+            self.rack.timer = Opt::NONE;
             return;
         }
         let in_recovery = matches!(self.phase, Phase::Recovery { .. } | Phase::Loss { .. });
         let reo_wnd = if !self.rack.reord && (in_recovery || self.board.sacked() >= self.cfg.dupack_threshold as u64) {
             0
         } else {
-            let quarter = self.rack.min_rtt.unwrap_or(0) / 4;
+            let quarter = self.rack.min_rtt.get().unwrap_or(0) / 4;
             self.rtt.srtt().map_or(quarter, |s| quarter.min(s))
         };
         let mut timer: Option<Time> = None;
@@ -919,7 +921,7 @@ impl TcpSender {
                 timer = Some(timer.map_or(due, |t| t.min(due)));
             }
         }
-        self.rack.timer = timer;
+        self.rack.timer = timer.into();
     }
 
     /// Arms the tail loss probe (RFC 8985 7.2): while not in loss recovery (open, or in
@@ -928,7 +930,7 @@ impl TcpSender {
     /// (plus the peer's delayed-ACK timeout when a single segment is out), unless the RTO
     /// would fire first; with `tlp_linux` as Linux times it (see [`TcpConfig::tlp_linux`]).
     fn arm_tlp(&mut self, now: Time) {
-        self.tlp_deadline = None;
+        self.tlp_deadline = Opt::NONE;
         let not_recovering = matches!(self.phase, Phase::Open | Phase::Cwr { .. });
         if !self.cfg.rack_tlp || self.finished || !not_recovering || self.tlp_sent {
             return;
@@ -938,7 +940,7 @@ impl TcpSender {
             let one = self.outstanding_segs() == 1;
             let extra = if one { LINUX_TCP_RTO_MIN } else { LINUX_TCP_TIMEOUT_MIN };
             let at = now.saturating_add(srtt.saturating_mul(2)).saturating_add(extra);
-            self.tlp_deadline = Some(self.rto_deadline.map_or(at, |rto| at.min(rto)));
+            self.tlp_deadline = Some(self.rto_deadline.get().map_or(at, |rto| at.min(rto))).into();
             return;
         }
         let mut pto = srtt.saturating_mul(2);
@@ -946,8 +948,8 @@ impl TcpSender {
             pto = pto.saturating_add(self.cfg.delayed_ack.timeout);
         }
         let at = now.saturating_add(pto);
-        if self.rto_deadline.is_none_or(|rto| at < rto) {
-            self.tlp_deadline = Some(at);
+        if self.rto_deadline.get().is_none_or(|rto| at < rto) {
+            self.tlp_deadline = Some(at).into();
         }
     }
 
@@ -1031,17 +1033,17 @@ impl Endpoint for TcpSender {
         if self.finished {
             return;
         }
-        if self.rack.timer.is_some_and(|t| now >= t) {
-            self.rack.timer = None;
+        if self.rack.timer.get().is_some_and(|t| now >= t) {
+            self.rack.timer = Opt::NONE;
             self.detect_losses(now);
         }
-        if self.tlp_deadline.is_some_and(|t| now >= t) {
-            self.tlp_deadline = None;
+        if self.tlp_deadline.get().is_some_and(|t| now >= t) {
+            self.tlp_deadline = Opt::NONE;
             self.tlp_due = true;
             self.tlp_sent = true;
-            self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
+            self.rto_deadline = Some(now.saturating_add(self.rtt.rto())).into();
         }
-        match self.rto_deadline {
+        match self.rto_deadline.get() {
             Some(deadline) if now >= deadline => self.on_rto(now),
             _ => {}
         }
@@ -1067,17 +1069,17 @@ impl Endpoint for TcpSender {
             self.prr.out += len;
         }
         self.stats.count_data(retransmission);
-        if self.rto_deadline.is_none() {
-            self.rto_deadline = Some(now.saturating_add(self.rtt.rto()));
+        if self.rto_deadline.get().is_none() {
+            self.rto_deadline = Some(now.saturating_add(self.rtt.rto())).into();
         }
-        if self.cfg.rack_tlp && self.tlp_deadline.is_none() {
+        if self.cfg.rack_tlp && self.tlp_deadline.get().is_none() {
             self.arm_tlp(now);
         }
         Some(self.data_packet(now, seq, len))
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        [self.rto_deadline, self.tlp_deadline, self.rack.timer].into_iter().flatten().min()
+        [self.rto_deadline, self.tlp_deadline, self.rack.timer].into_iter().filter_map(Opt::get).min()
     }
 
     fn poll_event(&mut self) -> Option<EndpointEvent> {
