@@ -119,7 +119,6 @@ pub struct TcpConnState {
 /// DCTCP's congestion estimate (RFC 8257 section 3.3).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Dctcp {
-    g: f64,
     pub(super) alpha: f64,
     acked: u64,
     marked: u64,
@@ -128,12 +127,13 @@ pub(super) struct Dctcp {
 }
 
 impl Dctcp {
-    pub(super) fn new(g: f64) -> Self {
-        Dctcp { g, alpha: 1.0, acked: 0, marked: 0, window_end: Opt::NONE }
+    pub(super) fn new() -> Self {
+        Dctcp { alpha: 1.0, acked: 0, marked: 0, window_end: Opt::NONE }
     }
 
-    /// Account `acked` newly acknowledged bytes; update alpha once per window.
-    pub(super) fn on_ack(&mut self, acked: u64, ece: bool, snd_una: u64, snd_nxt: u64) {
+    /// Account `acked` newly acknowledged bytes; update alpha, with gain `g` (the
+    /// configuration's, not kept per sender), once per window.
+    pub(super) fn on_ack(&mut self, g: f64, acked: u64, ece: bool, snd_una: u64, snd_nxt: u64) {
         self.acked += acked;
         if ece {
             self.marked += acked;
@@ -142,7 +142,7 @@ impl Dctcp {
         self.window_end = Some(end).into();
         if snd_una >= end {
             let f = if self.acked > 0 { self.marked as f64 / self.acked as f64 } else { 0.0 };
-            self.alpha = (1.0 - self.g) * self.alpha + self.g * f;
+            self.alpha = (1.0 - g) * self.alpha + g * f;
             self.acked = 0;
             self.marked = 0;
             self.window_end = Some(snd_nxt).into();
@@ -192,7 +192,7 @@ pub struct TcpSender {
     prr: Prr,
 
     dctcp: Option<Dctcp>,
-    /// Boxed: only CUBIC senders have it, and the sender stays within 448 bytes.
+    /// Boxed: only CUBIC senders have it, and the sender stays within 440 bytes.
     cubic: Option<Box<Cubic>>,
     stats: EndpointStats,
     finished: bool,
@@ -222,7 +222,7 @@ impl TcpSender {
     ) -> Self {
         let mss = cfg.mss.max(1) as u64;
         let dctcp = match cfg.cc {
-            CongestionControl::Dctcp { g } => Some(Dctcp::new(g)),
+            CongestionControl::Dctcp { .. } => Some(Dctcp::new()),
             _ => None,
         };
         let cubic =
@@ -645,8 +645,8 @@ impl TcpSender {
             }
         }
         let (una, nxt) = (self.snd_una, self.snd_nxt);
-        if let Some(d) = &mut self.dctcp {
-            d.on_ack(acked, ece, una, nxt);
+        if let (Some(d), CongestionControl::Dctcp { g }) = (&mut self.dctcp, self.cfg.cc) {
+            d.on_ack(g, acked, ece, una, nxt);
         }
         self.process_new_ack(now, ack, acked, segs);
 

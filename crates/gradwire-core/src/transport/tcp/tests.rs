@@ -216,13 +216,13 @@ fn run_dctcp(s: &mut TcpSender, rounds: usize, cap: usize, mut ece: impl FnMut()
 #[test]
 fn dctcp_alpha_estimator_converges_per_window() {
     for f in [0.0, 0.25, 1.0] {
-        let mut d = sender::Dctcp::new(1.0 / 16.0);
+        let mut d = sender::Dctcp::new();
         // Windows of 16 ACKs of one segment each, a fraction f of them with ECE; the
         // next window is in flight while one is acknowledged.
         for w in 0..100u64 {
             for i in 0..16u64 {
                 let ece = (i as f64) < 16.0 * f;
-                d.on_ack(MSS, ece, (w * 16 + i + 1) * MSS, (w + 2) * 16 * MSS);
+                d.on_ack(1.0 / 16.0, MSS, ece, (w * 16 + i + 1) * MSS, (w + 2) * 16 * MSS);
             }
         }
         assert!((d.alpha - f).abs() < 0.02, "f = {f}: alpha = {}", d.alpha);
@@ -231,17 +231,17 @@ fn dctcp_alpha_estimator_converges_per_window() {
 
 #[test]
 fn dctcp_alpha_is_an_ewma_with_gain_g() {
-    let mut d = sender::Dctcp::new(1.0 / 16.0);
+    let mut d = sender::Dctcp::new();
     // ACK-clocked: ACK i arrives with 10 + i - 1 segments sent. The first window ends at
     // the initial 10 segments; unmarked, it gives alpha = (1 - g) * 1.
     let nxt = |i: u64| (9 + i) * MSS;
     for i in 1..=10 {
-        d.on_ack(MSS, false, i * MSS, nxt(i));
+        d.on_ack(1.0 / 16.0, MSS, false, i * MSS, nxt(i));
         assert_eq!(d.alpha, if i < 10 { 1.0 } else { 15.0 / 16.0 });
     }
     // The second window ends at segment 19: 9 ACKs, 3 of them marked.
     for i in 11..=19 {
-        d.on_ack(MSS, i % 3 == 0, i * MSS, nxt(i));
+        d.on_ack(1.0 / 16.0, MSS, i % 3 == 0, i * MSS, nxt(i));
     }
     let want = 15.0 / 16.0 * 15.0 / 16.0 + 1.0 / 3.0 / 16.0;
     assert!((d.alpha - want).abs() < 1e-12, "{} != {want}", d.alpha);
@@ -538,11 +538,12 @@ proptest! {
 }
 
 #[test]
-fn a_sender_fits_448_bytes_and_a_receiver_160() {
+fn a_sender_fits_440_bytes_and_a_receiver_152() {
     // a datacenter run keeps 10^6 or more of each live (10 000 hosts: most pushes at once);
-    // mimalloc's size classes next above are 512 and 192
-    assert!(std::mem::size_of::<TcpSender>() <= 448, "{}", std::mem::size_of::<TcpSender>());
-    assert!(std::mem::size_of::<TcpReceiver>() <= 160, "{}", std::mem::size_of::<TcpReceiver>());
+    // mimalloc adds 8 bytes to a request, so these land in its 448- and 160-byte classes
+    // (at 441 and 153 bytes, the 512- and 192-byte ones)
+    assert!(std::mem::size_of::<TcpSender>() <= 440, "{}", std::mem::size_of::<TcpSender>());
+    assert!(std::mem::size_of::<TcpReceiver>() <= 152, "{}", std::mem::size_of::<TcpReceiver>());
 }
 
 #[test]
