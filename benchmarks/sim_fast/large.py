@@ -7,9 +7,13 @@ level). One packet-level run serves any number of samples (`--offsets`: which of
 interleaved samples, `fast.offset`), each compared with packet level's flows of its own
 servers, then all of them pooled, so a rare event one sample misses (a server's RTO chain)
 can be told from a bias of the mode. `--packet DIR` reuses a packet-level run's output.
+`--by-layer` also prints each spread layer's push mean FCT and flows with an RTO against
+packet level's, beside another packet-level run's (`--noise DIR`, another seed) as the
+yardstick: the job-wide figures can hold while layers are off both ways.
 
     python3 benchmarks/sim_fast/large.py --k 20 --out /tmp/k20
     python3 benchmarks/sim_fast/large.py --k 20 --packet /tmp/k20-packet --servers 25 --offsets 0,1,2,3
+    python3 benchmarks/sim_fast/large.py --k 16 --servers 32 --by-layer --noise /tmp/k16-seed2
 """
 
 import argparse
@@ -55,14 +59,22 @@ class Servers:
 
     def __init__(self, out):
         self.fct, self.last, self.rtos = {}, {}, {}
+        # pushes by (server, layer): flows, summed FCT (ns), flows with an RTO, bytes
+        self.pushes = {}
         with open(os.path.join(out, "flows.csv")) as f:
             for r in csv.DictReader(f):
                 server = int(r["src"] if r["pull"] == "1" else r["dst"])
                 if server not in self.fct:
                     self.fct[server], self.last[server], self.rtos[server] = array("q"), 0, 0
-                self.fct[server].append(int(r["fct_ns"]))
+                fct, timeouts = int(r["fct_ns"]), int(r["timeouts"])
+                self.fct[server].append(fct)
                 self.last[server] = max(self.last[server], int(r["finish_ns"]))
-                self.rtos[server] += int(r["timeouts"])
+                self.rtos[server] += timeouts
+                if r["pull"] == "0":
+                    p = self.pushes.setdefault((server, int(r["layer"])), [0, 0, 0, int(r["size_bytes"])])
+                    p[0] += 1
+                    p[1] += fct
+                    p[2] += timeouts > 0
 
     def of(self, servers):
         """Metrics of the flows of `servers` (those of the run that exist)."""
@@ -71,6 +83,19 @@ class Servers:
         for s in servers:
             fct.extend(self.fct[s])
         return metrics(fct, max(self.last[s] for s in servers), sum(self.rtos[s] for s in servers))
+
+    def layers(self, servers):
+        """Per layer spread over every one of `servers` (each has its pushes): push mean
+        FCT (ms), flows with an RTO and a push's bytes."""
+        by = {}
+        for (server, layer), p in self.pushes.items():
+            if server in servers:
+                by.setdefault(layer, []).append(p)
+        return {
+            layer: (sum(p[1] for p in ps) / sum(p[0] for p in ps) / 1e6, sum(p[2] for p in ps), ps[0][3])
+            for layer, ps in by.items()
+            if len(ps) == len(servers)
+        }
 
     def ends_ms(self, servers):
         """The servers' last finishes, latest first."""
@@ -91,6 +116,23 @@ def report(label, fast, same, job=None, scale=1):
         print(line)
 
 
+def by_layer(servers, fast, packet, noise):
+    """Each spread layer's push mean FCT and RTO flows, fast and `noise` against packet level."""
+    f, p = fast.layers(servers), packet.layers(servers)
+    n = noise.layers(servers) if noise else {}
+    print(
+        f"  {'layer':>5s} {'kB':>6s} {'push mean FCT, fast':>24s} {'RTO flows, fast':>22s}"
+        + ("   another seed: FCT, RTO flows" if n else "")
+    )
+    for layer in sorted(p.keys() & f.keys()):
+        (fm, fr, _), (pm, pr, size) = f[layer], p[layer]
+        line = f"  {layer:5d} {size / 1e3:6.1f} {fm:8.2f} ms ({error(fm, pm):+6.1f} %) {fr:9d} ({error(fr, pr) if pr else 0.0:+6.1f} %)"
+        if layer in n:
+            nm, nr, _ = n[layer]
+            line += f"   {error(nm, pm):+6.1f} %, {error(nr, pr) if pr else 0.0:+6.1f} %"
+        print(line)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "target", "release", "gradwire-sim"))
@@ -101,6 +143,8 @@ def main():
     ap.add_argument("--offsets", default="0", help="fast.offset of each sample, comma-separated")
     ap.add_argument("--packet", help="a packet-level run's --out to reuse instead of running one")
     ap.add_argument("--set", action="append", default=[], help="a --set for every run, e.g. fast.unvalidated=true")
+    ap.add_argument("--by-layer", action="store_true", help="each spread layer's push mean FCT and RTO flows")
+    ap.add_argument("--noise", help="with --by-layer: another packet-level run (another seed) to print beside")
     a = ap.parse_args()
     offsets = [int(o) for o in a.offsets.split(",")]
     cost, runs = {}, []
@@ -114,6 +158,7 @@ def main():
     if not a.packet:
         cost["packet"] = simulate(a.bin, a.k, a.threads, a.set + ["fidelity=packet"], packet_out)
     packet = Servers(packet_out)
+    noise = Servers(a.noise) if a.by_layer and a.noise else None
     job = packet.of(packet.fct)
     print(f"k = {a.k}, threads = {a.threads}")
     for side, c in cost.items():
@@ -135,6 +180,8 @@ def main():
         top_fast = ", ".join(f"{t:.0f}" for t in fast.ends_ms(servers)[:3])
         top_packet = ", ".join(f"{t:.0f}" for t in packet.ends_ms(servers)[:3])
         print(f"  its servers' last finishes (ms), latest three: fast {top_fast}; packet level {top_packet}")
+        if a.by_layer:
+            by_layer(set(servers), fast, packet, noise)
         for server in servers:
             pooled_fast.extend(fast.fct.get(server, ()))
             pooled_same.extend(packet.fct.get(server, ()))
