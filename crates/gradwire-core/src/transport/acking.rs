@@ -62,7 +62,7 @@ pub struct AckingReceiver<A> {
     local: HostId,
     remote: HostId,
     /// An ACK's wire size: a frame's, at most 65 535 bytes (the simulator refuses more,
-    /// and a UDP datagram holds less), in 16 bits so the receiver fits 160 bytes.
+    /// and a UDP datagram holds less), in 16 bits so the receiver fits 152 bytes.
     ack_bytes: u16,
     priority: u8,
     /// What has arrived; its in-order point is the cumulative ACK.
