@@ -89,7 +89,7 @@ def add_fast_runs(p: Plan, short: str, runs: ScenarioRuns, overrides: list[str])
         share = next((x for x in shares if x is not None), None)
         if len(xs) > 1:
             for j in (j for j in jobs if j.x == xs[-2]):
-                # the fast mode keeps the most servers up to this that divide the job's
+                # as many servers as the largest point's share (m may be a fraction)
                 servers = int(j.spec.scenario.get("workload", {}).get("servers") or 1)
                 asked = max(1, round(servers * share)) if share is not None else None
                 add(j, fast_spec(j, asked), alone=False)

@@ -134,13 +134,32 @@ pub fn check(scenario: &Scenario) -> Result<(), ScenarioError> {
     Ok(())
 }
 
+/// Do the disjoint samples of `x`'s size hold every server? Only where they divide the job's.
+pub fn covers(x: &crate::fast::Sample) -> Result<(), ScenarioError> {
+    if x.samples as f64 == x.m {
+        return Ok(());
+    }
+    Err(ScenarioError::new(
+        "fast.servers",
+        format!(
+            "fast.cover runs the disjoint samples that together hold every server: {} of {} servers \
+             leave {} out; sample a number of servers that divides {}",
+            x.servers.len(),
+            x.of,
+            x.of as usize - x.samples as usize * x.servers.len(),
+            x.of
+        ),
+    ))
+}
+
 impl Cover {
     pub fn new(scenario: &Scenario) -> Result<Cover, ScenarioError> {
         scenario.validate()?;
         check(scenario)?;
         let first = Box::new(Simulation::new(&sample(scenario, 0))?);
         let x = first.fast_sample().expect("fast.cover is checked to come with fidelity = \"fast\"");
-        let samples = x.m;
+        covers(x)?;
+        let samples = x.samples;
         let first_flows = first.flow_count() as u64;
         let shared = Shared {
             samples,
@@ -422,7 +441,7 @@ fn merge_lines(mut sources: Vec<Box<dyn BufRead + '_>>, out: &mut impl io::Write
 fn merge<'a>(s: &Scenario, harvests: impl Iterator<Item = &'a Harvest>, samples: u32, wall: f64) -> Summary {
     let mut servers = Vec::new();
     let (mut fcts, mut flows, mut retransmits, mut timeouts) = (Vec::new(), 0, 0, 0);
-    let (mut of, mut stands_for, mut unreported_flows) = (0, samples, 0);
+    let (mut of, mut stands_for, mut unreported_flows) = (0, samples as f64, 0);
     let mut drops: BTreeMap<String, u64> = BTreeMap::new();
     let (mut ecn_marks, mut strays, mut events, mut sim_time_ns) = (0, 0, 0, 0);
     let mut packets = crate::output::PacketCounts { sent: 0, delivered: 0, dropped: 0, in_flight: 0, conserved: true };

@@ -30,8 +30,8 @@
 //! iteration (`fast.job_iteration_ns`).
 //!
 //! What it cannot see without them: a job's iteration is its slowest server's, and a
-//! sample's slowest server is faster (the `m` samples at `fast.offset` 0 to `m - 1`
-//! together cover every server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
+//! sample's slowest server is faster (where `m` is whole, the `m` samples at `fast.offset`
+//! 0 to `m - 1` together cover every server: `fast.cover`, [`crate::cover`]); the racks of the servers left out carry none
 //! of their traffic on the core. Measured against packet level by `benchmarks/sim_fast` (docs/notes/fast-mode.md):
 //! transports, routing, topologies, colocated servers and chained iterations not found
 //! within 5 % ([`VALIDATED`]) are refused by default.
@@ -115,8 +115,10 @@ pub struct Sample {
     keep_whole: bool,
     /// `servers / S`.
     pub rate: f64,
-    /// Servers per sampled server (`S / servers`, a whole number).
-    pub m: u32,
+    /// Servers per sampled server, `S / servers` (a whole number when they divide `S`).
+    pub m: f64,
+    /// Disjoint samples of this size (`fast.offset` 0 to `samples - 1`): `m` rounded down.
+    pub samples: u32,
     pub scale_ecn: bool,
     weigh_core: bool,
     phantom: PhantomModel,
@@ -144,7 +146,7 @@ pub struct Weights {
     /// servers it stands for, which carry its server traffic as a phantom.
     twins: Vec<Vec<u32>>,
     /// Servers per sampled server.
-    m: u32,
+    m: f64,
     /// `fast.phantom = "fluid"`: per port, the load of the packets sampled away.
     fluid: Option<Vec<PhantomLoad>>,
     /// Its averaging time, ps.
@@ -240,7 +242,7 @@ impl Weights {
     #[inline]
     pub fn serialization(&mut self, p: u32, dst: u32, flow: u32, tx: Time, bits_per_sec: u64, now: Time) -> Time {
         let stands = self.stands_for_more(p, dst, flow);
-        let (m, tau) = (self.m as f64, self.tau);
+        let (m, tau) = (self.m, self.tau);
         let mirrored = self.mirrored(p, dst, flow);
         let Some(fluid) = &mut self.fluid else { return tx };
         if mirrored {
@@ -387,26 +389,36 @@ impl Sample {
         }
         let (workers, all) = ps_placement(s, topo);
         let of = all.len() as u32;
-        // a packet stands for a whole number of packets: the most servers that divide S
-        let n = (1..=s.fast.servers.min(of)).rev().find(|n| of.is_multiple_of(*n)).unwrap_or(1);
-        let m = of / n;
+        // a packet stands for `S / n` packets, a fraction where n does not divide S: the fluid
+        // phantom is a rate, and a shard of every tensor goes to every server either way
+        let n = s.fast.servers.min(of);
+        let m = of as f64 / n as f64;
+        let whole = of.is_multiple_of(n);
         let mut most = VALIDATED_UP_TO_M.iter().find(|(t, _)| *t == transport).map(|&(_, most)| most);
         if s.topology.kind == TopologyKind::LeafSpine || s.routing.mode == RoutingMode::Spray {
             most = most.map(|most| most.min(FABRICS_VALIDATED_UP_TO_M));
         }
-        if let Some(most) = most.filter(|&most| m > most && !s.fast.unvalidated) {
-            // the fewest servers a packet stands for at most `most` of (they divide S)
-            let least = (of.div_ceil(most)..=of).find(|n| of.is_multiple_of(*n)).unwrap_or(of);
+        if let Some(most) = most.filter(|&most| m > most as f64 && !s.fast.unvalidated) {
             return unmeasured(
                 "fast.servers",
                 format!(
-                    "for `{transport}` with a packet standing for {m} ({n} of {of} servers; validated up to {most}: \
-                     sample at least {least})"
+                    "for `{transport}` with a packet standing for {m:.2} ({n} of {of} servers; validated up to {most}: \
+                     sample at least {})",
+                    of.div_ceil(most)
                 ),
             );
         }
         let biggest = s.transport.mss_bytes as u64 + s.transport.header_bytes as u64;
         let charge = s.fast.phantom == PhantomModel::Stretch || s.fast.charge_buffer;
+        if charge && !whole {
+            return Err(ScenarioError::new(
+                "fast.servers",
+                format!(
+                    "{n} of {of} servers: a packet charged to the buffer (phantom = \"stretch\" or charge_buffer) \
+                     stands for a whole number of packets; sample a number of servers that divides {of}"
+                ),
+            ));
+        }
         if charge && m as u64 * biggest > u16::MAX as u64 {
             return Err(ScenarioError::new(
                 "fast.servers",
@@ -417,17 +429,24 @@ impl Sample {
                 ),
             ));
         }
-        if s.fast.offset >= m {
+        // groups of m servers (m rounded down or up where it is a fraction), one sampled from each
+        let samples = of / n;
+        if s.fast.offset >= samples {
             return Err(ScenarioError::new(
                 "fast.offset",
-                format!("{n} of {of} servers make {m} samples, offsets 0 to {} (got {})", m - 1, s.fast.offset),
+                format!(
+                    "{n} of {of} servers make {samples} disjoint samples, offsets 0 to {} (got {})",
+                    samples - 1,
+                    s.fast.offset
+                ),
             ));
         }
         let k = s.fast.offset as usize;
-        let servers: Vec<u32> = (0..n as usize).map(|i| all[i * m as usize + k]).collect();
-        // colocated: the hosts of the other servers of its group of m carry a sampled one's traffic
-        let twins = if w.colocated && m > 1 {
-            let group = |i: usize| &all[i * m as usize..(i + 1) * m as usize];
+        let start = |i: usize| (i as u64 * of as u64 / n as u64) as usize;
+        let servers: Vec<u32> = (0..n as usize).map(|i| all[start(i) + k]).collect();
+        // colocated: the hosts of the other servers of its group carry a sampled one's traffic
+        let twins = if w.colocated && n < of {
+            let group = |i: usize| &all[start(i)..start(i + 1)];
             (0..n as usize).map(|i| (group(i)[k], [&group(i)[..k], &group(i)[k + 1..]].concat())).collect()
         } else {
             Vec::new()
@@ -456,6 +475,7 @@ impl Sample {
             kept,
             rate: n as f64 / of as f64,
             m,
+            samples,
             scale_ecn: s.fast.scale_ecn,
             weigh_core: s.fast.weigh_core,
             phantom: s.fast.phantom,
@@ -536,7 +556,7 @@ mod tests {
     use super::*;
 
     /// A fabric of one host-to-switch port (port 0, up) whose host is a worker, with `m`.
-    fn weights(m: u32, fluid: bool) -> Weights {
+    fn weights(m: f64, fluid: bool) -> Weights {
         let mut w = Weights {
             hop: vec![Hop::TowardServers],
             flows: Vec::new(),
@@ -566,7 +586,7 @@ mod tests {
 
     #[test]
     fn a_stretched_packet_holds_m_times_its_bytes_on_the_workers_half_only() {
-        let w = weights(4, false);
+        let w = weights(4.0, false);
         assert_eq!(w.at_port(0, 1, 0, 1500), 6000, "a shard toward its server: stands for 4");
         assert_eq!(w.leaving(0, 1, 0, 6000), 1500, "and leaves as itself");
         assert_eq!(w.at_port(0, 1, 1, 1500), 1500, "a whole tensor's flow stands for itself");
@@ -577,7 +597,7 @@ mod tests {
     #[test]
     fn a_colocated_servers_traffic_loads_its_twins_links() {
         // port 0: down to a sampled server (host 1), port 1: down to its twin's host (2)
-        let mut w = weights(4, true);
+        let mut w = weights(4.0, true);
         w.hop = vec![Hop::Twinned { down: true }, Hop::TowardWorkers];
         w.twins = vec![vec![1], Vec::new()];
         w.fluid = Some(vec![PhantomLoad::default(); 2]);
@@ -597,7 +617,7 @@ mod tests {
 
     #[test]
     fn a_fluid_phantom_leaves_an_idle_port_at_its_rate_and_a_busy_one_at_a_share() {
-        let mut w = weights(4, true);
+        let mut w = weights(4.0, true);
         let (tx, bps) = (120_000, 100_000_000_000); // 1500 B at 100 G, ps
         assert_eq!(w.serialization(0, 1, 0, tx, bps, 0), tx, "nothing sampled away has been seen yet");
         // back to back for a long while: the phantom takes its 3 of 4 shares

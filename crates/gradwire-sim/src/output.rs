@@ -62,8 +62,9 @@ pub struct FastSummary {
     pub servers: Vec<u32>,
     /// The job's servers.
     pub of: u32,
-    /// Packets a sampled packet stands for on its worker's half of the path.
-    pub stands_for: u32,
+    /// Packets a sampled packet stands for on its worker's half of the path (`of` over the
+    /// servers sampled; a fraction where they do not divide `of`).
+    pub stands_for: f64,
     /// Samples run: 1, or with `fast.cover` all `stands_for` of them.
     pub samples: u32,
     /// Flows simulated for their load on the workers' links but left out of the results
@@ -97,12 +98,14 @@ impl FastSummary {
     /// Fills the job's estimated figures from every flow simulated (see the fields).
     fn estimate_job(&mut self, sim: &Simulation) {
         let all = 0..sim.flow_count() as u32;
-        self.job_flows = Some(all.clone().map(|f| sim.stands_for(f)).sum());
-        self.job_timeouts = Some(all.clone().map(|f| sim.stands_for(f) * sim.flow_stats(f).timeouts).sum());
+        let unit = sim.job_weight_unit();
+        let flows = |sum: u64| (sum + unit / 2) / unit;
+        self.job_flows = Some(flows(all.clone().map(|f| sim.job_weight(f)).sum()));
+        self.job_timeouts = Some(flows(all.clone().map(|f| sim.job_weight(f) * sim.flow_stats(f).timeouts).sum()));
         let mut fcts: Vec<(u64, u64)> = all
             .filter_map(|f| {
                 let st = sim.flow_state(f);
-                Some(((st.finished()? - st.started()?) / NS, sim.stands_for(f)))
+                Some(((st.finished()? - st.started()?) / NS, sim.job_weight(f)))
             })
             .collect();
         fcts.sort_unstable();

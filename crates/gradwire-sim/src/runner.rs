@@ -32,6 +32,9 @@ impl Runner {
             crate::cover::check(scenario)?;
         }
         let sample = crate::fast::Sample::plan(scenario, &Topology::build(&scenario.topology))?;
+        if let Some(x) = sample.as_ref().filter(|_| scenario.fast.cover) {
+            crate::cover::covers(x)?;
+        }
         Ok(sample.map(|x| (x.servers.len() as u32, x.of)))
     }
 

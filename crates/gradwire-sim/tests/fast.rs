@@ -41,7 +41,7 @@ fn a_sample_runs_exactly_its_servers_flows() {
     assert_eq!(fast.progress().flows_done, some as u64, "every sampled flow finished");
     // the job's servers are hosts 12..16 in rack order; the sample is its 1st and 3rd
     let sample = fast.fast_sample().expect("a fast run");
-    assert_eq!((sample.of, sample.m), (4, 2));
+    assert_eq!((sample.of, sample.m), (4, 2.0));
     let servers = sample.servers.clone();
     assert_eq!(servers.len(), 2, "{servers:?}");
     for row in flows_csv(&fast).lines().skip(1) {
@@ -77,6 +77,31 @@ fn the_samples_at_every_offset_cover_the_job_once() {
 }
 
 #[test]
+fn a_sample_need_not_divide_the_servers() {
+    // 3 of 4 servers: a packet stands for 4/3, one sample (offset 0), servers 1st to 3rd
+    let packet = run(&ps(""));
+    let fast = run(&ps("fidelity = \"fast\"\n[fast]\nservers = 3\nkeep_whole_tensors = true"));
+    let sample = fast.fast_sample().expect("a fast run");
+    assert_eq!((sample.of, sample.m, sample.samples), (4, 4.0 / 3.0, 1));
+    assert!(fast.conservation().holds());
+    assert_eq!(fast.progress().flows_done, fast.flow_count() as u64, "every flow finished");
+    let x = fast.summary().fast.expect("a fast summary");
+    assert_eq!(x.stands_for, 4.0 / 3.0);
+    // each spread shard stands for 4/3 of the job's flows, each whole tensor's for itself
+    assert_eq!(x.job_flows, Some(packet.flow_count() as u64));
+    for (extra, key) in [("offset = 1", "fast.offset"), ("phantom = \"stretch\"", "fast.servers")] {
+        let text = ps(&format!("fidelity = \"fast\"\n[fast]\nservers = 3\nunvalidated = true\n{extra}"));
+        let e = Simulation::new(&load(&text, &[]).unwrap()[0].scenario).err().expect("refused");
+        assert_eq!(e.key, key, "{e}");
+    }
+    // a cover needs disjoint samples that hold every server
+    let cover = ps("fidelity = \"fast\"\n[fast]\nservers = 3\ncover = true");
+    let e = gradwire_sim::Runner::new(&load(&cover, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.servers", "{e}");
+    assert!(e.to_string().contains("leave 1 out"), "{e}");
+}
+
+#[test]
 fn a_colocated_sample_runs_its_servers_flows_from_every_worker() {
     let colocated = |extra: &str| {
         ps(extra).replace("workers = 12", "workers = 16").replace("colocated = false", "colocated = true")
@@ -84,7 +109,7 @@ fn a_colocated_sample_runs_its_servers_flows_from_every_worker() {
     let packet = run(&colocated(""));
     let fast = run(&colocated("fidelity = \"fast\"\n[fast]\nservers = 2\nunvalidated = true"));
     let sample = fast.fast_sample().expect("a fast run");
-    assert_eq!((sample.of, sample.m), (4, 2));
+    assert_eq!((sample.of, sample.m), (4, 2.0));
     let c = fast.conservation();
     assert!(c.holds(), "{c:?}");
     assert_eq!(fast.progress().flows_done, fast.flow_count() as u64, "every sampled flow finished");
@@ -179,7 +204,7 @@ fn what_it_cannot_sample_is_refused_by_name() {
     assert_eq!(e.key, "topology.kind", "{e}");
     assert!(e.to_string().contains("oversubscribed"), "{e}");
     // DCTCP up to m = 10: 1 of 30 servers is m = 30, 2 is m = 15, and the fewest that pass
-    // are 3 (m = 10; a sample divides the job's servers)
+    // are 3 (m = 10)
     let wide = ps("fidelity = \"fast\"\n[fast]\nservers = 1")
         .replace("k = 4", "k = 6")
         .replace("workers = 12\nservers = 4", "workers = 20\nservers = 30");
@@ -188,12 +213,12 @@ fn what_it_cannot_sample_is_refused_by_name() {
     assert!(e.to_string().contains("at least 3"), "{e}");
     assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 2"), &[]).unwrap()[0].scenario).is_err());
     assert!(Simulation::new(&load(&wide.replace("servers = 1", "servers = 3"), &[]).unwrap()[0].scenario).is_ok());
-    // sprayed, m = 4 at most: of 30 servers, 10
+    // sprayed, m = 4 at most: of 30 servers, 8 (m = 3.75)
     let sprayed = |n: u32| wide.replace("servers = 1", &format!("servers = {n}")) + "[routing]\nmode = \"spray\"\n";
-    let e = Simulation::new(&load(&sprayed(2), &[]).unwrap()[0].scenario).err().expect("refused");
+    let e = Simulation::new(&load(&sprayed(7), &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "fast.servers", "{e}");
-    assert!(e.to_string().contains("at least 10"), "{e}");
-    assert!(Simulation::new(&load(&sprayed(10), &[]).unwrap()[0].scenario).is_ok());
+    assert!(e.to_string().contains("at least 8"), "{e}");
+    assert!(Simulation::new(&load(&sprayed(8), &[]).unwrap()[0].scenario).is_ok());
     let forced = without.replace("servers = 2", "servers = 2\nunvalidated = true");
     assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
 }
@@ -374,6 +399,7 @@ fn a_check_refuses_what_building_would() {
         fast.replace("kind = \"dctcp\"", "kind = \"dlcp\""),
         ps("fidelity = \"fast\"\n[pauses]\nhosts = 1"),
         ps("fidelity = \"fast\"\n[fast]\ncover = true").replace("\"dctcp\"", "\"newreno\""),
+        ps("fidelity = \"fast\"\n[fast]\ncover = true\nservers = 3"),
         fast.clone(),
         ps(""),
     ] {

@@ -414,14 +414,22 @@ impl Simulation {
         x.reports(if spec.pull { spec.src } else { spec.dst })
     }
 
-    /// How many of the job's flows flow `f` stands for: the `m` shards of its tensor to the
-    /// servers of its group in a fast run (every server gets a shard of every tensor split
-    /// over them all), else itself (a whole tensor's flow, or any at packet level).
-    pub fn stands_for(&self, f: u32) -> u64 {
+    /// How many of the job's flows flow `f` stands for, in [`Self::job_weight_unit`]s (a
+    /// whole number where `m` is a fraction): the `m` shards of its tensor to the servers
+    /// of its group in a fast run (every server gets a shard of every tensor split over
+    /// them all), else itself (a whole tensor's flow, or any at packet level).
+    pub fn job_weight(&self, f: u32) -> u64 {
         match &self.sample {
-            Some(x) if self.workload.flows[f as usize].spread => x.m as u64,
-            _ => 1,
+            Some(x) if self.workload.flows[f as usize].spread => x.of as u64,
+            Some(x) => x.servers.len() as u64,
+            None => 1,
         }
+    }
+
+    /// One flow in [`Self::job_weight`]'s units: the sampled servers (a spread shard weighs
+    /// `S` of them, `m` flows).
+    pub fn job_weight_unit(&self) -> u64 {
+        self.sample.as_ref().map_or(1, |x| x.servers.len() as u64)
     }
 
     /// Flows whose endpoint pair exists now (started, and not yet done with).
