@@ -53,7 +53,8 @@ pub const VALIDATED: &[&str] = &["dctcp", "dlcp", "ltp", "newreno"];
 /// as far as `benchmarks/sim_fast` found each transport within 5 % of packet level (mean
 /// and p99 FCT and iteration, on the sampled servers; several samples of one packet-level
 /// run pooled). DCTCP: within 2.9 % at m = 8 and 16 (1 024 hosts, 32 and 16 of 256
-/// servers) and at m = 10 (2 000 hosts, 50 of 500); at 2 000 hosts the p99 falls 6.1 %
+/// servers), at m = 10 (2 000 hosts, 50 of 500) and at m = 9.85 (1 024 hosts, 26 of 256:
+/// +2.4 % mean, -0.1 % p99, -0.3 % iteration); at 2 000 hosts the p99 falls 6.1 %
 /// short at m = 16 (32 of 512) and m = 20 (25 of 500), where fewer flows take a second RTO
 /// in a row than at packet level; +8.4 % mean FCT at m = 32 and +15.7 % at 64. DLCP:
 /// within 4.2 % at m = 4, +9.5 % mean FCT at m = 8 and +20 % at m = 9: the spread shards of
