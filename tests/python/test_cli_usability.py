@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import INCAST, SMALL, set_args
 from interrupt import interrupt
@@ -129,3 +130,22 @@ def test_ctrl_c_stops_reproduce_at_once_and_resume_finishes(tmp_path):
     assert p.returncode == 0, p.stderr
     assert f"resuming: {done} runs already done, {total - done} to run" in p.stdout
     assert _finished(out) == total
+
+
+def test_a_cdf_of_millions_of_flows_is_drawn_from_evenly_spaced_ranks(tmp_path):
+    """A 10 000-host run's flows.csv has 36 M rows: the CDF reads one column and draws at
+    most CDF_POINTS of them, the first and last among them, at their exact fractions."""
+    from gradwire.plot import CDF_POINTS, _fcts_us, cdf_points
+
+    n = 3 * CDF_POINTS + 7
+    fct = np.sort(np.random.default_rng(1).exponential(1e3, n))
+    x, y = cdf_points(fct)
+    assert x.size <= CDF_POINTS and (x[0], x[-1]) == (fct[0], fct[-1]) and (y[0], y[-1]) == (1 / n, 1.0)
+    ranks = np.searchsorted(fct, x) + 1
+    assert np.array_equal(y, ranks / n), "each point at its own rank's fraction"
+    assert np.all(np.diff(ranks) <= n // CDF_POINTS + 1), "evenly spaced"
+    small = fct[:10]
+    assert np.array_equal(cdf_points(small)[0], small), "a small run is drawn whole"
+    # an unfinished flow's empty FCT is left out
+    (tmp_path / "flows.csv").write_text("flow_id,fct_ns,src\n0,2000,1\n1,,2\n2,1000,3\n")
+    assert list(_fcts_us(tmp_path)) == [1.0, 2.0]
