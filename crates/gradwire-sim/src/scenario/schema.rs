@@ -78,14 +78,16 @@ impl Fidelity {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FastCfg {
-    /// Servers simulated (at most the job's; spread evenly over its server list).
+    /// Servers simulated (at most the job's; spread evenly over its server list). A packet
+    /// stands for `m` = the job's servers over these, a fraction where they do not divide.
     pub servers: u32,
-    /// Which of the `m` interleaved samples: servers `offset`, `offset + m`, ... of the
-    /// job's list (`0 ≤ offset < m`). The `m` offsets together cover every server once.
+    /// Which of the interleaved samples: servers `offset`, `offset + m`, ... of the job's
+    /// list, each rounded down (`0 ≤ offset < ⌊m⌋`). Where `m` is whole its `m` offsets
+    /// together cover every server once.
     pub offset: u32,
     /// Run all `m` samples (offsets 0 to `m - 1`, `threads` of them at once, each on one
     /// thread) and write their flows together: the whole job's flows and iteration
-    /// (`crate::cover`).
+    /// (`crate::cover`; `m` must be whole).
     pub cover: bool,
     /// Scale the ECN threshold of a switch port toward a worker with the worker's link rate.
     pub scale_ecn: bool,
