@@ -502,10 +502,13 @@ impl Simulation {
             if from == rank {
                 continue;
             }
-            let msgs = std::mem::take(&mut *ex.mail[rank][from].lock().expect("no part panicked"));
-            for m in msgs {
+            let mut msgs = std::mem::take(&mut *ex.mail[rank][from].lock().expect("no part panicked"));
+            for m in msgs.drain(..) {
                 self.import(m);
             }
+            // the emptied buffer goes back for the sender's next `post` to swap its outbox
+            // with, so the outbox keeps its capacity from window to window
+            *ex.mail[rank][from].lock().expect("no part panicked") = msgs;
         }
     }
 
