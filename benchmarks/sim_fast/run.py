@@ -52,6 +52,8 @@ VARIANTS = {
     # every server's whole tensors simulated, only the sample's reported (DLCP's default)
     "keep": ["fast.keep_whole_tensors=true"],
     "nokeep": ["fast.keep_whole_tensors=false"],
+    # the other servers' whole tensors as a scale model: one in m workers, links at 1/m
+    "thin": ["fast.thin_whole_tensors=true"],
 }
 CASES = {
     "dctcp": [],

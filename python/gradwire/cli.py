@@ -289,7 +289,12 @@ def _fast_line(fast: dict) -> str:
         return f"fast mode: every server's flows, from {fast['samples']} samples"
     line = f"fast mode: flows and figures are {len(fast['servers'])} of {fast['of']} servers'"
     if (job := fast.get("job_iteration_ns")) is not None:
-        line += "; the job's, estimated from every server's whole tensors: "
+        whole = (
+            "a scale model of the other servers' whole tensors"
+            if fast.get("thinned")
+            else "every server's whole tensors"
+        )
+        line += f"; the job's, estimated from {whole}: "
         if (mean := fast.get("job_fct_mean_ns")) is not None:
             line += f"mean FCT {mean / 1e3:,.0f} µs, p99 {fast['job_fct_p99_ns'] / 1e3:,.0f} µs, "
         return line + f"iteration {job / 1e6:.1f} ms"

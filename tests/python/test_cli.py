@@ -259,19 +259,21 @@ def test_sim_fast_cover_writes_the_whole_job(cli, tmp_path):
 def test_sim_fast_says_what_its_figures_stand_for(cli, tmp_path):
     """A fast run's figures are its sampled servers': the run's line says so, summary.csv
     names the sample, and with every server's whole tensors kept it gives the job's
-    iteration as the run estimates it."""
+    iteration as the run estimates it (from a scale model of them when thinned)."""
     scenario = tmp_path / "ps-k4.toml"
     scenario.write_text(FAT_TREE_PS)
-    for keep, out in ((False, tmp_path / "sample"), (True, tmp_path / "keep")):
-        sets = set_args(["fidelity=fast", "fast.servers=2", f"fast.keep_whole_tensors={str(keep).lower()}"])
+    for keep, out in (("false", tmp_path / "sample"), ("true", tmp_path / "keep"), ("thin", tmp_path / "thin")):
+        whole = "fast.thin_whole_tensors=true" if keep == "thin" else f"fast.keep_whole_tensors={keep}"
+        sets = set_args(["fidelity=fast", "fast.servers=2", whole])
         r = cli.invoke(app, ["sim", str(scenario), "--out", str(out), "--no-plot", *sets])
         assert r.exit_code == 0, r.stdout + r.stderr
         assert "2 of 4 servers'" in r.stdout
         table = pd.read_csv(out / "summary.csv")
         assert (table.loc[0, "fast_servers"], table.loc[0, "fast_of"]) == (2, 4)
         job = table.loc[0, "fast_job_iteration_us"]
-        if keep:
+        if keep != "false":
             assert "the job's, estimated" in r.stdout and "iteration" in r.stdout
+            assert ("scale model" in r.stdout) == (keep == "thin"), r.stdout
             flows = pd.read_csv(out / "ps-k4" / "flows.csv")
             # the unreported whole tensors finish no earlier than the sample's flows
             assert job * 1e3 >= flows["finish_ns"].max()

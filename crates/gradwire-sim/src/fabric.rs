@@ -290,16 +290,22 @@ impl Fabric {
         for link in &topo.links {
             for (a, b) in [(link.a, link.b), (link.b, link.a)] {
                 let is_host = topo.nodes[a as usize].kind == NodeKind::Host;
+                // a thinned server's host link: a scale model of `1/m` (crate::fast)
+                let scale = match sample.filter(|x| x.thins(a) || x.thins(b)) {
+                    Some(x) => x.rate,
+                    None => 1.0,
+                };
+                let scaled = |v: u64| ((v as f64 * scale).round() as u64).max(1);
                 let pool = if is_host {
                     pools.push(match s.host.nic_queue_bytes {
                         0 => BufferPool::unbounded(),
-                        cap => BufferPool::new(cap, None),
+                        cap => BufferPool::new(scaled(cap), None),
                     });
                     (pools.len() - 1) as u32
                 } else {
                     match sw.buffer {
                         BufferMode::PerPort => {
-                            pools.push(BufferPool::new(sw.buffer_bytes, None));
+                            pools.push(BufferPool::new(scaled(sw.buffer_bytes), None));
                             (pools.len() - 1) as u32
                         }
                         BufferMode::Shared => *switch_pool[a as usize].get_or_insert_with(|| {
@@ -314,13 +320,13 @@ impl Fabric {
                 let name = if *n == 0 { base } else { format!("{base}#{n}") };
                 *n += 1;
                 node_ports[a as usize].push(ports.len() as PortId);
-                let bits_per_sec = if is_host && s.host.nic_rate_share < 1.0 {
+                let bits_per_sec = scaled(if is_host && s.host.nic_rate_share < 1.0 {
                     ((link.bits_per_sec as f64 * s.host.nic_rate_share).round() as u64).max(1)
                 } else {
                     link.bits_per_sec
-                };
+                });
                 let mut ecn_threshold = sw.ecn_threshold_packets;
-                if let Some(sample) = sample.filter(|x| x.scales_ecn_toward(b)) {
+                if let Some(sample) = sample.filter(|x| x.scales_ecn_toward(b) || x.thins(b)) {
                     ecn_threshold = ((ecn_threshold as f64 * sample.rate).round() as u32).max(1);
                 }
                 ports.push(Port {
@@ -384,6 +390,39 @@ mod tests {
                 assert_eq!(p.tx_time(bytes), serialization(bytes, p.bits_per_sec), "{gbps} G, {bytes} B");
             }
         }
+    }
+
+    #[test]
+    fn a_thinned_servers_host_link_is_a_scale_model() {
+        // 2 of 4 servers sampled (m = 2): the other two's host links at half the rate,
+        // buffer and ECN threshold, both ways; every other port's rate and buffer as they are
+        let text = "fidelity = \"fast\"\n[topology]\nkind = \"fat_tree\"\nk = 4\n[transport]\nkind = \"dctcp\"\n\
+                    [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"\nworkers = 12\nservers = 4\n\
+                    colocated = false\n[fast]\nservers = 2\nthin_whole_tensors = true\n";
+        let s = &load(text, &[]).unwrap()[0].scenario;
+        let topo = Topology::build(&s.topology);
+        let x = Sample::plan(s, &topo).unwrap().expect("a fast run");
+        let thinned: Vec<u32> = (0..topo.hosts).filter(|&h| x.thins(h)).collect();
+        assert_eq!(thinned.len(), 2, "the servers sampled away: {thinned:?}");
+        assert!(thinned.iter().all(|h| !x.servers.contains(h)));
+        let f = Fabric::build_sampled(s, &topo, Some(&x));
+        let mut scaled = 0;
+        for p in &f.ports {
+            let half = x.thins(p.from) || x.thins(p.to);
+            scaled += half as usize;
+            let full = if half { 2 } else { 1 };
+            assert_eq!(p.bits_per_sec * full, 100_000_000_000, "{}", p.name);
+            let is_host = topo.nodes[p.from as usize].kind == NodeKind::Host;
+            if !is_host {
+                assert_eq!(f.pools[p.pool as usize].capacity_bytes * full, s.switch.buffer_bytes, "{}", p.name);
+                let SwitchPort::Priority(q) = &p.queue else { panic!("{}: a priority port", p.name) };
+                // toward a worker it scales too (fast.scale_ecn), toward a thinned server always
+                let scales = x.thins(p.to) || x.scales_ecn_toward(p.to);
+                let ecn = (s.switch.ecn_threshold_packets as f64 * if scales { x.rate } else { 1.0 }).round() as u32;
+                assert_eq!(q.config().ecn_threshold[0], ecn, "{}", p.name);
+            }
+        }
+        assert_eq!(scaled, 4, "two links, both ways");
     }
 
     #[test]

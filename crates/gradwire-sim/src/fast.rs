@@ -27,7 +27,12 @@
 //! simulated too, as they are at packet level, and left out of the results
 //! ([`crate::Simulation::reported`]). The job's slowest servers are those whose whole
 //! tensors' incast takes RTO after RTO, so such a run's last finish estimates the job's
-//! iteration (`fast.job_iteration_ns`).
+//! iteration (`fast.job_iteration_ns`). With `fast.thin_whole_tensors` those of the
+//! servers sampled away run as a scale model at about half its cost: one in `m` of their
+//! workers' flows, each standing for `m` as a spread shard does, into host links of `1/m`
+//! the rate, buffer and ECN threshold, which keeps each flow's share of the link and of
+//! the buffer, and so the incast's RTO chains (1 024 hosts: the job's iteration within
+//! 2.5 and 4.5 % in two seeds).
 //!
 //! What it cannot see without them: a job's iteration is its slowest server's, and a
 //! sample's slowest server is faster (where `m` is whole, the `m` samples at `fast.offset`
@@ -36,7 +41,9 @@
 //! transports, routing, topologies, colocated servers and chained iterations not found
 //! within 5 % ([`VALIDATED`]) are refused by default.
 
-use crate::scenario::{DnnPattern, PhantomModel, RoutingMode, Scenario, ScenarioError, TopologyKind, WorkloadKind};
+use crate::scenario::{
+    BufferMode, DnnPattern, PhantomModel, RoutingMode, Scenario, ScenarioError, TopologyKind, WorkloadKind,
+};
 use crate::topology::{NodeId, Topology};
 use crate::workload::{ps_placement, FlowSpec};
 use gradwire_core::time::Time;
@@ -95,6 +102,10 @@ fn oversubscription(s: &Scenario) -> f64 {
 /// sample's own layers wait behind (128 hosts, mean FCT -32 % without them, +1.6 % with).
 pub const KEEP_WHOLE_TENSORS: &[&str] = &["dlcp"];
 
+/// Transports whose job iteration `benchmarks/sim_fast` found within 5 % of packet level's
+/// with `fast.thin_whole_tensors` (docs/notes/fast-mode.md).
+pub const THIN_VALIDATED: &[&str] = &["dctcp"];
+
 /// `newreno`'s window growth that was: CUBIC, as the default baseline (`modern`) sets it.
 /// Reno's growth (`tcp_cc = "reno"`, as `sackless` and `newreno_ecn` have it) came out
 /// +5.0 % in mean FCT and +16 % in p99 at 128 hosts.
@@ -114,6 +125,11 @@ pub struct Sample {
     kept: Vec<bool>,
     /// `fast.keep_whole_tensors`: the flows of every tensor sent whole are simulated.
     keep_whole: bool,
+    /// Per node: a server sampled away whose whole tensors run as a scale model, one in
+    /// `m` of their workers on host links of `1/m` the rate (`fast.thin_whole_tensors`).
+    thinned: Vec<bool>,
+    /// Racks of the fabric: the job's workers are placed round-robin over them.
+    racks: usize,
     /// `servers / S`.
     pub rate: f64,
     /// Servers per sampled server, `S / servers` (a whole number when they divide `S`).
@@ -182,15 +198,12 @@ enum Hop {
 }
 
 impl Weights {
-    /// Which flows stand for more: a shard of a tensor split over every server does (its
-    /// worker sends the other shards at the same time); one of a tensor sent whole to one
-    /// server does only with `whole_too` (its worker sends nothing else for it, and its
-    /// packets leave at the link's rate).
-    pub fn weigh_flows(&mut self, flows: &[FlowSpec], whole_too: bool) {
+    /// Which flows stand for more ([`Sample::stands_for_more`]).
+    pub fn weigh_flows(&mut self, flows: &[FlowSpec], stands_for_more: impl Fn(&FlowSpec) -> bool) {
         self.flows = vec![0; flows.len().div_ceil(64)];
         self.worker_of = flows.iter().map(|f| if f.pull { f.dst } else { f.src }).collect();
         for (f, spec) in flows.iter().enumerate() {
-            if spec.spread || whole_too {
+            if stands_for_more(spec) {
                 self.flows[f / 64] |= 1 << (f % 64);
             }
         }
@@ -371,7 +384,31 @@ impl Sample {
                 return unmeasured("workload.colocated", why.into());
             }
         }
-        let keep_whole = s.fast.keep_whole_tensors.unwrap_or(KEEP_WHOLE_TENSORS.contains(&transport));
+        let thin = s.fast.thin_whole_tensors;
+        if thin && s.fast.keep_whole_tensors == Some(false) {
+            return Err(ScenarioError::new(
+                "fast.thin_whole_tensors",
+                "thins the whole tensors fast.keep_whole_tensors keeps, and it is false",
+            ));
+        }
+        if thin && w.colocated {
+            return refuse(
+                "fast.thin_whole_tensors",
+                "cannot slow a colocated server's host link (its worker traffic shares it)",
+            );
+        }
+        if thin && s.switch.buffer == BufferMode::Shared {
+            return refuse(
+                "fast.thin_whole_tensors",
+                "scales a server's port buffer, and switch.buffer = \"shared\" has none of its own",
+            );
+        }
+        if thin && !THIN_VALIDATED.contains(&transport) && !s.fast.unvalidated {
+            let why =
+                format!("with thinned whole tensors for `{transport}` (validated: {})", THIN_VALIDATED.join(", "));
+            return unmeasured("fast.thin_whole_tensors", why);
+        }
+        let keep_whole = thin || s.fast.keep_whole_tensors.unwrap_or(KEEP_WHOLE_TENSORS.contains(&transport));
         if !keep_whole && KEEP_WHOLE_TENSORS.contains(&transport) && !s.fast.unvalidated {
             let why = format!(
                 "for `{transport}` without every server's whole tensors (128 hosts: -32 % mean FCT; \
@@ -469,6 +506,10 @@ impl Sample {
         for &h in &servers {
             kept[h as usize] = true;
         }
+        let mut thinned = vec![false; topo.nodes.len()];
+        for &h in all.iter().filter(|_| thin && n < of) {
+            thinned[h as usize] = !kept[h as usize];
+        }
         Ok(Some(Sample {
             servers,
             of,
@@ -484,6 +525,8 @@ impl Sample {
             charge,
             twins,
             keep_whole,
+            thinned,
+            racks: topo.racks.max(1) as usize,
         }))
     }
 
@@ -537,13 +580,46 @@ impl Sample {
     /// Does the workload keep the flows of a shard on server `h` (of a tensor `spread`
     /// over every server, or sent whole)? A sampled server's, and with
     /// `fast.keep_whole_tensors` every whole tensor's.
-    pub fn keeps(&self, h: u32, spread: bool) -> bool {
-        self.kept[h as usize] || (self.keep_whole && !spread)
+    /// With `fast.thin_whole_tensors`, a server sampled away keeps one in `m` of its
+    /// workers: by `worker`, its index in the job's worker list (round-robin over the
+    /// racks), plus its place in its rack, so that they spread over the racks (every
+    /// `m`-th index alone takes whole racks where `m` divides their number), plus the
+    /// server's host, so that each worker is kept for some servers.
+    pub fn keeps(&self, h: u32, spread: bool, worker: usize) -> bool {
+        let turned = worker + worker / self.racks + h as usize;
+        self.kept[h as usize] || (self.keep_whole && !spread && (!self.thins(h) || self.one_in_m(turned)))
+    }
+
+    /// Is `i` one of every `m` (about `1 / m` of the integers, evenly, where `m` is a fraction)?
+    fn one_in_m(&self, i: usize) -> bool {
+        ((i + 1) as f64 / self.m).floor() > (i as f64 / self.m).floor()
+    }
+
+    /// Is host `h` a server sampled away whose whole tensors run as a scale model, its host
+    /// link at `1/m` the rate, buffer and ECN threshold (`fast.thin_whole_tensors`)?
+    pub fn thins(&self, h: u32) -> bool {
+        self.thinned[h as usize]
+    }
+
+    /// Does a flow stand for more on the worker's half of its path, and for the `m` flows
+    /// of its group in the job's figures? A shard of a tensor split over every server does
+    /// (its worker sends the other shards at the same time), and a thinned whole tensor's
+    /// (the `m - 1` workers left out send theirs); one of a tensor sent whole to one server
+    /// does only with `whole_too` (its worker sends nothing else for it, and its packets
+    /// leave at the link's rate).
+    pub fn stands_for_more(&self, f: &FlowSpec, whole_too: bool) -> bool {
+        f.spread || whole_too || self.thins(if f.pull { f.src } else { f.dst })
     }
 
     /// Does it simulate every server's whole tensors (`fast.keep_whole_tensors`)?
     pub fn keeps_whole_tensors(&self) -> bool {
         self.keep_whole
+    }
+
+    /// Does it simulate those of the servers sampled away as a scale model
+    /// (`fast.thin_whole_tensors`)?
+    pub fn thins_whole_tensors(&self) -> bool {
+        self.thinned.contains(&true)
     }
 
     /// Is host `h` a sampled server, whose flows are the run's results?
@@ -581,7 +657,7 @@ mod tests {
             pull,
             spread,
         };
-        w.weigh_flows(&[spec(true, false), spec(false, false), spec(true, true)], false);
+        w.weigh_flows(&[spec(true, false), spec(false, false), spec(true, true)], |f| f.spread);
         w
     }
 

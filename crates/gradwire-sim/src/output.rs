@@ -71,6 +71,10 @@ pub struct FastSummary {
     /// (other servers' whole tensors, `fast.keep_whole_tensors`).
     #[serde(skip_serializing_if = "is_zero")]
     pub unreported_flows: u64,
+    /// Those whole tensors ran as a scale model, one in `m` of their workers
+    /// (`fast.thin_whole_tensors`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub thinned: bool,
     /// With every server's whole tensors kept: the last finish of any flow simulated, the
     /// job's iteration as this run estimates it (a job's slowest servers are those whose
     /// whole tensors' incast takes RTO after RTO, and those it simulates whole). Absent
@@ -78,8 +82,8 @@ pub struct FastSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_iteration_ns: Option<u64>,
     /// With every server's whole tensors kept: the job's flows as the run estimates them,
-    /// each whole tensor's flow for itself and each of the sample's spread shards for the
-    /// `m` it stands for (the job's flow count), and their FCT figures and RTOs weighted so.
+    /// each whole tensor's flow for itself (a thinned one for the `m` workers it stands
+    /// for) and each of the sample's spread shards for the `m` it stands for (the job's flow count), and their FCT figures and RTOs weighted so.
     /// The sample's own figures lean on which servers it drew: a server's whole tensors are
     /// its own, and these count every server's.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -287,6 +291,7 @@ impl Summary {
                     stands_for: x.m,
                     samples: 1,
                     unreported_flows: sim.flow_count() as u64 - flows,
+                    thinned: x.thins_whole_tensors(),
                     job_iteration_ns: x.keeps_whole_tensors().then(|| sim.last_finish()).flatten().map(|t| t / NS),
                     ..FastSummary::default()
                 };

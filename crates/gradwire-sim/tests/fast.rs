@@ -270,6 +270,39 @@ fn kept_whole_tensors_load_the_run_but_stay_out_of_its_results() {
     assert_eq!(e.key, "fast.weigh_whole_tensors", "{e}");
 }
 
+#[test]
+fn thinned_whole_tensors_run_one_in_m_of_their_workers() {
+    let sampled = "fidelity = \"fast\"\n[fast]\nservers = 2";
+    let keep = run(&ps(&format!("{sampled}\nkeep_whole_tensors = true")));
+    let thin = run(&ps(&format!("{sampled}\nthin_whole_tensors = true")));
+    assert!(thin.conservation().holds());
+    assert_eq!(thin.progress().flows_done, thin.flow_count() as u64, "every flow finished");
+    let (k, t) = (keep.summary(), thin.summary());
+    let (kx, tx) = (k.fast.as_ref().unwrap(), t.fast.as_ref().unwrap());
+    // m = 2: half of the 12 workers push and pull each whole tensor of a server sampled away
+    assert!(tx.unreported_flows > 0 && tx.thinned && !kx.thinned, "{tx:?}");
+    assert_eq!(2 * tx.unreported_flows, kx.unreported_flows);
+    // the sample's own flows are the same flows; each thinned one stands for m
+    assert_eq!(t.flows, k.flows);
+    assert_eq!(tx.job_flows, Some(run(&ps("")).flow_count() as u64));
+    assert!(tx.job_iteration_ns.is_some() && tx.job_fct_mean_ns.is_some(), "{tx:?}");
+    let refused = |extra: &str, key: &str| {
+        let e = Simulation::new(&load(&ps(extra), &[]).unwrap()[0].scenario).err().expect("refused");
+        assert_eq!(e.key, key, "{extra}: {e}");
+    };
+    let thin = format!("{sampled}\nthin_whole_tensors = true");
+    refused(&format!("{thin}\nkeep_whole_tensors = false"), "fast.thin_whole_tensors");
+    refused(&format!("{thin}\n[switch]\nbuffer = \"shared\""), "fast.thin_whole_tensors");
+    let ltp = ps(&thin).replace("kind = \"dctcp\"", "kind = \"ltp\"");
+    let e = Simulation::new(&load(&ltp, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.thin_whole_tensors", "{e}");
+    let colocated = ps(&format!("{thin}\nunvalidated = true"))
+        .replace("workers = 12", "workers = 16")
+        .replace("colocated = false", "colocated = true");
+    let e = Simulation::new(&load(&colocated, &[]).unwrap()[0].scenario).err().expect("refused");
+    assert_eq!(e.key, "fast.thin_whole_tensors", "{e}");
+}
+
 /// flows.csv's rows keyed by flow id, each without its id: (src, dst, size, ...).
 fn by_id(csv: &str) -> std::collections::BTreeMap<u32, String> {
     csv.lines()

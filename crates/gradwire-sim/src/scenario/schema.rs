@@ -102,6 +102,10 @@ pub struct FastCfg {
     /// links, queues and priorities with the sample's (`crate::fast`). Absent: for the
     /// transports validated with it only ([`crate::fast::KEEP_WHOLE_TENSORS`]).
     pub keep_whole_tensors: Option<bool>,
+    /// With the whole tensors kept: those of the servers sampled away as a scale model,
+    /// one in `m` of their workers' flows on host links of `1/m` the rate, buffer and ECN
+    /// threshold, each standing for `m` on the workers' half (`crate::fast`).
+    pub thin_whole_tensors: bool,
     /// How the packets a sampled one stands for take the link.
     pub phantom: PhantomModel,
     /// `phantom = "fluid"`: the time its rate is averaged over (default: a quarter of one
@@ -136,6 +140,7 @@ impl Default for FastCfg {
             weigh_core: true,
             weigh_whole_tensors: false,
             keep_whole_tensors: None,
+            thin_whole_tensors: false,
             phantom: PhantomModel::Fluid,
             phantom_tau_us: None,
             charge_buffer: false,

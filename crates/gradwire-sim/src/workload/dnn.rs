@@ -50,7 +50,7 @@ pub fn build(
     model: &ModelProfile,
     start: Time,
     rng: &mut impl Rng,
-    keep: &dyn Fn(u32, bool) -> bool,
+    keep: &dyn Fn(u32, bool, usize) -> bool,
 ) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
@@ -115,7 +115,7 @@ impl Plan {
         servers: &[u32],
         split_bytes: u64,
         rng: &mut impl Rng,
-        keep: &dyn Fn(u32, bool) -> bool,
+        keep: &dyn Fn(u32, bool, usize) -> bool,
         first: &mut [Vec<u32>],
         done: &mut [Vec<u32>],
     ) {
@@ -125,14 +125,13 @@ impl Plan {
             let spread = shards.len() > 1;
             for (j, shard) in shards {
                 let (srv, bytes) = (servers[j as usize], shard.end - shard.start);
-                if !keep(srv, spread) {
-                    // a push and a pull per worker on another host
-                    out.leave_out(2 * workers.iter().filter(|&&wk| wk != srv).count() as u32);
-                    continue;
-                }
                 let mut pushes = Vec::new();
                 let mut pulls = Vec::new();
                 for (i, &wk) in workers.iter().enumerate().filter(|(_, &wk)| wk != srv) {
+                    if !keep(srv, spread, i) {
+                        out.leave_out(2); // its push and its pull
+                        continue;
+                    }
                     let push = self.flow(out, k, b, wk, srv, bytes, true);
                     out.mark_spread(push, spread);
                     first[i].push(push);
@@ -143,7 +142,9 @@ impl Plan {
                     done[i].push(pull);
                     pulls.push(pull);
                 }
-                out.barrier(&pushes, &pulls);
+                if !pushes.is_empty() {
+                    out.barrier(&pushes, &pulls);
+                }
             }
         }
     }

@@ -164,18 +164,19 @@ pub fn round_robin_host(topo: &Topology, i: u32) -> u32 {
 }
 
 pub fn build(s: &Scenario, topo: &Topology, rng: &mut impl Rng) -> Result<Workload, ScenarioError> {
-    build_for(s, topo, rng, &|_, _| true)
+    build_for(s, topo, rng, &|_, _, _| true)
 }
 
 /// The workload with only the PS flows `keep` accepts (`crate::fast`), asked with each
-/// shard's server and whether its tensor is split over every server: their flows, in the
+/// shard's server, whether its tensor is split over every server, and the worker's index
+/// in the job's worker list: their flows, in the
 /// order, and with the random draws, of the whole job's. A job thinned after it was built
 /// would first hold every flow: 42 GB at 10 000 hosts.
 pub fn build_for(
     s: &Scenario,
     topo: &Topology,
     rng: &mut impl Rng,
-    keep: &dyn Fn(u32, bool) -> bool,
+    keep: &dyn Fn(u32, bool, usize) -> bool,
 ) -> Result<Workload, ScenarioError> {
     let w = &s.workload;
     let start = from_us(w.start_us);
@@ -291,7 +292,7 @@ pub fn ps_placement(s: &Scenario, topo: &Topology) -> (Vec<u32>, Vec<u32>) {
 /// Workers push their part of each server's shard (the core's [`ps_shards`],
 /// every tensor split) to it; a server that has every push sends its shard of `pull_bytes`
 /// back to every worker. Local (same-host) parts skip the network.
-fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn Fn(u32, bool) -> bool) {
+fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn Fn(u32, bool, usize) -> bool) {
     let w = &s.workload;
     let (workers, servers) = ps_placement(s, topo);
     let n = servers.len() as u32;
@@ -300,26 +301,29 @@ fn ps(out: &mut Workload, s: &Scenario, topo: &Topology, start: Time, keep: &dyn
     let spread = shards.len() > 1;
     for (j, push) in shards {
         let (srv, pull) = (servers[j as usize], pull_shards[j as usize].end - pull_shards[j as usize].start);
-        let others = || workers.iter().copied().filter(move |&wk| wk != srv);
-        if !keep(srv, spread) {
-            out.leave_out(others().count() as u32 * if pull > 0 { 2 } else { 1 });
-            continue;
+        let others = || workers.iter().copied().enumerate().filter(move |&(_, wk)| wk != srv);
+        let mut pushes = Vec::new();
+        for (i, wk) in others() {
+            if !keep(srv, spread, i) {
+                out.leave_out(1);
+                continue;
+            }
+            let f = out.flow(wk, srv, push.end - push.start, start);
+            pushes.push(out.mark_spread(f, spread));
         }
-        let pushes: Vec<u32> = others()
-            .map(|wk| {
-                let f = out.flow(wk, srv, push.end - push.start, start);
-                out.mark_spread(f, spread)
-            })
-            .collect();
-        let pulls: Vec<u32> = others()
-            .filter(|_| pull > 0)
-            .map(|wk| {
-                let f = out.flow(srv, wk, pull, start);
-                out.mark_spread(f, spread);
-                out.mark_pull(f)
-            })
-            .collect();
-        out.barrier(&pushes, &pulls);
+        let mut pulls = Vec::new();
+        for (i, wk) in others().filter(|_| pull > 0) {
+            if !keep(srv, spread, i) {
+                out.leave_out(1);
+                continue;
+            }
+            let f = out.flow(srv, wk, pull, start);
+            out.mark_spread(f, spread);
+            pulls.push(out.mark_pull(f));
+        }
+        if !pushes.is_empty() {
+            out.barrier(&pushes, &pulls);
+        }
     }
 }
 
