@@ -286,6 +286,12 @@ fn thinned_whole_tensors_run_one_in_m_of_their_workers() {
     assert_eq!(t.flows, k.flows);
     assert_eq!(tx.job_flows, Some(run(&ps("")).flow_count() as u64));
     assert!(tx.job_iteration_ns.is_some() && tx.job_fct_mean_ns.is_some(), "{tx:?}");
+    // on two threads, the same run every time
+    let two = || run(&ps("fidelity = \"fast\"\nthreads = 2\n[fast]\nservers = 2\nthin_whole_tensors = true"));
+    let (a, b) = (two(), two());
+    assert!(a.conservation().holds());
+    assert_eq!(flows_csv(&a), flows_csv(&b));
+    assert_eq!(a.summary().fast.unwrap().unreported_flows, tx.unreported_flows);
     let refused = |extra: &str, key: &str| {
         let e = Simulation::new(&load(&ps(extra), &[]).unwrap()[0].scenario).err().expect("refused");
         assert_eq!(e.key, key, "{extra}: {e}");
