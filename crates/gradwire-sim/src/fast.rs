@@ -28,7 +28,7 @@
 //! ([`crate::Simulation::reported`]). The job's slowest servers are those whose whole
 //! tensors' incast takes RTO after RTO, so such a run's last finish estimates the job's
 //! iteration (`fast.job_iteration_ns`). With `fast.thin_whole_tensors` those of the
-//! servers sampled away run as a scale model at about half its cost: one in `m` of their
+//! servers sampled away run as a scale model at about 0.6 of its cost: one in `m` of their
 //! workers' flows, each standing for `m` as a spread shard does, into host links of `1/m`
 //! the rate, buffer and ECN threshold, which keeps each flow's share of the link and of
 //! the buffer, and so the incast's RTO chains (1 024 hosts: the job's iteration within
