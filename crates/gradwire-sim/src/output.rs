@@ -83,7 +83,8 @@ pub struct FastSummary {
     pub job_iteration_ns: Option<u64>,
     /// With every server's whole tensors kept: the job's flows as the run estimates them,
     /// each whole tensor's flow for itself (a thinned one for the `m` workers it stands
-    /// for) and each of the sample's spread shards for the `m` it stands for (the job's flow count), and their FCT figures and RTOs weighted so.
+    /// for) and each of the sample's spread shards for the `m` it stands for (the job's
+    /// flow count), and their FCT figures and RTOs weighted so.
     /// The sample's own figures lean on which servers it drew: a server's whole tensors are
     /// its own, and these count every server's.
     #[serde(skip_serializing_if = "Option::is_none")]
