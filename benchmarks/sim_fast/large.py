@@ -102,6 +102,18 @@ class Servers:
         return sorted((self.last[s] / 1e6 for s in servers if s in self.last), reverse=True)
 
 
+def job_estimate(fast):
+    """The job's flows as a run with every server's whole tensors estimates them
+    (summary.json's `fast.job_*`)."""
+    return {
+        "mean_ms": fast["job_fct_mean_ns"] / 1e6,
+        "p50_ms": fast["job_fct_p50_ns"] / 1e6,
+        "p99_ms": fast["job_fct_p99_ns"] / 1e6,
+        "iteration_ms": fast["job_iteration_ns"] / 1e6,
+        "rtos": fast["job_timeouts"],
+    }
+
+
 def error(a, b):
     return (a / b - 1) * 100
 
@@ -177,6 +189,12 @@ def main():
             job,
             sample["of"] / len(servers),
         )
+        estimate = json.load(open(os.path.join(out, "summary.json")))["fast"]
+        if "job_fct_mean_ns" in estimate:
+            est = job_estimate(estimate)
+            print("  the job as the run estimates it (fast.job_*) against packet level's:")
+            for key in est:
+                print(f"    {key:13s} {est[key]:10.2f} {job[key]:12.2f} ({error(est[key], job[key]):+6.1f} %)")
         top_fast = ", ".join(f"{t:.0f}" for t in fast.ends_ms(servers)[:3])
         top_packet = ", ".join(f"{t:.0f}" for t in packet.ends_ms(servers)[:3])
         print(f"  its servers' last finishes (ms), latest three: fast {top_fast}; packet level {top_packet}")

@@ -54,6 +54,9 @@ VARIANTS = {
     "nokeep": ["fast.keep_whole_tensors=false"],
     # the other servers' whole tensors as a scale model: one in m workers, links at 1/m
     "thin": ["fast.thin_whole_tensors=true"],
+    # the same with a thinned flow standing for so many workers (by default m, at most 10)
+    "thin8": ["fast.thin_whole_tensors=true", "fast.thin_by=8"],
+    "thin16": ["fast.thin_whole_tensors=true", "fast.thin_by=16"],
 }
 CASES = {
     "dctcp": [],

@@ -290,7 +290,7 @@ def _fast_line(fast: dict) -> str:
     line = f"fast mode: flows and figures are {len(fast['servers'])} of {fast['of']} servers'"
     if (job := fast.get("job_iteration_ns")) is not None:
         whole = (
-            "a scale model of the other servers' whole tensors"
+            f"a scale model of the other servers' whole tensors (one in {fast['thinned_by']:g} workers)"
             if fast.get("thinned")
             else "every server's whole tensors"
         )

@@ -274,6 +274,7 @@ def test_sim_fast_says_what_its_figures_stand_for(cli, tmp_path):
         if keep != "false":
             assert "the job's, estimated" in r.stdout and "iteration" in r.stdout
             assert ("scale model" in r.stdout) == (keep == "thin"), r.stdout
+            assert ("one in 2 workers" in " ".join(r.stdout.split())) == (keep == "thin"), r.stdout
             flows = pd.read_csv(out / "ps-k4" / "flows.csv")
             # the unreported whole tensors finish no earlier than the sample's flows
             assert job * 1e3 >= flows["finish_ns"].max()

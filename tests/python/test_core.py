@@ -169,6 +169,20 @@ def test_builtin_scenarios_are_shipped_and_valid():
             Simulation(r)
 
 
+def test_large_builtins_are_accepted_as_they_are():
+    """The large/ built-ins are too big to build in a test; their fast samples are checked
+    as a run checks them (one that leaves what was validated says so with
+    fast.unvalidated)."""
+    names = [n for n in builtin_names() if n.startswith("large/")]
+    assert "large/ft1024-fast" in names
+    for name in names:
+        for r in load_scenario(scenario_text(name), []):
+            sample = r.check()
+            if 'fidelity = "fast"' in scenario_text(name):
+                kept, of = sample
+                assert 0 < kept < of, name
+
+
 def test_step_releases_the_gil(incast_text):
     """Another Python thread keeps running while the simulation steps in Rust."""
     import threading

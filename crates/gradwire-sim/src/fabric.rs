@@ -290,9 +290,9 @@ impl Fabric {
         for link in &topo.links {
             for (a, b) in [(link.a, link.b), (link.b, link.a)] {
                 let is_host = topo.nodes[a as usize].kind == NodeKind::Host;
-                // a thinned server's host link: a scale model of `1/m` (crate::fast)
+                // a thinned server's host link: a scale model of `1/thin_by` (crate::fast)
                 let scale = match sample.filter(|x| x.thins(a) || x.thins(b)) {
-                    Some(x) => x.rate,
+                    Some(x) => x.thin_rate(),
                     None => 1.0,
                 };
                 let scaled = |v: u64| ((v as f64 * scale).round() as u64).max(1);
@@ -327,7 +327,8 @@ impl Fabric {
                 });
                 let mut ecn_threshold = sw.ecn_threshold_packets;
                 if let Some(sample) = sample.filter(|x| x.scales_ecn_toward(b) || x.thins(b)) {
-                    ecn_threshold = ((ecn_threshold as f64 * sample.rate).round() as u32).max(1);
+                    let rate = if sample.thins(b) { sample.thin_rate() } else { sample.rate };
+                    ecn_threshold = ((ecn_threshold as f64 * rate).round() as u32).max(1);
                 }
                 ports.push(Port {
                     name,
@@ -395,34 +396,44 @@ mod tests {
     #[test]
     fn a_thinned_servers_host_link_is_a_scale_model() {
         // 2 of 4 servers sampled (m = 2): the other two's host links at half the rate,
-        // buffer and ECN threshold, both ways; every other port's rate and buffer as they are
-        let text = "fidelity = \"fast\"\n[topology]\nkind = \"fat_tree\"\nk = 4\n[transport]\nkind = \"dctcp\"\n\
-                    [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"\nworkers = 12\nservers = 4\n\
-                    colocated = false\n[fast]\nservers = 2\nthin_whole_tensors = true\n";
-        let s = &load(text, &[]).unwrap()[0].scenario;
-        let topo = Topology::build(&s.topology);
-        let x = Sample::plan(s, &topo).unwrap().expect("a fast run");
-        let thinned: Vec<u32> = (0..topo.hosts).filter(|&h| x.thins(h)).collect();
-        assert_eq!(thinned.len(), 2, "the servers sampled away: {thinned:?}");
-        assert!(thinned.iter().all(|h| !x.servers.contains(h)));
-        let f = Fabric::build_sampled(s, &topo, Some(&x));
-        let mut scaled = 0;
-        for p in &f.ports {
-            let half = x.thins(p.from) || x.thins(p.to);
-            scaled += half as usize;
-            let full = if half { 2 } else { 1 };
-            assert_eq!(p.bits_per_sec * full, 100_000_000_000, "{}", p.name);
-            let is_host = topo.nodes[p.from as usize].kind == NodeKind::Host;
-            if !is_host {
-                assert_eq!(f.pools[p.pool as usize].capacity_bytes * full, s.switch.buffer_bytes, "{}", p.name);
-                let SwitchPort::Priority(q) = &p.queue else { panic!("{}: a priority port", p.name) };
-                // toward a worker it scales too (fast.scale_ecn), toward a thinned server always
-                let scales = x.thins(p.to) || x.scales_ecn_toward(p.to);
-                let ecn = (s.switch.ecn_threshold_packets as f64 * if scales { x.rate } else { 1.0 }).round() as u32;
-                assert_eq!(q.config().ecn_threshold[0], ecn, "{}", p.name);
+        // buffer and ECN threshold, both ways; every other port's rate and buffer as they are.
+        // 1 of 4 (m = 4) thinned by 2: the other three's at half too.
+        for (sample, thinned_away, by) in [("servers = 2", 2, 2), ("servers = 1\nthin_by = 2", 3, 2)] {
+            let text = format!(
+                "fidelity = \"fast\"\n[topology]\nkind = \"fat_tree\"\nk = 4\n[transport]\nkind = \"dctcp\"\n\
+                 [workload]\nkind = \"dnn\"\nmodel = \"resnet18\"\npattern = \"ps\"\nworkers = 12\nservers = 4\n\
+                 colocated = false\n[fast]\n{sample}\nthin_whole_tensors = true\n"
+            );
+            let s = &load(&text, &[]).unwrap()[0].scenario;
+            let topo = Topology::build(&s.topology);
+            let x = Sample::plan(s, &topo).unwrap().expect("a fast run");
+            let thinned: Vec<u32> = (0..topo.hosts).filter(|&h| x.thins(h)).collect();
+            assert_eq!(thinned.len(), thinned_away, "the servers sampled away: {thinned:?}");
+            assert!(thinned.iter().all(|h| !x.servers.contains(h)));
+            let f = Fabric::build_sampled(s, &topo, Some(&x));
+            let mut scaled = 0;
+            for p in &f.ports {
+                let thin = x.thins(p.from) || x.thins(p.to);
+                scaled += thin as usize;
+                let full = if thin { by } else { 1 };
+                assert_eq!(p.bits_per_sec * full, 100_000_000_000, "{}", p.name);
+                let is_host = topo.nodes[p.from as usize].kind == NodeKind::Host;
+                if !is_host {
+                    assert_eq!(f.pools[p.pool as usize].capacity_bytes * full, s.switch.buffer_bytes, "{}", p.name);
+                    let SwitchPort::Priority(q) = &p.queue else { panic!("{}: a priority port", p.name) };
+                    // toward a worker at the sample's share (fast.scale_ecn), toward a thinned
+                    // server at 1 / thin_by
+                    let rate = match (x.thins(p.to), x.scales_ecn_toward(p.to)) {
+                        (true, _) => 1.0 / by as f64,
+                        (false, true) => x.rate,
+                        (false, false) => 1.0,
+                    };
+                    let ecn = (s.switch.ecn_threshold_packets as f64 * rate).round() as u32;
+                    assert_eq!(q.config().ecn_threshold[0], ecn, "{}", p.name);
+                }
             }
+            assert_eq!(scaled, 2 * thinned_away, "their links, both ways");
         }
-        assert_eq!(scaled, 4, "two links, both ways");
     }
 
     #[test]

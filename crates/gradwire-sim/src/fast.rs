@@ -28,11 +28,12 @@
 //! ([`crate::Simulation::reported`]). The job's slowest servers are those whose whole
 //! tensors' incast takes RTO after RTO, so such a run's last finish estimates the job's
 //! iteration (`fast.job_iteration_ns`). With `fast.thin_whole_tensors` those of the
-//! servers sampled away run as a scale model at about 0.6 of its cost: one in `m` of their
-//! workers' flows, each standing for `m` as a spread shard does, into host links of `1/m`
-//! the rate, buffer and ECN threshold, which keeps each flow's share of the link and of
-//! the buffer, and so the incast's RTO chains (1 024 hosts: the job's iteration within
-//! 2.5 and 4.5 % in two seeds).
+//! servers sampled away run as a scale model at about 0.6 of its cost: one in `thin_by`
+//! (`m`, at most [`THIN_VALIDATED`]'s) of their workers' flows, each standing for that
+//! many as a spread shard does, into host links of `1/thin_by` the rate, buffer and ECN
+//! threshold, which keeps each flow's share of the link and of the buffer, and so the
+//! incast's RTO chains (1 024 hosts: the job's iteration within 2.5 and 4.5 % in two
+//! seeds; with 16 of 256 servers, thinned by 10, within 2.4 % in 43-46 s of CPU).
 //!
 //! What it cannot see without them: a job's iteration is its slowest server's, and a
 //! sample's slowest server is faster (where `m` is whole, the `m` samples at `fast.offset`
@@ -103,8 +104,16 @@ fn oversubscription(s: &Scenario) -> f64 {
 pub const KEEP_WHOLE_TENSORS: &[&str] = &["dlcp"];
 
 /// Transports whose job iteration `benchmarks/sim_fast` found within 5 % of packet level's
-/// with `fast.thin_whole_tensors` (docs/notes/fast-mode.md).
-pub const THIN_VALIDATED: &[&str] = &["dctcp"];
+/// with `fast.thin_whole_tensors`, and the most workers a thinned flow may stand for
+/// (`fast.thin_by`; by default `m`, up to this). The job's iteration is the deepest RTO
+/// chain any whole tensor's flow draws, and a scale model draws it from one in `thin_by`
+/// flows. DCTCP: within 4.5 % at 8 (1 024 hosts, seeds 1-2; 128 hosts, seeds 1-3) and 10
+/// (2 000 hosts +0.2 %; 1 024 hosts with 16 servers sampled, +0.3 and -2.4 %); at 16, 46 %
+/// short (1 024 hosts, seed 2, where 10 was -2.4 %). At 432 hosts with 7 of 108 servers
+/// sampled, seed 2's job ends 45 % later than any thinned run of it (by 8, 10 or 15.4) and
+/// seed 1's within 0.5 %: there the deepest chain is rarer than one in 8 flows draws
+/// (docs/notes/fast-mode.md).
+pub const THIN_VALIDATED: &[(&str, u32)] = &[("dctcp", 10)];
 
 /// `newreno`'s window growth that was: CUBIC, as the default baseline (`modern`) sets it.
 /// Reno's growth (`tcp_cc = "reno"`, as `sackless` and `newreno_ecn` have it) came out
@@ -132,6 +141,8 @@ pub struct Sample {
     racks: usize,
     /// `servers / S`.
     pub rate: f64,
+    /// A thinned server's workers per simulated one (`fast.thin_by`; `m` by default).
+    pub thin_by: f64,
     /// Servers per sampled server, `S / servers` (a whole number when they divide `S`).
     pub m: f64,
     /// Disjoint samples of this size (`fast.offset` 0 to `samples - 1`): `m` rounded down.
@@ -156,6 +167,9 @@ pub struct Weights {
     hop: Vec<Hop>,
     /// Per flow, a bit: it stands for more (see [`Weights::weigh_flows`]).
     flows: Vec<u64>,
+    /// Per flow, a bit: a thinned whole tensor's, which stands for `thin_by`, where that
+    /// is not `m` (empty where it is).
+    thin: Vec<u64>,
     /// Per flow, its worker's host (a packet heading there is on its way to the worker,
     /// data of a pull or an ACK of a push).
     worker_of: Vec<u32>,
@@ -164,6 +178,9 @@ pub struct Weights {
     twins: Vec<Vec<u32>>,
     /// Servers per sampled server.
     m: f64,
+    /// What a thinned flow's packet adds to the phantom against a spread shard's:
+    /// `(thin_by - 1) / (m - 1)`, 1 where `thin_by = m`.
+    thin_share: f64,
     /// `fast.phantom = "fluid"`: per port, the load of the packets sampled away.
     fluid: Option<Vec<PhantomLoad>>,
     /// Its averaging time, ps.
@@ -198,13 +215,23 @@ enum Hop {
 }
 
 impl Weights {
-    /// Which flows stand for more ([`Sample::stands_for_more`]).
-    pub fn weigh_flows(&mut self, flows: &[FlowSpec], stands_for_more: impl Fn(&FlowSpec) -> bool) {
+    /// Which flows stand for more ([`Sample::stands_for_more`]), and which of them are
+    /// thinned whole tensors' ([`Sample::thinned`]).
+    pub fn weigh_flows(
+        &mut self,
+        flows: &[FlowSpec],
+        stands_for_more: impl Fn(&FlowSpec) -> bool,
+        thinned: impl Fn(&FlowSpec) -> bool,
+    ) {
         self.flows = vec![0; flows.len().div_ceil(64)];
+        self.thin = vec![0; if self.thin_share == 1.0 { 0 } else { flows.len().div_ceil(64) }];
         self.worker_of = flows.iter().map(|f| if f.pull { f.dst } else { f.src }).collect();
         for (f, spec) in flows.iter().enumerate() {
             if stands_for_more(spec) {
                 self.flows[f / 64] |= 1 << (f % 64);
+            }
+            if !self.thin.is_empty() && thinned(spec) {
+                self.thin[f / 64] |= 1 << (f % 64);
             }
         }
     }
@@ -278,7 +305,8 @@ impl Weights {
         let share = ((m - 1.0) * ph.bytes / tau / bytes_per_ps).min(1.0 - 1.0 / m);
         let held = (tx as f64 / (1.0 - share)).round() as Time;
         if stands {
-            ph.bytes += tx as f64 * bytes_per_ps;
+            let share = if Self::bit(&self.thin, flow) { self.thin_share } else { 1.0 };
+            ph.bytes += tx as f64 * bytes_per_ps * share;
         }
         held
     }
@@ -403,10 +431,20 @@ impl Sample {
                 "scales a server's port buffer, and switch.buffer = \"shared\" has none of its own",
             );
         }
-        if thin && !THIN_VALIDATED.contains(&transport) && !s.fast.unvalidated {
-            let why =
-                format!("with thinned whole tensors for `{transport}` (validated: {})", THIN_VALIDATED.join(", "));
+        let thin_most = THIN_VALIDATED.iter().find(|&&(t, _)| t == transport).map(|&(_, most)| most);
+        if thin && thin_most.is_none() && !s.fast.unvalidated {
+            let names: Vec<&str> = THIN_VALIDATED.iter().map(|&(t, _)| t).collect();
+            let why = format!("with thinned whole tensors for `{transport}` (validated: {})", names.join(", "));
             return unmeasured("fast.thin_whole_tensors", why);
+        }
+        if s.fast.thin_by.is_some() && !thin {
+            return Err(ScenarioError::new(
+                "fast.thin_by",
+                "thins the whole tensors, and fast.thin_whole_tensors is false",
+            ));
+        }
+        if s.fast.thin_by == Some(0) {
+            return Err(ScenarioError::new("fast.thin_by", "must be at least 1 (got 0)"));
         }
         let keep_whole = thin || s.fast.keep_whole_tensors.unwrap_or(KEEP_WHOLE_TENSORS.contains(&transport));
         if !keep_whole && KEEP_WHOLE_TENSORS.contains(&transport) && !s.fast.unvalidated {
@@ -446,8 +484,31 @@ impl Sample {
                 ),
             );
         }
+        // a thinned whole tensor's flow stands for `m` of its server's workers, or for as
+        // many as its transport's scale model was validated at
+        let thin_by = match (s.fast.thin_by, thin_most) {
+            (Some(by), _) => by as f64,
+            (None, Some(most)) => m.min(most as f64),
+            (None, None) => m,
+        };
+        if let Some(most) = thin_most.filter(|&most| thin && thin_by > most as f64 && !s.fast.unvalidated) {
+            let why = format!(
+                "for `{transport}` with a thinned flow standing for {thin_by:.2} workers (validated up to {most}: \
+                 the job's iteration 46 % short at 16, where one in 16 flows draws the deepest RTO chain too rarely)"
+            );
+            return unmeasured("fast.thin_by", why);
+        }
         let biggest = s.transport.mss_bytes as u64 + s.transport.header_bytes as u64;
         let charge = s.fast.phantom == PhantomModel::Stretch || s.fast.charge_buffer;
+        if charge && thin && thin_by != m {
+            return Err(ScenarioError::new(
+                "fast.thin_by",
+                format!(
+                    "{thin_by} is not m = {m:.2}: a packet charged to the buffer (phantom = \"stretch\" or \
+                     charge_buffer) stands for m"
+                ),
+            ));
+        }
         if charge && !whole {
             return Err(ScenarioError::new(
                 "fast.servers",
@@ -517,6 +578,7 @@ impl Sample {
             kept,
             rate: n as f64 / of as f64,
             m,
+            thin_by,
             samples,
             scale_ecn: s.fast.scale_ecn,
             weigh_core: s.fast.weigh_core,
@@ -574,14 +636,27 @@ impl Sample {
         }
         let fluid = (self.phantom == PhantomModel::Fluid).then(|| vec![PhantomLoad::default(); hop.len()]);
         let (m, tau, charge) = (self.m, self.tau_ps, self.charge);
-        Weights { hop, flows: Vec::new(), worker_of: Vec::new(), twins, m, fluid, tau, charge }
+        // a thinned flow's packets add `thin_by - 1` packets' worth to the phantom, not `m - 1`
+        let thin_share = if self.thin_by == m { 1.0 } else { (self.thin_by - 1.0) / (m - 1.0) };
+        Weights {
+            hop,
+            flows: Vec::new(),
+            thin: Vec::new(),
+            worker_of: Vec::new(),
+            twins,
+            m,
+            thin_share,
+            fluid,
+            tau,
+            charge,
+        }
     }
 
     /// Does the workload keep the flows of a shard on server `h` (of a tensor `spread`
     /// over every server, or sent whole)? A sampled server's, and with
     /// `fast.keep_whole_tensors` every whole tensor's.
-    /// With `fast.thin_whole_tensors`, a server sampled away keeps one in `m` of its
-    /// workers: by `worker`, its index in the job's worker list (round-robin over the
+    /// With `fast.thin_whole_tensors`, a server sampled away keeps one in `thin_by` (`m`
+    /// by default) of its workers: by `worker`, its index in the job's worker list (round-robin over the
     /// racks), plus its place in its rack, so that they spread over the racks (every
     /// `m`-th index alone takes whole racks where `m` divides their number), plus the
     /// server's host, so that each worker is kept for some servers.
@@ -590,13 +665,23 @@ impl Sample {
         self.kept[h as usize] || (self.keep_whole && !spread && (!self.thins(h) || self.one_in_m(turned)))
     }
 
-    /// Is `i` one of every `m` (about `1 / m` of the integers, evenly, where `m` is a fraction)?
+    /// Is `i` one of every `thin_by` (about `1 / thin_by` of the integers, evenly, where it
+    /// is a fraction)?
     fn one_in_m(&self, i: usize) -> bool {
-        ((i + 1) as f64 / self.m).floor() > (i as f64 / self.m).floor()
+        ((i + 1) as f64 / self.thin_by).floor() > (i as f64 / self.thin_by).floor()
+    }
+
+    /// A thinned server's host link's rate, buffer and ECN threshold over the job's.
+    pub fn thin_rate(&self) -> f64 {
+        if self.thin_by == self.m {
+            self.rate
+        } else {
+            1.0 / self.thin_by
+        }
     }
 
     /// Is host `h` a server sampled away whose whole tensors run as a scale model, its host
-    /// link at `1/m` the rate, buffer and ECN threshold (`fast.thin_whole_tensors`)?
+    /// link at `1/thin_by` the rate, buffer and ECN threshold (`fast.thin_whole_tensors`)?
     pub fn thins(&self, h: u32) -> bool {
         self.thinned[h as usize]
     }
@@ -608,7 +693,22 @@ impl Sample {
     /// does only with `whole_too` (its worker sends nothing else for it, and its packets
     /// leave at the link's rate).
     pub fn stands_for_more(&self, f: &FlowSpec, whole_too: bool) -> bool {
-        f.spread || whole_too || self.thins(if f.pull { f.src } else { f.dst })
+        f.spread || whole_too || self.thinned(f)
+    }
+
+    /// The flows of the job a thinned flow stands for, in units of a sampled server's
+    /// ([`crate::Simulation::job_weight`]): `thin_by` flows.
+    pub fn thinned_weight(&self) -> u64 {
+        if self.thin_by == self.m {
+            self.of as u64
+        } else {
+            (self.thin_by * self.servers.len() as f64).round() as u64
+        }
+    }
+
+    /// Is `f` a thinned whole tensor's flow, standing for `thin_by` of its server's workers?
+    pub fn thinned(&self, f: &FlowSpec) -> bool {
+        !f.spread && self.thins(if f.pull { f.src } else { f.dst })
     }
 
     /// Does it simulate every server's whole tensors (`fast.keep_whole_tensors`)?
@@ -637,9 +737,11 @@ mod tests {
         let mut w = Weights {
             hop: vec![Hop::TowardServers],
             flows: Vec::new(),
+            thin: Vec::new(),
             worker_of: Vec::new(),
             twins: Vec::new(),
             m,
+            thin_share: 1.0,
             fluid: fluid.then(|| vec![PhantomLoad::default()]),
             tau: 100e6,
             charge: !fluid,
@@ -657,7 +759,7 @@ mod tests {
             pull,
             spread,
         };
-        w.weigh_flows(&[spec(true, false), spec(false, false), spec(true, true)], |f| f.spread);
+        w.weigh_flows(&[spec(true, false), spec(false, false), spec(true, true)], |f| f.spread, |_| false);
         w
     }
 

@@ -75,6 +75,9 @@ pub struct FastSummary {
     /// (`fast.thin_whole_tensors`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub thinned: bool,
+    /// The workers a thinned flow stands for (`fast.thin_by`; 0 when not thinned).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub thinned_by: f64,
     /// With every server's whole tensors kept: the last finish of any flow simulated, the
     /// job's iteration as this run estimates it (a job's slowest servers are those whose
     /// whole tensors' incast takes RTO after RTO, and those it simulates whole). Absent
@@ -82,7 +85,7 @@ pub struct FastSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_iteration_ns: Option<u64>,
     /// With every server's whole tensors kept: the job's flows as the run estimates them,
-    /// each whole tensor's flow for itself (a thinned one for the `m` workers it stands
+    /// each whole tensor's flow for itself (a thinned one for the `thin_by` workers it stands
     /// for) and each of the sample's spread shards for the `m` it stands for (the job's
     /// flow count), and their FCT figures and RTOs weighted so.
     /// The sample's own figures lean on which servers it drew: a server's whole tensors are
@@ -142,6 +145,10 @@ pub fn weighted_percentile(sorted: &[(u64, u64)], q: f64) -> Option<u64> {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn is_zero_f64(n: &f64) -> bool {
+    *n == 0.0
 }
 
 /// What one iteration of a collective schedule asks of the network (rat.md §2, Table 1),
@@ -293,6 +300,7 @@ impl Summary {
                     samples: 1,
                     unreported_flows: sim.flow_count() as u64 - flows,
                     thinned: x.thins_whole_tensors(),
+                    thinned_by: if x.thins_whole_tensors() { x.thin_by } else { 0.0 },
                     job_iteration_ns: x.keeps_whole_tensors().then(|| sim.last_finish()).flatten().map(|t| t / NS),
                     ..FastSummary::default()
                 };

@@ -4,7 +4,9 @@
 //! servers' flows, reduce to packet level when it samples every server, conserve packets,
 //! and refuse by name what it cannot sample.
 
+use gradwire_sim::fast::Sample;
 use gradwire_sim::output::flows_csv;
+use gradwire_sim::topology::Topology;
 use gradwire_sim::{load, Simulation};
 
 /// ResNet18 from 12 workers through 4 dedicated servers on a k = 4 fat-tree (16 hosts).
@@ -307,6 +309,46 @@ fn thinned_whole_tensors_run_one_in_m_of_their_workers() {
         .replace("colocated = false", "colocated = true");
     let e = Simulation::new(&load(&colocated, &[]).unwrap()[0].scenario).err().expect("refused");
     assert_eq!(e.key, "fast.thin_whole_tensors", "{e}");
+}
+
+#[test]
+fn a_thinned_flow_stands_for_thin_by_workers() {
+    // 1 of 4 servers (m = 4), the other three's whole tensors thinned by 2: half of their
+    // 12 workers, each standing for 2 in the job's figures
+    let sampled = "fidelity = \"fast\"\n[fast]\nservers = 1";
+    let keep = run(&ps(&format!("{sampled}\nkeep_whole_tensors = true")));
+    let thin = run(&ps(&format!("{sampled}\nthin_whole_tensors = true\nthin_by = 2")));
+    assert!(thin.conservation().holds());
+    let (k, t) = (keep.summary(), thin.summary());
+    let (kx, tx) = (k.fast.as_ref().unwrap(), t.fast.as_ref().unwrap());
+    assert_eq!((tx.stands_for, tx.thinned_by), (4.0, 2.0), "{tx:?}");
+    assert_eq!(2 * tx.unreported_flows, kx.unreported_flows);
+    assert_eq!(tx.job_flows, Some(run(&ps("")).flow_count() as u64), "the job's flows, each counted once");
+    // by default a thinned flow stands for m
+    let by_m = run(&ps(&format!("{sampled}\nthin_whole_tensors = true")));
+    let bx = by_m.summary().fast.unwrap();
+    assert_eq!((bx.thinned_by, 4 * bx.unreported_flows), (4.0, kx.unreported_flows));
+    let refused = |extra: &str, key: &str, says: &str| {
+        let e = Simulation::new(&load(&ps(&format!("{sampled}\n{extra}")), &[]).unwrap()[0].scenario)
+            .err()
+            .expect("refused");
+        assert_eq!(e.key, key, "{extra}: {e}");
+        assert!(e.to_string().contains(says), "{extra}: {e}");
+    };
+    refused("thin_by = 2", "fast.thin_by", "thin_whole_tensors is false");
+    refused("thin_whole_tensors = true\nthin_by = 0", "fast.thin_by", "at least 1");
+    // DCTCP's scale model was validated up to 10 workers per flow
+    refused("thin_whole_tensors = true\nthin_by = 11", "fast.thin_by", "validated up to 10");
+    let forced = ps(&format!("{sampled}\nthin_whole_tensors = true\nthin_by = 11\nunvalidated = true"));
+    assert!(Simulation::new(&load(&forced, &[]).unwrap()[0].scenario).is_ok());
+    refused("phantom = \"stretch\"\nthin_whole_tensors = true\nthin_by = 2", "fast.thin_by", "stands for m");
+    // a sample thinner than that thins by 10: 2 of 30 servers is m = 15
+    let wide = ps("fidelity = \"fast\"\n[fast]\nservers = 2\nthin_whole_tensors = true\nunvalidated = true")
+        .replace("k = 4", "k = 6")
+        .replace("workers = 12\nservers = 4", "workers = 20\nservers = 30");
+    let s = &load(&wide, &[]).unwrap()[0].scenario;
+    let x = Sample::plan(s, &Topology::build(&s.topology)).unwrap().expect("a fast run");
+    assert_eq!((x.m, x.thin_by), (15.0, 10.0));
 }
 
 /// flows.csv's rows keyed by flow id, each without its id: (src, dst, size, ...).

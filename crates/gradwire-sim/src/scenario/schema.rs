@@ -106,6 +106,10 @@ pub struct FastCfg {
     /// one in `m` of their workers' flows on host links of `1/m` the rate, buffer and ECN
     /// threshold, each standing for `m` on the workers' half (`crate::fast`).
     pub thin_whole_tensors: bool,
+    /// With `thin_whole_tensors`: a thinned server's workers per simulated one, and its
+    /// host link's scale (absent: `m`, up to what the transport's scale model was
+    /// validated at, [`crate::fast::THIN_VALIDATED`]).
+    pub thin_by: Option<u32>,
     /// How the packets a sampled one stands for take the link.
     pub phantom: PhantomModel,
     /// `phantom = "fluid"`: the time its rate is averaged over (default: a quarter of one
@@ -141,6 +145,7 @@ impl Default for FastCfg {
             weigh_whole_tensors: false,
             keep_whole_tensors: None,
             thin_whole_tensors: false,
+            thin_by: None,
             phantom: PhantomModel::Fluid,
             phantom_tau_us: None,
             charge_buffer: false,

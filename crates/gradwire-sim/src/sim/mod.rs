@@ -228,7 +228,11 @@ impl Simulation {
             }),
         };
         if let (Some(weights), Some(x)) = (&mut fabric.weights, &sample) {
-            weights.weigh_flows(&workload.flows, |f| x.stands_for_more(f, s.fast.weigh_whole_tensors));
+            weights.weigh_flows(
+                &workload.flows,
+                |f| x.stands_for_more(f, s.fast.weigh_whole_tensors),
+                |f| x.thinned(f),
+            );
         }
 
         let port_list = |key: &str, names: &[String]| {
@@ -417,10 +421,11 @@ impl Simulation {
     /// How many of the job's flows flow `f` stands for, in [`Self::job_weight_unit`]s (a
     /// whole number where `m` is a fraction): the `m` shards of its tensor to the servers
     /// of its group in a fast run (every server gets a shard of every tensor split over
-    /// them all) or of its server's workers (a thinned whole tensor's,
+    /// them all) or the `thin_by` of its server's workers (a thinned whole tensor's,
     /// `fast.thin_whole_tensors`), else itself (a whole tensor's flow, or any at packet level).
     pub fn job_weight(&self, f: u32) -> u64 {
         match &self.sample {
+            Some(x) if x.thinned(&self.workload.flows[f as usize]) => x.thinned_weight(),
             Some(x) if x.stands_for_more(&self.workload.flows[f as usize], false) => x.of as u64,
             Some(x) => x.servers.len() as u64,
             None => 1,
