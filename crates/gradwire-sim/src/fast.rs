@@ -33,7 +33,8 @@
 //! many as a spread shard does, into host links of `1/thin_by` the rate, buffer and ECN
 //! threshold, which keeps each flow's share of the link and of the buffer, and so the
 //! incast's RTO chains (1 024 hosts: the job's iteration within 2.5 and 4.5 % in two
-//! seeds; with 16 of 256 servers, thinned by 10, within 2.4 % in 43-46 s of CPU).
+//! seeds; with 16 of 256 servers, thinned by 10, within 2.4 % at 0.6x the CPU of a
+//! sample of 32 alone).
 //!
 //! What it cannot see without them: a job's iteration is its slowest server's, and a
 //! sample's slowest server is faster (where `m` is whole, the `m` samples at `fast.offset`
