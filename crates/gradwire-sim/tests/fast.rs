@@ -272,12 +272,19 @@ fn kept_whole_tensors_load_the_run_but_stay_out_of_its_results() {
     assert_eq!(e.key, "fast.weigh_whole_tensors", "{e}");
 }
 
+/// The job of `sampled` with every server's whole tensors kept, and with those of the
+/// servers sampled away thinned (and `thin`'s keys), which conserves its packets.
+fn kept_and_thinned(sampled: &str, thin: &str) -> (Simulation, Simulation) {
+    let keep = run(&ps(&format!("{sampled}\nkeep_whole_tensors = true")));
+    let thinned = run(&ps(&format!("{sampled}\nthin_whole_tensors = true{thin}")));
+    assert!(thinned.conservation().holds());
+    (keep, thinned)
+}
+
 #[test]
 fn thinned_whole_tensors_run_one_in_m_of_their_workers() {
     let sampled = "fidelity = \"fast\"\n[fast]\nservers = 2";
-    let keep = run(&ps(&format!("{sampled}\nkeep_whole_tensors = true")));
-    let thin = run(&ps(&format!("{sampled}\nthin_whole_tensors = true")));
-    assert!(thin.conservation().holds());
+    let (keep, thin) = kept_and_thinned(sampled, "");
     assert_eq!(thin.progress().flows_done, thin.flow_count() as u64, "every flow finished");
     let (k, t) = (keep.summary(), thin.summary());
     let (kx, tx) = (k.fast.as_ref().unwrap(), t.fast.as_ref().unwrap());
@@ -316,9 +323,7 @@ fn a_thinned_flow_stands_for_thin_by_workers() {
     // 1 of 4 servers (m = 4), the other three's whole tensors thinned by 2: half of their
     // 12 workers, each standing for 2 in the job's figures
     let sampled = "fidelity = \"fast\"\n[fast]\nservers = 1";
-    let keep = run(&ps(&format!("{sampled}\nkeep_whole_tensors = true")));
-    let thin = run(&ps(&format!("{sampled}\nthin_whole_tensors = true\nthin_by = 2")));
-    assert!(thin.conservation().holds());
+    let (keep, thin) = kept_and_thinned(sampled, "\nthin_by = 2");
     let (k, t) = (keep.summary(), thin.summary());
     let (kx, tx) = (k.fast.as_ref().unwrap(), t.fast.as_ref().unwrap());
     assert_eq!((tx.stands_for, tx.thinned_by), (4.0, 2.0), "{tx:?}");
