@@ -33,8 +33,8 @@
 //! many as a spread shard does, into host links of `1/thin_by` the rate, buffer and ECN
 //! threshold, which keeps each flow's share of the link and of the buffer, and so the
 //! incast's RTO chains (1 024 hosts: the job's iteration within 2.5 and 4.5 % in two
-//! seeds; with 16 of 256 servers, thinned by 10, within 2.4 % at 0.6x the CPU of a
-//! sample of 32 alone).
+//! seeds; with 16 of 256 servers, thinned by 10, +0.3 / -2.4 / -5.3 % in three seeds at
+//! 0.6x the CPU of a sample of 32 alone).
 //!
 //! What it cannot see without them: a job's iteration is its slowest server's, and a
 //! sample's slowest server is faster (where `m` is whole, the `m` samples at `fast.offset`
@@ -108,12 +108,12 @@ pub const KEEP_WHOLE_TENSORS: &[&str] = &["dlcp"];
 /// with `fast.thin_whole_tensors`, and the most workers a thinned flow may stand for
 /// (`fast.thin_by`; by default `m`, up to this). The job's iteration is the deepest RTO
 /// chain any whole tensor's flow draws, and a scale model draws it from one in `thin_by`
-/// flows. DCTCP: within 4.5 % at 8 (1 024 hosts, seeds 1-2; 128 hosts, seeds 1-3) and 10
-/// (2 000 hosts +0.2 %; 1 024 hosts with 16 servers sampled, +0.3 and -2.4 %); at 16, 46 %
-/// short (1 024 hosts, seed 2, where 10 was -2.4 %). At 432 hosts with 7 of 108 servers
-/// sampled, seed 2's job ends 45 % later than any thinned run of it (by 8, 10 or 15.4) and
-/// seed 1's within 0.5 %: there the deepest chain is rarer than one in 8 flows draws
-/// (docs/notes/fast-mode.md).
+/// flows. DCTCP: within 4.5 % at 8 (1 024 hosts, seeds 1-3; 128 hosts, seeds 1-3) and 10
+/// (2 000 hosts +0.2 %; 1 024 hosts with 16 servers sampled, +0.3 / -2.4 / -5.3 %, where 8
+/// gave -6.3 % on the third); at 16, 46 % short (1 024 hosts, seed 2, where 10 was -2.4 %).
+/// At 432 hosts with 7 of 108 servers sampled, seed 2's job ends 45 % later than any
+/// thinned run of it (by 8, 10 or 15.4) and seed 1's within 0.5 %: there the deepest chain
+/// is rarer than one in 8 flows draws (docs/notes/fast-mode.md).
 pub const THIN_VALIDATED: &[(&str, u32)] = &[("dctcp", 10)];
 
 /// `newreno`'s window growth that was: CUBIC, as the default baseline (`modern`) sets it.
