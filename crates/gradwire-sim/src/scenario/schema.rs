@@ -103,8 +103,9 @@ pub struct FastCfg {
     /// transports validated with it only ([`crate::fast::KEEP_WHOLE_TENSORS`]).
     pub keep_whole_tensors: Option<bool>,
     /// With the whole tensors kept: those of the servers sampled away as a scale model,
-    /// one in `m` of their workers' flows on host links of `1/m` the rate, buffer and ECN
-    /// threshold, each standing for `m` on the workers' half (`crate::fast`).
+    /// one in `thin_by` of their workers' flows on host links of `1/thin_by` the rate,
+    /// buffer and ECN threshold, each standing for `thin_by` on the workers' half
+    /// (`crate::fast`).
     pub thin_whole_tensors: bool,
     /// With `thin_whole_tensors`: a thinned server's workers per simulated one, and its
     /// host link's scale (absent: `m`, up to what the transport's scale model was
